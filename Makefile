@@ -1,0 +1,15 @@
+# `make test` is the one command that sets up a fresh machine and runs the whole suite.
+.PHONY: test tools lint demo
+
+test: tools
+	cargo test --all-targets
+
+tools:
+	bash scripts/install-test-tools.sh
+
+lint:
+	cargo fmt --check
+	cargo clippy --all-targets -- -D warnings
+
+demo:
+	cargo run --release -- demo

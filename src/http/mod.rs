@@ -1,0 +1,139 @@
+//! HTTP client with per-phase timings and classified errors.
+//!
+//! Phases follow k6's names with DNS split out of `blocked`. A transport failure never
+//! propagates as an error: it becomes an [`Outcome`] with an [`ErrorClass`].
+
+use std::time::Duration;
+
+/// One timed phase of a request, named as k6 names it (plus `dns`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Phase {
+    Blocked,
+    Dns,
+    Connecting,
+    TlsHandshaking,
+    Sending,
+    Waiting,
+    Receiving,
+}
+
+impl Phase {
+    pub const ALL: [Phase; 7] = [
+        Phase::Blocked,
+        Phase::Dns,
+        Phase::Connecting,
+        Phase::TlsHandshaking,
+        Phase::Sending,
+        Phase::Waiting,
+        Phase::Receiving,
+    ];
+
+    /// The label value and k6 metric suffix (`http_req_<name>`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Blocked => "blocked",
+            Phase::Dns => "dns",
+            Phase::Connecting => "connecting",
+            Phase::TlsHandshaking => "tls_handshaking",
+            Phase::Sending => "sending",
+            Phase::Waiting => "waiting",
+            Phase::Receiving => "receiving",
+        }
+    }
+}
+
+/// Time spent in each phase of one request. Reused connections report zero for
+/// `dns`, `connecting` and `tls_handshaking`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Phases {
+    pub blocked: Duration,
+    pub dns: Duration,
+    pub connecting: Duration,
+    pub tls_handshaking: Duration,
+    pub sending: Duration,
+    pub waiting: Duration,
+    pub receiving: Duration,
+}
+
+impl Phases {
+    /// k6's `http_req_duration`: sending + waiting + receiving.
+    pub fn duration(&self) -> Duration {
+        self.sending + self.waiting + self.receiving
+    }
+
+    pub fn get(&self, phase: Phase) -> Duration {
+        match phase {
+            Phase::Blocked => self.blocked,
+            Phase::Dns => self.dns,
+            Phase::Connecting => self.connecting,
+            Phase::TlsHandshaking => self.tls_handshaking,
+            Phase::Sending => self.sending,
+            Phase::Waiting => self.waiting,
+            Phase::Receiving => self.receiving,
+        }
+    }
+}
+
+/// Why a request produced no complete response. Never fatal to a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ErrorClass {
+    Dns,
+    ConnectRefused,
+    ConnectTimeout,
+    /// EADDRNOTAVAIL: the client ran out of ephemeral ports.
+    LocalPortsExhausted,
+    Tls,
+    Timeout,
+    Reset,
+    Body,
+    Other,
+}
+
+impl ErrorClass {
+    pub const ALL: [ErrorClass; 9] = [
+        ErrorClass::Dns,
+        ErrorClass::ConnectRefused,
+        ErrorClass::ConnectTimeout,
+        ErrorClass::LocalPortsExhausted,
+        ErrorClass::Tls,
+        ErrorClass::Timeout,
+        ErrorClass::Reset,
+        ErrorClass::Body,
+        ErrorClass::Other,
+    ];
+
+    /// The `error` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorClass::Dns => "dns",
+            ErrorClass::ConnectRefused => "connect_refused",
+            ErrorClass::ConnectTimeout => "connect_timeout",
+            ErrorClass::LocalPortsExhausted => "local_ports_exhausted",
+            ErrorClass::Tls => "tls",
+            ErrorClass::Timeout => "timeout",
+            ErrorClass::Reset => "reset",
+            ErrorClass::Body => "body",
+            ErrorClass::Other => "other",
+        }
+    }
+}
+
+/// Everything measured about one request.
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    pub phases: Phases,
+    /// The HTTP status, when a response head arrived.
+    pub status: Option<u16>,
+    /// Set when the request failed in transport (no status, or the body broke).
+    pub error: Option<ErrorClass>,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub local_port: Option<u16>,
+    /// True when the request went over a connection opened by an earlier request.
+    pub reused: bool,
+    pub headers: ::http::HeaderMap,
+    /// The body, up to the configured limit.
+    pub body: bytes::Bytes,
+    /// Body bytes read past the limit and discarded.
+    pub body_discarded: u64,
+}

@@ -1,0 +1,14 @@
+//! sloburn: a Prometheus-native SLO load-test daemon.
+//!
+//! The binary (`main.rs`) only parses the command line and maps errors to exit codes; all work
+//! lives in this library so that integration tests drive it in-process.
+
+pub mod checks;
+pub mod cli;
+pub mod config;
+pub mod http;
+pub mod load;
+pub mod rules;
+pub mod slo;
+pub mod target;
+pub mod thresholds;

@@ -1,0 +1,3 @@
+//! The load engine: executor specs, pure plans, histograms and the runner.
+
+pub mod spec;

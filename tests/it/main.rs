@@ -1,0 +1,1 @@
+//! The one integration-test binary (matklad's layout): each feature area is a module.
