@@ -1,1 +1,320 @@
-//! (to be written)
+//! The config: YAML in, a validated [`Config`] out, or every problem with its position.
+//!
+//! The raw YAML tree never leaves this module. Each error is a [`Diagnostic`] that renders as
+//! `file:line:col: path: message`; the checker keeps going after an error so a user fixes all of
+//! them in one pass. Secrets (`${env:NAME}`, `${file:PATH}`) are resolved here and marked
+//! sensitive, so they never reach `Debug` output, logs or metrics.
+
+mod build;
+pub mod units;
+mod walk;
+pub mod yaml;
+
+use crate::checks::Check;
+use crate::load::spec::Executor;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub use yaml::Pos;
+
+/// One problem found in a config file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Diagnostic {
+    pub pos: Pos,
+    /// Dotted path of the offending field, e.g. `targets.checkout.timeout`.
+    pub path: String,
+    pub message: String,
+}
+
+impl Diagnostic {
+    /// `file:line:col: path: message`.
+    pub fn render(&self, file: &str) -> String {
+        if self.path.is_empty() {
+            format!(
+                "{file}:{}:{}: {}",
+                self.pos.line, self.pos.col, self.message
+            )
+        } else {
+            format!(
+                "{file}:{}:{}: {}: {}",
+                self.pos.line, self.pos.col, self.path, self.message
+            )
+        }
+    }
+}
+
+/// A config that failed to load: every error, plus the warnings found on the way.
+#[derive(Debug)]
+pub struct ConfigError {
+    pub file: String,
+    pub errors: Vec<Diagnostic>,
+    pub warnings: Vec<Diagnostic>,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.errors.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{}", e.render(&self.file))?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// A validated config and the warnings that did not stop it.
+#[derive(Debug)]
+pub struct Loaded {
+    pub config: Config,
+    pub warnings: Vec<Diagnostic>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub server: Server,
+    pub storage: Storage,
+    pub targets: BTreeMap<String, Target>,
+    pub profiles: BTreeMap<String, Profile>,
+    pub slos: BTreeMap<String, Slo>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Server {
+    pub listen: SocketAddr,
+    /// Bearer token for write endpoints; `None` disables them.
+    pub admin_token: Option<Secret>,
+    /// Whether read endpoints also require the token.
+    pub protect_reads: bool,
+    /// How long in-flight requests may take to finish on shutdown.
+    pub grace_period: Duration,
+    /// Cap on in-flight requests across all profiles.
+    pub max_in_flight: u32,
+}
+
+#[derive(Debug, Clone)]
+pub struct Storage {
+    pub path: PathBuf,
+    pub flush_interval: Duration,
+}
+
+/// A string that must never be printed. `Debug` shows `<redacted>`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: String) -> Secret {
+        Secret(value)
+    }
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub name: String,
+    pub uri: http::Uri,
+    pub method: http::Method,
+    /// Header values that came from `${env:..}` or `${file:..}` are marked sensitive.
+    pub headers: http::HeaderMap,
+    pub body: bytes::Bytes,
+    pub timeout: Duration,
+    pub keep_alive: bool,
+    pub dns_ttl: Duration,
+    pub max_body: u64,
+    pub insecure_skip_verify: bool,
+    pub checks: Vec<Check>,
+    /// Histogram bucket upper bounds in seconds, ascending.
+    pub buckets: Vec<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Overlap {
+    Skip,
+    Queue,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ScheduleSpec {
+    /// A crontab expression (5 or 6 fields, or a macro) with an optional IANA zone.
+    Cron {
+        expr: String,
+        timezone: Option<String>,
+    },
+    Every(Duration),
+}
+
+/// One k6-style threshold as written: `metric` and expression, plus its abort options.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThresholdSpec {
+    pub metric: String,
+    pub expr: String,
+    pub abort_on_fail: bool,
+    pub delay_abort_eval: Duration,
+    pub pos: Pos,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Guard {
+    pub slo: String,
+    pub max_burn_rate: f64,
+    pub window: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct Profile {
+    pub name: String,
+    pub target: String,
+    pub executor: Executor,
+    pub schedule: Option<ScheduleSpec>,
+    pub jitter: Duration,
+    pub overlap: Overlap,
+    pub run_on_start: bool,
+    pub thresholds: Vec<ThresholdSpec>,
+    pub graceful_stop: Duration,
+    pub start_time: Duration,
+    pub guard: Option<Guard>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Sli {
+    /// Good = a response arrived, its status is expected and every check passed.
+    Availability,
+    /// Good = succeeded within `under`. Failures are bad unless `exclude_failures`.
+    Latency {
+        under: Duration,
+        exclude_failures: bool,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TierSpec {
+    pub name: String,
+    pub page: bool,
+    pub long: Duration,
+    pub short: Duration,
+    pub factor: f64,
+}
+
+#[derive(Debug, Clone)]
+pub struct Slo {
+    pub name: String,
+    pub target: String,
+    /// Profiles whose traffic counts; empty means every profile on the target.
+    pub profiles: Vec<String>,
+    /// Percent, in (0, 100).
+    pub objective: f64,
+    pub period: Duration,
+    pub sli: Sli,
+    pub description: String,
+    pub labels: BTreeMap<String, String>,
+    /// Alert tiers; `None` means the SRE Workbook defaults scaled to the period.
+    pub tiers: Option<Vec<TierSpec>>,
+}
+
+/// Default histogram buckets: HTTP latency from 1 ms to 10 s.
+pub const DEFAULT_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// Reads and validates a config file.
+pub fn load(path: &Path) -> Result<Loaded, ConfigError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+        file: file.clone(),
+        errors: vec![Diagnostic {
+            pos: Pos { line: 1, col: 1 },
+            path: String::new(),
+            message: format!("cannot read the config file: {e}"),
+        }],
+        warnings: Vec::new(),
+    })?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    from_str(&text, &file, base, &Env::process())
+}
+
+/// Looks up an environment variable by name.
+type VarLookup = Box<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// Where `${env:..}` and `${file:..}` references are resolved from; tests pass their own.
+pub struct Env {
+    vars: VarLookup,
+    /// DNS `ndots` for the search-path warning.
+    pub ndots: u8,
+}
+
+impl Env {
+    pub fn process() -> Env {
+        Env {
+            vars: Box::new(|name| std::env::var(name).ok()),
+            ndots: system_ndots(),
+        }
+    }
+
+    pub fn from_map(map: BTreeMap<String, String>, ndots: u8) -> Env {
+        Env {
+            vars: Box::new(move |name| map.get(name).cloned()),
+            ndots,
+        }
+    }
+
+    fn var(&self, name: &str) -> Option<String> {
+        (self.vars)(name)
+    }
+}
+
+/// Validates config text. `file` names it in messages; `base` resolves relative paths.
+pub fn from_str(text: &str, file: &str, base: &Path, env: &Env) -> Result<Loaded, ConfigError> {
+    let root = yaml::parse(text).map_err(|e| ConfigError {
+        file: file.to_string(),
+        errors: vec![Diagnostic {
+            pos: e.pos,
+            path: String::new(),
+            message: format!("YAML syntax: {}", e.message),
+        }],
+        warnings: Vec::new(),
+    })?;
+    let mut ctx = walk::Ctx::default();
+    let config = build::config(&mut ctx, &root, base, env);
+    let mut warnings = ctx.warnings;
+    warnings.sort_by_key(|d| (d.pos.line, d.pos.col));
+    match config {
+        Some(config) if ctx.errors.is_empty() => Ok(Loaded { config, warnings }),
+        _ => {
+            let mut errors = ctx.errors;
+            errors.sort_by_key(|d| (d.pos.line, d.pos.col));
+            Err(ConfigError {
+                file: file.to_string(),
+                errors,
+                warnings,
+            })
+        }
+    }
+}
+
+/// `ndots` from /etc/resolv.conf (glibc default 1 when absent).
+fn system_ndots() -> u8 {
+    std::fs::read_to_string("/etc/resolv.conf")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .filter(|l| l.trim_start().starts_with("options"))
+                .flat_map(|l| l.split_whitespace())
+                .filter_map(|w| w.strip_prefix("ndots:"))
+                .filter_map(|n| n.parse::<u8>().ok())
+                .next_back()
+        })
+        .unwrap_or(1)
+}

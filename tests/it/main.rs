@@ -1,1 +1,3 @@
 //! The one integration-test binary (matklad's layout): each feature area is a module.
+
+mod config;

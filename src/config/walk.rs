@@ -1,0 +1,299 @@
+//! The checker's toolkit: typed reads from the position-keeping YAML tree that record every
+//! problem (with its position and dotted path) instead of stopping at the first one.
+
+use super::yaml::{Node, Pos, Value};
+use super::{Diagnostic, units};
+use std::time::Duration;
+
+/// Collects errors and warnings while the tree is walked.
+#[derive(Default)]
+pub struct Ctx {
+    pub errors: Vec<Diagnostic>,
+    pub warnings: Vec<Diagnostic>,
+}
+
+impl Ctx {
+    pub fn error(&mut self, pos: Pos, path: &str, message: impl Into<String>) {
+        self.errors.push(Diagnostic {
+            pos,
+            path: path.to_string(),
+            message: message.into(),
+        });
+    }
+
+    pub fn warn(&mut self, pos: Pos, path: &str, message: impl Into<String>) {
+        self.warnings.push(Diagnostic {
+            pos,
+            path: path.to_string(),
+            message: message.into(),
+        });
+    }
+}
+
+/// Joins a parent path and a key the way messages show it (`targets.checkout.timeout`).
+pub fn join(parent: &str, key: &str) -> String {
+    if parent.is_empty() {
+        key.to_string()
+    } else {
+        format!("{parent}.{key}")
+    }
+}
+
+/// A mapping whose keys were checked against the allowed set.
+pub struct Fields<'a> {
+    pub node: &'a Node,
+    pub path: String,
+    entries: Vec<(&'a str, &'a Node)>,
+}
+
+impl<'a> Fields<'a> {
+    pub fn get(&self, key: &str) -> Option<&'a Node> {
+        self.entries
+            .iter()
+            .find(|(k, n)| *k == key && !n.is_null())
+            .map(|(_, n)| *n)
+    }
+
+    pub fn has(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+
+    pub fn path_of(&self, key: &str) -> String {
+        join(&self.path, key)
+    }
+}
+
+/// Reads a mapping and reports keys outside `allowed`, with a did-you-mean.
+pub fn fields<'a>(
+    ctx: &mut Ctx,
+    node: &'a Node,
+    path: &str,
+    allowed: &[&str],
+) -> Option<Fields<'a>> {
+    let Value::Map(entries) = &node.value else {
+        if !node.is_null() {
+            ctx.error(
+                node.pos,
+                path,
+                format!("expected a mapping, found {}", node.kind()),
+            );
+        }
+        return None;
+    };
+    let mut out = Vec::with_capacity(entries.len());
+    for (key, value) in entries {
+        if allowed.contains(&key.name.as_str()) {
+            out.push((key.name.as_str(), value));
+        } else {
+            let hint = did_you_mean(&key.name, allowed.iter().copied())
+                .map(|s| format!(" (did you mean `{s}`?)"))
+                .unwrap_or_default();
+            ctx.error(
+                key.pos,
+                &join(path, &key.name),
+                format!("unknown field `{}`{hint}", key.name),
+            );
+        }
+    }
+    Some(Fields {
+        node,
+        path: path.to_string(),
+        entries: out,
+    })
+}
+
+/// Entries of a mapping whose keys are user-chosen names (`targets`, `profiles`, `slos`).
+pub fn named<'a>(ctx: &mut Ctx, node: &'a Node, path: &str) -> Vec<(String, Pos, &'a Node)> {
+    match &node.value {
+        Value::Map(entries) => entries
+            .iter()
+            .filter_map(|(k, v)| {
+                if valid_name(&k.name) {
+                    Some((k.name.clone(), k.pos, v))
+                } else {
+                    ctx.error(
+                        k.pos,
+                        &join(path, &k.name),
+                        "names may use only letters, digits, `-`, `_` and `.` (they become metric label values)",
+                    );
+                    None
+                }
+            })
+            .collect(),
+        _ if node.is_null() => Vec::new(),
+        _ => {
+            ctx.error(
+                node.pos,
+                path,
+                format!("expected a mapping of names, found {}", node.kind()),
+            );
+            Vec::new()
+        }
+    }
+}
+
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+pub fn string(ctx: &mut Ctx, node: &Node, path: &str) -> Option<String> {
+    match node.as_scalar() {
+        Some(s) => Some(s.to_string()),
+        None => {
+            ctx.error(
+                node.pos,
+                path,
+                format!("expected a string, found {}", node.kind()),
+            );
+            None
+        }
+    }
+}
+
+pub fn boolean(ctx: &mut Ctx, node: &Node, path: &str) -> Option<bool> {
+    match node.as_scalar() {
+        Some("true") | Some("True") | Some("TRUE") => Some(true),
+        Some("false") | Some("False") | Some("FALSE") => Some(false),
+        _ => {
+            ctx.error(node.pos, path, "expected `true` or `false`");
+            None
+        }
+    }
+}
+
+pub fn number(ctx: &mut Ctx, node: &Node, path: &str) -> Option<f64> {
+    match node.as_scalar().map(|s| s.trim().parse::<f64>()) {
+        Some(Ok(v)) if v.is_finite() => Some(v),
+        _ => {
+            ctx.error(
+                node.pos,
+                path,
+                format!("expected a number, found {}", describe(node)),
+            );
+            None
+        }
+    }
+}
+
+pub fn unsigned(ctx: &mut Ctx, node: &Node, path: &str) -> Option<u64> {
+    match node.as_scalar().map(|s| s.trim().parse::<u64>()) {
+        Some(Ok(v)) => Some(v),
+        _ => {
+            ctx.error(
+                node.pos,
+                path,
+                format!("expected a whole number, found {}", describe(node)),
+            );
+            None
+        }
+    }
+}
+
+pub fn duration(ctx: &mut Ctx, node: &Node, path: &str) -> Option<Duration> {
+    let text = string(ctx, node, path)?;
+    match units::parse_duration(&text) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            ctx.error(node.pos, path, e);
+            None
+        }
+    }
+}
+
+pub fn rate(ctx: &mut Ctx, node: &Node, path: &str) -> Option<f64> {
+    let text = string(ctx, node, path)?;
+    match units::parse_rate(&text) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            ctx.error(node.pos, path, e);
+            None
+        }
+    }
+}
+
+pub fn size(ctx: &mut Ctx, node: &Node, path: &str) -> Option<u64> {
+    let text = string(ctx, node, path)?;
+    match units::parse_size(&text) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            ctx.error(node.pos, path, e);
+            None
+        }
+    }
+}
+
+/// Either one item or a list of them (`status: 200` or `status: [200, 204]`).
+pub fn one_or_many(node: &Node) -> Vec<&Node> {
+    match &node.value {
+        Value::Seq(items) => items.iter().collect(),
+        _ => vec![node],
+    }
+}
+
+pub fn seq<'a>(ctx: &mut Ctx, node: &'a Node, path: &str) -> &'a [Node] {
+    match &node.value {
+        Value::Seq(items) => items,
+        _ => {
+            ctx.error(
+                node.pos,
+                path,
+                format!("expected a list, found {}", node.kind()),
+            );
+            &[]
+        }
+    }
+}
+
+fn describe(node: &Node) -> String {
+    match node.as_scalar() {
+        Some(s) => format!("`{s}`"),
+        None => node.kind().to_string(),
+    }
+}
+
+/// The closest candidate within a small edit distance, for "did you mean" hints.
+pub fn did_you_mean<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
+    let limit = (word.len() / 3).max(1) + 1;
+    candidates
+        .into_iter()
+        .map(|c| (edit_distance(word, c), c))
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != cb);
+            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn did_you_mean_finds_near_misses_only() {
+        let fields = ["timeout", "method", "headers", "keep_alive"];
+        assert_eq!(did_you_mean("timout", fields), Some("timeout"));
+        assert_eq!(did_you_mean("keepalive", fields), Some("keep_alive"));
+        assert_eq!(did_you_mean("header", fields), Some("headers"));
+        assert_eq!(did_you_mean("zzz", fields), None);
+    }
+}

@@ -1,0 +1,288 @@
+//! A YAML document as a tree in which every node keeps its line and column.
+//!
+//! serde-based readers stop at the first error and lose positions after deserialising; the
+//! config checker needs to report *every* mistake at its exact place, so it walks this tree by
+//! hand. The tree is built from `saphyr-parser` events (pure Rust, YAML 1.2).
+
+use saphyr_parser::{Event, Parser, ScalarStyle};
+
+/// 1-based line and column of a node's first character.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Pos {
+    pub line: usize,
+    pub col: usize,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Null,
+    /// A scalar's text. `quoted` is true for quoted and block scalars, which are always strings.
+    Scalar {
+        text: String,
+        quoted: bool,
+    },
+    Seq(Vec<Node>),
+    /// Keys in document order, each with its own position.
+    Map(Vec<(Key, Node)>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Key {
+    pub name: String,
+    pub pos: Pos,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    pub value: Value,
+    pub pos: Pos,
+}
+
+/// A syntax error with its position.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SyntaxError {
+    pub pos: Pos,
+    pub message: String,
+}
+
+impl Node {
+    /// The scalar text, when this node is a scalar.
+    pub fn as_scalar(&self) -> Option<&str> {
+        match &self.value {
+            Value::Scalar { text, .. } => Some(text),
+            _ => None,
+        }
+    }
+
+    pub fn is_null(&self) -> bool {
+        match &self.value {
+            Value::Null => true,
+            Value::Scalar { text, quoted } => {
+                !quoted && matches!(text.as_str(), "" | "~" | "null" | "Null" | "NULL")
+            }
+            _ => false,
+        }
+    }
+
+    /// A short description of the node's kind for "expected X, found Y" messages.
+    pub fn kind(&self) -> &'static str {
+        if self.is_null() {
+            return "nothing";
+        }
+        match &self.value {
+            Value::Null => "nothing",
+            Value::Scalar { .. } => "a scalar",
+            Value::Seq(_) => "a list",
+            Value::Map(_) => "a mapping",
+        }
+    }
+}
+
+/// Parses one YAML document. An empty input yields a null node at 1:1.
+pub fn parse(src: &str) -> Result<Node, SyntaxError> {
+    let mut builder = Builder::default();
+    for item in Parser::new_from_str(src) {
+        let (event, span) = item.map_err(|e| SyntaxError {
+            pos: Pos {
+                line: e.marker().line(),
+                col: e.marker().col() + 1,
+            },
+            message: e.info().to_string(),
+        })?;
+        let pos = Pos {
+            line: span.start.line(),
+            col: span.start.col() + 1,
+        };
+        builder.event(event, pos)?;
+        if builder.done {
+            break;
+        }
+    }
+    Ok(builder.root.unwrap_or(Node {
+        value: Value::Null,
+        pos: Pos { line: 1, col: 1 },
+    }))
+}
+
+enum Frame {
+    Seq(Node),
+    Map(Node, Option<(Key, Pos)>),
+}
+
+#[derive(Default)]
+struct Builder {
+    stack: Vec<Frame>,
+    root: Option<Node>,
+    /// Anchored nodes by anchor id, for aliases.
+    anchors: Vec<(usize, Node)>,
+    /// Anchor ids of the open collections, parallel to `stack`.
+    open_anchors: Vec<usize>,
+    done: bool,
+    documents: usize,
+}
+
+impl Builder {
+    fn event(&mut self, event: Event<'_>, pos: Pos) -> Result<(), SyntaxError> {
+        match event {
+            Event::DocumentStart(_) => {
+                self.documents += 1;
+                if self.documents > 1 {
+                    return Err(SyntaxError {
+                        pos,
+                        message: "a config file holds one YAML document; found a second `---`"
+                            .into(),
+                    });
+                }
+            }
+            Event::StreamEnd => self.done = true,
+            Event::Scalar(text, style, anchor, _) => {
+                let node = Node {
+                    value: Value::Scalar {
+                        text: text.into_owned(),
+                        quoted: !matches!(style, ScalarStyle::Plain),
+                    },
+                    pos,
+                };
+                if anchor > 0 {
+                    self.anchors.push((anchor, node.clone()));
+                }
+                self.push(node, pos)?;
+            }
+            Event::Alias(id) => {
+                let node = self
+                    .anchors
+                    .iter()
+                    .rev()
+                    .find(|(a, _)| *a == id)
+                    .map(|(_, n)| Node {
+                        value: n.value.clone(),
+                        pos,
+                    })
+                    .ok_or_else(|| SyntaxError {
+                        pos,
+                        message: "alias to an unknown anchor".into(),
+                    })?;
+                self.push(node, pos)?;
+            }
+            Event::SequenceStart(anchor, _) => {
+                self.stack.push(Frame::Seq(Node {
+                    value: Value::Seq(Vec::new()),
+                    pos,
+                }));
+                self.open_anchors.push(anchor);
+            }
+            Event::MappingStart(anchor, _) => {
+                self.stack.push(Frame::Map(
+                    Node {
+                        value: Value::Map(Vec::new()),
+                        pos,
+                    },
+                    None,
+                ));
+                self.open_anchors.push(anchor);
+            }
+            Event::SequenceEnd | Event::MappingEnd => {
+                let node = match self.stack.pop() {
+                    Some(Frame::Seq(n)) | Some(Frame::Map(n, _)) => n,
+                    None => {
+                        return Err(SyntaxError {
+                            pos,
+                            message: "unbalanced collection end".into(),
+                        });
+                    }
+                };
+                let anchor = self.open_anchors.pop().unwrap_or(0);
+                if anchor > 0 {
+                    self.anchors.push((anchor, node.clone()));
+                }
+                let at = node.pos;
+                self.push(node, at)?;
+            }
+            Event::Nothing | Event::StreamStart | Event::DocumentEnd => {}
+        }
+        Ok(())
+    }
+
+    fn push(&mut self, node: Node, pos: Pos) -> Result<(), SyntaxError> {
+        match self.stack.last_mut() {
+            None => self.root = Some(node),
+            Some(Frame::Seq(seq)) => {
+                if let Value::Seq(items) = &mut seq.value {
+                    items.push(node);
+                }
+            }
+            Some(Frame::Map(map, pending)) => match pending.take() {
+                None => {
+                    let name = match &node.value {
+                        Value::Scalar { text, .. } => text.clone(),
+                        _ => {
+                            return Err(SyntaxError {
+                                pos,
+                                message: "mapping keys must be plain strings".into(),
+                            });
+                        }
+                    };
+                    *pending = Some((Key { name, pos }, pos));
+                }
+                Some((key, _)) => {
+                    if let Value::Map(entries) = &mut map.value {
+                        if entries.iter().any(|(k, _)| k.name == key.name) {
+                            return Err(SyntaxError {
+                                pos: key.pos,
+                                message: format!("duplicate key `{}`", key.name),
+                            });
+                        }
+                        entries.push((key, node));
+                    }
+                }
+            },
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_are_one_based_and_point_at_values() {
+        let doc = parse("a: 1\nb:\n  c: [x, \"y\"]\n").unwrap();
+        let Value::Map(entries) = &doc.value else {
+            panic!("map")
+        };
+        assert_eq!(entries[0].0.pos, Pos { line: 1, col: 1 });
+        assert_eq!(entries[0].1.pos, Pos { line: 1, col: 4 });
+        let Value::Map(inner) = &entries[1].1.value else {
+            panic!("map")
+        };
+        assert_eq!(inner[0].0.pos, Pos { line: 3, col: 3 });
+        let Value::Seq(items) = &inner[0].1.value else {
+            panic!("seq")
+        };
+        assert_eq!(items[1].pos, Pos { line: 3, col: 10 });
+        assert!(matches!(
+            &items[1].value,
+            Value::Scalar { quoted: true, .. }
+        ));
+    }
+
+    #[test]
+    fn duplicate_keys_and_syntax_errors_have_positions() {
+        let err = parse("a: 1\na: 2\n").unwrap_err();
+        assert_eq!(err.pos, Pos { line: 2, col: 1 });
+        assert!(err.message.contains("duplicate key"));
+        let err = parse("a: [1, 2\nb: 3\n").unwrap_err();
+        assert!(err.pos.line >= 1, "{err:?}");
+    }
+
+    #[test]
+    fn aliases_copy_the_anchored_value() {
+        let doc = parse("base: &b {x: 1}\nother: *b\n").unwrap();
+        let Value::Map(entries) = &doc.value else {
+            panic!("map")
+        };
+        assert_eq!(entries[0].1.value, entries[1].1.value);
+        assert_eq!(entries[1].1.pos.line, 2);
+    }
+}
