@@ -254,7 +254,7 @@ impl Resolver {
                     });
                 }
                 Answer::NoSuchName => {}
-                Answer::NoAnswer => timed_out = true,
+                Answer::Unanswered => timed_out = true,
             }
         }
         let host = host.to_string();
@@ -278,7 +278,7 @@ impl Resolver {
                 }
             }
         }
-        Answer::NoAnswer
+        Answer::Unanswered
     }
 }
 
@@ -290,7 +290,7 @@ enum Answer {
     /// NXDOMAIN, or NOERROR without addresses: glibc moves to the next candidate.
     NoSuchName,
     /// Every nameserver timed out or failed (SERVFAIL, REFUSED, garbage).
-    NoAnswer,
+    Unanswered,
 }
 
 /// The A and AAAA queries for one name, sent together as glibc does.
@@ -346,9 +346,6 @@ async fn query_one(ns: SocketAddr, q: &Queries) -> Option<Answer> {
         }
     }
     let (a, aaaa) = (a?, aaaa?);
-    if a.rcode == RCODE_NXDOMAIN || aaaa.rcode == RCODE_NXDOMAIN {
-        return Some(Answer::NoSuchName);
-    }
     if a.rcode != 0 && aaaa.rcode != 0 {
         return None;
     }
