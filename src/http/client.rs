@@ -182,8 +182,11 @@ impl Client {
 
         let stream = if target.tls {
             let t = Instant::now();
-            let name = ServerName::try_from(target.host.trim_end_matches('.').to_string())
-                .map_err(|_| ErrorClass::Tls)?;
+            let host = target
+                .host
+                .trim_start_matches('[')
+                .trim_end_matches([']', '.']);
+            let name = ServerName::try_from(host.to_string()).map_err(|_| ErrorClass::Tls)?;
             let handshake = timeout_at(deadline, self.inner.tls.connect(name, tcp)).await;
             phases.tls_handshaking = t.elapsed();
             match handshake {
@@ -575,12 +578,15 @@ fn build_request(
     target: &Target<'_>,
     keep_alive: bool,
 ) -> Option<Request<Full<Bytes>>> {
-    let path = req
-        .uri
-        .path_and_query()
-        .map_or("/", |p| p.as_str())
-        .parse::<Uri>()
-        .ok()?;
+    // Origin form; `PathAndQuery` clones share the URI's bytes.
+    let mut parts = http::uri::Parts::default();
+    parts.path_and_query = Some(
+        req.uri
+            .path_and_query()
+            .cloned()
+            .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/")),
+    );
+    let path = Uri::from_parts(parts).ok()?;
     let mut request = Request::new(Full::new(req.body.clone()));
     *request.method_mut() = req.method.clone();
     *request.uri_mut() = path;

@@ -615,3 +615,158 @@ async fn tls_verifies_by_default_and_can_skip_verification() {
     assert_eq!(second.phases.tls_handshaking, Duration::ZERO);
     assert!(second.phases.waiting > Duration::ZERO);
 }
+
+#[tokio::test]
+async fn full_accept_queue_is_a_connect_timeout() {
+    // A listener that never accepts: once its accept queue is full, Linux drops further SYNs,
+    // so a connect hangs exactly as it does towards a black-holed address.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let listener = socket.listen(1).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut fillers = Vec::new();
+    let mut full = false;
+    for _ in 0..16 {
+        match tokio::time::timeout(Duration::from_millis(200), TcpStream::connect(addr)).await {
+            Ok(Ok(s)) => fillers.push(s),
+            Ok(Err(e)) => panic!("filler connect failed: {e}"),
+            Err(_) => {
+                full = true;
+                break;
+            }
+        }
+    }
+    assert!(full, "accept queue never filled");
+    let mut conn = client(ClientOptions {
+        timeout: Duration::from_millis(300),
+        ..ClientOptions::default()
+    })
+    .conn();
+    let o = conn.send(&get(&format!("http://{addr}/"))).await;
+    assert_eq!(o.error, Some(ErrorClass::ConnectTimeout), "{o:?}");
+    assert!(
+        o.phases.connecting >= Duration::from_millis(250),
+        "{:?}",
+        o.phases
+    );
+    drop(listener);
+}
+
+#[tokio::test]
+async fn stalled_body_is_a_timeout() {
+    let (addr, _) = raw_server(|_, mut s| async move {
+        if read_head(&mut s).await {
+            let _ = s
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nstart")
+                .await;
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        }
+    })
+    .await;
+    let mut conn = client(ClientOptions {
+        timeout: Duration::from_millis(300),
+        ..ClientOptions::default()
+    })
+    .conn();
+    let o = conn.send(&get(&format!("http://{addr}/"))).await;
+    assert_eq!(o.error, Some(ErrorClass::Timeout), "{o:?}");
+    assert_eq!(o.status, Some(200));
+    assert!(
+        o.phases.receiving >= Duration::from_millis(200),
+        "{:?}",
+        o.phases
+    );
+}
+
+/// A nameserver that reads queries and never answers.
+async fn silent_nameserver() -> (SocketAddr, Arc<AtomicUsize>) {
+    let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let addr = sock.local_addr().unwrap();
+    let received = Arc::new(AtomicUsize::new(0));
+    let count = received.clone();
+    tokio::spawn(async move {
+        let mut buf = [0u8; 512];
+        while sock.recv_from(&mut buf).await.is_ok() {
+            count.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    (addr, received)
+}
+
+fn single_name_resolver(nameservers: Vec<SocketAddr>, attempts: u32) -> Resolver {
+    Resolver::new(
+        ResolverConfig {
+            nameservers,
+            search: vec![],
+            ndots: 1,
+            timeout: Duration::from_millis(100),
+            attempts,
+        },
+        HostsFile::default(),
+    )
+}
+
+#[tokio::test]
+async fn silent_nameserver_is_skipped_then_times_out() {
+    let (silent, received) = silent_nameserver().await;
+    let (good, names) = dns_server("api.shop", [127, 0, 0, 1], 60).await;
+
+    let lookup = single_name_resolver(vec![silent, good], 2)
+        .lookup("api.shop")
+        .await
+        .unwrap();
+    assert_eq!(lookup.addrs, vec![IpAddr::from([127, 0, 0, 1])]);
+    assert_eq!(
+        received.load(Ordering::SeqCst),
+        2,
+        "A and AAAA to the silent one first"
+    );
+    assert_eq!(names.lock().unwrap().len(), 2);
+
+    received.store(0, Ordering::SeqCst);
+    let began = Instant::now();
+    let err = single_name_resolver(vec![silent], 2)
+        .lookup("api.shop")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, sloburn::http::DnsError::Timeout { .. }),
+        "{err}"
+    );
+    assert_eq!(
+        received.load(Ordering::SeqCst),
+        4,
+        "two attempts of A and AAAA"
+    );
+    assert!(began.elapsed() >= Duration::from_millis(190));
+}
+
+#[tokio::test]
+async fn reply_with_the_wrong_id_is_ignored() {
+    let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let ns = sock.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut buf = [0u8; 512];
+        while let Ok((n, peer)) = sock.recv_from(&mut buf).await {
+            let q = &buf[..n];
+            let (_, end) = read_qname(q);
+            for (id_flip, ip) in [(0xffu8, [10, 9, 9, 9]), (0, [127, 0, 0, 2])] {
+                let mut resp = q[..end + 4].to_vec();
+                resp[0] ^= id_flip;
+                resp[2] = 0x81;
+                resp[3] = 0x80;
+                if q[end + 1] == 1 {
+                    resp[7] = 1;
+                    resp.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4]);
+                    resp.extend_from_slice(&ip);
+                }
+                let _ = sock.send_to(&resp, peer).await;
+            }
+        }
+    });
+    let lookup = single_name_resolver(vec![ns], 1)
+        .lookup("spoof.test")
+        .await
+        .unwrap();
+    assert_eq!(lookup.addrs, vec![IpAddr::from([127, 0, 0, 2])]);
+}
