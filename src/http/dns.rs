@@ -815,6 +815,29 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        #[test]
+        fn parsers_never_panic_on_garbage(
+            msg in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..600),
+            text in "\\PC{0,200}",
+        ) {
+            let _ = parse_reply(&msg, "a.b");
+            let _ = ResolverConfig::parse_resolv_conf(&text);
+            let _ = HostsFile::parse(&text);
+            let _ = ndots_warning(&text, 5);
+        }
+
+        #[test]
+        fn encoded_queries_parse_back(labels in proptest::collection::vec("[a-z0-9-]{1,20}", 1..5)) {
+            let name = labels.join(".");
+            let mut msg = encode_query(7, &name, TYPE_A).unwrap();
+            msg[2] |= 0x80;
+            let reply = parse_reply(&msg, &name).unwrap();
+            proptest::prop_assert_eq!(reply.id, 7);
+            proptest::prop_assert!(reply.addrs.is_empty());
+        }
+    }
+
     #[test]
     fn names_are_validated_before_sending() {
         assert!(encode_query(1, &"a".repeat(64), TYPE_A).is_err());
