@@ -726,6 +726,28 @@ impl AsyncWrite for Stream {
 mod tests {
     use super::*;
 
+    /// The load runner spawns one task per virtual user, each owning a `Conn`.
+    #[test]
+    fn conn_and_its_send_future_are_send() {
+        fn is_send<T: Send>(_: &T) {}
+        let client = Client::new(
+            ClientOptions::default(),
+            Arc::new(Resolver::new(
+                crate::http::ResolverConfig::default(),
+                crate::http::HostsFile::default(),
+            )),
+        );
+        let mut conn = client.conn();
+        is_send(&conn);
+        let req = RequestSpec {
+            method: Method::GET,
+            uri: Uri::from_static("http://127.0.0.1:9/"),
+            headers: http::HeaderMap::new(),
+            body: Bytes::new(),
+        };
+        is_send(&conn.send(&req));
+    }
+
     #[test]
     fn errno_mapping() {
         let cases = [
