@@ -405,7 +405,7 @@ fn target(ctx: &mut Ctx, name: &str, node: &Node, base: &Path, env: &Env) -> Opt
     if let Some(uri) = &uri
         && let Some(host) = uri.host()
         && let Some(n) = f.get("url")
-        && let Some(msg) = ndots_warning(host, env.ndots)
+        && let Some(msg) = crate::http::ndots_warning(host, env.ndots)
     {
         ctx.warn(n.pos, &f.path_of("url"), msg);
     }
@@ -466,20 +466,6 @@ fn url(ctx: &mut Ctx, node: &Node, path: &str, env: &Env) -> Option<http::Uri> {
         return None;
     }
     Some(uri)
-}
-
-/// The Kubernetes ndots trap: a short name is first tried with every search domain.
-pub fn ndots_warning(host: &str, ndots: u8) -> Option<String> {
-    let bare = host.trim_start_matches('[').trim_end_matches(']');
-    if host.ends_with('.') || bare.parse::<std::net::IpAddr>().is_ok() || host == "localhost" {
-        return None;
-    }
-    let dots = host.matches('.').count();
-    (dots < ndots as usize).then(|| {
-        format!(
-            "host `{host}` has {dots} dot(s), fewer than the resolver's ndots:{ndots}, so every lookup first tries each search domain (slow, visible in the `dns` phase); write `{host}.` with a trailing dot to skip the search list"
-        )
-    })
 }
 
 fn checks(ctx: &mut Ctx, node: &Node, path: &str) -> Vec<Check> {

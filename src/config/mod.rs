@@ -259,7 +259,7 @@ impl Env {
     pub fn process() -> Env {
         Env {
             vars: Box::new(|name| std::env::var(name).ok()),
-            ndots: system_ndots(),
+            ndots: crate::http::system_ndots(),
         }
     }
 
@@ -302,19 +302,4 @@ pub fn from_str(text: &str, file: &str, base: &Path, env: &Env) -> Result<Loaded
             })
         }
     }
-}
-
-/// `ndots` from /etc/resolv.conf (glibc default 1 when absent).
-fn system_ndots() -> u8 {
-    std::fs::read_to_string("/etc/resolv.conf")
-        .ok()
-        .and_then(|text| {
-            text.lines()
-                .filter(|l| l.trim_start().starts_with("options"))
-                .flat_map(|l| l.split_whitespace())
-                .filter_map(|w| w.strip_prefix("ndots:"))
-                .filter_map(|n| n.parse::<u8>().ok())
-                .next_back()
-        })
-        .unwrap_or(1)
 }

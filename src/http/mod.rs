@@ -137,3 +137,12 @@ pub struct Outcome {
     /// Body bytes read past the limit and discarded.
     pub body_discarded: u64,
 }
+
+pub mod client;
+pub mod dns;
+mod timing;
+
+pub use client::{
+    Client, ClientOptions, Conn, RequestSpec, classify_errno, classify_hyper, classify_io,
+};
+pub use dns::{DnsError, HostsFile, Lookup, Resolver, ResolverConfig, ndots_warning, system_ndots};

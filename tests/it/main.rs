@@ -1,3 +1,4 @@
 //! The one integration-test binary (matklad's layout): each feature area is a module.
 
 mod config;
+mod http;

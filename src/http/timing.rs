@@ -1,0 +1,207 @@
+//! The IO wrapper that timestamps a connection: when the request's last byte was written and
+//! when the response's first byte was read, plus byte counts.
+//!
+//! hyper drives the connection in its own task, so the client cannot see these moments from
+//! the outside; the wrapper records them where they happen, in atomics the client reads after
+//! the response head arrives. It sits above TLS so that TLS records which carry no HTTP bytes
+//! (session tickets, handshake) do not count as the first response byte.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::Instant;
+
+/// Shared between a connection's IO and the `Conn` that sends on it. Times are stored as
+/// nanoseconds since `base` plus one, so zero means "not yet".
+#[derive(Debug)]
+pub(crate) struct IoStats {
+    base: Instant,
+    written: AtomicU64,
+    read: AtomicU64,
+    last_write: AtomicU64,
+    first_read: AtomicU64,
+    /// Set by a write, cleared by the flush that pushes it out (TLS buffers writes).
+    unflushed: AtomicBool,
+}
+
+impl IoStats {
+    pub(crate) fn new() -> Arc<IoStats> {
+        Arc::new(IoStats {
+            base: Instant::now(),
+            written: AtomicU64::new(0),
+            read: AtomicU64::new(0),
+            last_write: AtomicU64::new(0),
+            first_read: AtomicU64::new(0),
+            unflushed: AtomicBool::new(false),
+        })
+    }
+
+    /// Starts a new request: forgets the previous request's moments.
+    pub(crate) fn arm(&self) {
+        self.last_write.store(0, Ordering::Release);
+        self.first_read.store(0, Ordering::Release);
+    }
+
+    pub(crate) fn written(&self) -> u64 {
+        self.written.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn read(&self) -> u64 {
+        self.read.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn last_write(&self) -> Option<Instant> {
+        self.decode(self.last_write.load(Ordering::Acquire))
+    }
+
+    pub(crate) fn first_read(&self) -> Option<Instant> {
+        self.decode(self.first_read.load(Ordering::Acquire))
+    }
+
+    fn stamp(&self) -> u64 {
+        let nanos = u64::try_from(self.base.elapsed().as_nanos()).unwrap_or(u64::MAX - 1);
+        nanos.saturating_add(1)
+    }
+
+    fn decode(&self, v: u64) -> Option<Instant> {
+        (v != 0).then(|| self.base + Duration::from_nanos(v - 1))
+    }
+
+    fn on_write(&self, n: usize) {
+        if n > 0 {
+            self.written.fetch_add(n as u64, Ordering::AcqRel);
+            self.last_write.store(self.stamp(), Ordering::Release);
+            self.unflushed.store(true, Ordering::Release);
+        }
+    }
+
+    fn on_flush(&self) {
+        if self.unflushed.swap(false, Ordering::AcqRel) {
+            self.last_write.store(self.stamp(), Ordering::Release);
+        }
+    }
+
+    fn on_read(&self, n: usize) {
+        if n > 0 {
+            self.read.fetch_add(n as u64, Ordering::AcqRel);
+            if self.first_read.load(Ordering::Acquire) == 0 {
+                let _ = self.first_read.compare_exchange(
+                    0,
+                    self.stamp(),
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                );
+            }
+        }
+    }
+}
+
+/// Wraps a byte stream and reports to [`IoStats`].
+pub(crate) struct TimingIo<S> {
+    inner: S,
+    stats: Arc<IoStats>,
+}
+
+impl<S> TimingIo<S> {
+    pub(crate) fn new(inner: S, stats: Arc<IoStats>) -> TimingIo<S> {
+        TimingIo { inner, stats }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for TimingIo<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let res = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = res {
+            self.stats
+                .on_read(buf.filled().len().saturating_sub(before));
+        }
+        res
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for TimingIo<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let res = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = res {
+            self.stats.on_write(n);
+        }
+        res
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let res = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if let Poll::Ready(Ok(n)) = res {
+            self.stats.on_write(n);
+        }
+        res
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let res = Pin::new(&mut self.inner).poll_flush(cx);
+        if let Poll::Ready(Ok(())) = res {
+            self.stats.on_flush();
+        }
+        res
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[tokio::test]
+    async fn records_bytes_last_write_and_first_read() {
+        let (client, mut server) = tokio::io::duplex(64);
+        let stats = IoStats::new();
+        let mut io = TimingIo::new(client, stats.clone());
+        stats.arm();
+        assert!(stats.last_write().is_none() && stats.first_read().is_none());
+        io.write_all(b"hello").await.unwrap();
+        io.flush().await.unwrap();
+        let wrote_at = stats.last_write().unwrap();
+        let mut buf = [0u8; 5];
+        server.read_exact(&mut buf).await.unwrap();
+        server.write_all(b"hi").await.unwrap();
+        let mut got = [0u8; 2];
+        io.read_exact(&mut got).await.unwrap();
+        let first = stats.first_read().unwrap();
+        assert!(first >= wrote_at);
+        server.write_all(b"!").await.unwrap();
+        io.read_exact(&mut got[..1]).await.unwrap();
+        assert_eq!(
+            stats.first_read(),
+            Some(first),
+            "only the first read counts"
+        );
+        assert_eq!((stats.written(), stats.read()), (5, 3));
+        stats.arm();
+        assert!(stats.first_read().is_none());
+    }
+}

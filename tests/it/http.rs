@@ -1,0 +1,772 @@
+//! The HTTP client and resolver against real loopback servers started here: phase timings,
+//! connection reuse, the search list on the wire, and every error class a socket can produce.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, Response};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use sloburn::http::{
+    Client, ClientOptions, Conn, ErrorClass, HostsFile, Outcome, RequestSpec, Resolver,
+    ResolverConfig,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::time::Instant;
+
+/// What a test server saw.
+#[derive(Default)]
+struct Seen {
+    accepted: AtomicUsize,
+    connection_close: AtomicUsize,
+    peer_ports: Mutex<Vec<u16>>,
+}
+
+/// A hyper HTTP/1.1 server on 127.0.0.1:0 that answers every request with `handler`.
+async fn serve<F, Fut>(handler: F) -> (SocketAddr, Arc<Seen>)
+where
+    F: Fn(http::Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Response<Full<Bytes>>> + Send + 'static,
+{
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = Arc::new(Seen::default());
+    let seen2 = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((stream, peer)) = listener.accept().await {
+            seen2.accepted.fetch_add(1, Ordering::SeqCst);
+            seen2.peer_ports.lock().unwrap().push(peer.port());
+            let handler = handler.clone();
+            let seen = seen2.clone();
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(move |req: http::Request<Incoming>| {
+                    if req
+                        .headers()
+                        .get(http::header::CONNECTION)
+                        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"close"))
+                    {
+                        seen.connection_close.fetch_add(1, Ordering::SeqCst);
+                    }
+                    let fut = handler(req);
+                    async move { Ok::<_, Infallible>(fut.await) }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), svc)
+                    .await;
+            });
+        }
+    });
+    (addr, seen)
+}
+
+async fn ok_handler(_req: http::Request<Incoming>) -> Response<Full<Bytes>> {
+    Response::new(Full::new(Bytes::from_static(b"ok")))
+}
+
+fn get(uri: &str) -> RequestSpec {
+    RequestSpec {
+        method: Method::GET,
+        uri: uri.parse().unwrap(),
+        headers: HeaderMap::new(),
+        body: Bytes::new(),
+    }
+}
+
+/// A resolver that knows only `localhost` and asks no nameserver.
+fn local_resolver() -> Arc<Resolver> {
+    let config = ResolverConfig {
+        nameservers: vec![],
+        ..ResolverConfig::default()
+    };
+    Arc::new(Resolver::new(
+        config,
+        HostsFile::parse("127.0.0.1 localhost\n"),
+    ))
+}
+
+fn client(opts: ClientOptions) -> Client {
+    Client::new(opts, local_resolver())
+}
+
+/// Sends `n` requests on one slot, bounded by the client's timeout each.
+async fn send_n(conn: &mut Conn, req: &RequestSpec, n: usize) -> Vec<Outcome> {
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        out.push(conn.send(req).await);
+    }
+    out
+}
+
+fn assert_ok(o: &Outcome) {
+    assert_eq!(o.error, None, "{o:?}");
+    assert_eq!(o.status, Some(200), "{o:?}");
+}
+
+#[tokio::test]
+async fn waiting_measures_the_servers_think_time() {
+    let (addr, _) = serve(|_req| async {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        Response::new(Full::new(Bytes::from_static(b"slow")))
+    })
+    .await;
+    let mut conn = client(ClientOptions::default()).conn();
+    let req = get(&format!("http://{addr}/think"));
+    for _ in 0..5 {
+        let began = Instant::now();
+        let o = conn.send(&req).await;
+        let wall = began.elapsed();
+        assert_ok(&o);
+        let p = o.phases;
+        assert!(p.waiting >= Duration::from_millis(19), "{p:?}");
+        assert!(p.waiting < Duration::from_millis(150), "{p:?}");
+        assert!(p.sending < p.waiting, "{p:?}");
+        assert!(p.receiving < p.waiting, "{p:?}");
+        assert_eq!(p.duration(), p.sending + p.waiting + p.receiving);
+        assert!(
+            p.duration() + p.blocked + p.dns + p.connecting <= wall,
+            "{p:?} within {wall:?}"
+        );
+        assert_eq!(&o.body[..], b"slow");
+        assert!(o.bytes_sent > 0 && o.bytes_received > 4, "{o:?}");
+    }
+}
+
+#[tokio::test]
+async fn without_keep_alive_every_request_opens_a_connection() {
+    let (addr, seen) = serve(ok_handler).await;
+    let mut conn = client(ClientOptions {
+        keep_alive: false,
+        ..ClientOptions::default()
+    })
+    .conn();
+    let outcomes = send_n(&mut conn, &get(&format!("http://{addr}/")), 20).await;
+    let mut ports: Vec<u16> = Vec::new();
+    for o in &outcomes {
+        assert_ok(o);
+        assert!(!o.reused);
+        assert!(o.phases.connecting > Duration::ZERO, "{o:?}");
+        ports.push(o.local_port.unwrap());
+    }
+    let mut server_ports = seen.peer_ports.lock().unwrap().clone();
+    server_ports.sort_unstable();
+    ports.sort_unstable();
+    assert_eq!(
+        ports, server_ports,
+        "client and server agree on the local ports"
+    );
+    ports.dedup();
+    assert_eq!(ports.len(), 20, "distinct local ports");
+    assert_eq!(seen.accepted.load(Ordering::SeqCst), 20);
+    assert_eq!(seen.connection_close.load(Ordering::SeqCst), 20);
+}
+
+#[tokio::test]
+async fn keep_alive_reuses_one_connection() {
+    let (addr, seen) = serve(ok_handler).await;
+    let mut conn = client(ClientOptions::default()).conn();
+    let outcomes = send_n(
+        &mut conn,
+        &get(&format!("http://localhost:{}/", addr.port())),
+        20,
+    )
+    .await;
+    for (i, o) in outcomes.iter().enumerate() {
+        assert_ok(o);
+        assert_eq!(o.reused, i > 0, "request {i}");
+        assert_eq!(o.local_port, outcomes[0].local_port);
+        if i > 0 {
+            assert_eq!(o.phases.dns, Duration::ZERO);
+            assert_eq!(o.phases.connecting, Duration::ZERO);
+            assert_eq!(o.phases.tls_handshaking, Duration::ZERO);
+        }
+    }
+    assert!(outcomes[0].phases.connecting > Duration::ZERO);
+    assert_eq!(seen.accepted.load(Ordering::SeqCst), 1);
+    assert_eq!(seen.connection_close.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn dns_is_measured_on_a_fresh_lookup_and_zero_on_reuse() {
+    let (addr, _) = serve(ok_handler).await;
+    let req = get(&format!("http://localhost:{}/", addr.port()));
+    let mut conn = client(ClientOptions {
+        dns_ttl: Duration::ZERO,
+        ..ClientOptions::default()
+    })
+    .conn();
+    let first = conn.send(&req).await;
+    let second = conn.send(&req).await;
+    assert_ok(&first);
+    assert_ok(&second);
+    assert!(first.phases.dns > Duration::ZERO, "{:?}", first.phases);
+    assert!(second.reused);
+    assert_eq!(second.phases.dns, Duration::ZERO);
+}
+
+/// A UDP DNS server on 127.0.0.1:0 that records every question name and answers A queries for
+/// `answer` (AAAA gets an empty NOERROR); every other name gets NXDOMAIN.
+async fn dns_server(
+    answer: &'static str,
+    ip: [u8; 4],
+    ttl: u32,
+) -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
+    let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let addr = sock.local_addr().unwrap();
+    let names = Arc::new(Mutex::new(Vec::new()));
+    let names2 = names.clone();
+    tokio::spawn(async move {
+        let mut buf = [0u8; 512];
+        while let Ok((n, peer)) = sock.recv_from(&mut buf).await {
+            let q = &buf[..n];
+            let (name, end) = read_qname(q);
+            let qtype = u16::from_be_bytes([q[end], q[end + 1]]);
+            names2.lock().unwrap().push(name.clone());
+            let mut resp = q[..end + 4].to_vec();
+            resp[2] = 0x81;
+            resp[3] = 0x80;
+            if name != answer {
+                resp[3] |= 3;
+            } else if qtype == 1 {
+                resp[7] = 1;
+                resp.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1]);
+                resp.extend_from_slice(&ttl.to_be_bytes());
+                resp.extend_from_slice(&[0, 4]);
+                resp.extend_from_slice(&ip);
+            }
+            let _ = sock.send_to(&resp, peer).await;
+        }
+    });
+    (addr, names)
+}
+
+fn read_qname(q: &[u8]) -> (String, usize) {
+    let mut labels = Vec::new();
+    let mut pos = 12;
+    while q[pos] != 0 {
+        let len = q[pos] as usize;
+        labels.push(String::from_utf8_lossy(&q[pos + 1..pos + 1 + len]).into_owned());
+        pos += 1 + len;
+    }
+    (labels.join("."), pos + 1)
+}
+
+/// Question names in the order first asked (A and AAAA for one name arrive together).
+fn distinct_in_order(names: &Mutex<Vec<String>>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for n in names.lock().unwrap().iter() {
+        if out.last() != Some(n) {
+            out.push(n.clone());
+        }
+    }
+    out
+}
+
+fn search_resolver(ns: SocketAddr) -> Resolver {
+    Resolver::new(
+        ResolverConfig {
+            nameservers: vec![ns],
+            search: vec!["a.test".into(), "b.test".into(), "c.test".into()],
+            ndots: 5,
+            timeout: Duration::from_secs(2),
+            attempts: 1,
+        },
+        HostsFile::default(),
+    )
+}
+
+#[tokio::test]
+async fn resolver_walks_the_search_list_like_glibc() {
+    let (ns, names) = dns_server("api.shop", [127, 0, 0, 1], 60).await;
+    let resolver = search_resolver(ns);
+
+    let lookup = resolver.lookup("api.shop").await.unwrap();
+    let expected = [
+        "api.shop.a.test",
+        "api.shop.b.test",
+        "api.shop.c.test",
+        "api.shop",
+    ];
+    assert_eq!(lookup.tried, expected);
+    assert_eq!(distinct_in_order(&names), expected, "what the server saw");
+    assert_eq!(lookup.addrs, vec![IpAddr::from([127, 0, 0, 1])]);
+
+    names.lock().unwrap().clear();
+    let absolute = resolver.lookup("api.shop.").await.unwrap();
+    assert_eq!(absolute.tried, ["api.shop"]);
+    assert_eq!(distinct_in_order(&names), ["api.shop"]);
+
+    names.lock().unwrap().clear();
+    let missing = resolver.lookup("a.b.c.d.e.f").await.unwrap_err();
+    let expected = [
+        "a.b.c.d.e.f",
+        "a.b.c.d.e.f.a.test",
+        "a.b.c.d.e.f.b.test",
+        "a.b.c.d.e.f.c.test",
+    ];
+    assert_eq!(
+        distinct_in_order(&names),
+        expected,
+        "ndots reached: as-is first"
+    );
+    assert!(missing.to_string().contains("not found"), "{missing}");
+}
+
+#[tokio::test]
+async fn unresolvable_host_is_a_dns_error() {
+    let (ns, names) = dns_server("api.shop", [127, 0, 0, 1], 60).await;
+    let client = Client::new(ClientOptions::default(), Arc::new(search_resolver(ns)));
+    let o = client.conn().send(&get("http://nobody.home:9/")).await;
+    assert_eq!(o.error, Some(ErrorClass::Dns), "{o:?}");
+    assert_eq!(o.status, None);
+    assert!(o.phases.dns > Duration::ZERO);
+    assert_eq!(distinct_in_order(&names).len(), 4);
+}
+
+#[tokio::test]
+async fn dns_cache_respects_the_client_ttl() {
+    let (addr, _) = serve(ok_handler).await;
+    let (ns, names) = dns_server("api.shop", [127, 0, 0, 1], 60).await;
+    let req = get(&format!("http://api.shop.:{}/", addr.port()));
+    for (ttl, expected_queries) in [(Duration::from_secs(300), 1), (Duration::ZERO, 3)] {
+        names.lock().unwrap().clear();
+        let client = Client::new(
+            ClientOptions {
+                keep_alive: false,
+                dns_ttl: ttl,
+                ..ClientOptions::default()
+            },
+            Arc::new(search_resolver(ns)),
+        );
+        let mut conn = client.conn();
+        for o in send_n(&mut conn, &req, 3).await {
+            assert_ok(&o);
+        }
+        // Each lookup asks A and AAAA.
+        assert_eq!(
+            names.lock().unwrap().len(),
+            2 * expected_queries,
+            "lookups with ttl {ttl:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn closed_port_is_connect_refused() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let o = client(ClientOptions::default())
+        .conn()
+        .send(&get(&format!("http://{addr}/")))
+        .await;
+    assert_eq!(o.error, Some(ErrorClass::ConnectRefused), "{o:?}");
+    assert_eq!(o.status, None);
+}
+
+#[tokio::test]
+async fn silent_server_is_a_timeout() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = listener.accept().await {
+            held.push(s);
+        }
+    });
+    let mut conn = client(ClientOptions {
+        timeout: Duration::from_millis(300),
+        ..ClientOptions::default()
+    })
+    .conn();
+    let began = Instant::now();
+    let o = conn.send(&get(&format!("http://{addr}/"))).await;
+    let took = began.elapsed();
+    assert_eq!(o.error, Some(ErrorClass::Timeout), "{o:?}");
+    assert!(
+        took >= Duration::from_millis(300) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
+    assert!(
+        o.phases.waiting >= Duration::from_millis(250),
+        "{:?}",
+        o.phases
+    );
+    assert!(o.bytes_sent > 0);
+}
+
+/// Reads one request head (test requests have no body).
+async fn read_head(s: &mut TcpStream) -> bool {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 1024];
+    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+        match s.read(&mut chunk).await {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+    true
+}
+
+/// A raw TCP server: `script(connection index, stream)` runs per accepted connection.
+async fn raw_server<F, Fut>(script: F) -> (SocketAddr, Arc<AtomicUsize>)
+where
+    F: Fn(usize, TcpStream) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((s, _)) = listener.accept().await {
+            let i = count.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(script(i, s));
+        }
+    });
+    (addr, accepted)
+}
+
+const OK: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+
+#[tokio::test]
+async fn reset_before_the_response_is_reset() {
+    let (addr, _) = raw_server(|_, mut s| async move {
+        if read_head(&mut s).await {
+            #[allow(deprecated)] // SO_LINGER 0 is the point: drop sends RST instead of FIN.
+            s.set_linger(Some(Duration::ZERO)).unwrap();
+        }
+    })
+    .await;
+    let o = client(ClientOptions::default())
+        .conn()
+        .send(&get(&format!("http://{addr}/")))
+        .await;
+    assert_eq!(o.error, Some(ErrorClass::Reset), "{o:?}");
+    assert_eq!(o.status, None);
+}
+
+#[tokio::test]
+async fn body_cut_short_is_a_body_error() {
+    let (addr, _) = raw_server(|_, mut s| async move {
+        if read_head(&mut s).await {
+            let _ = s
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 1000\r\n\r\nonly this")
+                .await;
+        }
+    })
+    .await;
+    let o = client(ClientOptions::default())
+        .conn()
+        .send(&get(&format!("http://{addr}/")))
+        .await;
+    assert_eq!(o.error, Some(ErrorClass::Body), "{o:?}");
+    assert_eq!(o.status, Some(200));
+}
+
+#[tokio::test]
+async fn body_past_the_limit_is_read_and_discarded() {
+    const MIB: usize = 1 << 20;
+    let (addr, _) =
+        serve(|_req| async { Response::new(Full::new(Bytes::from(vec![b'x'; 3 * MIB]))) }).await;
+    let mut conn = client(ClientOptions {
+        max_body: MIB,
+        ..ClientOptions::default()
+    })
+    .conn();
+    let req = get(&format!("http://{addr}/big"));
+    let o = conn.send(&req).await;
+    assert_ok(&o);
+    assert_eq!(o.body.len(), MIB);
+    assert_eq!(o.body_discarded, 2 * MIB as u64);
+    assert!(o.bytes_received > 3 * MIB as u64, "{}", o.bytes_received);
+    assert!(o.phases.receiving > Duration::ZERO);
+    // The connection stays usable: the whole body was consumed.
+    let again = conn.send(&req).await;
+    assert_ok(&again);
+    assert!(again.reused);
+}
+
+#[tokio::test]
+async fn idle_close_after_each_response_is_not_an_error() {
+    let (addr, accepted) = raw_server(|_, mut s| async move {
+        if read_head(&mut s).await {
+            let _ = s.write_all(OK).await;
+        }
+    })
+    .await;
+    let mut conn = client(ClientOptions::default()).conn();
+    for o in send_n(&mut conn, &get(&format!("http://{addr}/")), 10).await {
+        assert_ok(&o);
+    }
+    assert_eq!(accepted.load(Ordering::SeqCst), 10);
+}
+
+/// The first connection answers once, then takes the next request and closes without a word:
+/// the race a keep-alive client loses when the server's idle timer fires as it sends.
+async fn stale_after_one() -> (SocketAddr, Arc<AtomicUsize>) {
+    raw_server(|i, mut s| async move {
+        while read_head(&mut s).await {
+            if i == 0 && s.write_all(OK).await.is_ok() && read_head(&mut s).await {
+                return;
+            }
+            if s.write_all(OK).await.is_err() {
+                return;
+            }
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn stale_keep_alive_connection_is_retried_once() {
+    let (addr, accepted) = stale_after_one().await;
+    let mut conn = client(ClientOptions::default()).conn();
+    let req = get(&format!("http://{addr}/"));
+    let first = conn.send(&req).await;
+    let second = conn.send(&req).await;
+    assert_ok(&first);
+    assert_ok(&second);
+    assert!(!second.reused, "served by the fresh connection");
+    assert!(second.phases.connecting > Duration::ZERO);
+    assert_ne!(first.local_port, second.local_port);
+    assert_eq!(accepted.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn stale_connection_does_not_resend_a_post() {
+    let (addr, accepted) = stale_after_one().await;
+    let mut conn = client(ClientOptions::default()).conn();
+    let req = RequestSpec {
+        method: Method::POST,
+        ..get(&format!("http://{addr}/"))
+    };
+    assert_ok(&conn.send(&req).await);
+    let second = conn.send(&req).await;
+    assert_eq!(second.error, Some(ErrorClass::Reset), "{second:?}");
+    assert_eq!(accepted.load(Ordering::SeqCst), 1);
+}
+
+async fn tls_server() -> SocketAddr {
+    let key = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let cert = key.cert.der().clone();
+    let private = rustls::pki_types::PrivateKeyDer::Pkcs8(key.signing_key.serialize_der().into());
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(vec![cert], private)
+    .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((s, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(s).await else {
+                    return;
+                };
+                let svc = hyper::service::service_fn(|_req| async {
+                    Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"secure"))))
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(tls), svc)
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn tls_verifies_by_default_and_can_skip_verification() {
+    let addr = tls_server().await;
+    let req = get(&format!("https://localhost:{}/", addr.port()));
+
+    let o = client(ClientOptions::default()).conn().send(&req).await;
+    assert_eq!(
+        o.error,
+        Some(ErrorClass::Tls),
+        "self-signed must fail: {o:?}"
+    );
+    assert!(o.phases.tls_handshaking > Duration::ZERO);
+
+    let mut conn = client(ClientOptions {
+        insecure_skip_verify: true,
+        ..ClientOptions::default()
+    })
+    .conn();
+    let first = conn.send(&req).await;
+    assert_ok(&first);
+    assert_eq!(&first.body[..], b"secure");
+    assert!(first.phases.tls_handshaking > Duration::ZERO);
+    let second = conn.send(&req).await;
+    assert_ok(&second);
+    assert!(second.reused);
+    assert_eq!(second.phases.tls_handshaking, Duration::ZERO);
+    assert!(second.phases.waiting > Duration::ZERO);
+}
+
+#[tokio::test]
+async fn full_accept_queue_is_a_connect_timeout() {
+    // A listener that never accepts: once its accept queue is full, Linux drops further SYNs,
+    // so a connect hangs exactly as it does towards a black-holed address.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let listener = socket.listen(1).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut fillers = Vec::new();
+    let mut full = false;
+    for _ in 0..16 {
+        match tokio::time::timeout(Duration::from_millis(200), TcpStream::connect(addr)).await {
+            Ok(Ok(s)) => fillers.push(s),
+            Ok(Err(e)) => panic!("filler connect failed: {e}"),
+            Err(_) => {
+                full = true;
+                break;
+            }
+        }
+    }
+    assert!(full, "accept queue never filled");
+    let mut conn = client(ClientOptions {
+        timeout: Duration::from_millis(300),
+        ..ClientOptions::default()
+    })
+    .conn();
+    let o = conn.send(&get(&format!("http://{addr}/"))).await;
+    assert_eq!(o.error, Some(ErrorClass::ConnectTimeout), "{o:?}");
+    assert!(
+        o.phases.connecting >= Duration::from_millis(250),
+        "{:?}",
+        o.phases
+    );
+    drop(listener);
+}
+
+#[tokio::test]
+async fn stalled_body_is_a_timeout() {
+    let (addr, _) = raw_server(|_, mut s| async move {
+        if read_head(&mut s).await {
+            let _ = s
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nstart")
+                .await;
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        }
+    })
+    .await;
+    let mut conn = client(ClientOptions {
+        timeout: Duration::from_millis(300),
+        ..ClientOptions::default()
+    })
+    .conn();
+    let o = conn.send(&get(&format!("http://{addr}/"))).await;
+    assert_eq!(o.error, Some(ErrorClass::Timeout), "{o:?}");
+    assert_eq!(o.status, Some(200));
+    assert!(
+        o.phases.receiving >= Duration::from_millis(200),
+        "{:?}",
+        o.phases
+    );
+}
+
+/// A nameserver that reads queries and never answers.
+async fn silent_nameserver() -> (SocketAddr, Arc<AtomicUsize>) {
+    let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let addr = sock.local_addr().unwrap();
+    let received = Arc::new(AtomicUsize::new(0));
+    let count = received.clone();
+    tokio::spawn(async move {
+        let mut buf = [0u8; 512];
+        while sock.recv_from(&mut buf).await.is_ok() {
+            count.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    (addr, received)
+}
+
+fn single_name_resolver(nameservers: Vec<SocketAddr>, attempts: u32) -> Resolver {
+    Resolver::new(
+        ResolverConfig {
+            nameservers,
+            search: vec![],
+            ndots: 1,
+            timeout: Duration::from_millis(100),
+            attempts,
+        },
+        HostsFile::default(),
+    )
+}
+
+#[tokio::test]
+async fn silent_nameserver_is_skipped_then_times_out() {
+    let (silent, received) = silent_nameserver().await;
+    let (good, names) = dns_server("api.shop", [127, 0, 0, 1], 60).await;
+
+    let lookup = single_name_resolver(vec![silent, good], 2)
+        .lookup("api.shop")
+        .await
+        .unwrap();
+    assert_eq!(lookup.addrs, vec![IpAddr::from([127, 0, 0, 1])]);
+    assert_eq!(
+        received.load(Ordering::SeqCst),
+        2,
+        "A and AAAA to the silent one first"
+    );
+    assert_eq!(names.lock().unwrap().len(), 2);
+
+    received.store(0, Ordering::SeqCst);
+    let began = Instant::now();
+    let err = single_name_resolver(vec![silent], 2)
+        .lookup("api.shop")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, sloburn::http::DnsError::Timeout { .. }),
+        "{err}"
+    );
+    assert_eq!(
+        received.load(Ordering::SeqCst),
+        4,
+        "two attempts of A and AAAA"
+    );
+    assert!(began.elapsed() >= Duration::from_millis(190));
+}
+
+#[tokio::test]
+async fn reply_with_the_wrong_id_is_ignored() {
+    let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let ns = sock.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut buf = [0u8; 512];
+        while let Ok((n, peer)) = sock.recv_from(&mut buf).await {
+            let q = &buf[..n];
+            let (_, end) = read_qname(q);
+            for (id_flip, ip) in [(0xffu8, [10, 9, 9, 9]), (0, [127, 0, 0, 2])] {
+                let mut resp = q[..end + 4].to_vec();
+                resp[0] ^= id_flip;
+                resp[2] = 0x81;
+                resp[3] = 0x80;
+                if q[end + 1] == 1 {
+                    resp[7] = 1;
+                    resp.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4]);
+                    resp.extend_from_slice(&ip);
+                }
+                let _ = sock.send_to(&resp, peer).await;
+            }
+        }
+    });
+    let lookup = single_name_resolver(vec![ns], 1)
+        .lookup("spoof.test")
+        .await
+        .unwrap();
+    assert_eq!(lookup.addrs, vec![IpAddr::from([127, 0, 0, 2])]);
+}
