@@ -192,6 +192,25 @@ impl Schedule {
     }
 }
 
+/// For logs and the status page: the expression as written, with its zone unless UTC.
+impl fmt::Display for Schedule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Schedule::Cron { source, tz, .. } if *tz == Tz::UTC => f.write_str(source),
+            Schedule::Cron { source, tz, .. } => write!(f, "{source} ({})", tz.name()),
+            Schedule::Every(interval) => {
+                let secs = interval.as_secs();
+                match (interval.subsec_nanos(), secs) {
+                    (0, s) if s % 3600 == 0 => write!(f, "every {}h", s / 3600),
+                    (0, s) if s % 60 == 0 => write!(f, "every {}m", s / 60),
+                    (0, s) => write!(f, "every {s}s"),
+                    _ => write!(f, "every {}ms", interval.as_millis()),
+                }
+            }
+        }
+    }
+}
+
 fn parser() -> CronParser {
     CronParser::builder()
         .seconds(Seconds::Optional)
@@ -313,8 +332,10 @@ fn offset_at(tz: Tz, at: DateTime<Utc>) -> TimeDelta {
     ))
 }
 
-fn local(tz: Tz, at: DateTime<Utc>) -> NaiveDateTime {
-    at.with_timezone(&tz).naive_local()
+/// The wall clock of `at` in `tz`; `None` only within hours of chrono's representable range,
+/// where `naive_local` would panic.
+fn local(tz: Tz, at: DateTime<Utc>) -> Option<NaiveDateTime> {
+    at.naive_utc().checked_add_signed(offset_at(tz, at))
 }
 
 /// How far the wall clock of some instant in `(now, now + MAX_SHIFT]` falls below the wall
@@ -322,7 +343,7 @@ fn local(tz: Tz, at: DateTime<Utc>) -> NaiveDateTime {
 /// times we would otherwise treat as past.
 fn fold_lookback(tz: Tz, now: DateTime<Utc>) -> TimeDelta {
     let here = offset_at(tz, now);
-    samples(now, now + MAX_SHIFT)
+    samples(now, now.checked_add_signed(MAX_SHIFT).unwrap_or(now))
         .map(|s| here - offset_at(tz, s))
         .max()
         .unwrap_or(TimeDelta::zero())
@@ -333,7 +354,7 @@ fn fold_lookback(tz: Tz, now: DateTime<Utc>) -> TimeDelta {
 /// `at`: non-zero only when a fold ended shortly before `at`.
 fn fold_lookahead(tz: Tz, at: DateTime<Utc>) -> TimeDelta {
     let here = offset_at(tz, at);
-    samples(at - MAX_SHIFT, at)
+    samples(at.checked_sub_signed(MAX_SHIFT).unwrap_or(at), at)
         .map(|s| offset_at(tz, s) - here)
         .max()
         .unwrap_or(TimeDelta::zero())
@@ -342,8 +363,8 @@ fn fold_lookahead(tz: Tz, at: DateTime<Utc>) -> TimeDelta {
 
 fn samples(from: DateTime<Utc>, to: DateTime<Utc>) -> impl Iterator<Item = DateTime<Utc>> {
     std::iter::successors(Some(from), move |s| {
-        let next = *s + SHIFT_SAMPLE;
-        (next <= to).then_some(next)
+        s.checked_add_signed(SHIFT_SAMPLE)
+            .filter(|next| *next <= to)
     })
 }
 
@@ -352,7 +373,7 @@ fn samples(from: DateTime<Utc>, to: DateTime<Utc>) -> impl Iterator<Item = DateT
 /// to see a fold's second pass and stops once no later wall-clock time can map before the
 /// best instant found.
 fn next_cron(expr: &CronExpr, tz: Tz, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
-    let mut cursor = local(tz, now).checked_sub_signed(fold_lookback(tz, now))?;
+    let mut cursor = local(tz, now)?.checked_sub_signed(fold_lookback(tz, now))?;
     let mut inclusive = true;
     let mut best: Option<DateTime<Utc>> = None;
     let mut horizon: Option<NaiveDateTime> = None;
@@ -366,7 +387,12 @@ fn next_cron(expr: &CronExpr, tz: Tz, now: DateTime<Utc>) -> Option<DateTime<Utc
         for at in instants(expr, tz, wall).into_iter().flatten() {
             if at > now && best.is_none_or(|b| at < b) {
                 best = Some(at);
-                horizon = local(tz, at).checked_add_signed(fold_lookahead(tz, at));
+                // Without a representable horizon the scan could not stop, so stop here.
+                horizon = Some(
+                    local(tz, at)
+                        .and_then(|l| l.checked_add_signed(fold_lookahead(tz, at)))
+                        .unwrap_or(wall),
+                );
             }
         }
         cursor = wall;
@@ -394,7 +420,7 @@ fn gap_end(tz: Tz, wall: NaiveDateTime) -> Option<DateTime<Utc>> {
     let as_utc = wall.and_utc();
     let one = offset_at(tz, as_utc);
     let other = offset_at(tz, as_utc.checked_sub_signed(one)?);
-    let past = |at: DateTime<Utc>| local(tz, at) > wall;
+    let past = |at: DateTime<Utc>| local(tz, at).is_some_and(|l| l > wall);
     let mut lo = as_utc.checked_sub_signed(one.max(other))?;
     let mut hi = as_utc.checked_sub_signed(one.min(other))?;
     if past(lo) || !past(hi) {
@@ -547,9 +573,13 @@ pub struct Tick {
     pub released: DateTime<Utc>,
 }
 
-/// Sleeps from firing to firing. Firings missed while the process was stopped or busy are not
-/// replayed (a burst of catch-up load tests helps nobody), and a scheduled instant is never
-/// returned twice, even if the wall clock steps backwards.
+/// Sleeps from firing to firing. The daemon's per-profile loop is meant to be a `select!` over
+/// `ticker.tick()`, the profile's running task finishing, and the shutdown token: a tick goes
+/// through [`Slot::on_due`], a finished run through [`Slot::on_finished`].
+///
+/// Firings missed while the process was stopped or busy are not replayed (a burst of catch-up
+/// load tests helps nobody), and a scheduled instant is never returned twice, even if the wall
+/// clock steps backwards.
 #[derive(Debug)]
 pub struct Ticker<C> {
     schedule: Schedule,
@@ -786,6 +816,23 @@ mod tests {
             &[
                 "2026-10-24T00:30:00Z",
                 "2026-10-25T00:30:00Z", // first pass (CEST) only
+                "2026-10-26T01:30:00Z",
+            ],
+        );
+    }
+
+    #[test]
+    fn berlin_fall_back_multi_value_fixed_job_runs_first_pass_only() {
+        // Croner on its own runs this four times during the fold.
+        assert_firings(
+            "0,30 2 * * *",
+            "Europe/Berlin",
+            "2026-10-24T12:00:00Z",
+            "2026-10-26T12:00:00Z",
+            &[
+                "2026-10-25T00:00:00Z",
+                "2026-10-25T00:30:00Z",
+                "2026-10-26T01:00:00Z",
                 "2026-10-26T01:30:00Z",
             ],
         );
@@ -1142,6 +1189,46 @@ mod tests {
         assert!(huge >= next);
         let end = DateTime::<Utc>::MAX_UTC;
         assert!(jittered(end, Duration::from_secs(3600), &mut rng) >= end);
+    }
+
+    #[test]
+    fn display_shows_the_source_and_zone() {
+        assert_eq!(sched(" */5 * * * * ", None).to_string(), "*/5 * * * *");
+        assert_eq!(
+            sched("@daily", Some("Europe/Berlin")).to_string(),
+            "@daily (Europe/Berlin)"
+        );
+        let every = |d| Schedule::every(d).expect("valid").to_string();
+        assert_eq!(every(Duration::from_secs(7200)), "every 2h");
+        assert_eq!(every(Duration::from_secs(300)), "every 5m");
+        assert_eq!(every(Duration::from_secs(90)), "every 90s");
+        assert_eq!(every(Duration::from_millis(1500)), "every 1500ms");
+    }
+
+    #[test]
+    fn extreme_instants_give_none_instead_of_panicking() {
+        for schedule in [
+            sched("* * * * * *", Some("Asia/Tokyo")),
+            sched("30 2 * * *", Some("America/New_York")),
+            Schedule::every(Duration::from_secs(3600)).expect("valid"),
+        ] {
+            assert_eq!(
+                schedule.next_after(DateTime::<Utc>::MAX_UTC),
+                None,
+                "{schedule:?}"
+            );
+            let min = DateTime::<Utc>::MIN_UTC;
+            assert!(
+                schedule.next_after(min).is_none_or(|next| next > min),
+                "{schedule:?}"
+            );
+            assert_eq!(
+                schedule
+                    .interval_estimate(DateTime::<Utc>::MAX_UTC)
+                    .is_some(),
+                matches!(schedule, Schedule::Every(_))
+            );
+        }
     }
 
     #[test]
