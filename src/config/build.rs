@@ -842,23 +842,34 @@ fn profile(ctx: &mut Ctx, name: &str, node: &Node, targets: &[(String, bool)]) -
             None
         }
         (Some(n), None) => {
-            walk::string(ctx, n, &f.path_of("schedule")).map(|expr| ScheduleSpec::Cron {
-                expr,
-                timezone: f
-                    .get("timezone")
-                    .and_then(|t| walk::string(ctx, t, &f.path_of("timezone"))),
+            let p = f.path_of("schedule");
+            let tz = f
+                .get("timezone")
+                .and_then(|t| walk::string(ctx, t, &f.path_of("timezone")).map(|s| (t.pos, s)));
+            walk::string(ctx, n, &p).and_then(|expr| {
+                match Schedule::parse(&expr, tz.as_ref().map(|(_, s)| s.as_str())) {
+                    Ok(s) => Some(s),
+                    Err(e @ crate::schedule::ScheduleError::UnknownTimeZone { .. }) => {
+                        let (pos, _) = tz.clone().unwrap_or((n.pos, String::new()));
+                        ctx.error(pos, &f.path_of("timezone"), e.to_string());
+                        None
+                    }
+                    Err(e) => {
+                        ctx.error(n.pos, &p, e.to_string());
+                        None
+                    }
+                }
             })
         }
         (None, Some(n)) => {
             let p = f.path_of("every");
-            match walk::duration(ctx, n, &p) {
-                Some(d) if d >= Duration::from_secs(1) => Some(ScheduleSpec::Every(d)),
-                Some(_) => {
-                    ctx.error(n.pos, &p, "must be at least 1s");
+            walk::duration(ctx, n, &p).and_then(|d| match Schedule::every(d) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    ctx.error(n.pos, &p, e.to_string());
                     None
                 }
-                None => None,
-            }
+            })
         }
         (None, None) => None,
     };

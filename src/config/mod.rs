@@ -140,21 +140,7 @@ pub struct Target {
     pub buckets: Vec<f64>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Overlap {
-    Skip,
-    Queue,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum ScheduleSpec {
-    /// A crontab expression (5 or 6 fields, or a macro) with an optional IANA zone.
-    Cron {
-        expr: String,
-        timezone: Option<String>,
-    },
-    Every(Duration),
-}
+pub use crate::schedule::{Overlap, Schedule};
 
 /// One k6-style threshold as written: `metric` and expression, plus its abort options.
 #[derive(Debug, Clone, PartialEq)]
@@ -178,7 +164,7 @@ pub struct Profile {
     pub name: String,
     pub target: String,
     pub executor: Executor,
-    pub schedule: Option<ScheduleSpec>,
+    pub schedule: Option<Schedule>,
     pub jitter: Duration,
     pub overlap: Overlap,
     pub run_on_start: bool,
