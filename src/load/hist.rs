@@ -1,0 +1,1 @@
+//! Fixed-memory latency histogram (in progress).

@@ -1,0 +1,1 @@
+//! Load-test type presets (in progress).
