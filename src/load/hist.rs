@@ -260,7 +260,11 @@ impl HistSnapshot {
                 let ns = ns.floor() as u64;
                 let idx = index_of(ns);
                 let (_, hi) = bounds_of(idx);
-                let last_full = if hi <= ns { Some(idx) } else { idx.checked_sub(1) };
+                let last_full = if hi <= ns {
+                    Some(idx)
+                } else {
+                    idx.checked_sub(1)
+                };
                 last_full.map_or(0, |i| cumulative[i])
             })
             .collect()
@@ -394,7 +398,10 @@ mod tests {
         let snap = h.snapshot();
         assert_eq!(snap.max(), Duration::from_secs(500));
         assert_eq!(snap.quantile(1.0), Duration::from_secs(500));
-        assert_eq!(snap.buckets_le(&[200.0, 500.0, f64::INFINITY]), vec![1, 2, 2]);
+        assert_eq!(
+            snap.buckets_le(&[200.0, 500.0, f64::INFINITY]),
+            vec![1, 2, 2]
+        );
     }
 
     #[test]
@@ -444,7 +451,9 @@ mod tests {
         for &v in &values {
             h.record(Duration::from_nanos(v));
         }
-        let bounds = [0.000_5, 0.005, 0.01, 0.025, 0.1, 0.25, 0.3, 1.0, 2.5, 10.0, 1e9];
+        let bounds = [
+            0.000_5, 0.005, 0.01, 0.025, 0.1, 0.25, 0.3, 1.0, 2.5, 10.0, 1e9,
+        ];
         let got = h.snapshot().buckets_le(&bounds);
         for (b, got) in bounds.iter().zip(got) {
             let ns = b * 1e9;
@@ -453,7 +462,10 @@ mod tests {
                 .iter()
                 .filter(|&&v| (v as f64) <= ns * (1.0 - 1.0 / 128.0))
                 .count() as u64;
-            assert!(got <= exact && got >= lower, "le {b}: {got} not in [{lower}, {exact}]");
+            assert!(
+                got <= exact && got >= lower,
+                "le {b}: {got} not in [{lower}, {exact}]"
+            );
         }
         assert_eq!(h.snapshot().buckets_le(&[-1.0, f64::NAN]), vec![0, 0]);
     }

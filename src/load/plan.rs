@@ -143,8 +143,9 @@ pub fn max_vus(executor: &Executor) -> u32 {
 /// runner adds those). For the iteration executors this is `max_duration`, an upper bound.
 pub fn planned_duration(executor: &Executor) -> Duration {
     match executor {
-        Executor::ConstantVus { duration, .. }
-        | Executor::ConstantArrivalRate { duration, .. } => *duration,
+        Executor::ConstantVus { duration, .. } | Executor::ConstantArrivalRate { duration, .. } => {
+            *duration
+        }
         Executor::RampingVus { stages, .. } | Executor::RampingArrivalRate { stages, .. } => {
             sum_durations(stages.iter().map(|s| &s.duration))
         }
@@ -419,8 +420,8 @@ impl VuStage {
         if self.len_ns == 0 {
             return self.to;
         }
-        let steps = (diff * u128::from(elapsed_ns.min(self.len_ns)) / u128::from(self.len_ns))
-            as u32; // <= diff, which fits in u32
+        let steps =
+            (diff * u128::from(elapsed_ns.min(self.len_ns)) / u128::from(self.len_ns)) as u32; // <= diff, which fits in u32
         if self.to >= self.from {
             self.from + steps
         } else {
@@ -529,7 +530,9 @@ impl VuPlan {
     /// until then), or `None` if it never changes again before the end.
     pub fn next_change_after(&self, t: Duration) -> Option<Duration> {
         let t_ns = nanos(t);
-        let start = self.stages.partition_point(|s| s.start_ns + s.len_ns <= t_ns);
+        let start = self
+            .stages
+            .partition_point(|s| s.start_ns + s.len_ns <= t_ns);
         for stage in self.stages.iter().skip(start.saturating_sub(1)) {
             let diff = u64::from(stage.from.abs_diff(stage.to));
             if diff == 0 {
@@ -778,7 +781,10 @@ mod tests {
         assert_eq!(plan.start_of(20), Some(secs(2)));
         let exact = Duration::from_secs_f64((499.0f64 / 5.0).sqrt());
         let got = plan.start_of(499).unwrap();
-        assert!(got.abs_diff(exact) <= Duration::from_nanos(1), "{got:?} vs {exact:?}");
+        assert!(
+            got.abs_diff(exact) <= Duration::from_nanos(1),
+            "{got:?} vs {exact:?}"
+        );
     }
 
     #[test]
@@ -791,7 +797,10 @@ mod tests {
         // 5t² − 100t + 499 = 0 → t = 10 − √20 / 10.
         let exact = Duration::from_secs_f64(10.0 - 20f64.sqrt() / 10.0);
         let last = plan.start_of(499).unwrap();
-        assert!(last.abs_diff(exact) <= Duration::from_nanos(1), "{last:?} vs {exact:?}");
+        assert!(
+            last.abs_diff(exact) <= Duration::from_nanos(1),
+            "{last:?} vs {exact:?}"
+        );
     }
 
     #[test]
@@ -837,7 +846,10 @@ mod tests {
             pre_allocated_vus: 1,
             max_vus: 1,
         };
-        assert!(matches!(ArrivalPlan::new(&ex), Err(PlanError::InvalidRate(_))));
+        assert!(matches!(
+            ArrivalPlan::new(&ex),
+            Err(PlanError::InvalidRate(_))
+        ));
         let ex = Executor::ConstantVus {
             vus: 1,
             duration: secs(1),
@@ -854,7 +866,11 @@ mod tests {
     fn arrival_shards_partition_the_plan_exactly() {
         let plan = ramping_rate(
             7.0,
-            vec![stage(secs(3), 50.0), stage(secs(2), 0.0), stage(secs(4), 33.0)],
+            vec![
+                stage(secs(3), 50.0),
+                stage(secs(2), 0.0),
+                stage(secs(4), 33.0),
+            ],
         );
         let all: Vec<_> = plan.starts().collect();
         for n in 1..=5u32 {
@@ -990,7 +1006,10 @@ mod tests {
             stages: vec![stage(secs(1), -3.0)],
             graceful_ramp_down: secs(1),
         };
-        assert!(matches!(VuPlan::new(&ex), Err(PlanError::InvalidVus { .. })));
+        assert!(matches!(
+            VuPlan::new(&ex),
+            Err(PlanError::InvalidVus { .. })
+        ));
     }
 
     #[test]
