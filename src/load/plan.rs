@@ -527,7 +527,8 @@ impl VuPlan {
     }
 
     /// The next offset after `t` at which the whole plan's VU count changes (the runner sleeps
-    /// until then), or `None` if it never changes again before the end.
+    /// until then), or `None` if it never changes again. The drop to 0 at `duration()` is not
+    /// reported: the runner ends the plan there anyway.
     pub fn next_change_after(&self, t: Duration) -> Option<Duration> {
         let t_ns = nanos(t);
         let start = self
@@ -546,12 +547,12 @@ impl VuPlan {
             }
             let elapsed = t_ns.saturating_sub(stage.start_ns).min(stage.len_ns);
             let done = (u128::from(diff) * u128::from(elapsed) / u128::from(stage.len_ns)) as u64;
-            for i in [done, done + 1] {
-                if i >= 1 && i <= diff {
-                    let at = stage.step_time_ns(i);
-                    if at > t_ns {
-                        return Some(Duration::from_nanos(at));
-                    }
+            // Step `done` happened at or before t (ceil(done·len/Δ) <= elapsed), so the next
+            // one is the candidate.
+            if done < diff {
+                let at = stage.step_time_ns(done + 1);
+                if at > t_ns {
+                    return Some(Duration::from_nanos(at));
                 }
             }
         }
@@ -1145,7 +1146,8 @@ mod tests {
         ) {
             let stages: Vec<Stage> = raw.iter().map(|&(l, r)| stage(ms(l), r)).collect();
             let plan = ramping_rate(start_rate, stages);
-            let t = plan.duration().mul_f64(cut);
+            // A whole number of milliseconds, so the reference integral below sees the same t.
+            let t = ms((plan.duration().as_millis() as f64 * cut) as u64);
             let started = plan.starts().filter(|s| *s < t).count() as f64;
             // Integral up to t, by the midpoint rule on truncated stages.
             let mut left = t.as_millis() as u64;
