@@ -1,1 +1,892 @@
-//! (to be written)
+//! k6 thresholds: parsing `p(95)<300ms`-style expressions against sloburn's built-in metrics and
+//! evaluating them against a run's aggregates. Pure: the runner supplies a [`MetricSource`].
+//!
+//! Grammar (whitespace allowed between tokens): `aggregation operator value`, where
+//! - trend metrics (`http_req_duration`, `http_req_<phase>`, `iteration_duration`) take
+//!   `avg|min|max|med|p(N)` and a duration: `300ms`, `1.5s`, `500us`, or a bare number of
+//!   milliseconds as in k6;
+//! - rate metrics (`http_req_failed`, `checks`) take `rate` and a plain number;
+//! - counters (`http_reqs`, `iterations`, `dropped_iterations`, `data_sent`, `data_received`)
+//!   take `count` or `rate` (per second) and a plain number;
+//! - operators are `<`, `<=`, `>`, `>=`, `==`, `!=`.
+//!
+//! Trend values and observations are in milliseconds, k6's unit for trends. Tag filters
+//! (`http_req_duration{status:200}`) and custom metrics are not supported.
+
+use std::fmt;
+use std::time::Duration;
+
+use thiserror::Error;
+
+use crate::load::hist::HistSnapshot;
+
+/// The k6 metric type, which decides the aggregations a threshold may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricKind {
+    Trend,
+    Rate,
+    Counter,
+}
+
+impl MetricKind {
+    fn name(self) -> &'static str {
+        match self {
+            MetricKind::Trend => "trend",
+            MetricKind::Rate => "rate",
+            MetricKind::Counter => "counter",
+        }
+    }
+
+    fn allowed(self) -> &'static str {
+        match self {
+            MetricKind::Trend => "avg, min, max, med or p(N)",
+            MetricKind::Rate => "rate",
+            MetricKind::Counter => "count or rate",
+        }
+    }
+}
+
+/// Every metric a threshold may name. The phase names mirror `http::Phase::as_str`.
+pub const METRICS: &[(&str, MetricKind)] = &[
+    ("http_req_duration", MetricKind::Trend),
+    ("http_req_blocked", MetricKind::Trend),
+    ("http_req_dns", MetricKind::Trend),
+    ("http_req_connecting", MetricKind::Trend),
+    ("http_req_tls_handshaking", MetricKind::Trend),
+    ("http_req_sending", MetricKind::Trend),
+    ("http_req_waiting", MetricKind::Trend),
+    ("http_req_receiving", MetricKind::Trend),
+    ("iteration_duration", MetricKind::Trend),
+    ("http_req_failed", MetricKind::Rate),
+    ("checks", MetricKind::Rate),
+    ("http_reqs", MetricKind::Counter),
+    ("iterations", MetricKind::Counter),
+    ("dropped_iterations", MetricKind::Counter),
+    ("data_sent", MetricKind::Counter),
+    ("data_received", MetricKind::Counter),
+];
+
+pub fn metric_kind(metric: &str) -> Option<MetricKind> {
+    METRICS
+        .iter()
+        .find(|(name, _)| *name == metric)
+        .map(|&(_, kind)| kind)
+}
+
+/// How a threshold reduces a metric to one number.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Aggregation {
+    Avg,
+    Min,
+    Max,
+    Med,
+    /// `p(N)` with N in [0, 100].
+    Percentile(f64),
+    /// Rate metrics: fraction of true samples. Counters: per second.
+    Rate,
+    Count,
+}
+
+impl Aggregation {
+    fn valid_for(self, kind: MetricKind) -> bool {
+        match self {
+            Aggregation::Avg
+            | Aggregation::Min
+            | Aggregation::Max
+            | Aggregation::Med
+            | Aggregation::Percentile(_) => kind == MetricKind::Trend,
+            Aggregation::Rate => kind != MetricKind::Trend,
+            Aggregation::Count => kind == MetricKind::Counter,
+        }
+    }
+}
+
+impl fmt::Display for Aggregation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Aggregation::Avg => f.write_str("avg"),
+            Aggregation::Min => f.write_str("min"),
+            Aggregation::Max => f.write_str("max"),
+            Aggregation::Med => f.write_str("med"),
+            Aggregation::Percentile(n) => write!(f, "p({n})"),
+            Aggregation::Rate => f.write_str("rate"),
+            Aggregation::Count => f.write_str("count"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Eq,
+    Ne,
+}
+
+impl Op {
+    pub fn holds(self, observed: f64, limit: f64) -> bool {
+        match self {
+            Op::Lt => observed < limit,
+            Op::Le => observed <= limit,
+            Op::Gt => observed > limit,
+            Op::Ge => observed >= limit,
+            Op::Eq => observed == limit,
+            Op::Ne => observed != limit,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Op::Lt => "<",
+            Op::Le => "<=",
+            Op::Gt => ">",
+            Op::Ge => ">=",
+            Op::Eq => "==",
+            Op::Ne => "!=",
+        }
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A parsed threshold. `value` is in milliseconds for trend metrics.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Threshold {
+    pub metric: String,
+    pub aggregation: Aggregation,
+    pub op: Op,
+    pub value: f64,
+    /// The expression as written, for summaries and the `threshold` metric label.
+    pub source: String,
+}
+
+/// Why a threshold was rejected. Expression errors carry the 1-based character column in the
+/// expression.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum ThresholdError {
+    #[error(
+        "unknown metric `{metric}`{}; thresholds apply to the built-in metrics only",
+        did_you_mean_suffix(.did_you_mean)
+    )]
+    UnknownMetric {
+        metric: String,
+        did_you_mean: Option<&'static str>,
+    },
+    #[error(
+        "tag filters such as `{metric}` are not supported; write the threshold on `{base}` \
+         or give the differently-tagged traffic its own profile"
+    )]
+    TagFilter { metric: String, base: String },
+    #[error("column {column}: {message}")]
+    Syntax { column: usize, message: String },
+    #[error("invalid delayAbortEval `{value}`: {message}")]
+    DelayAbortEval { value: String, message: String },
+}
+
+fn did_you_mean_suffix(s: &Option<&'static str>) -> String {
+    s.map(|m| format!(" (did you mean `{m}`?)"))
+        .unwrap_or_default()
+}
+
+impl ThresholdError {
+    /// Column (1-based, in characters) within the expression, for expression errors.
+    pub fn column(&self) -> Option<usize> {
+        match self {
+            ThresholdError::Syntax { column, .. } => Some(*column),
+            _ => None,
+        }
+    }
+}
+
+fn levenshtein(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
+fn closest(word: &str, candidates: impl IntoIterator<Item = &'static str>) -> Option<&'static str> {
+    let limit = (word.chars().count() / 3).max(2);
+    candidates
+        .into_iter()
+        .map(|c| (levenshtein(word, c), c))
+        .filter(|&(d, _)| d <= limit)
+        .min_by_key(|&(d, _)| d)
+        .map(|(_, c)| c)
+}
+
+/// Parse one threshold expression for `metric`.
+pub fn parse(metric: &str, expr: &str) -> Result<Threshold, ThresholdError> {
+    if let Some(brace) = metric.find('{') {
+        return Err(ThresholdError::TagFilter {
+            metric: metric.to_string(),
+            base: metric[..brace].trim().to_string(),
+        });
+    }
+    let kind = metric_kind(metric).ok_or_else(|| ThresholdError::UnknownMetric {
+        metric: metric.to_string(),
+        did_you_mean: closest(metric, METRICS.iter().map(|&(m, _)| m)),
+    })?;
+    let mut p = Parser {
+        chars: expr.chars().collect(),
+        pos: 0,
+    };
+    p.skip_ws();
+    if p.at_end() {
+        return Err(p.error(format!(
+            "empty threshold; expected e.g. `{}`",
+            match kind {
+                MetricKind::Trend => "p(95)<300ms",
+                MetricKind::Rate => "rate<0.01",
+                MetricKind::Counter => "count>0",
+            }
+        )));
+    }
+    let agg_col = p.pos;
+    let aggregation = p.aggregation(metric, kind)?;
+    if !aggregation.valid_for(kind) {
+        return Err(ThresholdError::Syntax {
+            column: agg_col + 1,
+            message: format!(
+                "`{aggregation}` is not valid for {} metric `{metric}`; use {}",
+                kind.name(),
+                kind.allowed()
+            ),
+        });
+    }
+    p.skip_ws();
+    let op = p.op(&aggregation)?;
+    p.skip_ws();
+    let value_start = p.pos;
+    let value = p.value(kind, op)?;
+    let value_text: String = p.chars[value_start..p.pos].iter().collect();
+    p.skip_ws();
+    if !p.at_end() {
+        let rest: String = p.chars[p.pos..].iter().collect();
+        if rest.starts_with('%') {
+            return Err(p.error(format!(
+                "percent signs are not supported; write {}% as {}",
+                value,
+                value / 100.0
+            )));
+        }
+        if kind == MetricKind::Trend
+            && ["ns", "us", "µs", "ms", "s", "m", "h"].contains(&rest.trim_end())
+        {
+            return Err(p.error(format!(
+                "remove the space before the unit: `{value_text}{}`",
+                rest.trim_end()
+            )));
+        }
+        return Err(p.error(format!(
+            "unexpected `{}` after the value; write one expression per threshold entry",
+            rest.trim_end()
+        )));
+    }
+    Ok(Threshold {
+        metric: metric.to_string(),
+        aggregation,
+        op,
+        value,
+        source: expr.to_string(),
+    })
+}
+
+struct Parser {
+    chars: Vec<char>,
+    pos: usize,
+}
+
+impl Parser {
+    fn at_end(&self) -> bool {
+        self.pos >= self.chars.len()
+    }
+
+    fn peek(&self) -> Option<char> {
+        self.chars.get(self.pos).copied()
+    }
+
+    fn skip_ws(&mut self) {
+        while self.peek().is_some_and(char::is_whitespace) {
+            self.pos += 1;
+        }
+    }
+
+    fn error(&self, message: String) -> ThresholdError {
+        self.error_at(self.pos, message)
+    }
+
+    fn error_at(&self, pos: usize, message: String) -> ThresholdError {
+        ThresholdError::Syntax {
+            column: pos + 1,
+            message,
+        }
+    }
+
+    fn take_while(&mut self, f: impl Fn(char) -> bool) -> String {
+        let start = self.pos;
+        while self.peek().is_some_and(&f) {
+            self.pos += 1;
+        }
+        self.chars[start..self.pos].iter().collect()
+    }
+
+    fn aggregation(
+        &mut self,
+        metric: &str,
+        kind: MetricKind,
+    ) -> Result<Aggregation, ThresholdError> {
+        let start = self.pos;
+        let word = self.take_while(|c| c.is_alphanumeric() || c == '_');
+        let agg = match word.as_str() {
+            "avg" => Aggregation::Avg,
+            "min" => Aggregation::Min,
+            "max" => Aggregation::Max,
+            "med" => Aggregation::Med,
+            "rate" => Aggregation::Rate,
+            "count" => Aggregation::Count,
+            "p" => return self.percentile(),
+            "" => {
+                return Err(self.error(format!(
+                    "expected an aggregation ({}) for {} metric `{metric}`, found `{}`",
+                    kind.allowed(),
+                    kind.name(),
+                    self.peek().unwrap_or(' ')
+                )));
+            }
+            w if w.starts_with('p') && w[1..].chars().all(|c| c.is_ascii_digit() || c == '.') => {
+                return Err(self.error_at(
+                    start,
+                    format!("percentiles are written `p({})`, not `{w}`", &w[1..]),
+                ));
+            }
+            w => {
+                let names = ["avg", "min", "max", "med", "rate", "count"];
+                let hint = closest(w, names)
+                    .map(|c| format!(" (did you mean `{c}`?)"))
+                    .unwrap_or_default();
+                return Err(self.error_at(
+                    start,
+                    format!(
+                        "unknown aggregation `{w}`{hint}; {} metric `{metric}` takes {}",
+                        kind.name(),
+                        kind.allowed()
+                    ),
+                ));
+            }
+        };
+        Ok(agg)
+    }
+
+    fn percentile(&mut self) -> Result<Aggregation, ThresholdError> {
+        self.skip_ws();
+        if self.peek() != Some('(') {
+            return Err(self.error("expected `(` after `p`, as in `p(95)`".into()));
+        }
+        self.pos += 1;
+        self.skip_ws();
+        let num_pos = self.pos;
+        let text = self.take_while(|c| c.is_ascii_digit() || c == '.');
+        let n: f64 = text.parse().map_err(|_| {
+            self.error_at(
+                num_pos,
+                "expected a percentile between 0 and 100, as in `p(99.9)`".into(),
+            )
+        })?;
+        if !(0.0..=100.0).contains(&n) {
+            return Err(self.error_at(num_pos, format!("percentile {text} is outside 0..100")));
+        }
+        self.skip_ws();
+        if self.peek() != Some(')') {
+            return Err(self.error("expected `)` to close `p(`".into()));
+        }
+        self.pos += 1;
+        Ok(Aggregation::Percentile(n))
+    }
+
+    fn op(&mut self, after: &Aggregation) -> Result<Op, ThresholdError> {
+        let two: String = self.chars[self.pos..].iter().take(2).collect();
+        let (op, len) = match two.as_str() {
+            "<=" => (Op::Le, 2),
+            ">=" => (Op::Ge, 2),
+            "==" => (Op::Eq, 2),
+            "!=" => (Op::Ne, 2),
+            _ => match self.peek() {
+                Some('<') => (Op::Lt, 1),
+                Some('>') => (Op::Gt, 1),
+                Some('=') => {
+                    return Err(self.error("`=` is not an operator; write `==`".into()));
+                }
+                Some(c) => {
+                    return Err(self.error(format!(
+                        "expected an operator (<, <=, >, >=, ==, !=) after `{after}`, found `{c}`"
+                    )));
+                }
+                None => {
+                    return Err(self.error(format!(
+                        "expected an operator (<, <=, >, >=, ==, !=) after `{after}`"
+                    )));
+                }
+            },
+        };
+        self.pos += len;
+        Ok(op)
+    }
+
+    fn value(&mut self, kind: MetricKind, op: Op) -> Result<f64, ThresholdError> {
+        let start = self.pos;
+        let text =
+            self.take_while(|c| c.is_ascii_digit() || matches!(c, '.' | '-' | '+' | 'e' | 'E'));
+        // `e` may start a unit only if no digits precede it; numbers here always start with a
+        // digit, sign or dot, so "1e3" is an exponent and "5" followed by letters is a unit.
+        if text.is_empty() {
+            return Err(self.error(match self.peek() {
+                Some(c) => format!("expected a number after `{op}`, found `{c}`"),
+                None => format!("expected a number after `{op}`"),
+            }));
+        }
+        let number: f64 = text
+            .parse()
+            .ok()
+            .filter(|v: &f64| v.is_finite())
+            .ok_or_else(|| self.error_at(start, format!("`{text}` is not a number")))?;
+        let unit_pos = self.pos;
+        let unit = self.take_while(|c| c.is_alphabetic());
+        if kind != MetricKind::Trend {
+            if !unit.is_empty() {
+                return Err(self.error_at(
+                    unit_pos,
+                    format!(
+                        "{} metrics take a plain number; remove the unit `{unit}`",
+                        kind.name()
+                    ),
+                ));
+            }
+            return Ok(number);
+        }
+        let per_ms = match unit.as_str() {
+            "" | "ms" => 1.0,
+            "ns" => 1e-6,
+            "us" | "µs" => 1e-3,
+            "s" => 1e3,
+            "m" => 60e3,
+            "h" => 3_600e3,
+            other => {
+                return Err(self.error_at(
+                    unit_pos,
+                    format!("unknown duration unit `{other}`; use ns, us, ms, s, m or h"),
+                ));
+            }
+        };
+        Ok(number * per_ms)
+    }
+}
+
+/// Rate samples: `hits` of `total` samples were true (failed requests for `http_req_failed`,
+/// passing checks for `checks`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RateValue {
+    pub hits: u64,
+    pub total: u64,
+}
+
+/// A counter's total and its average per second over the run so far.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct CounterValue {
+    pub count: f64,
+    pub per_second: f64,
+}
+
+/// The run's aggregates, as the runner holds them. `None` means no sample was ever recorded,
+/// which evaluates like k6's empty sinks (every aggregate is 0).
+pub trait MetricSource {
+    fn trend(&self, metric: &str) -> Option<&HistSnapshot>;
+    fn rate(&self, metric: &str) -> Option<RateValue>;
+    fn counter(&self, metric: &str) -> Option<CounterValue>;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ThresholdResult {
+    pub passed: bool,
+    /// The aggregate compared with the limit (milliseconds for trends).
+    pub observed: f64,
+    /// The metric had no samples; `observed` is then k6's empty-sink value, 0.
+    pub no_data: bool,
+}
+
+fn millis(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+impl Threshold {
+    pub fn evaluate(&self, src: &dyn MetricSource) -> ThresholdResult {
+        let (observed, no_data) = match self.aggregation {
+            Aggregation::Avg
+            | Aggregation::Min
+            | Aggregation::Max
+            | Aggregation::Med
+            | Aggregation::Percentile(_) => match src.trend(&self.metric) {
+                Some(h) if h.count() > 0 => {
+                    let d = match self.aggregation {
+                        Aggregation::Avg => h.mean(),
+                        Aggregation::Min => h.min(),
+                        Aggregation::Max => h.max(),
+                        Aggregation::Med => h.median(),
+                        Aggregation::Percentile(n) => h.quantile(n / 100.0),
+                        Aggregation::Rate | Aggregation::Count => Duration::ZERO,
+                    };
+                    (millis(d), false)
+                }
+                _ => (0.0, true),
+            },
+            Aggregation::Rate if metric_kind(&self.metric) == Some(MetricKind::Counter) => {
+                match src.counter(&self.metric) {
+                    Some(c) => (c.per_second, false),
+                    None => (0.0, true),
+                }
+            }
+            Aggregation::Rate => match src.rate(&self.metric) {
+                Some(r) if r.total > 0 => (r.hits as f64 / r.total as f64, false),
+                _ => (0.0, true),
+            },
+            Aggregation::Count => match src.counter(&self.metric) {
+                Some(c) => (c.count, false),
+                None => (0.0, true),
+            },
+        };
+        ThresholdResult {
+            passed: self.op.holds(observed, self.value),
+            observed,
+            no_data,
+        }
+    }
+}
+
+impl fmt::Display for Threshold {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.metric, self.source)
+    }
+}
+
+/// A threshold with k6's object-form options (`abortOnFail`, `delayAbortEval`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThresholdSpec {
+    pub threshold: Threshold,
+    /// Stop the run as soon as this threshold fails (checked while the run is in progress).
+    pub abort_on_fail: bool,
+    /// How long into the run before a failure may abort it, so early noise cannot.
+    pub delay_abort_eval: Duration,
+}
+
+impl ThresholdSpec {
+    /// The string form `"p(95)<300"` is `ThresholdSpec::parse(m, e, false, None)`; the object
+    /// form `{threshold, abortOnFail, delayAbortEval: "10s"}` passes its fields through.
+    pub fn parse(
+        metric: &str,
+        expr: &str,
+        abort_on_fail: bool,
+        delay_abort_eval: Option<&str>,
+    ) -> Result<ThresholdSpec, ThresholdError> {
+        let threshold = parse(metric, expr)?;
+        let delay_abort_eval = match delay_abort_eval {
+            Some(s) => parse_go_duration(s).map_err(|message| ThresholdError::DelayAbortEval {
+                value: s.to_string(),
+                message,
+            })?,
+            None => Duration::ZERO,
+        };
+        Ok(ThresholdSpec {
+            threshold,
+            abort_on_fail,
+            delay_abort_eval,
+        })
+    }
+
+    /// Whether this result, observed `elapsed` into the run, must stop the run now.
+    pub fn should_abort(&self, result: &ThresholdResult, elapsed: Duration) -> bool {
+        self.abort_on_fail && !result.passed && elapsed >= self.delay_abort_eval
+    }
+}
+
+/// Go's `time.ParseDuration` syntax, which k6 uses for `delayAbortEval`: `10s`, `1m30s`,
+/// `1.5h`, `500ms`, or `0`.
+fn parse_go_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
+    if s.is_empty() {
+        return Err("empty duration; write e.g. `10s`".into());
+    }
+    let mut rest = s;
+    let mut total = 0.0f64;
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let (num, after) = rest.split_at(num_len);
+        let value: f64 = num
+            .parse()
+            .map_err(|_| format!("expected a number at `{rest}`"))?;
+        let unit_len = after
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(after.len());
+        let (unit, next) = after.split_at(unit_len);
+        let secs = match unit {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3_600.0,
+            "" => {
+                return Err(format!(
+                    "missing unit after `{num}`; use ns, us, ms, s, m or h"
+                ));
+            }
+            other => return Err(format!("unknown unit `{other}`; use ns, us, ms, s, m or h")),
+        };
+        total += value * secs;
+        rest = next;
+    }
+    Duration::try_from_secs_f64(total).map_err(|_| "duration out of range".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::Phase;
+    use crate::load::hist::Histogram;
+    use std::collections::HashMap;
+
+    fn render(metric: &str, expr: &str) -> String {
+        match parse(metric, expr) {
+            Ok(t) => format!(
+                "ok: {} {} {} {}",
+                t.metric,
+                t.aggregation,
+                t.op,
+                match metric_kind(metric) {
+                    Some(MetricKind::Trend) => format!("{}ms", t.value),
+                    _ => format!("{}", t.value),
+                }
+            ),
+            Err(e) => format!("error: {e}"),
+        }
+    }
+
+    const CASES: &[(&str, &str)] = &[
+        ("http_req_duration", "p(95)<300ms"),
+        ("http_req_duration", "p(99.9) <= 1.5s"),
+        ("http_req_duration", "  avg < 200  "),
+        ("http_req_duration", "med>=500us"),
+        ("http_req_duration", "max!=2m"),
+        ("http_req_duration", "min==0"),
+        ("http_req_dns", "p(90)<50ms"),
+        ("http_req_tls_handshaking", "p( 50 )<100ms"),
+        ("iteration_duration", "avg<1e3"),
+        ("http_req_failed", "rate<0.01"),
+        ("checks", "rate>0.99"),
+        ("http_reqs", "count>=100"),
+        ("http_reqs", "rate>50"),
+        ("dropped_iterations", "count==0"),
+        ("data_received", "count>1000000"),
+        ("http_req_duration", ""),
+        ("http_req_duration", "p95<300"),
+        ("http_req_duration", "p(95<300"),
+        ("http_req_duration", "p(101)<300"),
+        ("http_req_duration", "p()<300"),
+        ("http_req_duration", "avgg<300"),
+        ("http_req_duration", "rate<0.1"),
+        ("http_req_duration", "count<10"),
+        ("http_req_duration", "p(95)=300"),
+        ("http_req_duration", "p(95)"),
+        ("http_req_duration", "p(95) 300"),
+        ("http_req_duration", "p(95)<"),
+        ("http_req_duration", "p(95)<fast"),
+        ("http_req_duration", "p(95)<300 ms"),
+        ("http_req_duration", "p(95)<300sec"),
+        ("http_req_duration", "p(95)<300ms && avg<100"),
+        ("http_req_failed", "rate<1%"),
+        ("http_req_failed", "rate<0.01s"),
+        ("http_req_failed", "avg<0.1"),
+        ("checks", "count>0"),
+        ("http_reqs", "p(95)<10"),
+        ("http_req_durations", "p(95)<300"),
+        ("http_req_dsn", "p(95)<300"),
+        ("vus", "value<10"),
+        ("http_req_duration{status:200}", "p(95)<300"),
+        ("http_req_duration", "p(95)<1.2.3"),
+        ("http_req_duration", "p(95)<µ"),
+    ];
+
+    #[test]
+    fn parser_golden() {
+        let mut out = String::new();
+        for (metric, expr) in CASES {
+            out.push_str(&format!("{metric} {expr:?}\n  {}\n", render(metric, expr)));
+        }
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/golden/thresholds/parse.txt"
+        );
+        if std::env::var_os("UPDATE_GOLDEN").is_some() {
+            std::fs::create_dir_all(std::path::Path::new(path).parent().unwrap()).unwrap();
+            std::fs::write(path, &out).unwrap();
+        }
+        let golden = std::fs::read_to_string(path).unwrap_or_default();
+        assert_eq!(
+            out, golden,
+            "parser output differs from {path}; rerun with UPDATE_GOLDEN=1 and review the diff"
+        );
+    }
+
+    #[test]
+    fn every_phase_has_a_trend_metric() {
+        for phase in Phase::ALL {
+            let name = format!("http_req_{}", phase.as_str());
+            assert_eq!(metric_kind(&name), Some(MetricKind::Trend), "{name}");
+        }
+    }
+
+    #[test]
+    fn errors_report_the_column_in_the_expression() {
+        assert_eq!(
+            parse("http_req_duration", "p(95) =300")
+                .unwrap_err()
+                .column(),
+            Some(7)
+        );
+        assert_eq!(
+            parse("http_req_duration", "avg<3x").unwrap_err().column(),
+            Some(6)
+        );
+        assert_eq!(
+            parse("http_req_failed", "rate<0.1s").unwrap_err().column(),
+            Some(9)
+        );
+        assert_eq!(parse("nope", "rate<0.1").unwrap_err().column(), None);
+    }
+
+    #[derive(Default)]
+    struct Source {
+        trends: HashMap<&'static str, HistSnapshot>,
+        rates: HashMap<&'static str, RateValue>,
+        counters: HashMap<&'static str, CounterValue>,
+    }
+
+    impl MetricSource for Source {
+        fn trend(&self, metric: &str) -> Option<&HistSnapshot> {
+            self.trends.get(metric)
+        }
+        fn rate(&self, metric: &str) -> Option<RateValue> {
+            self.rates.get(metric).copied()
+        }
+        fn counter(&self, metric: &str) -> Option<CounterValue> {
+            self.counters.get(metric).copied()
+        }
+    }
+
+    fn source() -> Source {
+        let h = Histogram::new();
+        for ms in 1..=100u64 {
+            h.record(Duration::from_millis(ms));
+        }
+        let mut src = Source::default();
+        src.trends.insert("http_req_duration", h.snapshot());
+        src.rates.insert(
+            "http_req_failed",
+            RateValue {
+                hits: 3,
+                total: 200,
+            },
+        );
+        src.counters.insert(
+            "http_reqs",
+            CounterValue {
+                count: 200.0,
+                per_second: 20.0,
+            },
+        );
+        src
+    }
+
+    fn eval(metric: &str, expr: &str, src: &Source) -> ThresholdResult {
+        parse(metric, expr).expect("valid threshold").evaluate(src)
+    }
+
+    #[test]
+    fn evaluation_uses_the_right_aggregate() {
+        let src = source();
+        let r = eval("http_req_duration", "max<=100ms", &src);
+        assert!(r.passed && r.observed == 100.0 && !r.no_data);
+        assert!(!eval("http_req_duration", "max<100ms", &src).passed);
+        assert!(eval("http_req_duration", "min==1", &src).passed);
+        // k6 p(95) of 1..=100 ms: 95.05 ms; buckets keep it within 0.39%.
+        let p95 = eval("http_req_duration", "p(95)<1s", &src).observed;
+        assert!((p95 - 95.05).abs() < 95.05 * 0.004, "{p95}");
+        assert!(eval("http_req_duration", "avg==50.5ms", &src).passed);
+        assert!(!eval("http_req_duration", "med>0.06s", &src).passed);
+        let failed = eval("http_req_failed", "rate<0.01", &src);
+        assert!(!failed.passed && failed.observed == 0.015);
+        assert!(eval("http_reqs", "count==200", &src).passed);
+        assert!(eval("http_reqs", "rate>=20", &src).passed);
+        assert!(!eval("http_reqs", "rate>20", &src).passed);
+    }
+
+    #[test]
+    fn missing_metrics_evaluate_like_empty_k6_sinks() {
+        let src = Source::default();
+        let r = eval("http_req_duration", "p(95)<300", &src);
+        assert!(r.passed && r.no_data && r.observed == 0.0);
+        let r = eval("checks", "rate>0.99", &src);
+        assert!(!r.passed && r.no_data);
+        assert!(eval("dropped_iterations", "count==0", &src).passed);
+    }
+
+    #[test]
+    fn abort_on_fail_waits_for_delay_abort_eval() {
+        let spec = ThresholdSpec::parse("http_req_failed", "rate<0.01", true, Some("1m30s"))
+            .expect("valid spec");
+        assert_eq!(spec.delay_abort_eval, Duration::from_secs(90));
+        let failing = spec.threshold.evaluate(&source());
+        assert!(!spec.should_abort(&failing, Duration::from_secs(89)));
+        assert!(spec.should_abort(&failing, Duration::from_secs(90)));
+        let passing = ThresholdResult {
+            passed: true,
+            observed: 0.0,
+            no_data: false,
+        };
+        assert!(!spec.should_abort(&passing, Duration::from_secs(100)));
+        let plain = ThresholdSpec::parse("http_req_failed", "rate<0.01", false, None).unwrap();
+        assert!(!plain.should_abort(&failing, Duration::from_secs(100)));
+    }
+
+    #[test]
+    fn delay_abort_eval_uses_go_duration_syntax() {
+        let d = |s| parse_go_duration(s);
+        assert_eq!(d("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(d("1.5h"), Ok(Duration::from_secs(5_400)));
+        assert_eq!(d("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(d("0"), Ok(Duration::ZERO));
+        assert!(d("10").is_err());
+        assert!(d("10 parsecs").is_err());
+        assert!(d("").is_err());
+        let err = ThresholdSpec::parse("checks", "rate>0.9", true, Some("soon")).unwrap_err();
+        assert!(matches!(err, ThresholdError::DelayAbortEval { .. }));
+    }
+}
