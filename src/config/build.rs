@@ -873,7 +873,7 @@ fn profile(ctx: &mut Ctx, name: &str, node: &Node, targets: &[(String, bool)]) -
         }
         (None, None) => None,
     };
-    if schedule.is_none()
+    if !f.has("schedule")
         && let Some(n) = f.get("timezone")
     {
         ctx.error(
@@ -1128,25 +1128,6 @@ fn stages(ctx: &mut Ctx, node: &Node, path: &str, rates: bool) -> Option<Vec<Sta
     ok.then_some(out)
 }
 
-const TREND_METRICS: &[&str] = &[
-    "http_req_duration",
-    "http_req_blocked",
-    "http_req_dns",
-    "http_req_connecting",
-    "http_req_tls_handshaking",
-    "http_req_sending",
-    "http_req_waiting",
-    "http_req_receiving",
-    "iteration_duration",
-    "http_req_failed",
-    "checks",
-    "http_reqs",
-    "iterations",
-    "dropped_iterations",
-    "data_sent",
-    "data_received",
-];
-
 fn thresholds(ctx: &mut Ctx, node: &Node, path: &str, abort_default: bool) -> Vec<ThresholdSpec> {
     let mut out = Vec::new();
     let Value::Map(entries) = &node.value else {
@@ -1162,17 +1143,18 @@ fn thresholds(ctx: &mut Ctx, node: &Node, path: &str, abort_default: bool) -> Ve
     };
     for (key, value) in entries {
         let p = join(path, &key.name);
-        let base_metric = key.name.split('{').next().unwrap_or("");
-        if !TREND_METRICS.contains(&base_metric) {
-            let hint = did_you_mean(base_metric, TREND_METRICS.iter().copied())
-                .map(|s| format!(" (did you mean `{s}`?)"))
-                .unwrap_or_default();
-            ctx.error(key.pos, &p, format!("unknown metric `{}`{hint}", key.name));
+        // Metric-level problems (unknown name, tag filter) are reported once, at the key.
+        if crate::thresholds::metric_kind(&key.name).is_none() {
+            let message = match crate::thresholds::parse(&key.name, "") {
+                Err(e) => e.to_string(),
+                Ok(_) => format!("unknown metric `{}`", key.name),
+            };
+            ctx.error(key.pos, &p, message);
             continue;
         }
         for (i, item) in walk::one_or_many(value).into_iter().enumerate() {
             let ip = format!("{p}[{i}]");
-            match &item.value {
+            let (expr_node, abort, delay) = match &item.value {
                 Value::Map(_) => {
                     let Some(f) = walk::fields(
                         ctx,
@@ -1182,34 +1164,38 @@ fn thresholds(ctx: &mut Ctx, node: &Node, path: &str, abort_default: bool) -> Ve
                     ) else {
                         continue;
                     };
-                    let expr = required(ctx, &f, "threshold", walk::string);
-                    let abort = optional(ctx, &f, "abort_on_fail", abort_default, |c, n, p| {
-                        walk::boolean(c, n, p)
-                    });
-                    let delay = optional(ctx, &f, "delay_abort_eval", Duration::ZERO, |c, n, p| {
-                        walk::duration(c, n, p)
-                    });
-                    if let (Some(expr), Some(abort), Some(delay)) = (expr, abort, delay) {
-                        out.push(ThresholdSpec {
-                            metric: key.name.clone(),
-                            expr,
-                            abort_on_fail: abort,
-                            delay_abort_eval: delay,
-                            pos: f.get("threshold").map_or(item.pos, |n| n.pos),
-                        });
-                    }
+                    let Some(expr_node) = f.get("threshold") else {
+                        ctx.error(item.pos, &ip, "missing `threshold`");
+                        continue;
+                    };
+                    let abort = optional(ctx, &f, "abort_on_fail", abort_default, walk::boolean);
+                    let delay =
+                        optional(ctx, &f, "delay_abort_eval", Duration::ZERO, walk::duration);
+                    let (Some(abort), Some(delay)) = (abort, delay) else {
+                        continue;
+                    };
+                    (expr_node, abort, delay)
                 }
-                _ => {
-                    if let Some(expr) = walk::string(ctx, item, &ip) {
-                        out.push(ThresholdSpec {
-                            metric: key.name.clone(),
-                            expr,
-                            abort_on_fail: abort_default,
-                            delay_abort_eval: Duration::ZERO,
-                            pos: item.pos,
-                        });
-                    }
+                _ => (item, abort_default, Duration::ZERO),
+            };
+            let Some(expr) = walk::string(ctx, expr_node, &ip) else {
+                continue;
+            };
+            match crate::thresholds::parse(&key.name, &expr) {
+                Ok(threshold) => out.push(ThresholdSpec {
+                    threshold,
+                    abort_on_fail: abort,
+                    delay_abort_eval: delay,
+                }),
+                Err(crate::thresholds::ThresholdError::Syntax { column, message }) => {
+                    let quoted = matches!(expr_node.value, Value::Scalar { quoted: true, .. });
+                    let pos = Pos {
+                        line: expr_node.pos.line,
+                        col: expr_node.pos.col + usize::from(quoted) + column - 1,
+                    };
+                    ctx.error(pos, &ip, format!("`{expr}`: {message}"));
                 }
+                Err(e) => ctx.error(expr_node.pos, &ip, e.to_string()),
             }
         }
     }

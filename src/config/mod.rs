@@ -142,15 +142,7 @@ pub struct Target {
 
 pub use crate::schedule::{Overlap, Schedule};
 
-/// One k6-style threshold as written: `metric` and expression, plus its abort options.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ThresholdSpec {
-    pub metric: String,
-    pub expr: String,
-    pub abort_on_fail: bool,
-    pub delay_abort_eval: Duration,
-    pub pos: Pos,
-}
+pub use crate::thresholds::ThresholdSpec;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Guard {
