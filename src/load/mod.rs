@@ -3,4 +3,6 @@
 pub mod hist;
 pub mod plan;
 pub mod presets;
+pub mod runner;
 pub mod spec;
+pub mod stats;

@@ -1,0 +1,386 @@
+//! The runner: drives a pure plan against a target with real requests.
+//!
+//! - Open model (arrival-rate executors): a scheduler wakes at each intended start, hands the
+//!   iteration to a free VU (a semaphore permit plus a pooled connection) and never waits for
+//!   one. With no VU free the iteration is dropped and counted, as in k6. A VU that starts late
+//!   adds its lateness to the measured duration (wrk2), so a stalled target shows in the tail.
+//! - Closed model (VU and iteration executors): each VU loops on its own connection.
+//!
+//! One [`CancellationToken`] stops everything; in-flight requests get `graceful_stop` to finish.
+//! Thresholds with `abort_on_fail` are evaluated every [`EVAL_INTERVAL`].
+
+use super::plan::{ArrivalPlan, IterationMode, IterationPlan, Plan, Shard, VuPlan};
+use super::spec::Executor;
+use super::stats::{RunStats, StatsSnapshot};
+use crate::checks::Check;
+use crate::http::{Client, Conn, Outcome, RequestSpec};
+use crate::thresholds::{ThresholdResult, ThresholdSpec};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// How often abort-on-fail thresholds (and guards) are evaluated during a run.
+pub const EVAL_INTERVAL: Duration = Duration::from_millis(500);
+
+/// Called for every finished request, with whether it counted as a success; the daemon uses it
+/// for SLO events and budget guards.
+pub type Observer = Arc<dyn Fn(&Outcome) + Send + Sync>;
+
+/// Everything a run needs, already validated.
+#[derive(Clone)]
+pub struct RunSpec {
+    pub profile: String,
+    pub executor: Executor,
+    pub request: Arc<RequestSpec>,
+    pub checks: Arc<Vec<Check>>,
+    pub thresholds: Vec<ThresholdSpec>,
+    pub graceful_stop: Duration,
+    pub shard: Shard,
+}
+
+/// Why a run ended before its plan did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Abort {
+    /// A threshold with `abort_on_fail` failed (its source text).
+    Threshold(String),
+    /// Stopped from outside (signal, API, budget guard with its reason).
+    Stopped(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    pub stats: StatsSnapshot,
+    pub thresholds: Vec<(ThresholdSpec, ThresholdResult)>,
+    pub aborted: Option<Abort>,
+}
+
+impl RunReport {
+    pub fn thresholds_passed(&self) -> bool {
+        self.thresholds.iter().all(|(_, r)| r.passed)
+    }
+}
+
+/// A handle to stop a run from outside with a reason (signals, API, guards).
+#[derive(Clone, Default)]
+pub struct Stopper {
+    token: CancellationToken,
+    reason: Arc<Mutex<Option<Abort>>>,
+}
+
+impl Stopper {
+    pub fn new() -> Stopper {
+        Stopper::default()
+    }
+
+    /// Stops the run; the first reason given wins.
+    pub fn stop(&self, reason: Abort) {
+        if let Ok(mut r) = self.reason.lock()
+            && r.is_none()
+        {
+            *r = Some(reason);
+        }
+        self.token.cancel();
+    }
+
+    pub fn is_stopped(&self) -> bool {
+        self.token.is_cancelled()
+    }
+
+    pub fn token(&self) -> &CancellationToken {
+        &self.token
+    }
+
+    fn reason(&self) -> Option<Abort> {
+        self.reason.lock().ok().and_then(|r| r.clone())
+    }
+}
+
+/// Runs one profile to completion (or until stopped) and returns its report.
+pub async fn run(
+    spec: &RunSpec,
+    client: &Client,
+    stats: Arc<RunStats>,
+    observer: Option<Observer>,
+    stopper: Stopper,
+) -> Result<RunReport, super::plan::PlanError> {
+    let plan = Plan::new(&spec.executor, spec.shard)?;
+    let start = Instant::now();
+    stats.vus_max.store(0, Relaxed);
+    let ctx = Arc::new(VuCtx {
+        request: spec.request.clone(),
+        checks: spec.checks.clone(),
+        stats: stats.clone(),
+        observer,
+    });
+    let monitor = tokio::spawn(monitor(
+        spec.thresholds.clone(),
+        stats.clone(),
+        start,
+        stopper.clone(),
+    ));
+    match plan {
+        Plan::Arrival(p) => open_model(p, client, &ctx, &stopper, spec.graceful_stop, start).await,
+        Plan::Vus(p) => closed_vus(p, client, &ctx, &stopper, spec.graceful_stop, start).await,
+        Plan::Iterations(p) => {
+            iterations(p, client, &ctx, &stopper, spec.graceful_stop, start).await
+        }
+    }
+    monitor.abort();
+    stats.vus.store(0, Relaxed);
+    let snapshot = stats.snapshot(start.elapsed());
+    let thresholds = spec
+        .thresholds
+        .iter()
+        .map(|t| (t.clone(), t.threshold.evaluate(&snapshot)))
+        .collect();
+    Ok(RunReport {
+        stats: snapshot,
+        thresholds,
+        aborted: stopper.reason(),
+    })
+}
+
+struct VuCtx {
+    request: Arc<RequestSpec>,
+    checks: Arc<Vec<Check>>,
+    stats: Arc<RunStats>,
+    observer: Option<Observer>,
+}
+
+impl VuCtx {
+    async fn iteration(&self, conn: &mut Conn, lateness: Duration) {
+        let outcome = conn.send(&self.request).await;
+        self.stats.record(&outcome, &self.checks, lateness);
+        if let Some(observer) = &self.observer {
+            observer(&outcome);
+        }
+    }
+}
+
+/// Evaluates abort-on-fail thresholds while the run goes on.
+async fn monitor(
+    thresholds: Vec<ThresholdSpec>,
+    stats: Arc<RunStats>,
+    start: Instant,
+    stopper: Stopper,
+) {
+    if !thresholds.iter().any(|t| t.abort_on_fail) {
+        return;
+    }
+    let mut tick = tokio::time::interval(EVAL_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let elapsed = start.elapsed();
+        let snapshot = stats.snapshot(elapsed);
+        for t in &thresholds {
+            let result = t.threshold.evaluate(&snapshot);
+            if t.should_abort(&result, elapsed) {
+                stopper.stop(Abort::Threshold(t.threshold.source.clone()));
+                return;
+            }
+        }
+    }
+}
+
+/// Waits for in-flight work up to `grace`, then aborts what is left.
+async fn drain(set: &mut JoinSet<()>, grace: Duration) {
+    let all = async { while set.join_next().await.is_some() {} };
+    if tokio::time::timeout(grace, all).await.is_err() {
+        set.abort_all();
+        while set.join_next().await.is_some() {}
+    }
+}
+
+async fn open_model(
+    plan: ArrivalPlan,
+    client: &Client,
+    ctx: &Arc<VuCtx>,
+    stopper: &Stopper,
+    grace: Duration,
+    start: Instant,
+) {
+    let max_vus = plan.max_vus().max(1);
+    let permits = Arc::new(tokio::sync::Semaphore::new(max_vus as usize));
+    // LIFO keeps the warmest connections busy; pre-allocated VUs are idle connection slots.
+    let pool: Arc<Mutex<Vec<Conn>>> = Arc::new(Mutex::new(
+        (0..plan.pre_allocated_vus().min(max_vus))
+            .map(|_| client.conn())
+            .collect(),
+    ));
+    let allocated = Arc::new(std::sync::atomic::AtomicU32::new(
+        plan.pre_allocated_vus().min(max_vus),
+    ));
+    ctx.stats.vus_max.store(allocated.load(Relaxed), Relaxed);
+    let mut set = JoinSet::new();
+    let mut j = 0u64;
+    let cancel = stopper.token();
+    while let Some(offset) = plan.start_of(j) {
+        j += 1;
+        let due = start + offset;
+        if due > Instant::now() {
+            tokio::select! {
+                _ = tokio::time::sleep_until(due) => {}
+                _ = cancel.cancelled() => break,
+            }
+        } else if cancel.is_cancelled() {
+            break;
+        }
+        // Reap finished tasks so the set's memory stays bounded by max_vus.
+        while set.try_join_next().is_some() {}
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            ctx.stats.dropped.fetch_add(1, Relaxed);
+            continue;
+        };
+        let conn = pool.lock().ok().and_then(|mut p| p.pop());
+        let conn = match conn {
+            Some(c) => c,
+            None => {
+                let n = allocated.fetch_add(1, Relaxed) + 1;
+                ctx.stats.vus_max.fetch_max(n, Relaxed);
+                client.conn()
+            }
+        };
+        ctx.stats
+            .vus
+            .store(max_vus - permits.available_permits() as u32, Relaxed);
+        let ctx = ctx.clone();
+        let pool = pool.clone();
+        set.spawn(async move {
+            let mut conn = conn;
+            let lateness = Instant::now().saturating_duration_since(due);
+            ctx.iteration(&mut conn, lateness).await;
+            if let Ok(mut p) = pool.lock() {
+                p.push(conn);
+            }
+            drop(permit);
+        });
+    }
+    drain(&mut set, grace).await;
+}
+
+async fn closed_vus(
+    plan: VuPlan,
+    client: &Client,
+    ctx: &Arc<VuCtx>,
+    stopper: &Stopper,
+    grace: Duration,
+    start: Instant,
+) {
+    let plan = Arc::new(plan);
+    let end = start + plan.duration();
+    let stop_starting = CancellationToken::new();
+    let mut set = JoinSet::new();
+    ctx.stats.vus_max.store(plan.max_vus(), Relaxed);
+    for index in 0..plan.max_vus() {
+        let (plan, ctx, stop, outer) = (
+            plan.clone(),
+            ctx.clone(),
+            stop_starting.clone(),
+            stopper.token().clone(),
+        );
+        let mut conn = client.conn();
+        set.spawn(async move {
+            let mut active = false;
+            loop {
+                if stop.is_cancelled() || outer.is_cancelled() {
+                    break;
+                }
+                let now = Instant::now();
+                let t = now.saturating_duration_since(start);
+                if now >= end {
+                    break;
+                }
+                if index >= plan.vus_at(t) {
+                    if active {
+                        active = false;
+                        ctx.stats.vus.fetch_sub(1, Relaxed);
+                        conn.close();
+                    }
+                    let wake = plan
+                        .next_change_after(t)
+                        .map(|d| start + d)
+                        .unwrap_or(end)
+                        .min(end);
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(wake) => {}
+                        _ = stop.cancelled() => break,
+                        _ = outer.cancelled() => break,
+                    }
+                    continue;
+                }
+                if !active {
+                    active = true;
+                    ctx.stats.vus.fetch_add(1, Relaxed);
+                }
+                ctx.iteration(&mut conn, Duration::ZERO).await;
+            }
+            if active {
+                ctx.stats.vus.fetch_sub(1, Relaxed);
+            }
+        });
+    }
+    tokio::select! {
+        _ = tokio::time::sleep_until(end) => {}
+        _ = stopper.token().cancelled() => {}
+    }
+    stop_starting.cancel();
+    drain(&mut set, grace).await;
+}
+
+async fn iterations(
+    plan: IterationPlan,
+    client: &Client,
+    ctx: &Arc<VuCtx>,
+    stopper: &Stopper,
+    grace: Duration,
+    start: Instant,
+) {
+    let end = start + plan.max_duration();
+    let dispenser = Arc::new(plan.dispenser());
+    let per_vu = plan.iterations_per_vu();
+    let shared = plan.mode() == IterationMode::Shared;
+    let stop_starting = CancellationToken::new();
+    let mut set = JoinSet::new();
+    ctx.stats.vus_max.store(plan.vus(), Relaxed);
+    ctx.stats.vus.store(plan.vus(), Relaxed);
+    for _ in 0..plan.vus() {
+        let (ctx, dispenser, stop, outer) = (
+            ctx.clone(),
+            dispenser.clone(),
+            stop_starting.clone(),
+            stopper.token().clone(),
+        );
+        let mut conn = client.conn();
+        set.spawn(async move {
+            let mut done = 0u64;
+            loop {
+                if stop.is_cancelled() || outer.is_cancelled() {
+                    break;
+                }
+                let more = if shared {
+                    dispenser.claim().is_some()
+                } else {
+                    per_vu.is_some_and(|n| done < n)
+                };
+                if !more {
+                    break;
+                }
+                done += 1;
+                ctx.iteration(&mut conn, Duration::ZERO).await;
+            }
+            ctx.stats.vus.fetch_sub(1, Relaxed);
+        });
+    }
+    let all_done = async { while set.join_next().await.is_some() {} };
+    tokio::select! {
+        _ = all_done => return,
+        _ = tokio::time::sleep_until(end) => {}
+        _ = stopper.token().cancelled() => {}
+    }
+    stop_starting.cancel();
+    drain(&mut set, grace).await;
+}
