@@ -141,3 +141,99 @@ fn generated_prometheus_rule_matches_golden_file() {
         &generate_k8s(&[checkout()], &RulesOptions::default(), &meta),
     );
 }
+
+#[test]
+fn fast_burn_pages_at_the_predicted_minute() {
+    promtool_test("page_fast_burn.yml");
+}
+
+#[test]
+fn slow_burn_tickets_and_never_pages() {
+    promtool_test("ticket_slow_burn.yml");
+}
+
+#[test]
+fn burn_below_one_fires_nothing_for_three_days() {
+    promtool_test("quiet.yml");
+}
+
+#[test]
+fn counter_resets_neither_cause_nor_hide_alerts() {
+    promtool_test("counter_reset.yml");
+}
+
+#[test]
+fn replicas_are_summed_before_the_ratio() {
+    promtool_test("replicas.yml");
+}
+
+/// First minute at which each tier is active per `slo::evaluate`, for `clean` minutes of 1000
+/// good events followed by `bad` of each 1000 bad, over `minutes` minutes.
+///
+/// Prometheus' sample at minute m counts events up to m·60s, and `rate(x[w])` at m covers the
+/// intervals between samples m−w … m, i.e. the events of unix minutes m−w … m−1. The daemon
+/// evaluated at the end of minute m−1 covers exactly those, so the two must agree minute for
+/// minute.
+fn daemon_timeline(clean: i64, bad: u64, minutes: i64) -> BTreeMap<String, i64> {
+    let slo = checkout();
+    let mut w = Windows::new(slo.period);
+    let mut first = BTreeMap::new();
+    for minute in 0..minutes {
+        let b = if minute >= clean { bad } else { 0 };
+        w.record(minute, 1000 - b, b);
+        // Sample index m = minute + 1 sees this minute's events.
+        let report = evaluate(&slo, &w, minute);
+        for tier in report.tiers.iter().filter(|t| t.active) {
+            first.entry(tier.name.clone()).or_insert(minute + 1);
+        }
+    }
+    first
+}
+
+#[test]
+fn daemon_predicts_the_minutes_the_fixtures_assert() {
+    let fast = daemon_timeline(360, 20, 480);
+    // 6h19m, 6h44m, 7h04m, 7h49m in page_fast_burn.yml.
+    let want = [
+        ("page-1h", 404),
+        ("page-6h", 469),
+        ("ticket-1d", 424),
+        ("ticket-3d", 379),
+    ];
+    assert_eq!(fast, want.map(|(t, m)| (t.to_string(), m)).into());
+    let slow = daemon_timeline(360, 5, 920);
+    // 7h31m and 15h01m in ticket_slow_burn.yml; no page.
+    let want = [("ticket-1d", 901), ("ticket-3d", 451)];
+    assert_eq!(slow, want.map(|(t, m)| (t.to_string(), m)).into());
+}
+
+#[test]
+fn prometheus_rule_passes_promtool_check_after_unwrapping() {
+    // promtool cannot read a PrometheusRule; its `spec` indented back by two is a rule file.
+    let meta = K8sMeta {
+        name: "sloburn".into(),
+        namespace: None,
+        labels: BTreeMap::new(),
+    };
+    let k8s = generate_k8s(&[checkout()], &options(), &meta);
+    let spec = k8s.split_once("\nspec:\n").expect("spec").1;
+    let unwrapped: String = spec
+        .lines()
+        .map(|l| format!("{}\n", l.strip_prefix("  ").unwrap_or(l)))
+        .collect();
+    assert_eq!(
+        unwrapped,
+        generate(&[checkout()], &options())
+            .split_once('\n')
+            .expect("header line")
+            .1
+    );
+    assert!(k8s.contains("apiVersion: monitoring.coreos.com/v1\nkind: PrometheusRule\n"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("spec.yml");
+    std::fs::write(&path, unwrapped).expect("write");
+    run(Command::new(promtool())
+        .arg("check")
+        .arg("rules")
+        .arg(&path));
+}
