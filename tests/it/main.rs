@@ -2,3 +2,4 @@
 
 mod config;
 mod http;
+mod rules;
