@@ -10,5 +10,6 @@ pub mod http;
 pub mod load;
 pub mod rules;
 pub mod slo;
+pub mod store;
 pub mod target;
 pub mod thresholds;
