@@ -856,9 +856,10 @@ mod tests {
     }
 
     const CRASH_DIR_ENV: &str = "SLOBURN_STORE_CRASH_CHILD_DIR";
+    const CRASH_READY: &str = "SLOBURN-STORE-CRASH-CHILD-READY";
 
-    /// Child half of `killed_writer_loses_only_uncommitted_work`: commits two flushes, starts a
-    /// third transaction and aborts without running any destructor.
+    /// Child half of `killed_writer_loses_only_uncommitted_work`: commits two flushes, leaves a
+    /// third transaction open, says so on stdout and waits to be killed with SIGKILL.
     #[test]
     #[ignore = "run as a child process by killed_writer_loses_only_uncommitted_work"]
     fn crash_child() {
@@ -874,26 +875,39 @@ mod tests {
             .unwrap();
         tx.execute(UPSERT, params!["api", 2, 100, 100]).unwrap();
         tx.execute(UPSERT, params!["api", 1, 100, 100]).unwrap();
-        std::process::abort();
+        println!("{CRASH_READY}");
+        loop {
+            std::thread::park();
+        }
     }
 
     #[test]
     fn killed_writer_loses_only_uncommitted_work() {
+        use std::io::BufRead;
         let dir = tmp();
-        let out = Command::new(std::env::current_exe().unwrap())
+        let mut child = Command::new(std::env::current_exe().unwrap())
             .args(["--exact", "store::tests::crash_child", "--ignored"])
             .args(["--test-threads=1", "--nocapture"])
             .env(CRASH_DIR_ENV, dir.path())
-            .output()
+            .stdout(std::process::Stdio::piped())
+            .spawn()
             .unwrap();
-        let status = out.status;
-        assert_eq!(
-            status.signal(),
-            Some(libc::SIGABRT),
-            "child {status}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        // Wait for the marker (or EOF if the child failed early): no sleeping, no timing.
+        let mut output = String::new();
+        if let Some(stdout) = child.stdout.take() {
+            for line in io::BufReader::new(stdout).lines() {
+                let line = line.unwrap();
+                output.push_str(&line);
+                output.push('\n');
+                if line.contains(CRASH_READY) {
+                    break;
+                }
+            }
+        }
+        child.kill().unwrap();
+        let status = child.wait().unwrap();
+        assert!(output.contains(CRASH_READY), "child {status}: {output}");
+        assert_eq!(status.signal(), Some(libc::SIGKILL), "{output}");
         assert!(
             dir.path().join("sloburn.db-wal").exists(),
             "the child died without checkpointing"
