@@ -11,5 +11,6 @@ pub mod load;
 pub mod rules;
 pub mod schedule;
 pub mod slo;
+pub mod store;
 pub mod target;
 pub mod thresholds;
