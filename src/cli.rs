@@ -27,6 +27,9 @@ pub enum Command {
         /// The config file.
         file: PathBuf,
     },
+    /// Run one profile (or an ad-hoc test from flags) and print a k6/vegeta-style summary.
+    /// Exits 99 when a threshold failed.
+    Run(crate::run::RunArgs),
 }
 
 /// Parses `std::env::args`, runs the command and returns the process exit code.
@@ -40,6 +43,7 @@ pub fn main() -> i32 {
     };
     match cli.command {
         Command::Check { file } => check(&file, &mut std::io::stdout()),
+        Command::Run(args) => crate::run::command(args),
     }
 }
 

@@ -9,6 +9,7 @@ pub mod config;
 pub mod http;
 pub mod load;
 pub mod rules;
+pub mod run;
 pub mod schedule;
 pub mod slo;
 pub mod store;

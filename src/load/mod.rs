@@ -6,3 +6,4 @@ pub mod presets;
 pub mod runner;
 pub mod spec;
 pub mod stats;
+pub mod summary;

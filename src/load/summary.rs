@@ -1,0 +1,342 @@
+//! End-of-test output: the text summary (k6's metric list, then vegeta's report), the k6
+//! `--summary-export` JSON shape, and the live progress line. Pure formatting of a
+//! [`RunReport`]; no I/O.
+
+use super::hist::HistSnapshot;
+use super::runner::{Abort, RunReport};
+use super::stats::StatsSnapshot;
+use crate::http::Phase;
+use serde_json::{Map, Value, json};
+use std::fmt::Write;
+use std::time::Duration;
+
+/// Human duration with k6's precision: `812µs`, `12.34ms`, `1.5s`.
+pub fn fmt_duration(d: Duration) -> String {
+    let ns = d.as_nanos() as f64;
+    if ns < 1e3 {
+        format!("{ns:.0}ns")
+    } else if ns < 1e6 {
+        format!("{:.2}µs", ns / 1e3)
+    } else if ns < 1e9 {
+        format!("{:.2}ms", ns / 1e6)
+    } else if ns < 60e9 {
+        format!("{:.2}s", ns / 1e9)
+    } else {
+        let s = d.as_secs();
+        format!("{}m{:02}s", s / 60, s % 60)
+    }
+}
+
+fn fmt_bytes(n: f64) -> String {
+    if n < 1e3 {
+        format!("{n:.0} B")
+    } else if n < 1e6 {
+        format!("{:.1} kB", n / 1e3)
+    } else if n < 1e9 {
+        format!("{:.1} MB", n / 1e6)
+    } else {
+        format!("{:.1} GB", n / 1e9)
+    }
+}
+
+fn trend_line(h: &HistSnapshot) -> String {
+    format!(
+        "avg={} min={} med={} max={} p(90)={} p(95)={} p(99)={}",
+        fmt_duration(h.mean()),
+        fmt_duration(h.min()),
+        fmt_duration(h.median()),
+        fmt_duration(h.max()),
+        fmt_duration(h.quantile(0.90)),
+        fmt_duration(h.quantile(0.95)),
+        fmt_duration(h.quantile(0.99)),
+    )
+}
+
+fn row(out: &mut String, name: &str, value: &str) {
+    let dots = 32usize.saturating_sub(name.len() + 2);
+    let _ = writeln!(out, "  {name}{}: {value}", ".".repeat(dots.max(1)));
+}
+
+/// The full text summary printed at the end of `sloburn run`.
+pub fn text(profile: &str, report: &RunReport) -> String {
+    let s = &report.stats;
+    let mut out = String::new();
+    let _ = writeln!(out, "\n  profile: {profile}");
+    match &report.aborted {
+        Some(Abort::Threshold(t)) => {
+            let _ = writeln!(out, "  aborted: threshold `{t}` failed (abort_on_fail)");
+        }
+        Some(Abort::Stopped(why)) => {
+            let _ = writeln!(out, "  stopped: {why}");
+        }
+        None => {}
+    }
+    if !report.thresholds.is_empty() {
+        let _ = writeln!(out, "\n  thresholds:");
+        for (spec, result) in &report.thresholds {
+            let mark = if result.passed { "✓" } else { "✗" };
+            let t = &spec.threshold;
+            let observed = if t.metric.starts_with("http_req_") && t.metric != "http_req_failed"
+                || t.metric == "iteration_duration"
+            {
+                fmt_duration(Duration::from_secs_f64(result.observed.max(0.0) / 1000.0))
+            } else {
+                format!("{:.4}", result.observed)
+            };
+            let _ = writeln!(
+                out,
+                "    {mark} {} {}  (observed {observed}{})",
+                t.metric,
+                t.source,
+                if result.no_data { ", no data" } else { "" }
+            );
+        }
+    }
+    let _ = writeln!(out);
+    let (cp, cf) = s
+        .checks
+        .iter()
+        .fold((0u64, 0u64), |(p, f), (_, a, b)| (p + a, f + b));
+    if cp + cf > 0 {
+        row(
+            &mut out,
+            "checks",
+            &format!(
+                "{:.2}% ✓ {cp} ✗ {cf}",
+                100.0 * cp as f64 / (cp + cf) as f64
+            ),
+        );
+        for (name, p, f) in &s.checks {
+            let _ = writeln!(out, "    {} {name}: ✓ {p} ✗ {f}", if *f == 0 { "✓" } else { "✗" });
+        }
+    }
+    row(
+        &mut out,
+        "data_received",
+        &format!(
+            "{} {}/s",
+            fmt_bytes(s.data_received as f64),
+            fmt_bytes(s.per_second(s.data_received))
+        ),
+    );
+    row(
+        &mut out,
+        "data_sent",
+        &format!(
+            "{} {}/s",
+            fmt_bytes(s.data_sent as f64),
+            fmt_bytes(s.per_second(s.data_sent))
+        ),
+    );
+    row(&mut out, "dropped_iterations", &format!("{} {:.2}/s", s.dropped, s.per_second(s.dropped)));
+    for phase in Phase::ALL {
+        row(
+            &mut out,
+            &format!("http_req_{}", phase.as_str()),
+            &trend_line(&s.phases[phase as usize]),
+        );
+    }
+    row(&mut out, "http_req_duration", &trend_line(&s.duration));
+    row(
+        &mut out,
+        "http_req_failed",
+        &format!(
+            "{:.2}% ✓ {} ✗ {}",
+            if s.requests > 0 { 100.0 * s.failed as f64 / s.requests as f64 } else { 0.0 },
+            s.failed,
+            s.requests - s.failed.min(s.requests)
+        ),
+    );
+    row(&mut out, "http_reqs", &format!("{} {:.2}/s", s.requests, s.per_second(s.requests)));
+    row(&mut out, "iteration_duration", &trend_line(&s.iteration_duration));
+    row(&mut out, "iterations", &format!("{} {:.2}/s", s.iterations, s.per_second(s.iterations)));
+    row(&mut out, "iteration_lateness", &trend_line(&s.lateness));
+    row(&mut out, "vus_max", &s.vus_max.to_string());
+    let _ = writeln!(out);
+    vegeta(&mut out, s);
+    out
+}
+
+/// vegeta's text report, which many users read first.
+fn vegeta(out: &mut String, s: &StatsSnapshot) {
+    let wait = s.duration.mean();
+    let ok = s.requests - s.failed.min(s.requests);
+    let _ = writeln!(
+        out,
+        "  Requests      [total, rate, throughput]         {}, {:.2}, {:.2}",
+        s.requests,
+        s.per_second(s.requests),
+        s.per_second(ok)
+    );
+    let _ = writeln!(
+        out,
+        "  Duration      [total, attack, wait]             {}, {}, {}",
+        fmt_duration(s.elapsed),
+        fmt_duration(s.elapsed.saturating_sub(wait)),
+        fmt_duration(wait)
+    );
+    let d = &s.duration;
+    let _ = writeln!(
+        out,
+        "  Latencies     [min, mean, 50, 90, 95, 99, max]  {}, {}, {}, {}, {}, {}, {}",
+        fmt_duration(d.min()),
+        fmt_duration(d.mean()),
+        fmt_duration(d.median()),
+        fmt_duration(d.quantile(0.90)),
+        fmt_duration(d.quantile(0.95)),
+        fmt_duration(d.quantile(0.99)),
+        fmt_duration(d.max())
+    );
+    let per = |n: u64| if s.requests > 0 { n as f64 / s.requests as f64 } else { 0.0 };
+    let _ = writeln!(
+        out,
+        "  Bytes In      [total, mean]                     {}, {:.2}",
+        s.data_received,
+        per(s.data_received)
+    );
+    let _ = writeln!(
+        out,
+        "  Bytes Out     [total, mean]                     {}, {:.2}",
+        s.data_sent,
+        per(s.data_sent)
+    );
+    let _ = writeln!(
+        out,
+        "  Success       [ratio]                           {:.2}%",
+        100.0 * per(ok)
+    );
+    let codes: Vec<String> = s.statuses.iter().map(|(c, n)| format!("{c}:{n}")).collect();
+    let no_response = s.errors_total();
+    let _ = writeln!(
+        out,
+        "  Status Codes  [code:count]                      {}{}",
+        codes.join("  "),
+        if no_response > 0 { format!("  0:{no_response}") } else { String::new() }
+    );
+    let _ = writeln!(out, "  Error Set:");
+    for (class, n) in &s.errors {
+        let _ = writeln!(out, "  {}: {n}", class.as_str());
+    }
+}
+
+fn trend_json(h: &HistSnapshot) -> Value {
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    json!({
+        "avg": ms(h.mean()),
+        "min": ms(h.min()),
+        "med": ms(h.median()),
+        "max": ms(h.max()),
+        "p(90)": ms(h.quantile(0.90)),
+        "p(95)": ms(h.quantile(0.95)),
+        "p(99)": ms(h.quantile(0.99)),
+    })
+}
+
+/// k6's `--summary-export` shape: `metrics.<name>` with trend aggregates in milliseconds,
+/// counters as `count`/`rate`, rates as `value`/`passes`/`fails`, and each metric's
+/// `thresholds` as `{source: failed}` (k6 writes `true` for a threshold that failed).
+pub fn export_json(report: &RunReport) -> Value {
+    let s = &report.stats;
+    let mut metrics = Map::new();
+    for phase in Phase::ALL {
+        metrics.insert(
+            format!("http_req_{}", phase.as_str()),
+            trend_json(&s.phases[phase as usize]),
+        );
+    }
+    metrics.insert("http_req_duration".into(), trend_json(&s.duration));
+    metrics.insert("iteration_duration".into(), trend_json(&s.iteration_duration));
+    let counter = |n: u64| json!({ "count": n, "rate": s.per_second(n) });
+    metrics.insert("http_reqs".into(), counter(s.requests));
+    metrics.insert("iterations".into(), counter(s.iterations));
+    metrics.insert("dropped_iterations".into(), counter(s.dropped));
+    metrics.insert("data_sent".into(), counter(s.data_sent));
+    metrics.insert("data_received".into(), counter(s.data_received));
+    let rate = |hits: u64, total: u64| {
+        json!({
+            "value": if total > 0 { hits as f64 / total as f64 } else { 0.0 },
+            "passes": hits,
+            "fails": total - hits.min(total),
+        })
+    };
+    metrics.insert("http_req_failed".into(), rate(s.failed, s.requests));
+    let (cp, cf) = s
+        .checks
+        .iter()
+        .fold((0u64, 0u64), |(p, f), (_, a, b)| (p + a, f + b));
+    metrics.insert("checks".into(), rate(cp, cp + cf));
+    metrics.insert("vus_max".into(), json!({ "value": s.vus_max, "min": s.vus_max, "max": s.vus_max }));
+    for (spec, result) in &report.thresholds {
+        if let Some(Value::Object(m)) = metrics.get_mut(&spec.threshold.metric) {
+            let entry = m
+                .entry("thresholds")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(t) = entry {
+                t.insert(spec.threshold.source.clone(), Value::Bool(!result.passed));
+            }
+        }
+    }
+    let checks: Map<String, Value> = s
+        .checks
+        .iter()
+        .map(|(name, p, f)| {
+            (
+                name.clone(),
+                json!({ "name": name, "path": format!("::{name}"), "passes": p, "fails": f }),
+            )
+        })
+        .collect();
+    json!({
+        "root_group": { "name": "", "path": "", "groups": {}, "checks": checks },
+        "metrics": metrics,
+        "state": {
+            "testRunDurationMs": s.elapsed.as_secs_f64() * 1000.0,
+            "isStdOutTTY": false,
+            "isStdErrTTY": false,
+        },
+    })
+}
+
+/// One JSON line for `--out json=FILE`: the figures of one time bucket (deltas since `prev`).
+pub fn bucket_json(now: &StatsSnapshot, prev: &StatsSnapshot, unix_secs: f64) -> Value {
+    json!({
+        "time": unix_secs,
+        "elapsed_s": now.elapsed.as_secs_f64(),
+        "http_reqs": now.requests - prev.requests.min(now.requests),
+        "http_req_failed": now.failed - prev.failed.min(now.failed),
+        "dropped_iterations": now.dropped - prev.dropped.min(now.dropped),
+        "data_sent": now.data_sent - prev.data_sent.min(now.data_sent),
+        "data_received": now.data_received - prev.data_received.min(now.data_received),
+        "vus": now.vus,
+        "http_req_duration_ms": trend_json(&now.duration),
+    })
+}
+
+/// The live progress line shown on a terminal, k6 style.
+pub fn progress(s: &StatsSnapshot, planned: Duration) -> String {
+    format!(
+        "running ({}/{}), {}/{} VUs, {} complete, {} dropped, {} errors, {:.0} req/s",
+        fmt_duration(s.elapsed),
+        fmt_duration(planned),
+        s.vus,
+        s.vus_max,
+        s.iterations,
+        s.dropped,
+        s.errors_total(),
+        s.per_second(s.requests)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_are_formatted_like_k6() {
+        assert_eq!(fmt_duration(Duration::from_micros(812)), "812.00µs");
+        assert_eq!(fmt_duration(Duration::from_micros(12_340)), "12.34ms");
+        assert_eq!(fmt_duration(Duration::from_millis(1500)), "1.50s");
+        assert_eq!(fmt_duration(Duration::from_secs(125)), "2m05s");
+        assert_eq!(fmt_bytes(1_500_000.0), "1.5 MB");
+    }
+}

@@ -1,0 +1,409 @@
+//! `sloburn run`: one profile from a config file, or an ad-hoc run from flags, with a live
+//! progress line on a terminal, the k6 + vegeta summary, `--summary-export` and `--out json`.
+
+use crate::config::{self, Target};
+use crate::http::{Client, ClientOptions, RequestSpec, Resolver};
+use crate::load::plan::Shard;
+use crate::load::runner::{self, Abort, RunReport, RunSpec, Stopper};
+use crate::load::spec::Executor;
+use crate::load::stats::RunStats;
+use crate::load::summary;
+use crate::thresholds::ThresholdSpec;
+use anyhow::{Context, anyhow, bail};
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct RunArgs {
+    /// Config file holding the profile to run (or use --url for an ad-hoc run).
+    pub file: Option<PathBuf>,
+    /// Which profile of the config to run (optional when it has only one).
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// Ad-hoc target URL.
+    #[arg(long)]
+    pub url: Option<String>,
+    #[arg(long, default_value = "GET")]
+    pub method: String,
+    /// Request header `Name: value` (repeatable).
+    #[arg(short = 'H', long = "header")]
+    pub headers: Vec<String>,
+    /// Request body.
+    #[arg(long)]
+    pub body: Option<String>,
+    /// Virtual users (closed model), or pre-allocated VUs with --rate.
+    #[arg(long)]
+    pub vus: Option<u32>,
+    /// Open model: iterations per time unit, e.g. `2000/s`.
+    #[arg(long)]
+    pub rate: Option<String>,
+    /// Upper bound on VUs for --rate (default: one second's worth of iterations).
+    #[arg(long)]
+    pub max_vus: Option<u32>,
+    /// Test duration, e.g. `30s` (default 10s).
+    #[arg(long)]
+    pub duration: Option<String>,
+    /// Total iterations shared by the VUs (shared-iterations executor).
+    #[arg(long)]
+    pub iterations: Option<u64>,
+    /// Open a new connection for every request (ab without -k).
+    #[arg(long)]
+    pub no_keep_alive: bool,
+    /// Per-request timeout (default 10s).
+    #[arg(long)]
+    pub timeout: Option<String>,
+    /// Skip TLS certificate verification.
+    #[arg(long)]
+    pub insecure: bool,
+    /// Threshold `metric=expression`, e.g. `http_req_duration=p(95)<300ms` (repeatable).
+    #[arg(long = "threshold")]
+    pub thresholds: Vec<String>,
+    /// Stop the run as soon as a --threshold fails.
+    #[arg(long)]
+    pub abort_on_fail: bool,
+    /// Run shard `i/N` of the profile (N replicas together produce the whole profile).
+    #[arg(long)]
+    pub shard: Option<String>,
+    /// Write k6's summary-export JSON here.
+    #[arg(long)]
+    pub summary_export: Option<PathBuf>,
+    /// Stream one JSON line per second: `json=FILE`.
+    #[arg(long)]
+    pub out: Option<String>,
+    /// Runtime worker threads (1 measured fastest per request on small machines).
+    #[arg(long, default_value_t = 1)]
+    pub workers: usize,
+    /// No progress line even on a terminal.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// The outcome of the command: the report, for the exit code.
+pub enum RunResult {
+    Done(Box<RunReport>),
+    BadConfig,
+}
+
+/// Builds the request a target sends.
+pub fn request_for(target: &Target) -> RequestSpec {
+    RequestSpec {
+        method: target.method.clone(),
+        uri: target.uri.clone(),
+        headers: target.headers.clone(),
+        body: target.body.clone(),
+    }
+}
+
+/// Builds a client for a target with the system resolver.
+pub fn client_for(target: &Target, resolver: Arc<Resolver>) -> Client {
+    Client::new(
+        ClientOptions {
+            timeout: target.timeout,
+            keep_alive: target.keep_alive,
+            dns_ttl: target.dns_ttl,
+            max_body: target.max_body.min(usize::MAX as u64) as usize,
+            insecure_skip_verify: target.insecure_skip_verify,
+        },
+        resolver,
+    )
+}
+
+/// What to run, resolved from a config file or from flags.
+pub struct Resolved {
+    pub name: String,
+    pub target: Target,
+    pub spec: RunSpec,
+    pub planned: Duration,
+}
+
+pub fn resolve(args: &RunArgs, out: &mut impl Write) -> anyhow::Result<Option<Resolved>> {
+    let shard = match &args.shard {
+        Some(s) => parse_shard(s)?,
+        None => Shard::WHOLE,
+    };
+    let (name, target, executor, mut thresholds, graceful_stop) = match (&args.file, &args.url) {
+        (Some(_), Some(_)) => bail!("give a config file or --url, not both"),
+        (None, None) => bail!("give a config file (and --profile) or --url for an ad-hoc run"),
+        (Some(file), None) => {
+            let loaded = match config::load(file) {
+                Ok(l) => l,
+                Err(e) => {
+                    crate::cli::report(&file.display().to_string(), Err(e), out);
+                    return Ok(None);
+                }
+            };
+            let cfg = loaded.config;
+            let profile = match &args.profile {
+                Some(p) => cfg.profiles.get(p).ok_or_else(|| {
+                    anyhow!(
+                        "no profile `{p}` in {} (profiles: {})",
+                        file.display(),
+                        cfg.profiles.keys().cloned().collect::<Vec<_>>().join(", ")
+                    )
+                })?,
+                None if cfg.profiles.len() == 1 => cfg.profiles.values().next().expect("one"),
+                None => bail!(
+                    "{} has {} profiles; pick one with --profile ({})",
+                    file.display(),
+                    cfg.profiles.len(),
+                    cfg.profiles.keys().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            };
+            let target = cfg
+                .targets
+                .get(&profile.target)
+                .cloned()
+                .context("the profile's target vanished")?;
+            (
+                profile.name.clone(),
+                target,
+                profile.executor.clone(),
+                profile.thresholds.clone(),
+                profile.graceful_stop,
+            )
+        }
+        (None, Some(url)) => {
+            let (target, executor) = ad_hoc(args, url)?;
+            ("adhoc".to_string(), target, executor, Vec::new(), Duration::from_secs(30))
+        }
+    };
+    for t in &args.thresholds {
+        let (metric, expr) = t
+            .split_once('=')
+            .ok_or_else(|| anyhow!("--threshold `{t}`: write it as metric=expression, e.g. http_req_duration=p(95)<300ms"))?;
+        let threshold = crate::thresholds::parse(metric.trim(), expr.trim())
+            .map_err(|e| anyhow!("--threshold `{t}`: {e}"))?;
+        thresholds.push(ThresholdSpec {
+            threshold,
+            abort_on_fail: args.abort_on_fail,
+            delay_abort_eval: Duration::ZERO,
+        });
+    }
+    let planned = crate::load::plan::planned_duration(&executor);
+    let spec = RunSpec {
+        profile: name.clone(),
+        executor,
+        request: Arc::new(request_for(&target)),
+        checks: Arc::new(target.checks.clone()),
+        thresholds,
+        graceful_stop,
+        shard,
+    };
+    Ok(Some(Resolved {
+        name,
+        target,
+        spec,
+        planned,
+    }))
+}
+
+fn parse_shard(s: &str) -> anyhow::Result<Shard> {
+    let (i, n) = s
+        .split_once('/')
+        .ok_or_else(|| anyhow!("--shard `{s}`: write it as i/N, e.g. 0/3"))?;
+    let (i, n): (u32, u32) = (
+        i.trim().parse().map_err(|_| anyhow!("--shard `{s}`: `{i}` is not a number"))?,
+        n.trim().parse().map_err(|_| anyhow!("--shard `{s}`: `{n}` is not a number"))?,
+    );
+    Shard::new(i, n).map_err(|e| anyhow!("--shard `{s}`: {e}"))
+}
+
+fn ad_hoc(args: &RunArgs, url: &str) -> anyhow::Result<(Target, Executor)> {
+    let uri: http::Uri = url.parse().with_context(|| format!("--url `{url}` is not a URL"))?;
+    if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
+        bail!("--url `{url}` must be an absolute http:// or https:// URL");
+    }
+    let method = http::Method::from_bytes(args.method.to_ascii_uppercase().as_bytes())
+        .map_err(|_| anyhow!("--method `{}` is not an HTTP method", args.method))?;
+    let mut headers = http::HeaderMap::new();
+    for h in &args.headers {
+        let (name, value) = h
+            .split_once(':')
+            .ok_or_else(|| anyhow!("-H `{h}`: write it as `Name: value`"))?;
+        let name = http::HeaderName::from_bytes(name.trim().as_bytes())
+            .map_err(|_| anyhow!("-H `{h}`: `{}` is not a header name", name.trim()))?;
+        let value = http::HeaderValue::from_str(value.trim())
+            .map_err(|_| anyhow!("-H: the value for `{name}` holds characters HTTP does not allow"))?;
+        headers.append(name, value);
+    }
+    let dur = |s: &Option<String>, what: &str, default: Duration| -> anyhow::Result<Duration> {
+        match s {
+            Some(s) => config::units::parse_duration(s).map_err(|e| anyhow!("--{what}: {e}")),
+            None => Ok(default),
+        }
+    };
+    let duration = dur(&args.duration, "duration", Duration::from_secs(10))?;
+    let timeout = dur(&args.timeout, "timeout", Duration::from_secs(10))?;
+    if duration.is_zero() {
+        bail!("--duration must be longer than zero");
+    }
+    let executor = match (&args.rate, args.iterations) {
+        (Some(_), Some(_)) => bail!("--rate and --iterations do not go together"),
+        (Some(rate), None) => {
+            let rate = config::units::parse_rate(rate).map_err(|e| anyhow!("--rate: {e}"))?;
+            if rate <= 0.0 {
+                bail!("--rate must be above zero");
+            }
+            let pre = args
+                .vus
+                .unwrap_or_else(|| (rate / 10.0).ceil().clamp(1.0, 1000.0) as u32);
+            let max = args
+                .max_vus
+                .unwrap_or_else(|| (rate.ceil() as u32).clamp(pre.max(100), 100_000));
+            if max < pre {
+                bail!("--max-vus ({max}) is below the pre-allocated VUs ({pre})");
+            }
+            Executor::ConstantArrivalRate {
+                rate,
+                duration,
+                pre_allocated_vus: pre,
+                max_vus: max,
+            }
+        }
+        (None, Some(iterations)) => Executor::SharedIterations {
+            vus: args.vus.unwrap_or(1).max(1),
+            iterations,
+            max_duration: dur(&args.duration, "duration", Duration::from_secs(600))?,
+        },
+        (None, None) => Executor::ConstantVus {
+            vus: args.vus.unwrap_or(1).max(1),
+            duration,
+        },
+    };
+    let target = Target {
+        name: "adhoc".into(),
+        uri,
+        method,
+        headers,
+        body: args.body.clone().map(bytes::Bytes::from).unwrap_or_default(),
+        timeout,
+        keep_alive: !args.no_keep_alive,
+        dns_ttl: Duration::from_secs(300),
+        max_body: 1 << 20,
+        insecure_skip_verify: args.insecure,
+        checks: Vec::new(),
+        buckets: config::DEFAULT_BUCKETS.to_vec(),
+    };
+    Ok((target, executor))
+}
+
+/// Runs the command inside a runtime it builds; returns the process exit code.
+pub fn command(args: RunArgs) -> i32 {
+    let mut stdout = std::io::stdout();
+    let resolved = match resolve(&args, &mut stdout) {
+        Ok(Some(r)) => r,
+        Ok(None) => return crate::cli::EXIT_CONFIG,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return 1;
+        }
+    };
+    let runtime = if args.workers <= 1 {
+        tokio::runtime::Builder::new_current_thread().enable_all().build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(args.workers)
+            .enable_all()
+            .build()
+    };
+    let runtime = match runtime {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return 1;
+        }
+    };
+    let result = runtime.block_on(execute(&args, resolved, true));
+    match result {
+        Ok(report) => {
+            if report.thresholds_passed() {
+                0
+            } else {
+                crate::cli::EXIT_THRESHOLDS
+            }
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            1
+        }
+    }
+}
+
+/// Runs a resolved profile, printing progress and the summary; used by the command and tests.
+pub async fn execute(args: &RunArgs, r: Resolved, handle_signals: bool) -> anyhow::Result<RunReport> {
+    let resolver = Arc::new(Resolver::system());
+    let client = client_for(&r.target, resolver);
+    let stats = Arc::new(RunStats::new(&r.spec.checks));
+    let stopper = Stopper::new();
+    if handle_signals {
+        let s = stopper.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                s.stop(Abort::Stopped("interrupted".into()));
+            }
+        });
+    }
+    let mut out_file = match &args.out {
+        Some(spec) => {
+            let path = spec
+                .strip_prefix("json=")
+                .ok_or_else(|| anyhow!("--out `{spec}`: only json=FILE is supported"))?;
+            Some(
+                std::fs::File::create(path)
+                    .with_context(|| format!("cannot create --out file `{path}`"))?,
+            )
+        }
+        None => None,
+    };
+    let tty = std::io::stdout().is_terminal() && !args.quiet;
+    let reporter = {
+        let stats = stats.clone();
+        let planned = r.planned;
+        let need = tty || out_file.is_some();
+        let start = tokio::time::Instant::now();
+        let mut file = out_file.take();
+        tokio::spawn(async move {
+            if !need {
+                return file;
+            }
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            tick.tick().await;
+            let mut prev = stats.snapshot(Duration::ZERO);
+            loop {
+                tick.tick().await;
+                let now = stats.snapshot(start.elapsed());
+                if tty {
+                    print!("\r\x1b[2K{}", summary::progress(&now, planned));
+                    let _ = std::io::stdout().flush();
+                }
+                if let Some(f) = file.as_mut() {
+                    let unix = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map(|d| d.as_secs_f64())
+                        .unwrap_or(0.0);
+                    let line = summary::bucket_json(&now, &prev, unix);
+                    if writeln!(f, "{line}").is_err() {
+                        file = None;
+                    }
+                }
+                prev = now;
+            }
+        })
+    };
+    let report = runner::run(&r.spec, &client, stats, None, stopper)
+        .await
+        .map_err(|e| anyhow!("profile `{}`: {e}", r.name))?;
+    reporter.abort();
+    if tty {
+        println!();
+    }
+    println!("{}", summary::text(&r.name, &report));
+    if let Some(path) = &args.summary_export {
+        let json = serde_json::to_string_pretty(&summary::export_json(&report))?;
+        std::fs::write(path, json)
+            .with_context(|| format!("cannot write --summary-export `{}`", path.display()))?;
+    }
+    Ok(report)
+}
