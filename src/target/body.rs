@@ -243,11 +243,11 @@ impl Body for TargetBody {
         .min(left);
         if let Some(mut timing) = this.timing.take() {
             loop {
-                if let Some(timer) = &mut timing.timer {
-                    if timer.as_mut().poll(cx).is_pending() {
-                        this.timing = Some(timing);
-                        return Poll::Pending;
-                    }
+                if let Some(timer) = &mut timing.timer
+                    && timer.as_mut().poll(cx).is_pending()
+                {
+                    this.timing = Some(timing);
+                    return Poll::Pending;
                 }
                 // A stall may have begun while we waited for the rate, so check again.
                 match this.hold_until(&timing, max, Instant::now()) {

@@ -1,1 +1,2 @@
 //! The one integration-test binary (matklad's layout): each feature area is a module.
+mod target;
