@@ -3,3 +3,4 @@
 mod config;
 mod http;
 mod rules;
+mod target;

@@ -1,0 +1,161 @@
+//! Parsers for the target's flag and query-string values: durations, byte sizes, ratios and
+//! status codes. They are kept here (not shared with `config`) so the test server has no
+//! dependency on the daemon's config types; every parser returns a message, never panics.
+
+use std::time::Duration;
+
+/// Parses `300ms`, `2s`, `1.5s`, `5m`, `1h`, `250us`, `10ns`. A bare `0` is accepted; any other
+/// number needs a unit, because `--latency 20` is ambiguous.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .ok_or_else(|| format!("duration `{s}` needs a unit (ns, us, ms, s, m, h), e.g. `20ms`"))?;
+    let (num, unit) = s.split_at(split);
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("duration `{s}`: `{num}` is not a number"))?;
+    let scale = match unit {
+        "ns" => 1e-9,
+        "us" | "µs" => 1e-6,
+        "ms" => 1e-3,
+        "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        _ => {
+            return Err(format!(
+                "duration `{s}`: unknown unit `{unit}` (use ns, us, ms, s, m or h)"
+            ));
+        }
+    };
+    Duration::try_from_secs_f64(value * scale)
+        .map_err(|_| format!("duration `{s}` is out of range"))
+}
+
+/// Parses a byte count: `512`, `512B`, `1KB` (1000), `4KiB` (1024), `1MB`, `1MiB`, `1GB`, `1GiB`.
+/// Units are case-insensitive. Fractions are allowed only when they come out to whole bytes
+/// (`1.5KiB` = 1536).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    if let Ok(n) = s.parse::<u64>() {
+        return Ok(n);
+    }
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("size `{s}`: `{num}` is not a number"))?;
+    let scale: f64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "kb" => 1e3,
+        "kib" => 1024.0,
+        "mb" => 1e6,
+        "mib" => 1024.0 * 1024.0,
+        "gb" => 1e9,
+        "gib" => 1024.0 * 1024.0 * 1024.0,
+        _ => {
+            return Err(format!(
+                "size `{s}`: unknown unit `{unit}` (use B, KB, KiB, MB, MiB, GB or GiB)"
+            ));
+        }
+    };
+    let bytes = value * scale;
+    // 2^53 keeps the f64 -> u64 conversion exact.
+    if !bytes.is_finite() || bytes > 9_007_199_254_740_992.0 {
+        return Err(format!("size `{s}` is out of range"));
+    }
+    if bytes.fract() != 0.0 {
+        return Err(format!("size `{s}` is not a whole number of bytes"));
+    }
+    Ok(bytes as u64)
+}
+
+/// Parses a probability in `[0, 1]`.
+pub fn parse_ratio(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("ratio `{s}` is not a number"))?;
+    if (0.0..=1.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("ratio `{s}` must be between 0 and 1"))
+    }
+}
+
+/// Parses a final response status. 1xx is refused: it is not a final response and hyper would
+/// not send it as one.
+pub fn parse_status(s: &str) -> Result<u16, String> {
+    match s.trim().parse::<u16>() {
+        Ok(v) if (200..=599).contains(&v) => Ok(v),
+        _ => Err(format!("status `{s}` must be a number from 200 to 599")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dur(s: &str) -> Duration {
+        parse_duration(s).unwrap()
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(dur("300ms"), Duration::from_millis(300));
+        assert_eq!(dur("2s"), Duration::from_secs(2));
+        assert_eq!(dur("5m"), Duration::from_secs(300));
+        assert_eq!(dur("1h"), Duration::from_secs(3600));
+        assert_eq!(dur("1.5s"), Duration::from_millis(1500));
+        assert_eq!(dur("250us"), Duration::from_micros(250));
+        assert_eq!(dur("0"), Duration::ZERO);
+        assert_eq!(dur("0ms"), Duration::ZERO);
+        assert_eq!(dur(" 20ms "), Duration::from_millis(20));
+        for bad in [
+            "", "20", "ms", "-5ms", "1.2.3s", "5d", "5 ms", "1e400h", "nan", "inf",
+        ] {
+            assert!(parse_duration(bad).is_err(), "{bad:?} should be rejected");
+        }
+    }
+
+    #[test]
+    fn sizes() {
+        let cases = [
+            ("512", 512),
+            ("512B", 512),
+            ("1KB", 1000),
+            ("1kb", 1000),
+            ("4KiB", 4096),
+            ("1MiB", 1 << 20),
+            ("1MB", 1_000_000),
+            ("2GiB", 2 << 30),
+            ("1.5KiB", 1536),
+            ("0", 0),
+        ];
+        for (input, want) in cases {
+            assert_eq!(parse_size(input), Ok(want), "{input}");
+        }
+        for bad in ["", "KiB", "-1", "1.5", "1XB", "1e30GiB", "1 KiB"] {
+            assert!(parse_size(bad).is_err(), "{bad:?} should be rejected");
+        }
+    }
+
+    #[test]
+    fn ratios_and_statuses() {
+        assert_eq!(parse_ratio("0"), Ok(0.0));
+        assert_eq!(parse_ratio("0.3"), Ok(0.3));
+        assert_eq!(parse_ratio("1"), Ok(1.0));
+        for bad in ["-0.1", "1.01", "x", "NaN", ""] {
+            assert!(parse_ratio(bad).is_err(), "{bad:?} should be rejected");
+        }
+        assert_eq!(parse_status("503"), Ok(503));
+        for bad in ["100", "600", "abc", "-1", "99999"] {
+            assert!(parse_status(bad).is_err(), "{bad:?} should be rejected");
+        }
+    }
+}
