@@ -30,6 +30,9 @@ pub enum Command {
     /// Run one profile (or an ad-hoc test from flags) and print a k6/vegeta-style summary.
     /// Exits 99 when a threshold failed.
     Run(crate::run::RunArgs),
+    /// The fault-injecting HTTP test server (latency, errors, stalls, resets, slow and large
+    /// bodies; per-request overrides in the query string).
+    Target(crate::target::TargetOptions),
 }
 
 /// Parses `std::env::args`, runs the command and returns the process exit code.
@@ -44,6 +47,13 @@ pub fn main() -> i32 {
     match cli.command {
         Command::Check { file } => check(&file, &mut std::io::stdout()),
         Command::Run(args) => crate::run::command(args),
+        Command::Target(opts) => match crate::target::run_blocking(opts) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                1
+            }
+        },
     }
 }
 

@@ -15,3 +15,4 @@ pub mod slo;
 pub mod store;
 pub mod target;
 pub mod thresholds;
+pub mod timer;

@@ -166,7 +166,13 @@ pub fn resolve(args: &RunArgs, out: &mut impl Write) -> anyhow::Result<Option<Re
         }
         (None, Some(url)) => {
             let (target, executor) = ad_hoc(args, url)?;
-            ("adhoc".to_string(), target, executor, Vec::new(), Duration::from_secs(30))
+            (
+                "adhoc".to_string(),
+                target,
+                executor,
+                Vec::new(),
+                Duration::from_secs(30),
+            )
         }
     };
     for t in &args.thresholds {
@@ -204,18 +210,29 @@ fn parse_shard(s: &str) -> anyhow::Result<Shard> {
         .split_once('/')
         .ok_or_else(|| anyhow!("--shard `{s}`: write it as i/N, e.g. 0/3"))?;
     let (i, n): (u32, u32) = (
-        i.trim().parse().map_err(|_| anyhow!("--shard `{s}`: `{i}` is not a number"))?,
-        n.trim().parse().map_err(|_| anyhow!("--shard `{s}`: `{n}` is not a number"))?,
+        i.trim()
+            .parse()
+            .map_err(|_| anyhow!("--shard `{s}`: `{i}` is not a number"))?,
+        n.trim()
+            .parse()
+            .map_err(|_| anyhow!("--shard `{s}`: `{n}` is not a number"))?,
     );
     Shard::new(i, n).map_err(|e| anyhow!("--shard `{s}`: {e}"))
 }
 
 fn ad_hoc(args: &RunArgs, url: &str) -> anyhow::Result<(Target, Executor)> {
-    let uri: http::Uri = url.parse().with_context(|| format!("--url `{url}` is not a URL"))?;
+    let uri: http::Uri = url
+        .parse()
+        .with_context(|| format!("--url `{url}` is not a URL"))?;
     if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
         bail!("--url `{url}` must be an absolute http:// or https:// URL");
     }
-    let method = http::Method::from_bytes(args.method.to_ascii_uppercase().as_bytes())
+    let method_name = if args.method.is_empty() {
+        "GET"
+    } else {
+        &args.method
+    };
+    let method = http::Method::from_bytes(method_name.to_ascii_uppercase().as_bytes())
         .map_err(|_| anyhow!("--method `{}` is not an HTTP method", args.method))?;
     let mut headers = http::HeaderMap::new();
     for h in &args.headers {
@@ -224,8 +241,9 @@ fn ad_hoc(args: &RunArgs, url: &str) -> anyhow::Result<(Target, Executor)> {
             .ok_or_else(|| anyhow!("-H `{h}`: write it as `Name: value`"))?;
         let name = http::HeaderName::from_bytes(name.trim().as_bytes())
             .map_err(|_| anyhow!("-H `{h}`: `{}` is not a header name", name.trim()))?;
-        let value = http::HeaderValue::from_str(value.trim())
-            .map_err(|_| anyhow!("-H: the value for `{name}` holds characters HTTP does not allow"))?;
+        let value = http::HeaderValue::from_str(value.trim()).map_err(|_| {
+            anyhow!("-H: the value for `{name}` holds characters HTTP does not allow")
+        })?;
         headers.append(name, value);
     }
     let dur = |s: &Option<String>, what: &str, default: Duration| -> anyhow::Result<Duration> {
@@ -277,7 +295,11 @@ fn ad_hoc(args: &RunArgs, url: &str) -> anyhow::Result<(Target, Executor)> {
         uri,
         method,
         headers,
-        body: args.body.clone().map(bytes::Bytes::from).unwrap_or_default(),
+        body: args
+            .body
+            .clone()
+            .map(bytes::Bytes::from)
+            .unwrap_or_default(),
         timeout,
         keep_alive: !args.no_keep_alive,
         dns_ttl: Duration::from_secs(300),
@@ -301,7 +323,9 @@ pub fn command(args: RunArgs) -> i32 {
         }
     };
     let runtime = if args.workers <= 1 {
-        tokio::runtime::Builder::new_current_thread().enable_all().build()
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
     } else {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(args.workers)
@@ -332,7 +356,11 @@ pub fn command(args: RunArgs) -> i32 {
 }
 
 /// Runs a resolved profile, printing progress and the summary; used by the command and tests.
-pub async fn execute(args: &RunArgs, r: Resolved, handle_signals: bool) -> anyhow::Result<RunReport> {
+pub async fn execute(
+    args: &RunArgs,
+    r: Resolved,
+    handle_signals: bool,
+) -> anyhow::Result<RunReport> {
     let resolver = Arc::new(Resolver::system());
     let client = client_for(&r.target, resolver);
     let stats = Arc::new(RunStats::new(&r.spec.checks));

@@ -101,13 +101,14 @@ pub fn text(profile: &str, report: &RunReport) -> String {
         row(
             &mut out,
             "checks",
-            &format!(
-                "{:.2}% ✓ {cp} ✗ {cf}",
-                100.0 * cp as f64 / (cp + cf) as f64
-            ),
+            &format!("{:.2}% ✓ {cp} ✗ {cf}", 100.0 * cp as f64 / (cp + cf) as f64),
         );
         for (name, p, f) in &s.checks {
-            let _ = writeln!(out, "    {} {name}: ✓ {p} ✗ {f}", if *f == 0 { "✓" } else { "✗" });
+            let _ = writeln!(
+                out,
+                "    {} {name}: ✓ {p} ✗ {f}",
+                if *f == 0 { "✓" } else { "✗" }
+            );
         }
     }
     row(
@@ -128,7 +129,11 @@ pub fn text(profile: &str, report: &RunReport) -> String {
             fmt_bytes(s.per_second(s.data_sent))
         ),
     );
-    row(&mut out, "dropped_iterations", &format!("{} {:.2}/s", s.dropped, s.per_second(s.dropped)));
+    row(
+        &mut out,
+        "dropped_iterations",
+        &format!("{} {:.2}/s", s.dropped, s.per_second(s.dropped)),
+    );
     for phase in Phase::ALL {
         row(
             &mut out,
@@ -142,14 +147,30 @@ pub fn text(profile: &str, report: &RunReport) -> String {
         "http_req_failed",
         &format!(
             "{:.2}% ✓ {} ✗ {}",
-            if s.requests > 0 { 100.0 * s.failed as f64 / s.requests as f64 } else { 0.0 },
+            if s.requests > 0 {
+                100.0 * s.failed as f64 / s.requests as f64
+            } else {
+                0.0
+            },
             s.failed,
             s.requests - s.failed.min(s.requests)
         ),
     );
-    row(&mut out, "http_reqs", &format!("{} {:.2}/s", s.requests, s.per_second(s.requests)));
-    row(&mut out, "iteration_duration", &trend_line(&s.iteration_duration));
-    row(&mut out, "iterations", &format!("{} {:.2}/s", s.iterations, s.per_second(s.iterations)));
+    row(
+        &mut out,
+        "http_reqs",
+        &format!("{} {:.2}/s", s.requests, s.per_second(s.requests)),
+    );
+    row(
+        &mut out,
+        "iteration_duration",
+        &trend_line(&s.iteration_duration),
+    );
+    row(
+        &mut out,
+        "iterations",
+        &format!("{} {:.2}/s", s.iterations, s.per_second(s.iterations)),
+    );
     row(&mut out, "iteration_lateness", &trend_line(&s.lateness));
     row(&mut out, "vus_max", &s.vus_max.to_string());
     let _ = writeln!(out);
@@ -187,7 +208,13 @@ fn vegeta(out: &mut String, s: &StatsSnapshot) {
         fmt_duration(d.quantile(0.99)),
         fmt_duration(d.max())
     );
-    let per = |n: u64| if s.requests > 0 { n as f64 / s.requests as f64 } else { 0.0 };
+    let per = |n: u64| {
+        if s.requests > 0 {
+            n as f64 / s.requests as f64
+        } else {
+            0.0
+        }
+    };
     let _ = writeln!(
         out,
         "  Bytes In      [total, mean]                     {}, {:.2}",
@@ -211,7 +238,11 @@ fn vegeta(out: &mut String, s: &StatsSnapshot) {
         out,
         "  Status Codes  [code:count]                      {}{}",
         codes.join("  "),
-        if no_response > 0 { format!("  0:{no_response}") } else { String::new() }
+        if no_response > 0 {
+            format!("  0:{no_response}")
+        } else {
+            String::new()
+        }
     );
     let _ = writeln!(out, "  Error Set:");
     for (class, n) in &s.errors {
@@ -245,7 +276,10 @@ pub fn export_json(report: &RunReport) -> Value {
         );
     }
     metrics.insert("http_req_duration".into(), trend_json(&s.duration));
-    metrics.insert("iteration_duration".into(), trend_json(&s.iteration_duration));
+    metrics.insert(
+        "iteration_duration".into(),
+        trend_json(&s.iteration_duration),
+    );
     let counter = |n: u64| json!({ "count": n, "rate": s.per_second(n) });
     metrics.insert("http_reqs".into(), counter(s.requests));
     metrics.insert("iterations".into(), counter(s.iterations));
@@ -265,7 +299,10 @@ pub fn export_json(report: &RunReport) -> Value {
         .iter()
         .fold((0u64, 0u64), |(p, f), (_, a, b)| (p + a, f + b));
     metrics.insert("checks".into(), rate(cp, cp + cf));
-    metrics.insert("vus_max".into(), json!({ "value": s.vus_max, "min": s.vus_max, "max": s.vus_max }));
+    metrics.insert(
+        "vus_max".into(),
+        json!({ "value": s.vus_max, "min": s.vus_max, "max": s.vus_max }),
+    );
     for (spec, result) in &report.thresholds {
         if let Some(Value::Object(m)) = metrics.get_mut(&spec.threshold.metric) {
             let entry = m

@@ -420,7 +420,7 @@ impl Conn {
             let shared = in_flight.shared().clone();
             shared.wait_out_stall().await;
             if !delay.is_zero() {
-                tokio::time::sleep(delay).await;
+                crate::timer::sleep(delay).await;
                 // A stall that began while we slept freezes this request too.
                 shared.wait_out_stall().await;
             }

@@ -2,5 +2,6 @@
 
 mod config;
 mod http;
+mod load;
 mod rules;
 mod target;

@@ -1,0 +1,342 @@
+//! The load engine end to end: real runs against `sloburn target` on loopback, in-process.
+//!
+//! Runs that measure rates or latency hold `HEAVY` so they never share the two cores with each
+//! other; bounds are generous where the machine's noise matters, tight where the plan decides.
+
+use sloburn::load::runner::Abort;
+use sloburn::run::{RunArgs, execute, resolve};
+use sloburn::target::{TargetOptions, spawn};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+static HEAVY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn heavy() -> std::sync::MutexGuard<'static, ()> {
+    HEAVY.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+async fn target(opts: TargetOptions) -> (String, CancellationToken) {
+    let token = CancellationToken::new();
+    let t = spawn(
+        TargetOptions {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            ..opts
+        },
+        token.clone(),
+    )
+    .await
+    .unwrap();
+    (format!("http://{}/", t.addr), token)
+}
+
+async fn run(args: RunArgs) -> sloburn::load::runner::RunReport {
+    let resolved = resolve(&args, &mut std::io::sink()).unwrap().unwrap();
+    execute(&args, resolved, false).await.unwrap()
+}
+
+#[test]
+fn arrival_rate_2000_per_second_is_achieved_within_one_percent() {
+    let _g = heavy();
+    runtime().block_on(async {
+        let (url, stop) = target(TargetOptions::default()).await;
+        let report = run(RunArgs {
+            url: Some(url),
+            rate: Some("2000/s".into()),
+            duration: Some("5s".into()),
+            quiet: true,
+            ..RunArgs::default()
+        })
+        .await;
+        stop.cancel();
+        let s = &report.stats;
+        let achieved = s.requests as f64 / s.elapsed.as_secs_f64();
+        assert!(
+            (1980.0..=2020.0).contains(&achieved),
+            "achieved {achieved:.1} req/s ({} requests in {:?}, {} dropped)",
+            s.requests,
+            s.elapsed,
+            s.dropped
+        );
+        assert_eq!(
+            s.requests + s.dropped,
+            10_000,
+            "the plan has exactly 10,000 starts"
+        );
+        assert_eq!(s.errors_total(), 0);
+    });
+}
+
+#[test]
+fn ten_millisecond_target_gives_p50_between_10_and_12_ms() {
+    let _g = heavy();
+    runtime().block_on(async {
+        let (url, stop) = target(TargetOptions {
+            latency: Duration::from_millis(10),
+            ..TargetOptions::default()
+        })
+        .await;
+        let report = run(RunArgs {
+            url: Some(url),
+            rate: Some("200/s".into()),
+            duration: Some("3s".into()),
+            quiet: true,
+            ..RunArgs::default()
+        })
+        .await;
+        stop.cancel();
+        let p50 = report.stats.duration.median();
+        assert!(
+            p50 >= Duration::from_millis(10) && p50 <= Duration::from_millis(12),
+            "p50 {p50:?}"
+        );
+        let waiting = report.stats.phases[sloburn::http::Phase::Waiting as usize].median();
+        assert!(
+            waiting >= Duration::from_millis(10),
+            "waiting p50 {waiting:?}"
+        );
+    });
+}
+
+#[test]
+fn a_stalling_target_shows_in_the_tail_of_an_open_model_run() {
+    let _g = heavy();
+    runtime().block_on(async {
+        let (url, stop) = target(TargetOptions {
+            stall_every: Some(Duration::from_secs(5)),
+            stall_for: Some(Duration::from_secs(1)),
+            ..TargetOptions::default()
+        })
+        .await;
+        let report = run(RunArgs {
+            url: Some(url),
+            rate: Some("2000/s".into()),
+            duration: Some("5s".into()),
+            max_vus: Some(4000),
+            quiet: true,
+            ..RunArgs::default()
+        })
+        .await;
+        stop.cancel();
+        let s = &report.stats;
+        let p99 = s.duration.quantile(0.99);
+        // A closed-loop tool would send only a handful of requests during the stall and report
+        // a tiny p99; the open model keeps sending, so every request of the stall waits.
+        assert!(p99 >= Duration::from_millis(900), "p99 {p99:?}");
+        assert_eq!(s.dropped, 0, "4000 VUs cover one second at 2000/s");
+    });
+}
+
+#[test]
+fn too_few_vus_drop_iterations_and_enough_vus_drop_none() {
+    let _g = heavy();
+    runtime().block_on(async {
+        let (url, stop) = target(TargetOptions {
+            latency: Duration::from_millis(50),
+            ..TargetOptions::default()
+        })
+        .await;
+        // 200/s × 50 ms needs about 10 VUs in flight.
+        let starved = run(RunArgs {
+            url: Some(url.clone()),
+            rate: Some("200/s".into()),
+            duration: Some("2s".into()),
+            vus: Some(2),
+            max_vus: Some(2),
+            quiet: true,
+            ..RunArgs::default()
+        })
+        .await;
+        let enough = run(RunArgs {
+            url: Some(url),
+            rate: Some("200/s".into()),
+            duration: Some("2s".into()),
+            vus: Some(5),
+            max_vus: Some(50),
+            quiet: true,
+            ..RunArgs::default()
+        })
+        .await;
+        stop.cancel();
+        assert!(
+            starved.stats.dropped > 100,
+            "dropped {}",
+            starved.stats.dropped
+        );
+        assert_eq!(starved.stats.requests + starved.stats.dropped, 400);
+        assert_eq!(enough.stats.dropped, 0);
+        assert_eq!(enough.stats.requests, 400);
+        assert!(
+            enough.stats.vus_max > 5,
+            "VUs grow past pre-allocation: {}",
+            enough.stats.vus_max
+        );
+    });
+}
+
+#[test]
+fn shared_iterations_run_exactly_n() {
+    runtime().block_on(async {
+        let (url, stop) = target(TargetOptions::default()).await;
+        let report = run(RunArgs {
+            url: Some(url),
+            iterations: Some(1234),
+            vus: Some(7),
+            quiet: true,
+            ..RunArgs::default()
+        })
+        .await;
+        stop.cancel();
+        assert_eq!(report.stats.requests, 1234);
+        assert_eq!(report.stats.iterations, 1234);
+    });
+}
+
+#[test]
+fn abort_on_fail_stops_within_one_evaluation_interval() {
+    let _g = heavy();
+    runtime().block_on(async {
+        let (url, stop) = target(TargetOptions {
+            latency: Duration::from_millis(10),
+            ..TargetOptions::default()
+        })
+        .await;
+        let started = tokio::time::Instant::now();
+        let report = run(RunArgs {
+            url: Some(url),
+            vus: Some(5),
+            duration: Some("20s".into()),
+            thresholds: vec!["http_req_duration=p(95)<1ms".into()],
+            abort_on_fail: true,
+            quiet: true,
+            ..RunArgs::default()
+        })
+        .await;
+        stop.cancel();
+        assert_eq!(report.aborted, Some(Abort::Threshold("p(95)<1ms".into())));
+        assert!(!report.thresholds_passed());
+        // The first evaluation fails; allow one interval plus the graceful finish of a 10 ms request.
+        let took = started.elapsed();
+        assert!(
+            took < sloburn::load::runner::EVAL_INTERVAL * 2 + Duration::from_millis(500),
+            "took {took:?}"
+        );
+    });
+}
+
+#[test]
+fn a_failed_threshold_exits_99_and_a_passing_one_exits_0() {
+    let rt = runtime();
+    let (url, stop) = rt.block_on(target(TargetOptions {
+        latency: Duration::from_millis(10),
+        ..TargetOptions::default()
+    }));
+    let bin = env!("CARGO_BIN_EXE_sloburn");
+    let dir = tempfile::tempdir().unwrap();
+    let export = dir.path().join("summary.json");
+    let out = std::process::Command::new(bin)
+        .args(["run", "--url", &url, "--vus", "2", "--duration", "1s"])
+        .args(["--threshold", "http_req_duration=p(95)<1ms"])
+        .arg("--summary-export")
+        .arg(&export)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(99), "{stdout}");
+    assert!(stdout.contains("✗ http_req_duration p(95)<1ms"), "{stdout}");
+    assert!(
+        stdout.contains("Latencies     [min, mean, 50, 90, 95, 99, max]"),
+        "{stdout}"
+    );
+    // k6's summary-export shape: readers of k6 summaries read ours.
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&export).unwrap()).unwrap();
+    assert_eq!(
+        json["metrics"]["http_req_duration"]["thresholds"]["p(95)<1ms"],
+        true
+    );
+    assert!(json["metrics"]["http_reqs"]["count"].as_u64().unwrap() > 10);
+    assert!(
+        json["metrics"]["http_req_duration"]["p(95)"]
+            .as_f64()
+            .unwrap()
+            >= 10.0
+    );
+
+    let out = std::process::Command::new(bin)
+        .args(["run", "--url", &url, "--vus", "2", "--duration", "1s"])
+        .args(["--threshold", "http_req_duration=p(95)<5s"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    stop.cancel();
+}
+
+#[test]
+fn shards_together_run_exactly_the_profile() {
+    runtime().block_on(async {
+        let (url, stop) = target(TargetOptions::default()).await;
+        let mut total = 0;
+        for i in 0..3 {
+            let report = run(RunArgs {
+                url: Some(url.clone()),
+                rate: Some("100/s".into()),
+                duration: Some("1s".into()),
+                shard: Some(format!("{i}/3")),
+                quiet: true,
+                ..RunArgs::default()
+            })
+            .await;
+            assert_eq!(report.stats.dropped, 0);
+            total += report.stats.requests;
+        }
+        stop.cancel();
+        assert_eq!(total, 100);
+    });
+}
+
+#[test]
+fn a_profile_from_a_config_file_runs_with_its_checks() {
+    runtime().block_on(async {
+        let (url, stop) = target(TargetOptions::default()).await;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.yaml");
+        std::fs::write(
+            &file,
+            format!(
+                "targets:\n  t:\n    url: {url}\n    checks:\n      - status: 200\n      - json: {{ path: \"$.status\", equals: up }}\n      - body_contains: down\nprofiles:\n  p:\n    target: t\n    executor: per-vu-iterations\n    vus: 3\n    iterations: 10\n"
+            ),
+        )
+        .unwrap();
+        let report = run(RunArgs {
+            file: Some(file),
+            quiet: true,
+            ..RunArgs::default()
+        })
+        .await;
+        stop.cancel();
+        assert_eq!(report.stats.requests, 30);
+        let checks: Vec<(&str, u64, u64)> = report
+            .stats
+            .checks
+            .iter()
+            .map(|(n, p, f)| (n.as_str(), *p, *f))
+            .collect();
+        assert_eq!(
+            checks,
+            vec![("status", 30, 0), ("json_$.status", 30, 0), ("body_contains", 0, 30)]
+        );
+    });
+}
