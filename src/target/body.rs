@@ -209,13 +209,20 @@ impl TargetBody {
         if let Some((stall, started)) = timing.stall
             && let Some(left) = stall.remaining(now.saturating_duration_since(started))
         {
-            return Some(now + left);
+            return Some(later(now, left));
         }
         let rate = timing.bytes_per_sec?;
-        let release =
-            timing.start + Duration::from_secs_f64((self.pos + n as u64) as f64 / rate as f64);
+        let offset = Duration::try_from_secs_f64((self.pos + n as u64) as f64 / rate as f64)
+            .unwrap_or(Duration::MAX);
+        let release = later(timing.start, offset);
         (release > now).then_some(release)
     }
+}
+
+/// `base + by`, saturating at a year out: absurd flag values must not overflow `Instant`.
+fn later(base: Instant, by: Duration) -> Instant {
+    const YEAR: Duration = Duration::from_secs(365 * 24 * 3600);
+    base.checked_add(by.min(YEAR)).unwrap_or(base)
 }
 
 impl Body for TargetBody {

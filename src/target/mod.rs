@@ -29,7 +29,7 @@ use http_body_util::BodyExt;
 use hyper::body::{Body, Incoming};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use serde::{Deserialize, Serialize};
@@ -313,7 +313,10 @@ async fn accept_loop(
     tracker: TaskTracker,
 ) {
     let mut builder = http1::Builder::new();
-    builder.timer(TokioTimer::new()).keep_alive(true);
+    // No header-read timeout: hyper arms it while a keep-alive connection sits idle, so it
+    // would close idle connections after 30 s and race with low-rate keep-alive clients,
+    // injecting errors nobody asked for. A test server has no slowloris to fear.
+    builder.header_read_timeout(None).keep_alive(true);
     let mut next_conn: u64 = 0;
     loop {
         let accepted = tokio::select! {
