@@ -30,6 +30,29 @@ pub enum Command {
     /// Run one profile (or an ad-hoc test from flags) and print a k6/vegeta-style summary.
     /// Exits 99 when a threshold failed.
     Run(crate::run::RunArgs),
+    /// Print Prometheus recording and alerting rules for the config's SLOs.
+    Rules {
+        /// The config file.
+        file: PathBuf,
+        /// Wrap the rules in a prometheus-operator `PrometheusRule`.
+        #[arg(long)]
+        k8s: bool,
+        /// `metadata.name` of the PrometheusRule.
+        #[arg(long, default_value = "sloburn-slos")]
+        name: String,
+        /// `metadata.namespace` of the PrometheusRule.
+        #[arg(long)]
+        namespace: Option<String>,
+        /// Extra `metadata.labels` of the PrometheusRule, `key=value` (repeatable).
+        #[arg(long = "label")]
+        labels: Vec<String>,
+        /// Runbook base URL for alert annotations.
+        #[arg(long)]
+        runbook_base: Option<String>,
+        /// Write one file per SLO into this directory instead of printing.
+        #[arg(long)]
+        output: Option<PathBuf>,
+    },
     /// The fault-injecting HTTP test server (latency, errors, stalls, resets, slow and large
     /// bodies; per-request overrides in the query string).
     Target(crate::target::TargetOptions),
@@ -47,6 +70,46 @@ pub fn main() -> i32 {
     match cli.command {
         Command::Check { file } => check(&file, &mut std::io::stdout()),
         Command::Run(args) => crate::run::command(args),
+        Command::Rules {
+            file,
+            k8s,
+            name,
+            namespace,
+            labels,
+            runbook_base,
+            output,
+        } => {
+            let cfg = match crate::config::load_without_secrets(&file) {
+                Ok(l) => l.config,
+                Err(e) => {
+                    report(&file.display().to_string(), Err(e), &mut std::io::stdout());
+                    return EXIT_CONFIG;
+                }
+            };
+            let mut meta = crate::rules::K8sMeta {
+                name,
+                namespace,
+                labels: Default::default(),
+            };
+            for l in labels {
+                match l.split_once('=') {
+                    Some((k, v)) => {
+                        meta.labels.insert(k.to_string(), v.to_string());
+                    }
+                    None => {
+                        eprintln!("error: --label `{l}`: write it as key=value");
+                        return 2;
+                    }
+                }
+            }
+            match rules(&cfg, k8s, &meta, runbook_base, output.as_deref()) {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    1
+                }
+            }
+        }
         Command::Target(opts) => match crate::target::run_blocking(opts) {
             Ok(()) => 0,
             Err(e) => {
@@ -89,4 +152,47 @@ pub fn report(
         )
     };
     code
+}
+
+/// `sloburn rules`: to stdout, or one file per SLO under `output`.
+pub fn rules(
+    cfg: &crate::config::Config,
+    k8s: bool,
+    meta: &crate::rules::K8sMeta,
+    runbook_base: Option<String>,
+    output: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let mut opts = crate::rules::RulesOptions {
+        profiles: cfg.schedule_intervals(chrono::Utc::now()),
+        ..Default::default()
+    };
+    if let Some(base) = runbook_base {
+        opts.runbook_base = base;
+    }
+    let render = |defs: &[crate::slo::SloDef], meta: &crate::rules::K8sMeta| {
+        if k8s {
+            crate::rules::generate_k8s(defs, &opts, meta)
+        } else {
+            crate::rules::generate(defs, &opts)
+        }
+    };
+    let defs = cfg.slo_defs();
+    match output {
+        None => {
+            print!("{}", render(&defs, meta));
+        }
+        Some(dir) => {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create `{}`", dir.display()))?;
+            for def in &defs {
+                let mut m = meta.clone();
+                m.name = format!("{}-{}", meta.name, def.name);
+                let path = dir.join(format!("{}.yaml", def.name));
+                std::fs::write(&path, render(std::slice::from_ref(def), &m))
+                    .with_context(|| format!("cannot write `{}`", path.display()))?;
+            }
+        }
+    }
+    Ok(())
 }

@@ -221,6 +221,7 @@ fn expand(
         };
         let reference = &after[..end];
         match reference.split_once(':') {
+            Some(("env" | "file", _)) if !env.resolve_secrets => out.push_str("unresolved"),
             Some(("env", name)) => match env.var(name) {
                 Some(v) => out.push_str(&v),
                 None => {

@@ -209,6 +209,17 @@ pub const DEFAULT_BUCKETS: &[f64] = &[
 
 /// Reads and validates a config file.
 pub fn load(path: &Path) -> Result<Loaded, ConfigError> {
+    load_with(path, &Env::process())
+}
+
+/// Reads and validates a config file without reading secrets (for `sloburn rules`).
+pub fn load_without_secrets(path: &Path) -> Result<Loaded, ConfigError> {
+    let mut env = Env::process();
+    env.resolve_secrets = false;
+    load_with(path, &env)
+}
+
+fn load_with(path: &Path, env: &Env) -> Result<Loaded, ConfigError> {
     let file = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
         file: file.clone(),
@@ -220,7 +231,7 @@ pub fn load(path: &Path) -> Result<Loaded, ConfigError> {
         warnings: Vec::new(),
     })?;
     let base = path.parent().unwrap_or(Path::new("."));
-    from_str(&text, &file, base, &Env::process())
+    from_str(&text, &file, base, env)
 }
 
 /// Looks up an environment variable by name.
@@ -231,6 +242,9 @@ pub struct Env {
     vars: VarLookup,
     /// DNS `ndots` for the search-path warning.
     pub ndots: u8,
+    /// False for commands that never send traffic (`rules`): secret references are then
+    /// checked for shape but not read, so generating rules needs no credentials.
+    pub resolve_secrets: bool,
 }
 
 impl Env {
@@ -238,6 +252,7 @@ impl Env {
         Env {
             vars: Box::new(|name| std::env::var(name).ok()),
             ndots: crate::http::system_ndots(),
+            resolve_secrets: true,
         }
     }
 
@@ -245,6 +260,7 @@ impl Env {
         Env {
             vars: Box::new(move |name| map.get(name).cloned()),
             ndots,
+            resolve_secrets: true,
         }
     }
 
@@ -279,5 +295,55 @@ pub fn from_str(text: &str, file: &str, base: &Path, env: &Env) -> Result<Loaded
                 warnings,
             })
         }
+    }
+}
+
+impl Slo {
+    /// The pure SLO engine's definition: objective as a ratio, tiers resolved.
+    pub fn def(&self) -> crate::slo::SloDef {
+        let tiers = match &self.tiers {
+            Some(t) => t
+                .iter()
+                .map(|t| crate::slo::Tier {
+                    name: t.name.clone(),
+                    severity: if t.page {
+                        crate::slo::Severity::Page
+                    } else {
+                        crate::slo::Severity::Ticket
+                    },
+                    long: t.long,
+                    short: t.short,
+                    factor: t.factor,
+                })
+                .collect(),
+            None => crate::slo::default_tiers(self.period),
+        };
+        crate::slo::SloDef {
+            name: self.name.clone(),
+            service: self.target.clone(),
+            objective: self.objective / 100.0,
+            period: self.period,
+            tiers,
+            labels: self.labels.clone(),
+            description: self.description.clone(),
+        }
+    }
+}
+
+impl Config {
+    /// Every SLO's definition, in name order.
+    pub fn slo_defs(&self) -> Vec<crate::slo::SloDef> {
+        self.slos.values().map(Slo::def).collect()
+    }
+
+    /// `(profile, interval)` for every scheduled profile, for the not-running alert.
+    pub fn schedule_intervals(&self, now: chrono::DateTime<chrono::Utc>) -> Vec<(String, Duration)> {
+        self.profiles
+            .values()
+            .filter_map(|p| {
+                let s = p.schedule.as_ref()?;
+                Some((p.name.clone(), s.interval_estimate(now)?))
+            })
+            .collect()
     }
 }
