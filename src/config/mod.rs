@@ -337,7 +337,10 @@ impl Config {
     }
 
     /// `(profile, interval)` for every scheduled profile, for the not-running alert.
-    pub fn schedule_intervals(&self, now: chrono::DateTime<chrono::Utc>) -> Vec<(String, Duration)> {
+    pub fn schedule_intervals(
+        &self,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Vec<(String, Duration)> {
         self.profiles
             .values()
             .filter_map(|p| {

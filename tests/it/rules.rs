@@ -243,7 +243,9 @@ fn rules_for_every_shipped_config_pass_promtool_check_without_secrets() {
     let bin = env!("CARGO_BIN_EXE_sloburn");
     let dir = tempfile::tempdir().unwrap();
     let mut checked = 0;
-    for entry in std::fs::read_dir(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config")).unwrap() {
+    for entry in
+        std::fs::read_dir(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config")).unwrap()
+    {
         let path = entry.unwrap().path();
         if !path.extension().is_some_and(|e| e == "yaml") {
             continue;
@@ -256,10 +258,17 @@ fn rules_for_every_shipped_config_pass_promtool_check_without_secrets() {
             .env_remove("CHECKOUT_TOKEN")
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
         let file = dir.path().join("rules.yml");
         std::fs::write(&file, &out.stdout).unwrap();
-        run(Command::new(promtool()).arg("check").arg("rules").arg(&file));
+        run(Command::new(promtool())
+            .arg("check")
+            .arg("rules")
+            .arg(&file));
         checked += 1;
     }
     assert!(checked >= 1);
