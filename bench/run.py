@@ -486,6 +486,23 @@ class Bench:
         tr = ToolResult(tool=tool)
         binary, version = self.locate(tool)
         tr.binary, tr.version = binary, version
+        if binary and tool == "sloburn":
+            # The load engine's `run --url` CLI may not be merged yet in the binary given.
+            try:
+                h = subprocess.run([binary, "run", "--help"], capture_output=True, text=True,
+                                   timeout=10)
+                helptext = h.stdout + h.stderr
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                h, helptext = None, repr(exc)
+            missing = [f for f in ("--url", "--vus", "--rate", "--summary-export")
+                       if f not in helptext]
+            if h is None or h.returncode != 0 or missing:
+                first = next((l for l in helptext.splitlines() if l.strip()), "")
+                tr.skipped = (f"{binary} has no `run` with {', '.join(missing) or 'the needed flags'}"
+                              f" yet ({first.strip()[:80]})")
+                return tr
+            if "/debug/" in binary:
+                tr.notes.append("DEBUG build: figures are not representative")
         if not binary:
             if tool == "sloburn":
                 tr.skipped = f"binary not found at {self.args.sloburn} (build it: cargo build --release)"
@@ -515,7 +532,9 @@ class Bench:
             if res.timed_out:
                 res.note = (res.note + "; " if res.note else "") + "killed after timeout"
             if res.exit_code not in (0, None) and not res.note:
-                res.note = f"exit {res.exit_code}: " + (err.strip().splitlines() or [""])[-1][:160]
+                lines = [l for l in err.strip().splitlines() if l.strip()] or [""]
+                first_err = next((l for l in lines if "error" in l.lower()), lines[-1])
+                res.note = f"exit {res.exit_code}: {first_err.strip()[:160]}"
             if res.requests is None and not res.note:
                 res.note = "no request count in output"
             setattr(tr, mode, res)
