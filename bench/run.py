@@ -67,6 +67,7 @@ class RunResult:
     errors: int | None = None      # transport errors / non-2xx the tool reports
     tool_rps: float | None = None  # requests per second as the tool itself reports it
     dropped: int | None = None     # k6 dropped_iterations (fixed rate)
+    aborted: int | None = None     # in flight at the deadline, cancelled (oha); not errors
     note: str = ""
     timed_out: bool = False
 
@@ -316,12 +317,19 @@ def parse_oha(out: str) -> dict:
             return d
         j = json.loads(m.group(0))
     summ = j.get("summary", {})
-    if summ.get("requestsPerSec") is not None:
-        d["tool_rps"] = float(summ["requestsPerSec"])
     statuses = {int(k): int(v) for k, v in (j.get("statusCodeDistribution") or {}).items()}
-    errors = sum(int(v) for v in (j.get("errorDistribution") or {}).values())
+    errdist = {k: int(v) for k, v in (j.get("errorDistribution") or {}).items()}
+    # Without -w, oha cancels the requests still in flight at the -z deadline and lists them as
+    # "aborted due to deadline": they never completed, so they are neither requests nor errors.
+    d["aborted"] = sum(v for k, v in errdist.items() if "deadline" in k)
+    errors = sum(errdist.values()) - d["aborted"]
     ok = sum(n for c, n in statuses.items() if 200 <= c < 300)
     d["requests"] = sum(statuses.values())
+    # oha's requestsPerSec counts the aborted ones too; use completed / elapsed instead.
+    if summ.get("total"):
+        d["tool_rps"] = d["requests"] / float(summ["total"])
+    elif summ.get("requestsPerSec") is not None:
+        d["tool_rps"] = float(summ["requestsPerSec"])
     d["ok_2xx"] = ok
     d["errors"] = errors + (d["requests"] - ok)
     return d
