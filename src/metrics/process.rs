@@ -51,6 +51,8 @@ pub fn read() -> ProcessStats {
 
 #[cfg(target_os = "linux")]
 mod linux {
+    //! Parsers for the `/proc` files, kept pure so they are tested on fixed text.
+
     /// Indices into the fields after the `(comm)` of `/proc/self/stat` (proc(5) numbers − 3).
     pub const UTIME: usize = 11;
     pub const STIME: usize = 12;

@@ -42,10 +42,13 @@ pub fn window_label(d: Duration) -> String {
     if d.subsec_nanos() != 0 || secs == 0 {
         return format!("{}ms", d.as_millis());
     }
-    UNITS.iter().find(|(unit, _)| secs.is_multiple_of(*unit)).map_or_else(
-        || format!("{secs}s"),
-        |(unit, s)| format!("{}{s}", secs / unit),
-    )
+    UNITS
+        .iter()
+        .find(|(unit, _)| secs.is_multiple_of(*unit))
+        .map_or_else(
+            || format!("{secs}s"),
+            |(unit, s)| format!("{}{s}", secs / unit),
+        )
 }
 
 impl SloMetrics {
