@@ -8,6 +8,7 @@ pub mod cli;
 pub mod config;
 pub mod http;
 pub mod load;
+pub mod metrics;
 pub mod rules;
 pub mod run;
 pub mod schedule;

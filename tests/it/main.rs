@@ -3,5 +3,6 @@
 mod config;
 mod http;
 mod load;
+mod metrics;
 mod rules;
 mod target;

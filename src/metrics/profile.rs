@@ -1,0 +1,453 @@
+//! Per (target, profile) series: fixed arrays of atomics written on every request without a lock,
+//! a lookup or an allocation. The label sets are escaped once here, when the series are created,
+//! so a scrape only pastes strings and loads atomics.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use super::text::{label_set, le_value};
+use crate::http::{ErrorClass, Outcome, Phase};
+
+/// Phases in label order (byte order of their names), so the scrape needs no sort.
+pub(super) const PHASES_BY_LABEL: [Phase; 7] = {
+    let mut p = Phase::ALL;
+    // blocked, connecting, dns, receiving, sending, tls_handshaking, waiting.
+    p[1] = Phase::Connecting;
+    p[2] = Phase::Dns;
+    p[3] = Phase::Receiving;
+    p[4] = Phase::Sending;
+    p[5] = Phase::TlsHandshaking;
+    p[6] = Phase::Waiting;
+    p
+};
+
+/// Bucket bounds of one histogram layout, as nanoseconds for recording and as `le` strings.
+#[derive(Debug)]
+pub(super) struct Bounds {
+    pub seconds: Vec<f64>,
+    nanos: Vec<u64>,
+    pub le_classic: Vec<String>,
+    pub le_openmetrics: Vec<String>,
+}
+
+impl Bounds {
+    /// Keeps finite, non-negative bounds, sorted and deduplicated: a config mistake must not
+    /// produce an invalid exposition (unsorted or repeated `le`) or a panic.
+    pub fn new(buckets: &[f64]) -> Bounds {
+        let mut seconds: Vec<f64> = buckets
+            .iter()
+            .copied()
+            .filter(|b| b.is_finite() && *b >= 0.0)
+            .collect();
+        seconds.sort_by(f64::total_cmp);
+        seconds.dedup();
+        let nanos = seconds.iter().map(|&b| bound_nanos(b)).collect();
+        let mut le_classic: Vec<String> = seconds.iter().map(|&b| le_value(b, false)).collect();
+        le_classic.push("+Inf".into());
+        let mut le_openmetrics: Vec<String> = seconds.iter().map(|&b| le_value(b, true)).collect();
+        le_openmetrics.push("+Inf".into());
+        Bounds {
+            seconds,
+            nanos,
+            le_classic,
+            le_openmetrics,
+        }
+    }
+
+    /// The bucket a value falls in: the first bound ≥ the value (`le` is inclusive); the last
+    /// index is `+Inf`.
+    fn index(&self, nanos: u64) -> usize {
+        self.nanos.partition_point(|&b| b < nanos)
+    }
+}
+
+/// The largest whole nanosecond count that is still `≤ bound` seconds, so `le` stays inclusive.
+/// `0.3 * 1e9` is 299999999.99999994 in floating point: a product within a rounding error of an
+/// integer is that integer, or an observation of exactly 300 ms would miss `le="0.3"`.
+fn bound_nanos(seconds: f64) -> u64 {
+    let x = seconds * 1e9;
+    let r = x.round();
+    let n = if (x - r).abs() <= 1e-6 * r.max(1.0) {
+        r
+    } else {
+        x.floor()
+    };
+    // `as` saturates for floats beyond u64.
+    n as u64
+}
+
+/// A cumulative-at-encode histogram: one atomic per bucket and the sum in nanoseconds.
+///
+/// There is no separate count: `_count` is the sum of the buckets at scrape time, so it always
+/// equals the `+Inf` bucket even while requests are being recorded (a separate counter could be
+/// read one increment apart). The u64 nanosecond sum wraps after 584 years of summed request
+/// time, which Prometheus would read as one counter reset.
+#[derive(Debug)]
+pub(super) struct Hist {
+    buckets: Box<[AtomicU64]>,
+    sum_nanos: AtomicU64,
+}
+
+/// A histogram read at one moment: cumulative bucket counts, sum in seconds.
+pub(super) struct HistRead {
+    pub cumulative: Vec<u64>,
+    pub sum_seconds: f64,
+}
+
+impl Hist {
+    fn new(bounds: &Bounds) -> Hist {
+        Hist {
+            buckets: (0..=bounds.nanos.len())
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            sum_nanos: AtomicU64::new(0),
+        }
+    }
+
+    fn record(&self, bounds: &Bounds, d: Duration) {
+        let nanos = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        if let Some(b) = self.buckets.get(bounds.index(nanos)) {
+            b.fetch_add(1, Relaxed);
+        }
+        self.sum_nanos.fetch_add(nanos, Relaxed);
+    }
+
+    pub fn read(&self) -> HistRead {
+        let mut total = 0u64;
+        let cumulative = self
+            .buckets
+            .iter()
+            .map(|b| {
+                total = total.wrapping_add(b.load(Relaxed));
+                total
+            })
+            .collect();
+        HistRead {
+            cumulative,
+            sum_seconds: self.sum_nanos.load(Relaxed) as f64 / 1e9,
+        }
+    }
+}
+
+/// Slots of the (status, error) table; a power of two. 512 covers every pair a real target
+/// produces many times over; past that, pairs share `status="other"` (see [`STATUS_OTHER`]).
+const REQ_SLOTS: usize = 512;
+
+/// The `status` label of requests counted after the (status, error) table filled up.
+pub const STATUS_OTHER: &str = "other";
+/// The `status` label of a request that got no response head.
+pub const STATUS_NONE: &str = "0";
+/// The `error` label of a request without a transport error.
+pub const ERROR_NONE: &str = "none";
+
+/// A fixed-size, insert-only, lock-free hash table from a (status, error) pair to a counter.
+///
+/// Keys are claimed with one compare-exchange and never removed (a config reload replaces the
+/// whole [`ProfileMetrics`]), so a reader sees a key either absent or final.
+#[derive(Debug)]
+struct ReqTable {
+    keys: Box<[AtomicU32]>,
+    counts: Box<[AtomicU64]>,
+    /// Indexed by error code (0 = none, 1 + ErrorClass index) when the table is full.
+    overflow: [AtomicU64; 1 + ErrorClass::ALL.len()],
+}
+
+/// `(status + 1) << 4 | error code`: never 0, which marks an empty slot.
+fn req_key(status: Option<u16>, error: Option<ErrorClass>) -> u32 {
+    let status = status.map_or(0, u32::from);
+    ((status + 1) << 4) | error_code(error)
+}
+
+fn error_code(error: Option<ErrorClass>) -> u32 {
+    error.map_or(0, |e| 1 + e as u32)
+}
+
+fn error_label(code: u32) -> &'static str {
+    match code.checked_sub(1) {
+        None => ERROR_NONE,
+        Some(i) => ErrorClass::ALL
+            .get(i as usize)
+            .map_or(ERROR_NONE, |e| e.as_str()),
+    }
+}
+
+impl ReqTable {
+    fn new() -> ReqTable {
+        ReqTable {
+            keys: (0..REQ_SLOTS).map(|_| AtomicU32::new(0)).collect(),
+            counts: (0..REQ_SLOTS).map(|_| AtomicU64::new(0)).collect(),
+            overflow: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+
+    fn add(&self, status: Option<u16>, error: Option<ErrorClass>) {
+        let key = req_key(status, error);
+        // Fibonacci hashing: consecutive status codes land far apart.
+        let start = (key.wrapping_mul(0x9E37_79B1) >> (32 - REQ_SLOTS.trailing_zeros())) as usize;
+        for probe in 0..REQ_SLOTS {
+            let i = (start + probe) & (REQ_SLOTS - 1);
+            let (Some(k), Some(c)) = (self.keys.get(i), self.counts.get(i)) else {
+                break;
+            };
+            let mut seen = k.load(Relaxed);
+            if seen == 0 {
+                // Acquire/Release is not needed: the count is read independently of the key,
+                // and a key read before its first increment shows a 0 counter, which is true.
+                seen = match k.compare_exchange(0, key, Relaxed, Relaxed) {
+                    Ok(_) => key,
+                    Err(actual) => actual,
+                };
+            }
+            if seen == key {
+                c.fetch_add(1, Relaxed);
+                return;
+            }
+        }
+        if let Some(o) = self.overflow.get(error_code(error) as usize) {
+            o.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// (status label, error label, count), sorted by labels.
+    fn read(&self) -> Vec<(String, &'static str, u64)> {
+        let mut rows: Vec<(String, &'static str, u64)> = self
+            .keys
+            .iter()
+            .zip(self.counts.iter())
+            .filter_map(|(k, c)| {
+                let key = k.load(Relaxed);
+                (key != 0).then(|| {
+                    let status = (key >> 4) - 1;
+                    (status.to_string(), error_label(key & 15), c.load(Relaxed))
+                })
+            })
+            .collect();
+        for (code, o) in self.overflow.iter().enumerate() {
+            let n = o.load(Relaxed);
+            if n > 0 {
+                rows.push((STATUS_OTHER.into(), error_label(code as u32), n));
+            }
+        }
+        rows.sort_unstable();
+        rows
+    }
+}
+
+/// Everything sloburn exposes about one (target, profile), written on the hot path.
+#[derive(Debug)]
+pub struct ProfileMetrics {
+    pub(super) target: String,
+    pub(super) profile: String,
+    /// `target="..",profile=".."`, escaped once.
+    pub(super) labels: String,
+    /// The same with `,phase=".."`, in [`PHASES_BY_LABEL`] order.
+    pub(super) phase_labels: [String; 7],
+    pub(super) bounds: Bounds,
+    pub(super) duration: Hist,
+    /// Indexed by `Phase as usize`.
+    pub(super) phases: [Hist; 7],
+    pub(super) lateness: Hist,
+    reqs: ReqTable,
+    /// The check names as given, to compare layouts on reload.
+    pub(super) check_names: Vec<String>,
+    /// For each check result index, its counter slot (duplicate names share one).
+    check_slot: Vec<usize>,
+    /// One `[pass, fail]` pair per distinct check name, sorted by name.
+    checks: Box<[[AtomicU64; 2]]>,
+    /// The label set with `,check=".."` per slot.
+    pub(super) check_labels: Vec<String>,
+    pub(super) iterations: AtomicU64,
+    pub(super) dropped: AtomicU64,
+    pub(super) data_sent: AtomicU64,
+    pub(super) data_received: AtomicU64,
+    pub(super) vus: AtomicU32,
+    pub(super) vus_max: AtomicU32,
+}
+
+impl ProfileMetrics {
+    pub(super) fn new(
+        target: &str,
+        profile: &str,
+        buckets: &[f64],
+        checks: &[String],
+    ) -> ProfileMetrics {
+        let bounds = Bounds::new(buckets);
+        let mut distinct: Vec<&String> = checks.iter().collect();
+        distinct.sort();
+        distinct.dedup();
+        let check_slot = checks
+            .iter()
+            .map(|c| distinct.binary_search(&c).unwrap_or(0))
+            .collect();
+        ProfileMetrics {
+            target: target.into(),
+            profile: profile.into(),
+            labels: label_set(&[("target", target), ("profile", profile)]),
+            phase_labels: PHASES_BY_LABEL.map(|p| {
+                label_set(&[
+                    ("target", target),
+                    ("profile", profile),
+                    ("phase", p.as_str()),
+                ])
+            }),
+            duration: Hist::new(&bounds),
+            phases: std::array::from_fn(|_| Hist::new(&bounds)),
+            lateness: Hist::new(&bounds),
+            bounds,
+            reqs: ReqTable::new(),
+            check_names: checks.to_vec(),
+            check_slot,
+            checks: distinct
+                .iter()
+                .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
+                .collect(),
+            check_labels: distinct
+                .iter()
+                .map(|c| label_set(&[("target", target), ("profile", profile), ("check", c)]))
+                .collect(),
+            iterations: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+            data_sent: AtomicU64::new(0),
+            data_received: AtomicU64::new(0),
+            vus: AtomicU32::new(0),
+            vus_max: AtomicU32::new(0),
+        }
+    }
+
+    /// Whether this was built for the same buckets and checks (after sanitising).
+    pub(super) fn same_layout(&self, buckets: &[f64], checks: &[String]) -> bool {
+        Bounds::new(buckets).seconds == self.bounds.seconds && self.check_names == checks
+    }
+
+    /// Records one finished iteration (one request). Hot path: atomics only.
+    ///
+    /// - `sloburn_http_reqs_total` counts every request, under `status="0"` when no response
+    ///   head arrived and `error="none"` when there was no transport error.
+    /// - The duration and phase histograms take only requests that got a status: a connect
+    ///   failure has no meaningful duration and would drag the latency distribution down.
+    ///   The duration includes `lateness` (measured from the intended start, wrk2 semantics),
+    ///   as `http_req_duration` does in the run summary.
+    /// - `lateness` is recorded for every iteration (zero in closed-model executors).
+    /// - `check_results[i]` belongs to the i-th check name; extra or missing results are
+    ///   ignored rather than trusted.
+    pub fn observe(&self, outcome: &Outcome, lateness: Duration, check_results: &[bool]) {
+        self.iterations.fetch_add(1, Relaxed);
+        self.data_sent.fetch_add(outcome.bytes_sent, Relaxed);
+        self.data_received
+            .fetch_add(outcome.bytes_received, Relaxed);
+        self.reqs.add(outcome.status, outcome.error);
+        if outcome.status.is_some() {
+            self.duration.record(
+                &self.bounds,
+                outcome.phases.duration().saturating_add(lateness),
+            );
+            for phase in Phase::ALL {
+                if let Some(h) = self.phases.get(phase as usize) {
+                    h.record(&self.bounds, outcome.phases.get(phase));
+                }
+            }
+        }
+        self.lateness.record(&self.bounds, lateness);
+        for (&slot, &passed) in self.check_slot.iter().zip(check_results) {
+            if let Some(pair) = self.checks.get(slot) {
+                pair[usize::from(!passed)].fetch_add(1, Relaxed);
+            }
+        }
+    }
+
+    /// An arrival-rate iteration that found no free VU (k6's `dropped_iterations`).
+    pub fn dropped(&self) {
+        self.dropped.fetch_add(1, Relaxed);
+    }
+
+    pub fn set_vus(&self, n: u32) {
+        self.vus.store(n, Relaxed);
+    }
+
+    pub fn set_vus_max(&self, n: u32) {
+        self.vus_max.store(n, Relaxed);
+    }
+
+    pub fn target(&self) -> &str {
+        &self.target
+    }
+
+    pub fn profile(&self) -> &str {
+        &self.profile
+    }
+
+    pub(super) fn reqs(&self) -> Vec<(String, &'static str, u64)> {
+        self.reqs.read()
+    }
+
+    /// `(label set with check, pass, fail)` sorted by check name.
+    pub(super) fn checks(&self) -> impl Iterator<Item = (&str, u64, u64)> {
+        self.check_labels
+            .iter()
+            .zip(self.checks.iter())
+            .map(|(l, [p, f])| (l.as_str(), p.load(Relaxed), f.load(Relaxed)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phases_by_label_are_sorted_and_complete() {
+        let names: Vec<&str> = PHASES_BY_LABEL.iter().map(|p| p.as_str()).collect();
+        let mut sorted = names.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(names, sorted);
+        assert_eq!(names.len(), Phase::ALL.len());
+    }
+
+    #[test]
+    fn bounds_are_inclusive_at_exact_values() {
+        let b = Bounds::new(&[0.3, 0.1, 0.1, f64::NAN, -1.0, f64::INFINITY, 0.0]);
+        assert_eq!(b.seconds, [0.0, 0.1, 0.3]);
+        assert_eq!(b.index(0), 0);
+        assert_eq!(b.index(1), 1);
+        assert_eq!(b.index(100_000_000), 1);
+        assert_eq!(b.index(100_000_001), 2);
+        assert_eq!(b.index(300_000_000), 2);
+        assert_eq!(b.index(300_000_001), 3);
+        assert_eq!(b.le_classic, ["0", "0.1", "0.3", "+Inf"]);
+    }
+
+    #[test]
+    fn req_table_counts_every_pair_and_overflows_to_other() {
+        let t = ReqTable::new();
+        t.add(Some(200), None);
+        t.add(Some(200), None);
+        t.add(None, Some(ErrorClass::ConnectRefused));
+        t.add(Some(200), Some(ErrorClass::Body));
+        assert_eq!(
+            t.read(),
+            [
+                ("0".to_string(), "connect_refused", 1),
+                ("200".to_string(), "body", 1),
+                ("200".to_string(), "none", 2),
+            ]
+        );
+        // Fill the table with every status 0..=600 under two errors: 1202 pairs, 512 slots.
+        let t = ReqTable::new();
+        for s in 0..=600u16 {
+            t.add(Some(s), None);
+            t.add(Some(s), Some(ErrorClass::Reset));
+        }
+        let rows = t.read();
+        let total: u64 = rows.iter().map(|r| r.2).sum();
+        assert_eq!(total, 1202);
+        assert_eq!(
+            rows.iter().filter(|r| r.0 != STATUS_OTHER).count(),
+            REQ_SLOTS
+        );
+        assert!(rows.iter().any(|r| r.0 == STATUS_OTHER && r.1 == "reset"));
+        // u16::MAX is a valid key too.
+        let t = ReqTable::new();
+        t.add(Some(u16::MAX), Some(ErrorClass::Other));
+        assert_eq!(t.read(), [("65535".to_string(), "other", 1)]);
+    }
+}

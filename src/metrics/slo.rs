@@ -1,0 +1,164 @@
+//! Per-SLO series: the good/bad event counters the generated rules compute from (hot path,
+//! two atomics) and the gauges of the daemon's own evaluation (`set_report`, once a minute).
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use super::lock;
+use super::text::label_set;
+use crate::slo::SloReport;
+
+/// The gauges of one [`SloReport`], with label sets already escaped.
+#[derive(Debug, Default)]
+pub(super) struct ReportGauges {
+    /// `(slo+window labels, sli, burn rate)`, sorted by window label.
+    pub windows: Vec<(String, f64, f64)>,
+    pub budget_remaining: f64,
+    /// Absent when the budget never runs out at the current burn.
+    pub time_to_exhaustion: Option<f64>,
+    /// `(slo+tier+severity labels, active)`, sorted by labels.
+    pub alerts: Vec<(String, bool)>,
+}
+
+#[derive(Debug)]
+pub struct SloMetrics {
+    pub(super) name: String,
+    /// `slo=".."`, escaped once.
+    pub(super) labels: String,
+    pub(super) good_labels: String,
+    pub(super) bad_labels: String,
+    /// f64 bits: a reload may change the objective of a kept SLO.
+    objective: AtomicU64,
+    good: AtomicU64,
+    bad: AtomicU64,
+    pub(super) report: Mutex<Option<ReportGauges>>,
+}
+
+/// A window as its `window` label: the largest whole unit, `5m`, `1h`, `3d`, `30d`.
+pub fn window_label(d: Duration) -> String {
+    const UNITS: [(u64, &str); 4] = [(86400, "d"), (3600, "h"), (60, "m"), (1, "s")];
+    let secs = d.as_secs();
+    if d.subsec_nanos() != 0 || secs == 0 {
+        return format!("{}ms", d.as_millis());
+    }
+    UNITS
+        .iter()
+        .find(|(unit, _)| secs.is_multiple_of(*unit))
+        .map_or_else(
+            || format!("{secs}s"),
+            |(unit, s)| format!("{}{s}", secs / unit),
+        )
+}
+
+impl SloMetrics {
+    pub(super) fn new(name: &str, objective: f64) -> SloMetrics {
+        SloMetrics {
+            name: name.into(),
+            labels: label_set(&[("slo", name)]),
+            good_labels: label_set(&[("slo", name), ("result", "good")]),
+            bad_labels: label_set(&[("slo", name), ("result", "bad")]),
+            objective: AtomicU64::new(objective.to_bits()),
+            good: AtomicU64::new(0),
+            bad: AtomicU64::new(0),
+            report: Mutex::new(None),
+        }
+    }
+
+    pub(super) fn set_objective(&self, objective: f64) {
+        self.objective.store(objective.to_bits(), Relaxed);
+    }
+
+    pub(super) fn objective(&self) -> f64 {
+        f64::from_bits(self.objective.load(Relaxed))
+    }
+
+    /// One SLO event. Hot path: one atomic add.
+    pub fn event(&self, good: bool) {
+        if good {
+            self.good.fetch_add(1, Relaxed);
+        } else {
+            self.bad.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// `(good, bad)` since this SLO's series were created.
+    pub fn events(&self) -> (u64, u64) {
+        (self.good.load(Relaxed), self.bad.load(Relaxed))
+    }
+
+    /// Replaces the evaluation gauges. The period's window is labelled like the standard ones
+    /// (`30d`); when the period equals a standard window it is exposed once.
+    pub fn set_report(&self, report: &SloReport) {
+        let mut windows: Vec<(String, f64, f64)> = Vec::new();
+        for s in report.windows.iter().chain([&report.period]) {
+            let label = window_label(s.window);
+            if windows.iter().all(|w| w.0 != label) {
+                windows.push((label, s.sli, s.burn_rate));
+            }
+        }
+        windows.sort_by(|a, b| a.0.cmp(&b.0));
+        let windows = windows
+            .into_iter()
+            .map(|(w, sli, burn)| (label_set(&[("slo", &self.name), ("window", &w)]), sli, burn))
+            .collect();
+        let mut alerts: Vec<((String, &str), bool)> = Vec::new();
+        for t in &report.tiers {
+            let key = (t.name.clone(), t.severity.as_str());
+            // Two tiers with one name would be one series: keep the first.
+            if alerts.iter().all(|a| a.0 != key) {
+                alerts.push((key, t.active));
+            }
+        }
+        alerts.sort_by(|a, b| a.0.cmp(&b.0));
+        let gauges = ReportGauges {
+            windows,
+            budget_remaining: report.budget_remaining,
+            time_to_exhaustion: report.time_to_exhaustion.map(|d| d.as_secs_f64()),
+            alerts: alerts
+                .into_iter()
+                .map(|((tier, sev), active)| {
+                    (
+                        label_set(&[("slo", &self.name), ("tier", &tier), ("severity", sev)]),
+                        active,
+                    )
+                })
+                .collect(),
+        };
+        *lock(&self.report) = Some(gauges);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn window_labels_use_the_largest_whole_unit() {
+        let cases = [
+            (300, "5m"),
+            (1800, "30m"),
+            (3600, "1h"),
+            (7200, "2h"),
+            (21600, "6h"),
+            (86400, "1d"),
+            (259200, "3d"),
+            (2592000, "30d"),
+            (5400, "90m"),
+            (61, "61s"),
+        ];
+        for (secs, want) in cases {
+            assert_eq!(window_label(Duration::from_secs(secs)), want);
+        }
+        assert_eq!(window_label(Duration::from_millis(1500)), "1500ms");
+    }
+
+    #[test]
+    fn events_count_good_and_bad_apart() {
+        let s = SloMetrics::new("a", 0.99);
+        s.event(true);
+        s.event(false);
+        s.event(true);
+        assert_eq!(s.events(), (2, 1));
+    }
+}

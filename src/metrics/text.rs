@@ -1,0 +1,277 @@
+//! The text encoder for both exposition formats: classic Prometheus text 0.0.4 and OpenMetrics
+//! 1.0. Hand-written because every family here is backed by our own atomics, and because one
+//! scrape of a large config is tens of thousands of lines: label sets are escaped once when a
+//! series is created and pasted here as ready-made strings, numbers are written without the
+//! `fmt` machinery where it matters.
+//!
+//! The two formats differ only in family metadata: OpenMetrics names a counter family without
+//! its `_total` suffix, may carry `# UNIT`, escapes `"` in HELP, wants canonical `le` values
+//! (`1.0`, not `1`) and ends with `# EOF`.
+
+use std::fmt::Write as _;
+
+/// What a family is; decides the TYPE line and the sample suffixes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+/// One metric family: the single place its name, type, unit and help are written down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Family {
+    /// The family name as OpenMetrics spells it: counters without `_total`.
+    pub name: &'static str,
+    pub kind: Kind,
+    /// The unit suffix the name ends with (`seconds`, `bytes`, `ratio`), for `# UNIT`.
+    pub unit: Option<&'static str>,
+    pub help: &'static str,
+}
+
+impl Family {
+    /// The name of the family's plain samples: counters get `_total`, the others are the name.
+    pub fn sample_name(&self) -> String {
+        match self.kind {
+            Kind::Counter => format!("{}_total", self.name),
+            _ => self.name.to_string(),
+        }
+    }
+}
+
+/// Appends `value` escaped for a label value (both formats): backslash, quote, newline.
+pub fn escape_label_into(out: &mut String, value: &str) {
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+}
+
+/// `name="value",name="value"`: a label set escaped once, to be pasted into many lines.
+pub fn label_set(pairs: &[(&str, &str)]) -> String {
+    let mut out = String::new();
+    for (i, (name, value)) in pairs.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(name);
+        out.push_str("=\"");
+        escape_label_into(&mut out, value);
+        out.push('"');
+    }
+    out
+}
+
+/// A float as both formats accept it: `NaN`, `+Inf`, `-Inf`, or Go-parsable decimal.
+pub fn write_f64(out: &mut String, v: f64) {
+    if v.is_nan() {
+        out.push_str("NaN");
+    } else if v.is_infinite() {
+        out.push_str(if v > 0.0 { "+Inf" } else { "-Inf" });
+    } else if v == 0.0 || (1e-5..1e15).contains(&v.abs()) {
+        // Display is the shortest representation that round-trips, never an exponent.
+        let _ = write!(out, "{v}");
+    } else {
+        // Display would print hundreds of digits for 1e300 or 1e-300: use an exponent.
+        let _ = write!(out, "{v:e}");
+    }
+}
+
+/// A bucket bound as the `le` value. OpenMetrics wants canonical numbers, which means an
+/// integral bound carries `.0`; the classic format (and client_golang) writes `1`.
+pub fn le_value(bound: f64, openmetrics: bool) -> String {
+    let mut s = String::new();
+    write_f64(&mut s, bound);
+    if openmetrics && bound.is_finite() && !s.contains(['.', 'e', 'N', 'I']) {
+        s.push_str(".0");
+    }
+    s
+}
+
+/// Appends a u64 in decimal without going through `fmt` (the scrape writes ~10^5 of them).
+pub fn write_u64(out: &mut String, mut v: u64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    // The buffer holds ASCII digits only.
+    out.push_str(std::str::from_utf8(&buf[i..]).unwrap_or("0"));
+}
+
+/// Writes families in order into one String.
+pub struct Encoder {
+    pub out: String,
+    pub openmetrics: bool,
+}
+
+impl Encoder {
+    pub fn new(openmetrics: bool, capacity: usize) -> Encoder {
+        Encoder {
+            out: String::with_capacity(capacity),
+            openmetrics,
+        }
+    }
+
+    /// The HELP/TYPE (and UNIT) block. Callers skip it for families with no samples, so no
+    /// family is announced without a series.
+    pub fn header(&mut self, f: &Family) {
+        let kind = match f.kind {
+            Kind::Counter => "counter",
+            Kind::Gauge => "gauge",
+            Kind::Histogram => "histogram",
+        };
+        let out = &mut self.out;
+        if self.openmetrics {
+            let _ = writeln!(out, "# TYPE {} {kind}", f.name);
+            if let Some(unit) = f.unit {
+                let _ = writeln!(out, "# UNIT {} {unit}", f.name);
+            }
+            let _ = write!(out, "# HELP {} ", f.name);
+            escape_help_into(out, f.help, true);
+        } else {
+            let name = f.sample_name();
+            let _ = write!(out, "# HELP {name} ");
+            escape_help_into(out, f.help, false);
+            let _ = writeln!(out, "\n# TYPE {name} {kind}");
+            return;
+        }
+        out.push('\n');
+    }
+
+    /// Starts a sample line up to the space before the value: `name{labels,extra="v"}`.
+    /// `labels` is a pre-escaped label set (may be empty); `extra` is an unescaped pair.
+    pub fn start(&mut self, name: &str, suffix: &str, labels: &str, extra: Option<(&str, &str)>) {
+        let out = &mut self.out;
+        out.push_str(name);
+        out.push_str(suffix);
+        if labels.is_empty() && extra.is_none() {
+            out.push(' ');
+            return;
+        }
+        out.push('{');
+        out.push_str(labels);
+        if let Some((k, v)) = extra {
+            if !labels.is_empty() {
+                out.push(',');
+            }
+            out.push_str(k);
+            out.push_str("=\"");
+            escape_label_into(out, v);
+            out.push('"');
+        }
+        out.push_str("} ");
+    }
+
+    pub fn u64_sample(&mut self, name: &str, suffix: &str, labels: &str, v: u64) {
+        self.start(name, suffix, labels, None);
+        write_u64(&mut self.out, v);
+        self.out.push('\n');
+    }
+
+    pub fn f64_sample(&mut self, name: &str, suffix: &str, labels: &str, v: f64) {
+        self.start(name, suffix, labels, None);
+        write_f64(&mut self.out, v);
+        self.out.push('\n');
+    }
+
+    pub fn finish(mut self) -> String {
+        if self.openmetrics {
+            self.out.push_str("# EOF\n");
+        }
+        self.out
+    }
+}
+
+fn escape_help_into(out: &mut String, help: &str, openmetrics: bool) {
+    for c in help.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            // Only OpenMetrics escapes quotes in HELP; the classic parser would keep the `\`.
+            '"' if openmetrics => out.push_str("\\\""),
+            c => out.push(c),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(
+            label_set(&[("a", "x\\y\"z\nw"), ("b", "")]),
+            r#"a="x\\y\"z\nw",b="""#
+        );
+    }
+
+    #[test]
+    fn floats_are_written_as_both_parsers_read_them() {
+        let cases = [
+            (f64::NAN, "NaN"),
+            (f64::INFINITY, "+Inf"),
+            (f64::NEG_INFINITY, "-Inf"),
+            (0.0, "0"),
+            (1.0, "1"),
+            (0.005, "0.005"),
+            (-2.5, "-2.5"),
+            (1e-7, "1e-7"),
+            (1e300, "1e300"),
+        ];
+        for (v, want) in cases {
+            let mut s = String::new();
+            write_f64(&mut s, v);
+            assert_eq!(s, want, "{v}");
+        }
+    }
+
+    #[test]
+    fn le_is_canonical_in_openmetrics_only() {
+        assert_eq!(le_value(1.0, false), "1");
+        assert_eq!(le_value(1.0, true), "1.0");
+        assert_eq!(le_value(0.25, true), "0.25");
+        assert_eq!(le_value(f64::INFINITY, true), "+Inf");
+    }
+
+    #[test]
+    fn u64_digits() {
+        for v in [0, 7, 10, 1234567890, u64::MAX] {
+            let mut s = String::new();
+            write_u64(&mut s, v);
+            assert_eq!(s, v.to_string());
+        }
+    }
+
+    #[test]
+    fn help_quotes_are_escaped_only_in_openmetrics() {
+        let f = Family {
+            name: "x_total_things",
+            kind: Kind::Counter,
+            unit: None,
+            help: "say \"hi\"\\",
+        };
+        let mut e = Encoder::new(false, 0);
+        e.header(&f);
+        assert_eq!(
+            e.out,
+            "# HELP x_total_things_total say \"hi\"\\\\\n# TYPE x_total_things_total counter\n"
+        );
+        let mut e = Encoder::new(true, 0);
+        e.header(&f);
+        assert_eq!(
+            e.out,
+            "# TYPE x_total_things counter\n# HELP x_total_things say \\\"hi\\\"\\\\\n"
+        );
+    }
+}
