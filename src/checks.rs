@@ -195,6 +195,19 @@ pub fn is_good(checks: &[Check], outcome: &Outcome) -> bool {
     status_ok && checks.iter().all(|c| c.passes(outcome))
 }
 
+/// [`is_good`] from check results already computed for this outcome (in check order), so the
+/// hot path evaluates each check once.
+pub fn verdict(checks: &[Check], results: &[bool], outcome: &Outcome) -> bool {
+    if outcome.error.is_some() {
+        return false;
+    }
+    let has_status_check = checks
+        .iter()
+        .any(|c| matches!(c.kind, CheckKind::Status(_)));
+    let status_ok = has_status_check || outcome.status.is_some_and(|s| s < 400);
+    status_ok && results.iter().all(|r| *r)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -327,6 +340,26 @@ mod tests {
             kind: CheckKind::BodyContains("ok".into()),
         };
         assert!(!is_good(&[accept_503, body], &response(503, "nope")));
+    }
+
+    #[test]
+    fn verdict_agrees_with_is_good() {
+        let checks = vec![
+            Check {
+                name: "s".into(),
+                kind: CheckKind::Status(vec![(200, 299)]),
+            },
+            Check {
+                name: "b".into(),
+                kind: CheckKind::BodyContains("up".into()),
+            },
+        ];
+        for (status, body) in [(200, "up"), (200, "down"), (500, "up"), (404, "")] {
+            let r = response(status, body);
+            let results = evaluate(&checks, &r);
+            assert_eq!(verdict(&checks, &results, &r), is_good(&checks, &r));
+            assert_eq!(verdict(&[], &[], &r), is_good(&[], &r));
+        }
     }
 
     #[test]

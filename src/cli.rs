@@ -18,10 +18,63 @@ pub const EXIT_THRESHOLDS: i32 = 99;
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// Log format: `text` (human), `json` (one object per line, for Kubernetes) or `auto`
+    /// (text on a terminal, json otherwise).
+    #[arg(long, global = true, default_value = "auto")]
+    pub log_format: LogFormat,
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Auto,
+    Text,
+    Json,
+}
+
+/// Installs the tracing subscriber. `RUST_LOG` overrides the level.
+pub fn init_logging(format: LogFormat, default_level: &str) {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    let json = match format {
+        LogFormat::Json => true,
+        LogFormat::Text => false,
+        LogFormat::Auto => !std::io::stderr().is_terminal(),
+    };
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = if json {
+        builder.json().flatten_event(true).try_init()
+    } else {
+        builder.try_init()
+    };
 }
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    /// The daemon with a built-in config and an in-process demo target; prints its URLs.
+    Demo {
+        /// Address for /metrics, the API and the status page (a free port is used when the
+        /// default one is taken).
+        #[arg(long)]
+        listen: Option<std::net::SocketAddr>,
+    },
+    /// The daemon: runs the config's profiles on their schedules and serves /metrics.
+    Serve {
+        /// The config file (reloaded on SIGHUP and when it changes).
+        #[arg(long, short)]
+        config: PathBuf,
+        /// Overrides server.listen.
+        #[arg(long)]
+        listen: Option<std::net::SocketAddr>,
+        /// Run shard `i/N` of every profile (e.g. from a StatefulSet ordinal).
+        #[arg(long)]
+        shard: Option<String>,
+        /// Reload only on SIGHUP or the API, not when the file changes.
+        #[arg(long)]
+        no_watch: bool,
+    },
     /// Validate a config: prints every error as `file:line:col: path: message`.
     Check {
         /// The config file.
@@ -67,7 +120,33 @@ pub fn main() -> i32 {
             return if e.use_stderr() { 2 } else { 0 };
         }
     };
+    let quiet = matches!(
+        cli.command,
+        Command::Run(_) | Command::Check { .. } | Command::Rules { .. }
+    );
+    init_logging(cli.log_format, if quiet { "warn" } else { "info" });
     match cli.command {
+        Command::Demo { listen } => crate::demo::command(listen),
+        Command::Serve {
+            config,
+            listen,
+            shard,
+            no_watch,
+        } => {
+            let shard = match shard.as_deref().map(crate::run::parse_shard).transpose() {
+                Ok(s) => s.unwrap_or(crate::load::plan::Shard::WHOLE),
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    return 2;
+                }
+            };
+            crate::daemon::command(crate::daemon::Options {
+                source: crate::daemon::Source::File(config),
+                listen,
+                shard,
+                watch: !no_watch,
+            })
+        }
         Command::Check { file } => check(&file, &mut std::io::stdout()),
         Command::Run(args) => crate::run::command(args),
         Command::Rules {

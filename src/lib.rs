@@ -3,15 +3,19 @@
 //! The binary (`main.rs`) only parses the command line and maps errors to exit codes; all work
 //! lives in this library so that integration tests drive it in-process.
 
+pub mod budget;
 pub mod checks;
 pub mod cli;
 pub mod config;
+pub mod daemon;
+pub mod demo;
 pub mod http;
 pub mod load;
 pub mod metrics;
 pub mod rules;
 pub mod run;
 pub mod schedule;
+pub mod server;
 pub mod slo;
 pub mod store;
 pub mod target;

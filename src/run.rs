@@ -205,7 +205,7 @@ pub fn resolve(args: &RunArgs, out: &mut impl Write) -> anyhow::Result<Option<Re
     }))
 }
 
-fn parse_shard(s: &str) -> anyhow::Result<Shard> {
+pub fn parse_shard(s: &str) -> anyhow::Result<Shard> {
     let (i, n) = s
         .split_once('/')
         .ok_or_else(|| anyhow!("--shard `{s}`: write it as i/N, e.g. 0/3"))?;

@@ -25,9 +25,9 @@ use tokio_util::sync::CancellationToken;
 /// How often abort-on-fail thresholds (and guards) are evaluated during a run.
 pub const EVAL_INTERVAL: Duration = Duration::from_millis(500);
 
-/// Called for every finished request, with whether it counted as a success; the daemon uses it
-/// for SLO events and budget guards.
-pub type Observer = Arc<dyn Fn(&Outcome) + Send + Sync>;
+/// Called for every finished request with its lateness and check results (in check order);
+/// the daemon uses it for `/metrics` and SLO events.
+pub type Observer = Arc<dyn Fn(&Outcome, Duration, &[bool]) + Send + Sync>;
 
 /// Everything a run needs, already validated.
 #[derive(Clone)]
@@ -46,7 +46,9 @@ pub struct RunSpec {
 pub enum Abort {
     /// A threshold with `abort_on_fail` failed (its source text).
     Threshold(String),
-    /// Stopped from outside (signal, API, budget guard with its reason).
+    /// The budget guard stopped it (with the burn it saw).
+    Guard(String),
+    /// Stopped from outside (signal, API).
     Stopped(String),
 }
 
@@ -153,9 +155,10 @@ struct VuCtx {
 impl VuCtx {
     async fn iteration(&self, conn: &mut Conn, lateness: Duration) {
         let outcome = conn.send(&self.request).await;
-        self.stats.record(&outcome, &self.checks, lateness);
+        let results = CheckResults::of(&self.checks, &outcome);
+        self.stats.record(&outcome, results.as_slice(), lateness);
         if let Some(observer) = &self.observer {
-            observer(&outcome);
+            observer(&outcome, lateness, results.as_slice());
         }
     }
 }
@@ -384,4 +387,31 @@ async fn iterations(
     }
     stop_starting.cancel();
     drain(&mut set, grace).await;
+}
+
+/// Check results of one request, on the stack for up to 16 checks (no allocation per request).
+pub enum CheckResults {
+    Inline([bool; 16], usize),
+    Heap(Vec<bool>),
+}
+
+impl CheckResults {
+    pub fn of(checks: &[Check], outcome: &Outcome) -> CheckResults {
+        if checks.len() <= 16 {
+            let mut a = [false; 16];
+            for (slot, c) in a.iter_mut().zip(checks) {
+                *slot = c.passes(outcome);
+            }
+            CheckResults::Inline(a, checks.len())
+        } else {
+            CheckResults::Heap(checks.iter().map(|c| c.passes(outcome)).collect())
+        }
+    }
+
+    pub fn as_slice(&self) -> &[bool] {
+        match self {
+            CheckResults::Inline(a, n) => &a[..*n],
+            CheckResults::Heap(v) => v,
+        }
+    }
 }

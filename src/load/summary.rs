@@ -69,6 +69,9 @@ pub fn text(profile: &str, report: &RunReport) -> String {
         Some(Abort::Stopped(why)) => {
             let _ = writeln!(out, "  stopped: {why}");
         }
+        Some(Abort::Guard(why)) => {
+            let _ = writeln!(out, "  aborted by the budget guard: {why}");
+        }
         None => {}
     }
     if !report.thresholds.is_empty() {

@@ -360,6 +360,11 @@ impl ProfileMetrics {
         self.dropped.fetch_add(1, Relaxed);
     }
 
+    /// Several dropped iterations at once (the daemon publishes the runner's count each second).
+    pub fn add_dropped(&self, n: u64) {
+        self.dropped.fetch_add(n, Relaxed);
+    }
+
     pub fn set_vus(&self, n: u32) {
         self.vus.store(n, Relaxed);
     }

@@ -1,8 +1,10 @@
 //! The one integration-test binary (matklad's layout): each feature area is a module.
 
 mod config;
+mod daemon;
 mod http;
 mod load;
 mod metrics;
 mod rules;
+mod slo;
 mod target;

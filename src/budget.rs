@@ -1,0 +1,326 @@
+//! The live SLO state of the daemon: request verdicts counted on the hot path, folded once a
+//! second into the pure per-minute [`Windows`], persisted to the [`Store`] and exported as
+//! gauges.
+//!
+//! The hot path is one relaxed atomic add per watching SLO per request
+//! ([`Watcher::observe`]). Everything else runs on the daemon's one-second tick, under a mutex
+//! nobody on the request path takes.
+
+use crate::checks;
+use crate::config::{Config, Sli};
+use crate::http::Outcome;
+use crate::metrics::{Metrics, SloMetrics};
+use crate::slo::{self, SloDef, SloReport, Windows};
+use crate::store::{PendingBatch, Store, StoreError};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// One SLO watching a run's traffic.
+#[derive(Clone)]
+pub struct Watcher {
+    metrics: Arc<SloMetrics>,
+    sli: Sli,
+}
+
+impl Watcher {
+    /// Classifies one finished request for this SLO and counts it.
+    pub fn observe(&self, outcome: &Outcome, target_checks: &[checks::Check], results: &[bool]) {
+        let succeeded = checks::verdict(target_checks, results, outcome);
+        match &self.sli {
+            Sli::Availability => self.metrics.event(succeeded),
+            Sli::Latency {
+                under,
+                exclude_failures,
+            } => {
+                if !succeeded {
+                    if !exclude_failures {
+                        self.metrics.event(false);
+                    }
+                } else {
+                    self.metrics.event(outcome.phases.duration() < *under);
+                }
+            }
+        }
+    }
+}
+
+struct SloState {
+    def: SloDef,
+    sli: Sli,
+    target: String,
+    profiles: Vec<String>,
+    windows: Windows,
+    metrics: Arc<SloMetrics>,
+    /// Event totals already folded into `windows`.
+    folded: (u64, u64),
+    report: Option<SloReport>,
+}
+
+struct Inner {
+    slos: BTreeMap<String, SloState>,
+    pending: PendingBatch,
+}
+
+pub struct Budget {
+    inner: Mutex<Inner>,
+    store: Mutex<Option<Store>>,
+    dir: PathBuf,
+    /// Why the store is not healthy since start-up (corrupt file moved aside, unwritable):
+    /// sticky until restart, so an operator sees it.
+    problem: Mutex<Option<String>>,
+    /// The last flush error; cleared by the next successful flush (a disk that filled up and
+    /// was freed).
+    flush_error: Mutex<Option<String>>,
+    metrics: Metrics,
+}
+
+impl Budget {
+    /// Opens (or recovers) the store under `dir`. A broken store never stops the daemon: the
+    /// problem is kept for `/readyz`, the log and `sloburn_store_healthy`.
+    pub fn open(dir: &Path, metrics: Metrics) -> Budget {
+        let (store, error) = Store::open_or_recover(dir);
+        let problem = error.map(|e| describe(&e));
+        if let Some(p) = &problem {
+            tracing::error!(problem = %p, "SLO store problem; load and metrics go on");
+        }
+        metrics.set_store_healthy(problem.is_none());
+        Budget {
+            inner: Mutex::new(Inner {
+                slos: BTreeMap::new(),
+                pending: PendingBatch::new(),
+            }),
+            store: Mutex::new(store),
+            dir: dir.to_path_buf(),
+            problem: Mutex::new(problem),
+            flush_error: Mutex::new(None),
+            metrics,
+        }
+    }
+
+    pub fn problem(&self) -> Option<String> {
+        let sticky = self.problem.lock().ok().and_then(|p| p.clone());
+        sticky.or_else(|| self.flush_error.lock().ok().and_then(|p| p.clone()))
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Adopts the SLOs of a (new) config. SLOs that stay keep their windows; new ones are
+    /// restored from the store; removed ones are dropped with their series.
+    pub fn configure(&self, cfg: &Config, now_unix: i64) {
+        let now_minute = slo::minute_of(now_unix);
+        let Ok(mut inner) = self.inner.lock() else {
+            return;
+        };
+        inner.slos.retain(|name, _| cfg.slos.contains_key(name));
+        for s in cfg.slos.values() {
+            let def = s.def();
+            let keep = inner
+                .slos
+                .get(&s.name)
+                .is_some_and(|old| old.def.period == def.period);
+            let metrics = self.metrics.slo(&s.name, def.objective);
+            if keep {
+                if let Some(state) = inner.slos.get_mut(&s.name) {
+                    state.def = def;
+                    state.sli = s.sli.clone();
+                    state.target = s.target.clone();
+                    state.profiles = s.profiles.clone();
+                }
+                continue;
+            }
+            let since = now_minute - slo::window_minutes(def.period) + 1;
+            let restored = self
+                .store
+                .lock()
+                .ok()
+                .and_then(|st| st.as_ref().map(|st| st.load(&s.name, since)));
+            let windows = match restored {
+                Some(Ok(minutes)) => Windows::restore(def.period, minutes),
+                Some(Err(e)) => {
+                    self.set_problem(format!("cannot restore SLO `{}`: {e}", s.name));
+                    Windows::new(def.period)
+                }
+                None => Windows::new(def.period),
+            };
+            let folded = metrics.events();
+            inner.slos.insert(
+                s.name.clone(),
+                SloState {
+                    def,
+                    sli: s.sli.clone(),
+                    target: s.target.clone(),
+                    profiles: s.profiles.clone(),
+                    windows,
+                    metrics,
+                    folded,
+                    report: None,
+                },
+            );
+        }
+        let names: Vec<String> = inner.slos.keys().cloned().collect();
+        self.metrics.retain_slos(&names);
+        drop(inner);
+        self.tick(now_unix);
+    }
+
+    /// The SLOs that count traffic from `profile` on `target`.
+    pub fn watchers(&self, target: &str, profile: &str) -> Vec<Watcher> {
+        let Ok(inner) = self.inner.lock() else {
+            return Vec::new();
+        };
+        inner
+            .slos
+            .values()
+            .filter(|s| {
+                s.target == target
+                    && (s.profiles.is_empty() || s.profiles.iter().any(|p| p == profile))
+            })
+            .map(|s| Watcher {
+                metrics: s.metrics.clone(),
+                sli: s.sli.clone(),
+            })
+            .collect()
+    }
+
+    /// Folds the counters into the windows and the pending batch, then re-evaluates.
+    pub fn tick(&self, now_unix: i64) {
+        let now_minute = slo::minute_of(now_unix);
+        let Ok(mut guard) = self.inner.lock() else {
+            return;
+        };
+        let inner = &mut *guard;
+        for (name, s) in inner.slos.iter_mut() {
+            let (good, bad) = s.metrics.events();
+            let dg = good.saturating_sub(s.folded.0);
+            let db = bad.saturating_sub(s.folded.1);
+            s.folded = (good, bad);
+            s.windows.advance(now_minute);
+            if dg + db > 0 {
+                s.windows.record(now_minute, dg, db);
+                inner.pending.add(name, now_minute, dg, db);
+            }
+            let report = slo::evaluate(&s.def, &s.windows, now_minute);
+            s.metrics.set_report(&report);
+            s.report = Some(report);
+        }
+    }
+
+    /// Writes pending minutes to the store. On failure the batch is kept for the next try.
+    pub fn flush(&self) -> Result<usize, String> {
+        let mut batch = match self.inner.lock() {
+            Ok(mut inner) => std::mem::take(&mut inner.pending),
+            Err(_) => return Err("SLO state lock poisoned".into()),
+        };
+        if batch.is_empty() {
+            return Ok(0);
+        }
+        let result = match self.store.lock() {
+            Ok(mut store) => match store.as_mut() {
+                Some(st) => st.flush_pending(&mut batch).map_err(|e| describe(&e)),
+                None => Err(self
+                    .problem()
+                    .unwrap_or_else(|| "the SLO store is not open".into())),
+            },
+            Err(_) => Err("store lock poisoned".into()),
+        };
+        // Whatever was not written goes back, merged with what arrived meanwhile.
+        if !batch.is_empty()
+            && let Ok(mut inner) = self.inner.lock()
+        {
+            for (slo, minute, good, bad) in batch.to_batch() {
+                inner.pending.add(&slo, minute, good, bad);
+            }
+        }
+        self.metrics.store_flush(result.is_ok());
+        let failure = result.as_ref().err().cloned();
+        if let Some(e) = &failure {
+            tracing::warn!(error = %e, "SLO store flush failed; counts kept in memory");
+        }
+        if let Ok(mut slot) = self.flush_error.lock() {
+            *slot = failure;
+        }
+        self.metrics.set_store_healthy(self.problem().is_none());
+        result
+    }
+
+    /// Drops minutes older than each SLO's period from the store.
+    pub fn prune(&self, now_unix: i64) {
+        let now_minute = slo::minute_of(now_unix);
+        let periods: Vec<(String, i64)> = match self.inner.lock() {
+            Ok(inner) => inner
+                .slos
+                .iter()
+                .map(|(n, s)| (n.clone(), now_minute - slo::window_minutes(s.def.period)))
+                .collect(),
+            Err(_) => return,
+        };
+        if let Ok(mut store) = self.store.lock()
+            && let Some(st) = store.as_mut()
+        {
+            for (name, before) in &periods {
+                if let Err(e) = st.prune(name, *before) {
+                    tracing::warn!(slo = %name, error = %describe(&e), "prune failed");
+                }
+            }
+            let keep: Vec<&str> = periods.iter().map(|(n, _)| n.as_str()).collect();
+            if let Err(e) = st.prune_unknown(&keep) {
+                tracing::warn!(error = %describe(&e), "prune of removed SLOs failed");
+            }
+        }
+    }
+
+    /// Closes the store cleanly (after a final flush by the caller).
+    pub fn close(&self) {
+        if let Ok(mut store) = self.store.lock()
+            && let Some(st) = store.take()
+            && let Err(e) = st.close()
+        {
+            tracing::warn!(error = %describe(&e), "closing the SLO store failed");
+        }
+    }
+
+    pub fn reports(&self) -> Vec<SloReport> {
+        match self.inner.lock() {
+            Ok(inner) => inner
+                .slos
+                .values()
+                .filter_map(|s| s.report.clone())
+                .collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// Event totals over the whole period, as the windows hold them (for tests and the API).
+    pub fn period_totals(&self, name: &str, now_unix: i64) -> Option<(u64, u64)> {
+        let inner = self.inner.lock().ok()?;
+        let s = inner.slos.get(name)?;
+        Some(s.windows.totals(s.def.period, slo::minute_of(now_unix)))
+    }
+
+    /// The burn rate of `name` over `window` right now, counting not-yet-folded events too,
+    /// for budget guards that must react within seconds.
+    pub fn burn_rate(&self, name: &str, window: Duration, now_unix: i64) -> Option<f64> {
+        let inner = self.inner.lock().ok()?;
+        let s = inner.slos.get(name)?;
+        let (g, b) = s.windows.totals(window, slo::minute_of(now_unix));
+        let (good, bad) = s.metrics.events();
+        let g = g + good.saturating_sub(s.folded.0);
+        let b = b + bad.saturating_sub(s.folded.1);
+        Some(slo::burn_rate(g, b, s.def.error_budget()))
+    }
+
+    fn set_problem(&self, p: String) {
+        if let Ok(mut slot) = self.problem.lock() {
+            *slot = Some(p);
+        }
+        self.metrics.set_store_healthy(false);
+    }
+}
+
+fn describe(e: &StoreError) -> String {
+    e.to_string()
+}

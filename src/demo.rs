@@ -1,0 +1,159 @@
+//! `sloburn demo`: the daemon with a built-in config against an in-process `sloburn target`,
+//! so a new user sees load metrics, one SLO burning and one healthy within seconds.
+
+use crate::daemon::{self, Options, Source, Startup};
+use crate::load::plan::Shard;
+use crate::target::{self, TargetOptions};
+use std::net::SocketAddr;
+use tokio_util::sync::CancellationToken;
+
+/// The demo's config; `{TARGET}` is the in-process target's address, `{DATA}` the store dir.
+/// checkout fails 0.7% of requests against a 99.9% objective (burn ≈ 7); search is healthy.
+pub const CONFIG: &str = r#"
+server:
+  listen: "127.0.0.1:9090"
+  admin_token: "${env:SLOBURN_DEMO_TOKEN}"
+  grace_period: 5s
+storage:
+  path: "{DATA}"
+  flush_interval: 5s
+targets:
+  checkout:
+    url: "http://{TARGET}/checkout?latency=25ms&jitter=10ms&distribution=lognormal&error_ratio=0.007&error_status=503"
+    timeout: 2s
+    checks:
+      - status: 200
+      - json: { path: "$.status", equals: up }
+  search:
+    url: "http://{TARGET}/search?latency=8ms&jitter=4ms&distribution=normal"
+    timeout: 2s
+    checks:
+      - status: 200
+      - duration_under: 250ms
+profiles:
+  checkout-canary:
+    target: checkout
+    every: 1m
+    run_on_start: true
+    executor: constant-arrival-rate
+    rate: 50/s
+    duration: 58s
+    max_vus: 50
+    thresholds:
+      http_req_duration: ["p(95)<200ms"]
+      http_req_failed: ["rate<0.01"]
+  search-steady:
+    target: search
+    every: 30s
+    run_on_start: true
+    executor: constant-vus
+    vus: 2
+    duration: 29s
+slos:
+  checkout-availability:
+    target: checkout
+    sli: availability
+    objective: 99.9
+    period: 30d
+    description: The checkout canary gets a correct answer.
+  search-latency:
+    target: search
+    sli: { latency: { under: 100ms } }
+    objective: 99
+    period: 30d
+"#;
+
+/// Builds the demo config for a target address and a data directory.
+pub fn config(target: SocketAddr, data: &std::path::Path) -> anyhow::Result<crate::config::Config> {
+    let text = CONFIG
+        .replace("{TARGET}", &target.to_string())
+        .replace("{DATA}", &data.display().to_string());
+    crate::config::from_str(&text, "<demo>", data, &crate::config::Env::process())
+        .map(|l| l.config)
+        .map_err(|e| anyhow::anyhow!("the built-in demo config is invalid:\n{e}"))
+}
+
+pub fn command(listen: Option<SocketAddr>) -> i32 {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return 1;
+        }
+    };
+    runtime.block_on(async move {
+        let mut signals = match daemon::Signals::new() {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("error: cannot install signal handlers: {e}");
+                return 1;
+            }
+        };
+        match start(listen).await {
+            Ok((d, target_stop)) => {
+                let code = daemon::run_until_signal(d, &mut signals).await;
+                target_stop.cancel();
+                code
+            }
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                1
+            }
+        }
+    })
+}
+
+/// Starts the target and the daemon; prints the URLs. Used by the command and its test.
+pub async fn start(
+    listen: Option<SocketAddr>,
+) -> anyhow::Result<(daemon::Daemon, CancellationToken)> {
+    let stop = CancellationToken::new();
+    let t = target::spawn(
+        TargetOptions {
+            listen: "127.0.0.1:0".parse()?,
+            ..TargetOptions::default()
+        },
+        stop.clone(),
+    )
+    .await?;
+    let data = std::env::temp_dir().join("sloburn-demo");
+    // A token the user can try the write API with; only this process knows it.
+    let token = format!("{:032x}", rand::random::<u128>());
+    // SAFETY: set before any other thread of this process reads the environment.
+    unsafe { std::env::set_var("SLOBURN_DEMO_TOKEN", &token) };
+    let cfg = config(t.addr, &data)?;
+    let wanted = listen.unwrap_or(cfg.server.listen);
+    let mut opts = Options {
+        source: Source::Fixed(Box::new(cfg)),
+        listen: Some(wanted),
+        shard: Shard::WHOLE,
+        watch: false,
+    };
+    let daemon = match daemon::start(opts.clone()).await {
+        Ok(d) => d,
+        // The default port is taken (another demo, a Prometheus): take any free port.
+        Err(Startup::Bind(_)) if listen.is_none() => {
+            opts.listen = Some("127.0.0.1:0".parse()?);
+            daemon::start(opts)
+                .await
+                .map_err(|e| anyhow::anyhow!("{e:?}"))?
+        }
+        Err(e) => anyhow::bail!("{e:?}"),
+    };
+    let base = format!("http://{}", daemon.addr);
+    println!("sloburn demo is running (Ctrl-C stops it)");
+    println!("  status page   {base}/");
+    println!("  metrics       {base}/metrics");
+    println!("  SLOs (JSON)   {base}/api/slos");
+    println!("  runs (JSON)   {base}/api/runs");
+    println!("  demo target   http://{}/  (stats: /stats)", t.addr);
+    println!("  run a profile now:");
+    println!(
+        "    curl -X POST -H 'Authorization: Bearer {token}' {base}/api/profiles/checkout-canary/run"
+    );
+    println!("  SLO state is kept in {}", data.display());
+    Ok((daemon, stop))
+}
