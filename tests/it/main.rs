@@ -2,6 +2,8 @@
 
 mod config;
 mod daemon;
+mod dashboards;
+mod deploy;
 mod http;
 mod load;
 mod metrics;

@@ -1,0 +1,403 @@
+//! Grafana dashboards (`dashboards/*.json`): every file parses, uses a current schema and the
+//! `${datasource}` template variable everywhere, has the template variables its panels need (from
+//! `label_values` queries), and every PromQL expression (panel targets and variable queries)
+//! parses with `promql-parser` after template variables are substituted, and names only metrics
+//! sloburn exports or recording rules `sloburn rules` generates.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use promql_parser::label::MatchOp;
+use promql_parser::parser::{self, Expr, VectorSelector};
+use serde_json::Value;
+
+/// The metric names sloburn exports (histograms by base name: `_bucket`, `_sum` and `_count` are
+/// derived). THE LEAD WILL REPLACE THIS LIST by a real `/metrics` scrape of `sloburn serve` once
+/// the daemon lands; until then it is the agreed list, kept in this one place.
+const KNOWN_METRICS: &[&str] = &[
+    "sloburn_http_req_duration_seconds",
+    "sloburn_http_req_phase_seconds",
+    "sloburn_iteration_lateness_seconds",
+    "sloburn_http_reqs_total",
+    "sloburn_checks_total",
+    "sloburn_iterations_total",
+    "sloburn_dropped_iterations_total",
+    "sloburn_vus",
+    "sloburn_vus_max",
+    "sloburn_data_sent_bytes_total",
+    "sloburn_data_received_bytes_total",
+    "sloburn_runs_total",
+    "sloburn_run_active",
+    "sloburn_threshold_passed",
+    "sloburn_next_run_timestamp_seconds",
+    "sloburn_last_run_timestamp_seconds",
+    "sloburn_slo_events_total",
+    "sloburn_slo_objective_ratio",
+    "sloburn_slo_sli_ratio",
+    "sloburn_slo_burn_rate",
+    "sloburn_slo_error_budget_remaining_ratio",
+    "sloburn_slo_alert_active",
+    "sloburn_slo_time_to_exhaustion_seconds",
+    "sloburn_build_info",
+    "sloburn_config_reloads_total",
+    "sloburn_store_healthy",
+    "process_cpu_seconds_total",
+    "process_resident_memory_bytes",
+    "process_virtual_memory_bytes",
+    "process_open_fds",
+    "process_max_fds",
+    "process_start_time_seconds",
+];
+
+/// Histogram base names in KNOWN_METRICS.
+const HISTOGRAMS: &[&str] = &[
+    "sloburn_http_req_duration_seconds",
+    "sloburn_http_req_phase_seconds",
+    "sloburn_iteration_lateness_seconds",
+];
+
+fn dashboards() -> Vec<(String, Value)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("dashboards");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 3, "overview, slo-detail, load-runs: {files:?}");
+    files
+        .into_iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(&p).unwrap();
+            let v: Value = serde_json::from_str(&text)
+                .unwrap_or_else(|e| panic!("{}: not JSON: {e}", p.display()));
+            (p.file_name().unwrap().to_string_lossy().to_string(), v)
+        })
+        .collect()
+}
+
+/// Every metric and recording-rule name a Prometheus fed by sloburn has.
+fn allowed_names() -> BTreeSet<String> {
+    let mut names: BTreeSet<String> = KNOWN_METRICS.iter().map(|s| s.to_string()).collect();
+    for h in HISTOGRAMS {
+        assert!(KNOWN_METRICS.contains(h));
+        for suffix in ["_bucket", "_sum", "_count"] {
+            names.insert(format!("{h}{suffix}"));
+        }
+    }
+    names.extend(recording_rules());
+    names
+}
+
+/// Recording-rule names from the real `sloburn rules` output for the shipped configs.
+fn recording_rules() -> BTreeSet<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut names = BTreeSet::new();
+    for config in ["config/example.yaml", "deploy/base/config.yaml"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_sloburn"))
+            .arg("rules")
+            .arg(root.join(config))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        for line in text.lines() {
+            if let Some(r) = line
+                .trim_start()
+                .trim_start_matches("- ")
+                .strip_prefix("record:")
+            {
+                names.insert(r.trim().trim_matches('"').to_string());
+            }
+        }
+    }
+    for must in [
+        "slo:sli_error:ratio_rate5m",
+        "slo:sli_error:ratio_rate3d",
+        "slo:objective:ratio",
+        "slo:period_error_budget_remaining:ratio",
+    ] {
+        assert!(names.contains(must), "{must} not generated: {names:?}");
+    }
+    names
+}
+
+/// Grafana's built-ins and the dashboard's own variables, replaced by something PromQL parses.
+fn substitute(expr: &str, vars: &BTreeMap<String, String>) -> String {
+    let builtins = regex::Regex::new(r"\$\{?__(rate_interval|interval|range)(_ms|_s)?\}?").unwrap();
+    let s = builtins.replace_all(expr, |c: &regex::Captures| match &c[1] {
+        "range" => "1h".to_string(),
+        _ => "5m".to_string(),
+    });
+    let var = regex::Regex::new(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)").unwrap();
+    var.replace_all(&s, |c: &regex::Captures| {
+        let name = c.get(1).or(c.get(2)).unwrap().as_str();
+        vars.get(name)
+            .cloned()
+            .unwrap_or_else(|| panic!("`{expr}` uses ${name}, not a variable of its dashboard"))
+    })
+    .into_owned()
+}
+
+fn selectors<'a>(e: &'a Expr, out: &mut Vec<&'a VectorSelector>) {
+    match e {
+        Expr::Aggregate(a) => {
+            selectors(&a.expr, out);
+            if let Some(p) = &a.param {
+                selectors(p, out);
+            }
+        }
+        Expr::Unary(u) => selectors(&u.expr, out),
+        Expr::Binary(b) => {
+            selectors(&b.lhs, out);
+            selectors(&b.rhs, out);
+        }
+        Expr::Paren(p) => selectors(&p.expr, out),
+        Expr::Subquery(s) => selectors(&s.expr, out),
+        Expr::VectorSelector(v) => out.push(v),
+        Expr::MatrixSelector(m) => out.push(&m.vs),
+        Expr::Call(c) => c.args.args.iter().for_each(|a| selectors(a, out)),
+        Expr::NumberLiteral(_) | Expr::StringLiteral(_) | Expr::Extension(_) => {}
+    }
+}
+
+/// Parses one (substituted) expression; returns the problems: parse errors and unknown names.
+fn check_expr(expr: &str, allowed: &BTreeSet<String>) -> Vec<String> {
+    let ast = match parser::parse(expr) {
+        Ok(ast) => ast,
+        Err(e) => return vec![format!("does not parse: {e}: {expr}")],
+    };
+    let mut sels = Vec::new();
+    selectors(&ast, &mut sels);
+    if sels.is_empty() {
+        return vec![format!("selects no metric: {expr}")];
+    }
+    let mut problems = Vec::new();
+    for v in sels {
+        let by_name = v.matchers.matchers.iter().find(|m| m.name == "__name__");
+        match (&v.name, by_name) {
+            (Some(name), _) if !allowed.contains(name) => {
+                problems.push(format!("unknown metric `{name}` in {expr}"))
+            }
+            (Some(_), _) => {}
+            (None, Some(m)) => match &m.op {
+                MatchOp::Equal if !allowed.contains(&m.value) => {
+                    problems.push(format!("unknown metric `{}` in {expr}", m.value))
+                }
+                MatchOp::Re(re) if !allowed.iter().any(|n| re.is_match(n)) => {
+                    problems.push(format!("`{}` matches no known metric in {expr}", m.value))
+                }
+                MatchOp::Equal | MatchOp::Re(_) => {}
+                _ => problems.push(format!("negative __name__ matcher in {expr}")),
+            },
+            (None, None) => problems.push(format!("selector without a metric name in {expr}")),
+        }
+    }
+    problems
+}
+
+fn panels(d: &Value) -> Vec<&Value> {
+    let mut out = Vec::new();
+    for p in d["panels"].as_array().unwrap() {
+        out.push(p);
+        out.extend(p["panels"].as_array().into_iter().flatten());
+    }
+    out
+}
+
+fn variables(d: &Value) -> Vec<&Value> {
+    d["templating"]["list"].as_array().unwrap().iter().collect()
+}
+
+/// Each variable's stand-in: a custom variable's first value (e.g. a quantile), else a word.
+fn stand_ins(d: &Value) -> BTreeMap<String, String> {
+    variables(d)
+        .into_iter()
+        .map(|v| {
+            let name = v["name"].as_str().unwrap().to_string();
+            let value = match v["type"].as_str() {
+                Some("custom") => v["query"]
+                    .as_str()
+                    .unwrap()
+                    .split(',')
+                    .next()
+                    .unwrap()
+                    .trim()
+                    .to_string(),
+                _ => "x".to_string(),
+            };
+            (name, value)
+        })
+        .collect()
+}
+
+/// Every PromQL expression of a dashboard, with where it is: panel targets and the selectors of
+/// `label_values(SELECTOR, label)` variable queries.
+fn expressions(d: &Value) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for p in panels(d) {
+        for t in p["targets"].as_array().into_iter().flatten() {
+            let e = t["expr"]
+                .as_str()
+                .unwrap_or_else(|| panic!("panel {}: target without expr", p["title"]));
+            out.push((
+                format!("panel `{}` {}", p["title"], t["refId"]),
+                e.to_string(),
+            ));
+        }
+    }
+    let lv = regex::Regex::new(r"^label_values\((.+),\s*(\w+)\)$").unwrap();
+    for v in variables(d).into_iter().filter(|v| v["type"] == "query") {
+        let q = v["query"]["query"].as_str().unwrap();
+        let c = lv
+            .captures(q)
+            .unwrap_or_else(|| panic!("variable {}: not label_values(..): {q}", v["name"]));
+        out.push((format!("variable ${}", v["name"]), c[1].to_string()));
+    }
+    out
+}
+
+#[test]
+fn dashboards_use_a_current_schema_and_the_datasource_variable() {
+    let mut uids = BTreeSet::new();
+    for (file, d) in dashboards() {
+        assert!(d["schemaVersion"].as_u64().unwrap() >= 39, "{file}");
+        assert!(
+            uids.insert(d["uid"].as_str().unwrap().to_string()),
+            "{file}: duplicate uid"
+        );
+        assert!(
+            d["title"].as_str().unwrap().starts_with("sloburn / "),
+            "{file}"
+        );
+
+        let vars = variables(&d);
+        let ds = vars
+            .iter()
+            .find(|v| v["name"] == "datasource")
+            .expect("datasource variable");
+        assert_eq!(ds["type"], "datasource", "{file}");
+        assert_eq!(ds["query"], "prometheus", "{file}");
+
+        let mut ids = BTreeSet::new();
+        for p in panels(&d) {
+            let at = format!("{file}: panel {}", p["title"]);
+            assert!(ids.insert(p["id"].as_u64().unwrap()), "{at}: duplicate id");
+            let g = &p["gridPos"];
+            assert!(
+                g["x"].as_u64().unwrap() + g["w"].as_u64().unwrap() <= 24,
+                "{at}: wider than the grid"
+            );
+            if p["type"] == "row" {
+                continue;
+            }
+            assert_eq!(p["datasource"]["type"], "prometheus", "{at}");
+            assert_eq!(p["datasource"]["uid"], "${datasource}", "{at}");
+            let targets = p["targets"].as_array().unwrap();
+            assert!(!targets.is_empty(), "{at}: no query");
+            for t in targets {
+                assert_eq!(t["datasource"]["uid"], "${datasource}", "{at}");
+            }
+        }
+        for v in vars.iter().filter(|v| v["type"] == "query") {
+            assert_eq!(
+                v["datasource"]["uid"], "${datasource}",
+                "{file}: ${}",
+                v["name"]
+            );
+        }
+    }
+}
+
+#[test]
+fn dashboards_have_the_slo_profile_and_target_variables_from_label_values() {
+    let need: BTreeMap<&str, &[&str]> = BTreeMap::from([
+        ("overview.json", &["slo", "profile", "target"][..]),
+        ("slo-detail.json", &["slo"][..]),
+        ("load-runs.json", &["profile", "target"][..]),
+    ]);
+    for (file, d) in dashboards() {
+        let vars = variables(&d);
+        for name in need[file.as_str()] {
+            let v = vars
+                .iter()
+                .find(|v| v["name"] == *name)
+                .unwrap_or_else(|| panic!("{file}: no ${name}"));
+            assert_eq!(v["type"], "query", "{file}: ${name}");
+            let q = v["query"]["query"].as_str().unwrap();
+            assert!(
+                q.starts_with("label_values(") && q.ends_with(&format!(", {name})")),
+                "{file}: ${name}: {q}"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_promql_expression_parses_and_names_only_real_metrics() {
+    let allowed = allowed_names();
+    let mut used = BTreeSet::new();
+    let mut problems = Vec::new();
+    let mut n = 0;
+    for (file, d) in dashboards() {
+        let vars = stand_ins(&d);
+        for (at, expr) in expressions(&d) {
+            let e = substitute(&expr, &vars);
+            for p in check_expr(&e, &allowed) {
+                problems.push(format!("{file}: {at}: {p}"));
+            }
+            if let Ok(ast) = parser::parse(&e) {
+                let mut sels = Vec::new();
+                selectors(&ast, &mut sels);
+                used.extend(sels.iter().filter_map(|v| v.name.clone()));
+            }
+            n += 1;
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    assert!(n >= 60, "only {n} expressions");
+    // The dashboards cover what the issue asks: histograms, phases, checks, SLO math, rules.
+    for must in [
+        "sloburn_http_req_duration_seconds_bucket",
+        "sloburn_http_req_phase_seconds_bucket",
+        "sloburn_iteration_lateness_seconds_bucket",
+        "sloburn_checks_total",
+        "sloburn_dropped_iterations_total",
+        "sloburn_slo_burn_rate",
+        "sloburn_slo_error_budget_remaining_ratio",
+        "sloburn_slo_alert_active",
+        "sloburn_slo_events_total",
+        "sloburn_data_sent_bytes_total",
+        "slo:period_error_budget_remaining:ratio",
+    ] {
+        assert!(used.contains(must), "no panel uses {must}");
+    }
+}
+
+#[test]
+fn the_checker_rejects_unknown_metrics_bad_promql_and_stray_variables() {
+    let allowed = allowed_names();
+    assert!(check_expr("rate(sloburn_http_reqs_total[5m])", &allowed).is_empty());
+    assert!(check_expr(r#"{__name__=~"slo:sli_error:ratio_rate.*"}"#, &allowed).is_empty());
+    for bad in [
+        "rate(sloburn_http_requests_total[5m])",
+        "sum(rate(sloburn_http_reqs_total[5m]) by",
+        r#"{__name__=~"sloburn_nope.*"}"#,
+        "slo:sli_error:ratio_rate7m",
+        "vector(1)",
+    ] {
+        assert!(!check_expr(bad, &allowed).is_empty(), "{bad} passed");
+    }
+    let vars = BTreeMap::from([("slo".to_string(), "x".to_string())]);
+    assert_eq!(
+        substitute(r#"rate(a{slo="$slo"}[$__rate_interval]) ${slo}"#, &vars),
+        r#"rate(a{slo="x"}[5m]) x"#
+    );
+    let stray = std::panic::catch_unwind(|| substitute("a{x=\"$nope\"}", &vars));
+    assert!(stray.is_err(), "an undefined variable must fail");
+}
