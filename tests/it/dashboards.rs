@@ -12,50 +12,48 @@ use promql_parser::label::MatchOp;
 use promql_parser::parser::{self, Expr, VectorSelector};
 use serde_json::Value;
 
-/// The metric names sloburn exports (histograms by base name: `_bucket`, `_sum` and `_count` are
-/// derived). THE LEAD WILL REPLACE THIS LIST by a real `/metrics` scrape of `sloburn serve` once
-/// the daemon lands; until then it is the agreed list, kept in this one place.
-const KNOWN_METRICS: &[&str] = &[
-    "sloburn_http_req_duration_seconds",
-    "sloburn_http_req_phase_seconds",
-    "sloburn_iteration_lateness_seconds",
-    "sloburn_http_reqs_total",
-    "sloburn_checks_total",
-    "sloburn_iterations_total",
-    "sloburn_dropped_iterations_total",
-    "sloburn_vus",
-    "sloburn_vus_max",
-    "sloburn_data_sent_bytes_total",
-    "sloburn_data_received_bytes_total",
-    "sloburn_runs_total",
-    "sloburn_run_active",
-    "sloburn_threshold_passed",
-    "sloburn_next_run_timestamp_seconds",
-    "sloburn_last_run_timestamp_seconds",
-    "sloburn_slo_events_total",
-    "sloburn_slo_objective_ratio",
-    "sloburn_slo_sli_ratio",
-    "sloburn_slo_burn_rate",
-    "sloburn_slo_error_budget_remaining_ratio",
-    "sloburn_slo_alert_active",
-    "sloburn_slo_time_to_exhaustion_seconds",
-    "sloburn_build_info",
-    "sloburn_config_reloads_total",
-    "sloburn_store_healthy",
-    "process_cpu_seconds_total",
-    "process_resident_memory_bytes",
-    "process_virtual_memory_bytes",
-    "process_open_fds",
-    "process_max_fds",
-    "process_start_time_seconds",
-];
-
-/// Histogram base names in KNOWN_METRICS.
-const HISTOGRAMS: &[&str] = &[
-    "sloburn_http_req_duration_seconds",
-    "sloburn_http_req_phase_seconds",
-    "sloburn_iteration_lateness_seconds",
-];
+/// The metric names a real `sloburn serve` exposes, scraped once per test binary: a daemon with
+/// checks, thresholds, an SLO that burns (so every gauge exists) against a target that fails
+/// some requests. Histograms contribute their base name too (`histogram_quantile` panels use
+/// `_bucket`, heatmaps the base).
+fn scraped_names() -> &'static BTreeSet<String> {
+    static NAMES: std::sync::OnceLock<BTreeSet<String>> = std::sync::OnceLock::new();
+    NAMES.get_or_init(|| {
+        use crate::daemon::{BackgroundTarget, Daemon, eventually, metric_sum, write_config};
+        let target = BackgroundTarget::start(sloburn::target::TargetOptions {
+            error_ratio: 0.2,
+            ..Default::default()
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let config = format!(
+            "storage:\n  path: \"{}\"\n  flush_interval: 1s\ntargets:\n  api:\n    url: http://{}/\n    checks:\n      - status: 200\nprofiles:\n  canary:\n    target: api\n    every: 1h\n    run_on_start: true\n    executor: constant-arrival-rate\n    rate: 100/s\n    duration: 2s\n    thresholds:\n      http_req_failed: [\"rate<0.01\"]\nslos:\n  api-availability:\n    target: api\n    sli: availability\n    objective: 99.9\n    period: 1d\n",
+            dir.path().join("data").display(),
+            target.addr
+        );
+        let path = write_config(dir.path(), &config);
+        let d = Daemon::start(&path, &["--no-watch"]);
+        let text = eventually(std::time::Duration::from_secs(20), || {
+            let m = d.metrics();
+            (metric_sum(&m, "sloburn_runs_total{profile=\"canary\",result=\"failed\"") >= 1.0
+                && m.contains("sloburn_slo_time_to_exhaustion_seconds"))
+            .then_some(m)
+        })
+        .expect("the daemon never finished its run");
+        let mut names = BTreeSet::new();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let mut parts = rest.split_whitespace();
+                if let (Some(name), Some("histogram")) = (parts.next(), parts.next()) {
+                    names.insert(name.to_string());
+                }
+            } else if !line.starts_with('#') && !line.is_empty() {
+                let end = line.find(['{', ' ']).unwrap_or(line.len());
+                names.insert(line[..end].to_string());
+            }
+        }
+        names
+    })
+}
 
 fn dashboards() -> Vec<(String, Value)> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("dashboards");
@@ -79,13 +77,7 @@ fn dashboards() -> Vec<(String, Value)> {
 
 /// Every metric and recording-rule name a Prometheus fed by sloburn has.
 fn allowed_names() -> BTreeSet<String> {
-    let mut names: BTreeSet<String> = KNOWN_METRICS.iter().map(|s| s.to_string()).collect();
-    for h in HISTOGRAMS {
-        assert!(KNOWN_METRICS.contains(h));
-        for suffix in ["_bucket", "_sum", "_count"] {
-            names.insert(format!("{h}{suffix}"));
-        }
-    }
+    let mut names = scraped_names().clone();
     names.extend(recording_rules());
     names
 }
