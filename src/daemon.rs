@@ -93,6 +93,8 @@ pub struct Shared {
     pub shard: Shard,
     pub shutdown: CancellationToken,
     pub tracker: TaskTracker,
+    /// `server.max_in_flight` across all runs (fixed at start; a reload does not resize it).
+    pub in_flight: Arc<tokio::sync::Semaphore>,
     resolver: Arc<Resolver>,
     generation: Mutex<CancellationToken>,
     profiles: Mutex<BTreeMap<String, ProfileState>>,
@@ -296,6 +298,7 @@ async fn execute(
             .graceful_stop
             .min(shared.config().server.grace_period),
         shard: shared.shard,
+        global: Some(shared.in_flight.clone()),
     };
     let client = crate::run::client_for(target, shared.resolver.clone());
     shared.metrics.run_started(&profile.name);
@@ -672,6 +675,9 @@ pub async fn start(opts: Options) -> Result<Daemon, Startup> {
         shard: opts.shard,
         shutdown: CancellationToken::new(),
         tracker: TaskTracker::new(),
+        in_flight: Arc::new(tokio::sync::Semaphore::new(
+            cfg.server.max_in_flight as usize,
+        )),
         resolver: Arc::new(Resolver::system()),
         generation: Mutex::new(CancellationToken::new()),
         profiles: Mutex::new(BTreeMap::new()),

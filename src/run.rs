@@ -196,6 +196,7 @@ pub fn resolve(args: &RunArgs, out: &mut impl Write) -> anyhow::Result<Option<Re
         thresholds,
         graceful_stop,
         shard,
+        global: None,
     };
     Ok(Some(Resolved {
         name,

@@ -39,6 +39,8 @@ pub struct RunSpec {
     pub thresholds: Vec<ThresholdSpec>,
     pub graceful_stop: Duration,
     pub shard: Shard,
+    /// The daemon's cap on in-flight requests across all runs (`server.max_in_flight`).
+    pub global: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 /// Why a run ended before its plan did.
@@ -112,6 +114,7 @@ pub async fn run(
     let start = Instant::now();
     stats.vus_max.store(0, Relaxed);
     let ctx = Arc::new(VuCtx {
+        global: spec.global.clone(),
         request: spec.request.clone(),
         checks: spec.checks.clone(),
         stats: stats.clone(),
@@ -146,6 +149,7 @@ pub async fn run(
 }
 
 struct VuCtx {
+    global: Option<Arc<tokio::sync::Semaphore>>,
     request: Arc<RequestSpec>,
     checks: Arc<Vec<Check>>,
     stats: Arc<RunStats>,
@@ -153,7 +157,13 @@ struct VuCtx {
 }
 
 impl VuCtx {
-    async fn iteration(&self, conn: &mut Conn, lateness: Duration) {
+    /// One request. Closed-model VUs wait for a global slot; the open model takes its slot
+    /// before dispatch (or drops the iteration) and passes `held = true`.
+    async fn iteration(&self, conn: &mut Conn, lateness: Duration, held: bool) {
+        let _slot = match (&self.global, held) {
+            (Some(g), false) => g.clone().acquire_owned().await.ok(),
+            _ => None,
+        };
         let outcome = conn.send(&self.request).await;
         let results = CheckResults::of(&self.checks, &outcome);
         self.stats.record(&outcome, results.as_slice(), lateness);
@@ -239,6 +249,17 @@ async fn open_model(
             ctx.stats.dropped.fetch_add(1, Relaxed);
             continue;
         };
+        // The daemon-wide cap: an arrival that finds it full is dropped like one without a VU.
+        let global = match &ctx.global {
+            Some(g) => match g.clone().try_acquire_owned() {
+                Ok(p) => Some(p),
+                Err(_) => {
+                    ctx.stats.dropped.fetch_add(1, Relaxed);
+                    continue;
+                }
+            },
+            None => None,
+        };
         let conn = pool.lock().ok().and_then(|mut p| p.pop());
         let conn = match conn {
             Some(c) => c,
@@ -256,10 +277,11 @@ async fn open_model(
         set.spawn(async move {
             let mut conn = conn;
             let lateness = Instant::now().saturating_duration_since(due);
-            ctx.iteration(&mut conn, lateness).await;
+            ctx.iteration(&mut conn, lateness, true).await;
             if let Ok(mut p) = pool.lock() {
                 p.push(conn);
             }
+            drop(global);
             drop(permit);
         });
     }
@@ -320,7 +342,7 @@ async fn closed_vus(
                     active = true;
                     ctx.stats.vus.fetch_add(1, Relaxed);
                 }
-                ctx.iteration(&mut conn, Duration::ZERO).await;
+                ctx.iteration(&mut conn, Duration::ZERO, false).await;
             }
             if active {
                 ctx.stats.vus.fetch_sub(1, Relaxed);
@@ -374,7 +396,7 @@ async fn iterations(
                     break;
                 }
                 done += 1;
-                ctx.iteration(&mut conn, Duration::ZERO).await;
+                ctx.iteration(&mut conn, Duration::ZERO, false).await;
             }
             ctx.stats.vus.fetch_sub(1, Relaxed);
         });

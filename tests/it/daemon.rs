@@ -683,3 +683,35 @@ fn promtool_check_metrics_finds_nothing_on_a_live_exposition() {
         );
     }
 }
+
+#[test]
+fn the_global_in_flight_cap_holds_across_profiles() {
+    let target = BackgroundTarget::start(TargetOptions {
+        latency: Duration::from_millis(200),
+        ..TargetOptions::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        "server:\n  max_in_flight: 3\nstorage:\n  path: \"{}\"\ntargets:\n  api:\n    url: http://{}/\nprofiles:\n  a:\n    target: api\n    every: 1h\n    run_on_start: true\n    executor: constant-vus\n    vus: 5\n    duration: 1h\n  b:\n    target: api\n    every: 1h\n    run_on_start: true\n    executor: constant-arrival-rate\n    rate: 50/s\n    duration: 1h\n",
+        dir.path().join("data").display(),
+        target.addr
+    );
+    let path = write_config(dir.path(), &config);
+    let d = Daemon::start(&path, &["--no-watch"]);
+    let mut max = 0;
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(3) {
+        max = max.max(target.stats().in_flight);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(max <= 3, "{max} requests in flight with max_in_flight 3");
+    assert!(max >= 2, "no load? max in flight {max}");
+    // The open-model profile found the cap full and counted drops.
+    let m = d.metrics();
+    assert!(
+        metric_sum(
+            &m,
+            "sloburn_dropped_iterations_total{target=\"api\",profile=\"b\""
+        ) > 0.0
+    );
+}
