@@ -1,16 +1,24 @@
 #!/usr/bin/env bash
-# Installs the tools the test suite drives for real (promtool and prometheus from Debian),
-# only when they are missing. Idempotent; safe to run on every `make test`.
+# Installs the tools the test suite drives for real, only when they are missing: promtool and
+# prometheus (Debian `prometheus`) and Alertmanager (Debian `prometheus-alertmanager`, which
+# installs /usr/bin/prometheus-alertmanager; upstream tarballs call it `alertmanager`).
+# Idempotent; safe to run on every `make test`.
 set -euo pipefail
 
 need=()
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
+if ! command -v prometheus-alertmanager >/dev/null 2>&1 &&
+  ! command -v alertmanager >/dev/null 2>&1; then
+  need+=(prometheus-alertmanager)
+fi
 
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  echo "installing test tools: ${need[*]}" >&2
+  # One argument per package (the list may hold duplicates and more than one name).
+  mapfile -t pkgs < <(printf '%s\n' "${need[@]}" | sort -u)
+  echo "installing test tools: ${pkgs[*]}" >&2
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "$(printf '%s\n' "${need[@]}" | sort -u)" >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
 fi

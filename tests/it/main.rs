@@ -1,5 +1,6 @@
 //! The one integration-test binary (matklad's layout): each feature area is a module.
 
+mod alerting;
 mod config;
 mod daemon;
 mod dashboards;

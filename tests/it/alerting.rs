@@ -1,0 +1,654 @@
+//! Alerting on SLO burn, end to end with real servers on 127.0.0.1: `sloburn serve` drives a
+//! `sloburn target` answering 30 % errors, a real Prometheus scrapes it and evaluates the rules
+//! `sloburn rules` generated, a real Alertmanager routes the page to a webhook this test runs,
+//! and Prometheus's recorded SLI agrees with the daemon's own.
+
+use crate::daemon::{
+    BackgroundTarget, Daemon, eventually, free_port, get_blocking, metric_sum, request, urlencode,
+    write_config,
+};
+use serde_json::{Value, json};
+use sloburn::metrics::window_label;
+use sloburn::rules::promql_duration;
+use sloburn::target::TargetOptions;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const SLO: &str = "api-availability";
+/// `{service}-{slo}`; the service of a config SLO is its target.
+const SLOTH_ID: &str = "api-api-availability";
+const RATE: u64 = 100;
+const ERROR_RATIO: f64 = 0.3;
+
+/// `alertmanager` (upstream) or `prometheus-alertmanager` (Debian) from PATH.
+fn alertmanager_bin() -> PathBuf {
+    let paths = std::env::var_os("PATH").unwrap_or_default();
+    ["alertmanager", "prometheus-alertmanager"]
+        .iter()
+        .flat_map(|tool| std::env::split_paths(&paths).map(move |p| p.join(tool)))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!("neither alertmanager nor prometheus-alertmanager in PATH: run `make test` (it installs Debian's prometheus-alertmanager package)")
+        })
+}
+
+/// The last lines of a child's log file, for failure messages.
+fn log_tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(15)..].join("\n")
+}
+
+/// Polls `GET url` until it answers 200; nothing may be listening yet.
+fn wait_ready(url: &str, port: u16, limit: Duration) -> bool {
+    eventually(limit, || {
+        TcpStream::connect(("127.0.0.1", port)).ok()?;
+        (get_blocking(url).0 == 200).then_some(())
+    })
+    .is_some()
+}
+
+/// One webhook delivery: the path (the receiver), when it arrived, the JSON body.
+#[derive(Debug, Clone)]
+struct Delivery {
+    path: String,
+    at: Instant,
+    body: Value,
+}
+
+/// A minimal HTTP/1.1 server on 127.0.0.1:0 recording Alertmanager's webhook POSTs.
+struct Webhook {
+    addr: SocketAddr,
+    deliveries: Arc<Mutex<Vec<Delivery>>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Webhook {
+    fn start() -> Webhook {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let deliveries = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (d2, s2) = (deliveries.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            while !s2.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((conn, _)) => {
+                        if let Some(d) = Self::serve(conn) {
+                            d2.lock().unwrap().push(d);
+                        }
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    Err(_) => return,
+                }
+            }
+        });
+        Webhook {
+            addr,
+            deliveries,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Reads one request (Content-Length body), answers 200 and closes the connection.
+    fn serve(mut conn: TcpStream) -> Option<Delivery> {
+        conn.set_nonblocking(false).ok()?;
+        conn.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 8192];
+        let head_end = loop {
+            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break i + 4;
+            }
+            let n = conn.read(&mut chunk).ok()?;
+            if n == 0 {
+                return None;
+            }
+            buf.extend_from_slice(&chunk[..n]);
+        };
+        let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+        let path = head.split_whitespace().nth(1).unwrap_or("").to_string();
+        let len: usize = head
+            .lines()
+            .filter_map(|l| l.split_once(':'))
+            .find(|(k, _)| k.trim().eq_ignore_ascii_case("content-length"))
+            .and_then(|(_, v)| v.trim().parse().ok())
+            .unwrap_or(0);
+        while buf.len() < head_end + len {
+            let n = conn.read(&mut chunk).ok()?;
+            if n == 0 {
+                break;
+            }
+            buf.extend_from_slice(&chunk[..n]);
+        }
+        let raw = &buf[head_end..buf.len().min(head_end + len)];
+        let body = serde_json::from_slice(raw)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(raw).into_owned()));
+        let _ =
+            conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        Some(Delivery {
+            path,
+            at: Instant::now(),
+            body,
+        })
+    }
+
+    fn deliveries(&self) -> Vec<Delivery> {
+        self.deliveries.lock().unwrap().clone()
+    }
+
+    /// Every firing alert delivered so far, as (receiver path, arrival, alert object).
+    fn firing(&self) -> Vec<(String, Instant, Value)> {
+        self.deliveries()
+            .into_iter()
+            .flat_map(|d| {
+                let alerts = d.body["alerts"].as_array().cloned().unwrap_or_default();
+                alerts
+                    .into_iter()
+                    .filter(|a| a["status"] == "firing")
+                    .map(move |a| (d.path.clone(), d.at, a))
+            })
+            .collect()
+    }
+}
+
+impl Drop for Webhook {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A child server with a temporary directory and a log file; killed on drop.
+struct Server {
+    child: Child,
+    base: String,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    fn spawn(cmd: &mut Command, dir: tempfile::TempDir, port: u16) -> Server {
+        let log = dir.path().join("log.txt");
+        let file = std::fs::File::create(&log).unwrap();
+        let child = cmd
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(file))
+            .spawn()
+            .unwrap();
+        Server {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            log,
+            _dir: dir,
+        }
+    }
+
+    fn log_tail(&self) -> String {
+        log_tail(&self.log)
+    }
+
+    /// Alertmanager routing `severity="page"` to `/page` and the rest to `/ticket` on the
+    /// webhook, grouping per SLO tier, flushing after 1 s; clustering off.
+    fn alertmanager(webhook: SocketAddr) -> Server {
+        let bin = alertmanager_bin();
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = format!(
+            r#"route:
+  receiver: ticket
+  group_by: [alertname, sloth_id, sloburn_tier]
+  group_wait: 1s
+  group_interval: 1s
+  repeat_interval: 1h
+  routes:
+    - matchers: ['severity="page"']
+      receiver: page
+receivers:
+  - name: page
+    webhook_configs:
+      - url: http://{webhook}/page
+        send_resolved: false
+  - name: ticket
+    webhook_configs:
+      - url: http://{webhook}/ticket
+        send_resolved: false
+"#
+        );
+        let cfg_path = dir.path().join("alertmanager.yml");
+        std::fs::write(&cfg_path, cfg).unwrap();
+        let port = free_port();
+        let mut cmd = Command::new(bin);
+        cmd.arg(format!("--config.file={}", cfg_path.display()))
+            .arg(format!(
+                "--storage.path={}",
+                dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg("--cluster.listen-address=");
+        let am = Server::spawn(&mut cmd, dir, port);
+        let ready = wait_ready(
+            &format!("{}/-/ready", am.base),
+            port,
+            Duration::from_secs(20),
+        );
+        assert!(ready, "alertmanager did not start:\n{}", am.log_tail());
+        am
+    }
+
+    /// Prometheus scraping `scrape` every second, evaluating `rules` every second and sending
+    /// alerts to the Alertmanager at `am` (the daemon helper's Prometheus, plus `alerting`).
+    fn prometheus(scrape: &str, rules: &Path, am: &str) -> Server {
+        let bin = crate::daemon::which("prometheus");
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = format!(
+            r#"global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+rule_files: ["{rules}"]
+alerting:
+  alertmanagers:
+    - static_configs:
+        - targets: ["{am}"]
+scrape_configs:
+  - job_name: sloburn
+    static_configs:
+      - targets: ["{scrape}"]
+"#,
+            rules = rules.display(),
+        );
+        let cfg_path = dir.path().join("prometheus.yml");
+        std::fs::write(&cfg_path, cfg).unwrap();
+        let port = free_port();
+        let mut cmd = Command::new(bin);
+        cmd.arg(format!("--config.file={}", cfg_path.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("tsdb").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"));
+        let prom = Server::spawn(&mut cmd, dir, port);
+        let ready = wait_ready(
+            &format!("{}/-/ready", prom.base),
+            port,
+            Duration::from_secs(30),
+        );
+        assert!(ready, "prometheus did not start:\n{}", prom.log_tail());
+        prom
+    }
+
+    fn api(&self, path: &str) -> Value {
+        let (code, body) = get_blocking(&format!("{}{path}", self.base));
+        assert_eq!(code, 200, "{path}: {body}");
+        serde_json::from_str(&body).unwrap()
+    }
+
+    /// Instant query: (labels, value) per series.
+    fn query(&self, q: &str) -> Vec<(Value, f64)> {
+        let v = self.api(&format!("/api/v1/query?query={}", urlencode(q)));
+        v["data"]["result"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|r| {
+                let value = r["value"][1]
+                    .as_str()
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(f64::NAN);
+                (r["metric"].clone(), value)
+            })
+            .collect()
+    }
+
+    /// The one value of `q`; NaN when it has no series.
+    fn scalar(&self, q: &str) -> f64 {
+        let r = self.query(q);
+        assert!(r.len() <= 1, "{q}: {r:?}");
+        r.first().map_or(f64::NAN, |(_, v)| *v)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn config(target: SocketAddr, data: &Path) -> String {
+    format!(
+        r#"server:
+  admin_token: "${{env:TEST_ADMIN_TOKEN}}"
+storage:
+  path: "{data}"
+  flush_interval: 1s
+targets:
+  api:
+    url: http://{target}/api
+    checks:
+      - status: 200
+profiles:
+  steady:
+    target: api
+    executor: constant-arrival-rate
+    rate: {RATE}/s
+    duration: 60s
+slos:
+  {SLO}:
+    target: api
+    sli: availability
+    objective: 99
+    period: 1h
+    labels: {{ team: sre }}
+    alerting:
+      tiers:
+        - {{ name: fast, severity: page, long: 1m, short: 10s, factor: 2 }}
+        - {{ name: slow, severity: ticket, long: 5m, short: 1m, factor: 1 }}
+"#,
+        data = data.display()
+    )
+}
+
+/// One paired reading of the error ratio over a window, from the daemon and from Prometheus.
+#[derive(Debug)]
+struct Reading {
+    window: Duration,
+    /// `1 - sloburn_slo_sli_ratio{window}` from the daemon's /metrics.
+    daemon: f64,
+    /// `slo:sli_error:ratio_rate{window}` from Prometheus.
+    prometheus: f64,
+    /// The daemon's `sloburn_slo_events_total` (good, bad) at the same scrape.
+    daemon_events: (f64, f64),
+    /// The same counters as Prometheus last scraped them.
+    prometheus_events: f64,
+    run_active: f64,
+}
+
+impl Reading {
+    fn relative_difference(&self) -> f64 {
+        (self.daemon - self.prometheus).abs() / self.daemon
+    }
+}
+
+/// Prometheus first (its value is the older one), then the daemon, about one second apart at most.
+fn read(prom: &Server, d: &Daemon, window: Duration) -> Reading {
+    let sel = format!("{{sloth_id=\"{SLOTH_ID}\"}}");
+    let record = format!("slo:sli_error:ratio_rate{}", promql_duration(window));
+    let prometheus = prom.scalar(&format!("{record}{sel}"));
+    let prometheus_events = prom.scalar(&format!("sum(sloburn_slo_events_total{{slo=\"{SLO}\"}})"));
+    let m = d.metrics();
+    let sli = metric_sum(
+        &m,
+        &format!(
+            "sloburn_slo_sli_ratio{{slo=\"{SLO}\",window=\"{}\"}} ",
+            window_label(window)
+        ),
+    );
+    let events = |r: &str| {
+        metric_sum(
+            &m,
+            &format!("sloburn_slo_events_total{{slo=\"{SLO}\",result=\"{r}\"}} "),
+        )
+    };
+    Reading {
+        window,
+        daemon: 1.0 - sli,
+        prometheus,
+        daemon_events: (events("good"), events("bad")),
+        prometheus_events,
+        run_active: metric_sum(&m, "sloburn_run_active{profile=\"steady\"} "),
+    }
+}
+
+#[test]
+fn a_fast_burn_pages_through_alertmanager_and_prometheus_agrees_with_the_daemon() {
+    let started = Instant::now();
+    alertmanager_bin();
+    let target = BackgroundTarget::start(TargetOptions {
+        error_ratio: ERROR_RATIO,
+        ..TargetOptions::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_config(dir.path(), &config(target.addr, &dir.path().join("data")));
+
+    // The rules exactly as a user generates them.
+    let out = Command::new(env!("CARGO_BIN_EXE_sloburn"))
+        .arg("rules")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "sloburn rules: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rules = dir.path().join("rules.yml");
+    std::fs::write(&rules, &out.stdout).unwrap();
+
+    let hook = Webhook::start();
+    let am = Server::alertmanager(hook.addr);
+    let d = Daemon::start(&path, &["--no-watch"]);
+    let prom = Server::prometheus(
+        d.base.trim_start_matches("http://"),
+        &rules,
+        am.base.trim_start_matches("http://"),
+    );
+
+    // Before any load: Prometheus has both counters at 0 (so its rates start from the daemon's
+    // first event), knows the Alertmanager (an alert firing before that would wait for the
+    // 1m resend), and has evaluated every generated rule without error.
+    let zeros = eventually(Duration::from_secs(20), || {
+        let r = prom.query(&format!("sloburn_slo_events_total{{slo=\"{SLO}\"}}"));
+        (r.len() == 2 && r.iter().all(|(_, v)| *v == 0.0)).then_some(())
+    });
+    assert!(
+        zeros.is_some(),
+        "prometheus never scraped both event counters at 0:\n{}",
+        prom.log_tail()
+    );
+    let discovered = eventually(Duration::from_secs(20), || {
+        let v = prom.api("/api/v1/alertmanagers");
+        let active = v["data"]["activeAlertmanagers"].as_array()?;
+        (!active.is_empty()).then_some(())
+    });
+    assert!(
+        discovered.is_some(),
+        "prometheus found no alertmanager:\n{}",
+        prom.log_tail()
+    );
+    let healthy = eventually(Duration::from_secs(20), || {
+        let v = prom.api("/api/v1/rules");
+        let rules: Vec<Value> = v["data"]["groups"]
+            .as_array()?
+            .iter()
+            .flat_map(|g| g["rules"].as_array().cloned().unwrap_or_default())
+            .collect();
+        let evaluated = !rules.is_empty()
+            && rules
+                .iter()
+                .all(|r| r["health"] == "ok" && r["lastEvaluation"] != "0001-01-01T00:00:00Z");
+        evaluated.then_some(rules)
+    });
+    let rules_state = healthy.unwrap_or_else(|| {
+        panic!(
+            "generated rules not all evaluated healthy: {}",
+            prom.api("/api/v1/rules")
+        )
+    });
+    assert!(
+        rules_state
+            .iter()
+            .any(|r| r["name"] == "SloburnErrorBudgetBurn"),
+        "{rules_state:?}"
+    );
+    assert!(
+        hook.deliveries().is_empty(),
+        "alerts without any traffic: {:?}",
+        hook.deliveries()
+    );
+    let setup = started.elapsed();
+
+    // Load: 100 requests/s for 60 s, 30 % answered 500.
+    let (code, body) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(request(
+            "POST",
+            &format!("{}/api/profiles/steady/run", d.base),
+            Some("s3cret-admin"),
+        ));
+    assert_eq!(code, 202, "{body}");
+    let load_start = Instant::now();
+
+    // The page: burn rate 30 (0.3 / 0.01) against a threshold of 2 over 1m and 10s. Prometheus's
+    // rate() needs two samples, not a full window, so it fires seconds after the first errors.
+    let page = eventually(Duration::from_secs(60), || {
+        hook.firing()
+            .into_iter()
+            .find(|(_, _, a)| a["labels"]["severity"] == "page")
+    });
+    let Some((page_path, page_at, page)) = page else {
+        panic!(
+            "no page within 60 s of load; deliveries {:?}\nprometheus alerts {}\nalertmanager:\n{}",
+            hook.deliveries(),
+            prom.api("/api/v1/alerts"),
+            am.log_tail()
+        );
+    };
+    let page_after = page_at - load_start;
+    assert_eq!(page_path, "/page", "routed by severity: {page}");
+    assert_eq!(
+        page["labels"],
+        json!({
+            "alertname": "SloburnErrorBudgetBurn",
+            "severity": "page",
+            "sloth_severity": "page",
+            "sloburn_tier": "fast",
+            "sloth_id": SLOTH_ID,
+            "sloth_service": "api",
+            "sloth_slo": SLO,
+            "team": "sre",
+        }),
+        "{page}"
+    );
+    let burn: f64 = page["annotations"]["burn_rate"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(f64::NAN);
+    // $value is the long window's burn rate; early windows hold a few hundred events, hence
+    // the wide band, which still tells a burn rate (30) from a ratio (0.3) or the threshold (2).
+    assert!((15.0..=45.0).contains(&burn), "burn_rate {burn}: {page}");
+    let summary = page["annotations"]["summary"].as_str().unwrap_or_default();
+    assert!(
+        summary.starts_with("api/api-availability: error budget burning")
+            && summary.ends_with("over 1m and 10s (threshold 2x)"),
+        "{summary}"
+    );
+
+    // The slow tier is a ticket and goes to the other receiver.
+    let ticket = eventually(Duration::from_secs(20), || {
+        hook.firing()
+            .into_iter()
+            .find(|(_, _, a)| a["labels"]["sloburn_tier"] == "slow")
+    });
+    let (ticket_path, _, ticket) = ticket
+        .unwrap_or_else(|| panic!("no ticket within 20 s of the page: {:?}", hook.deliveries()));
+    assert_eq!(ticket_path, "/ticket", "{ticket}");
+    assert_eq!(ticket["labels"]["severity"], "ticket", "{ticket}");
+    for (path, _, a) in hook.firing() {
+        let want = if a["labels"]["severity"] == "page" {
+            "/page"
+        } else {
+            "/ticket"
+        };
+        assert_eq!(path, want, "misrouted: {a}");
+        assert_eq!(a["labels"]["alertname"], "SloburnErrorBudgetBurn", "{a}");
+    }
+
+    // Live, after 50 s of load: the daemon counts every event up to its last 1 s tick, in
+    // per-minute buckets including the current minute (its 5m and 1h windows hold the whole run);
+    // Prometheus's record holds the events between its first sample (0, before the load) and its
+    // last scrape, up to ~2 s older (1 s scrape + 1 s evaluation). rate()'s extrapolation scales
+    // the bad and the total rate by the same factor (same sample timestamps), so it cancels in
+    // the ratio. The only difference is those last ~2 s of events, ~200 of 5000: with a 30 %
+    // error ratio the two ratios differ by about 0.5 % relative (1 sigma).
+    let enough = eventually(Duration::from_secs(55), || {
+        let m = d.metrics();
+        (metric_sum(&m, &format!("sloburn_slo_events_total{{slo=\"{SLO}\"")) >= 50.0 * RATE as f64)
+            .then_some(())
+    });
+    assert!(
+        enough.is_some(),
+        "fewer than 50 s of events: {}",
+        d.metrics()
+    );
+    let mut live = Vec::new();
+    // The daemon's smallest standard window, and the period (recorded from increase()).
+    let windows = [Duration::from_secs(300), Duration::from_secs(3600)];
+    for window in windows {
+        let r = read(&prom, &d, window);
+        assert!(r.run_active == 1.0, "the load ended early: {r:?}");
+        for v in [r.daemon, r.prometheus] {
+            assert!(
+                (v - ERROR_RATIO).abs() <= 0.1 * ERROR_RATIO,
+                "error ratio {v} is not near {ERROR_RATIO}: {r:?}"
+            );
+        }
+        assert!(
+            r.relative_difference() < 0.02,
+            "daemon and prometheus disagree by more than 2 %: {r:?}"
+        );
+        live.push(r);
+    }
+
+    // Settled, once the 60 s run has ended and both sides have seen its last event: the same
+    // events on both sides, so the ratios are equal up to floating-point rounding.
+    let mut last = Vec::new();
+    let settled = eventually(Duration::from_secs(25), || {
+        last = windows.map(|w| read(&prom, &d, w)).into_iter().collect();
+        last.iter()
+            .all(|r| {
+                let (g, b) = r.daemon_events;
+                r.run_active == 0.0
+                    && r.prometheus_events == g + b
+                    && (r.daemon - b / (g + b)).abs() < 1e-12
+                    && r.relative_difference() < 1e-9
+            })
+            .then_some(())
+    });
+    assert!(
+        settled.is_some(),
+        "after the run, daemon and prometheus should count the same events: {last:?}"
+    );
+    let (g, b) = last[0].daemon_events;
+    eprintln!(
+        "alerting: setup {setup:?}, page {page_after:?} after load start (burn {burn}), live {:?}, settled {} events, error ratio {:.4}, total {:?}",
+        live.iter()
+            .map(|r| format!(
+                "{}: daemon {:.5} prometheus {:.5} ({:.2} % apart; daemon {} events, prometheus's last scrape {})",
+                window_label(r.window),
+                r.daemon,
+                r.prometheus,
+                100.0 * r.relative_difference(),
+                r.daemon_events.0 + r.daemon_events.1,
+                r.prometheus_events
+            ))
+            .collect::<Vec<_>>(),
+        g + b,
+        b / (g + b),
+        started.elapsed()
+    );
+}
