@@ -626,6 +626,8 @@ def main() -> int:
     ap.add_argument("--pause", type=float, default=1.0, help="seconds between runs (default 1)")
     ap.add_argument("--logs", metavar="DIR", help="keep tool outputs in DIR (default: temp, removed)")
     args = ap.parse_args()
+    # Tools run with the scratch dir as cwd: make the binary path absolute first.
+    args.sloburn = str(Path(args.sloburn).resolve())
 
     if not 0 < args.duration <= 60:
         ap.error("--duration must be in (0, 60] seconds: load runs stay short")
