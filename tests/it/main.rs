@@ -7,6 +7,7 @@ mod deploy;
 mod http;
 mod load;
 mod metrics;
+mod panels;
 mod rules;
 mod slo;
 mod target;
