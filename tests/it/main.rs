@@ -8,6 +8,7 @@ mod deploy;
 mod http;
 mod load;
 mod metrics;
+mod panels;
 mod rules;
 mod slo;
 mod target;

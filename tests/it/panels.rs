@@ -1,0 +1,430 @@
+//! Every dashboard panel query returns data from a real Prometheus that scrapes `sloburn demo`
+//! (in-process) every second for about a minute, with the demo's recording rules loaded and the
+//! template variables substituted the way Grafana does (query variables resolved from Prometheus
+//! with `label_values`, multi-value variables as a regex of every value). A panel may be empty
+//! only if it is in `ALLOWED_EMPTY`, with the reason it needs more history than a minute or is
+//! legitimately empty in the demo.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::daemon::{Prometheus, get_blocking, runtime, urlencode};
+
+/// Panel targets that may be empty after a minute of the demo: (file, panel title, refId,
+/// reason). Every entry must name a real target.
+///
+/// None is needed today. `rate`/`increase` over `[1d]` or `[30d]` (the `slo:*_rate1d`..`30d`
+/// rules, the period burn rate and budget) extrapolate from the samples they have, so they
+/// answer after two scrapes. The one panel that waits for history is "Thresholds (last run)":
+/// `sloburn_threshold_passed` exists once the first `checkout-canary` run (58 s) ends, which
+/// the deadline covers. Every alert-state panel has series (0 or 1 per tier): the checkout SLO
+/// burns ~7x, so its page-6h (6x) and both ticket tiers fire, page-1h (14.4x) does not.
+const ALLOWED_EMPTY: &[(&str, &str, &str, &str)] = &[];
+
+/// The longest the test waits for every panel to have data (about 65 s when all is well: the
+/// first checkout-canary run ends at 58 s).
+const DEADLINE: Duration = Duration::from_secs(90);
+
+/// `sloburn demo` on its own runtime thread; stopped (and joined) on drop.
+struct Demo {
+    addr: std::net::SocketAddr,
+    stop: CancellationToken,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Demo {
+    fn start() -> Demo {
+        let stop = CancellationToken::new();
+        let stop2 = stop.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            runtime().block_on(async move {
+                let (d, target_stop) = sloburn::demo::start(Some("127.0.0.1:0".parse().unwrap()))
+                    .await
+                    .unwrap();
+                tx.send(d.addr).unwrap();
+                stop2.cancelled().await;
+                // A run in progress drains for up to the grace period; the test does not wait.
+                let _ = tokio::time::timeout(Duration::from_secs(2), d.shutdown()).await;
+                target_stop.cancel();
+            });
+        });
+        let addr = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the demo did not start");
+        Demo {
+            addr,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Demo {
+    fn drop(&mut self) {
+        self.stop.cancel();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The demo config's recording and alerting rules, as `sloburn rules` generates them.
+fn demo_rules(dir: &Path) -> PathBuf {
+    let config = dir.join("demo.yaml");
+    let text = sloburn::demo::CONFIG
+        .replace("{TARGET}", "127.0.0.1:9")
+        .replace("{DATA}", &dir.join("data").display().to_string());
+    std::fs::write(&config, text).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_sloburn"))
+        .arg("rules")
+        .arg(&config)
+        .env("SLOBURN_DEMO_TOKEN", "unused-by-rules")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "sloburn rules: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rules = dir.join("rules.yaml");
+    std::fs::write(&rules, &out.stdout).unwrap();
+    rules
+}
+
+fn dashboards() -> Vec<(String, Value)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("dashboards");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .map(|p| {
+            let v: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+            (p.file_name().unwrap().to_string_lossy().to_string(), v)
+        })
+        .collect()
+}
+
+/// (panel title, refId, expr) of every panel target, rows' nested panels included.
+fn targets(d: &Value) -> Vec<(String, String, String)> {
+    let mut panels = Vec::new();
+    for p in d["panels"].as_array().unwrap() {
+        panels.push(p);
+        panels.extend(p["panels"].as_array().into_iter().flatten());
+    }
+    let mut out = Vec::new();
+    for p in panels {
+        for t in p["targets"].as_array().into_iter().flatten() {
+            out.push((
+                p["title"].as_str().unwrap().to_string(),
+                t["refId"].as_str().unwrap().to_string(),
+                t["expr"].as_str().unwrap().to_string(),
+            ));
+        }
+    }
+    out
+}
+
+/// A template variable's selection: its values and whether Grafana lets it hold several.
+struct Selection {
+    values: Vec<String>,
+    multi: bool,
+}
+
+/// Grafana's built-ins and the dashboard's variables substituted. A multi-value variable in a
+/// regex matcher becomes `(a|b)` (every value selected); anywhere else a variable must be
+/// single-valued and takes its one value.
+fn substitute(expr: &str, vars: &BTreeMap<String, Selection>) -> String {
+    let builtins = regex::Regex::new(r"\$\{?__(rate_interval|interval|range)\}?").unwrap();
+    let s = builtins.replace_all(expr, |c: &regex::Captures| match &c[1] {
+        "interval" => "15s",
+        _ => "1m",
+    });
+    let var = regex::Regex::new(r"\$\{(\w+)(?::\w+)?\}|\$(\w+)").unwrap();
+    var.replace_all(&s, |c: &regex::Captures| {
+        let name = c.get(1).or(c.get(2)).unwrap().as_str();
+        let sel = vars
+            .get(name)
+            .unwrap_or_else(|| panic!("`{expr}` uses ${name}, not a variable of its dashboard"));
+        assert!(!sel.values.is_empty(), "${name} has no values: {expr}");
+        let before = &s[..c.get(0).unwrap().start()];
+        if before.ends_with("=~\"") || before.ends_with("!~\"") {
+            let alts: Vec<String> = sel.values.iter().map(|v| promql_regex_escape(v)).collect();
+            format!("({})", alts.join("|"))
+        } else {
+            assert!(
+                !sel.multi,
+                "multi-value ${name} outside a regex matcher breaks with several values: {expr}"
+            );
+            sel.values[0].clone()
+        }
+    })
+    .into_owned()
+}
+
+/// A value as a literal inside a PromQL regex string, as Grafana escapes multi-value variables:
+/// regex metacharacters get a backslash, itself escaped for the double-quoted string.
+fn promql_regex_escape(v: &str) -> String {
+    v.chars()
+        .map(|c| match c {
+            '\\' | '.' | '^' | '$' | '*' | '+' | '?' | '(' | ')' | '[' | ']' | '{' | '}' | '|' => {
+                format!("\\\\{c}")
+            }
+            _ => c.to_string(),
+        })
+        .collect()
+}
+
+/// Whether `expr` uses a variable that has no values (yet).
+fn uses_empty(expr: &str, vars: &BTreeMap<String, Selection>) -> bool {
+    let var = regex::Regex::new(r"\$\{?(\w+)").unwrap();
+    var.captures_iter(expr)
+        .any(|c| vars.get(&c[1]).is_some_and(|s| s.values.is_empty()))
+}
+
+/// `label_values(selector, label)` as Grafana asks Prometheus for it.
+fn label_values(prom: &Prometheus, selector: &str, label: &str) -> Vec<String> {
+    let url = format!(
+        "{}/api/v1/label/{label}/values?match[]={}",
+        prom.base,
+        urlencode(selector)
+    );
+    let (code, body) = get_blocking(&url);
+    assert_eq!(code, 200, "{url}: {body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    let mut values: Vec<String> = v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_str().unwrap().to_string())
+        .collect();
+    values.sort();
+    values
+}
+
+/// The dashboard's variables as a user would pick them: every value of a multi-value query
+/// variable, `checkout-availability` (the SLO that burns) for a single-value `$slo`, a custom
+/// variable's current value.
+fn resolve(prom: &Prometheus, d: &Value) -> BTreeMap<String, Selection> {
+    let lv = regex::Regex::new(r"^label_values\((.+),\s*(\w+)\)$").unwrap();
+    let mut vars = BTreeMap::new();
+    for v in d["templating"]["list"].as_array().unwrap() {
+        let name = v["name"].as_str().unwrap().to_string();
+        let multi = v["multi"] == true || v["includeAll"] == true;
+        let values = match v["type"].as_str().unwrap() {
+            "datasource" => continue,
+            "custom" => vec![v["current"]["value"].as_str().unwrap().to_string()],
+            "query" => {
+                let q = v["query"]["query"].as_str().unwrap();
+                let c = lv.captures(q).unwrap_or_else(|| panic!("${name}: {q}"));
+                // Until the variables it depends on have values, Grafana shows none either.
+                let all = if uses_empty(&c[1], &vars) {
+                    Vec::new()
+                } else {
+                    label_values(prom, &substitute(&c[1], &vars), &c[2])
+                };
+                match (multi, all.iter().position(|x| x == "checkout-availability")) {
+                    (true, _) => all,
+                    (false, Some(i)) => vec![all[i].clone()],
+                    (false, None) => all.into_iter().take(1).collect(),
+                }
+            }
+            other => panic!("${name}: variable type {other} not handled"),
+        };
+        vars.insert(name, Selection { values, multi });
+    }
+    vars
+}
+
+/// `{label="value",..} value` without the labels every series has.
+fn series((labels, value): &(Value, f64)) -> String {
+    let labels: Vec<String> = labels
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(k, _)| !matches!(k.as_str(), "__name__" | "job" | "instance"))
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+        .collect();
+    format!("{{{}}} {value:.4}", labels.join(","))
+}
+
+/// One panel target: where it is, the query sent and the series it returned.
+struct Row {
+    at: String,
+    key: (String, String, String),
+    query: String,
+    result: Vec<(Value, f64)>,
+}
+
+/// Every panel target of every dashboard, substituted and queried once.
+fn query_all(prom: &Prometheus) -> (Vec<Row>, BTreeMap<String, Vec<String>>) {
+    let mut rows = Vec::new();
+    let mut seen_vars = BTreeMap::new();
+    for (file, d) in dashboards() {
+        let vars = resolve(prom, &d);
+        for (name, sel) in &vars {
+            seen_vars.insert(format!("{file} ${name}"), sel.values.clone());
+        }
+        // A variable without values fails substitution; report it as empty panels instead.
+        let complete = vars.values().all(|s| !s.values.is_empty());
+        for (title, ref_id, expr) in targets(&d) {
+            let (query, result) = if complete {
+                let q = substitute(&expr, &vars);
+                let r = prom.query(&q);
+                (q, r)
+            } else {
+                (expr.clone(), Vec::new())
+            };
+            rows.push(Row {
+                at: format!("{file} / {title} / {ref_id}"),
+                key: (file.clone(), title, ref_id),
+                query,
+                result,
+            });
+        }
+    }
+    (rows, seen_vars)
+}
+
+fn allowed_reason(key: &(String, String, String)) -> Option<&'static str> {
+    ALLOWED_EMPTY
+        .iter()
+        .find(|(f, t, r, _)| (*f, *t, *r) == (key.0.as_str(), key.1.as_str(), key.2.as_str()))
+        .map(|e| e.3)
+}
+
+#[test]
+fn every_panel_query_returns_data_after_a_minute_of_the_demo() {
+    let started = Instant::now();
+    let dir = tempfile::tempdir().unwrap();
+    let rules = demo_rules(dir.path());
+    let demo = Demo::start();
+    let prom = Prometheus::start(&demo.addr.to_string(), Some(&rules), "1s");
+
+    // Poll until every panel that must have data has it, within the deadline.
+    let mut last = None;
+    let mut polls = 0;
+    let mut first_data: BTreeMap<String, f64> = BTreeMap::new();
+    while started.elapsed() < DEADLINE {
+        std::thread::sleep(Duration::from_secs(3));
+        let (rows, vars) = query_all(&prom);
+        polls += 1;
+        for r in rows.iter().filter(|r| !r.result.is_empty()) {
+            first_data
+                .entry(r.at.clone())
+                .or_insert(started.elapsed().as_secs_f64());
+        }
+        let missing = rows
+            .iter()
+            .filter(|r| r.result.is_empty() && allowed_reason(&r.key).is_none())
+            .count();
+        println!(
+            "{:5.1}s: {missing} panel targets empty",
+            started.elapsed().as_secs_f64()
+        );
+        last = Some((rows, vars));
+        if missing == 0 {
+            break;
+        }
+    }
+    let elapsed = started.elapsed();
+    let (rows, vars) = last.expect("no poll ran");
+
+    println!(
+        "after {:.1}s ({polls} polls), Prometheus scraping the demo every 1s:",
+        elapsed.as_secs_f64()
+    );
+    for (name, values) in &vars {
+        println!("  {name} = {values:?}");
+    }
+    println!("series  first data  panel / query / values");
+    for r in &rows {
+        let note = match (r.result.is_empty(), allowed_reason(&r.key)) {
+            (true, Some(why)) => format!("  (allowed empty: {why})"),
+            (true, None) => "  <- EMPTY".to_string(),
+            _ => String::new(),
+        };
+        let first = first_data
+            .get(&r.at)
+            .map_or("-".to_string(), |t| format!("{t:.0}s"));
+        let values: Vec<String> = r.result.iter().take(4).map(series).collect();
+        println!(
+            "{:>6}  {first:>10}  {}{note}\n                    {}\n                    {}",
+            r.result.len(),
+            r.at,
+            r.query,
+            values.join("  ")
+        );
+    }
+
+    // The variables resolve to the demo's SLOs, profiles and targets.
+    for (name, want) in [
+        (
+            "overview.json $slo",
+            &["checkout-availability", "search-latency"][..],
+        ),
+        (
+            "overview.json $profile",
+            &["checkout-canary", "search-steady"][..],
+        ),
+        ("overview.json $target", &["checkout", "search"][..]),
+        (
+            "load-runs.json $profile",
+            &["checkout-canary", "search-steady"][..],
+        ),
+        ("load-runs.json $target", &["checkout", "search"][..]),
+        ("slo-detail.json $slo", &["checkout-availability"][..]),
+    ] {
+        let got: Option<Vec<&str>> = vars
+            .get(name)
+            .map(|v| v.iter().map(String::as_str).collect());
+        assert_eq!(got.as_deref(), Some(want), "{name}");
+    }
+    assert!(!vars["load-runs.json $phase"].is_empty());
+
+    // Every allow-list entry names a real panel target.
+    for (f, t, r, _) in ALLOWED_EMPTY {
+        assert!(
+            rows.iter()
+                .any(|x| (x.key.0.as_str(), x.key.1.as_str(), x.key.2.as_str()) == (*f, *t, *r)),
+            "allow-list entry {f} / {t} / {r} matches no panel target"
+        );
+    }
+    let empty: Vec<&str> = rows
+        .iter()
+        .filter(|r| r.result.is_empty() && allowed_reason(&r.key).is_none())
+        .map(|r| r.at.as_str())
+        .collect();
+    assert!(
+        empty.is_empty(),
+        "empty panels after {elapsed:?}, not explained by ALLOWED_EMPTY:\n{}",
+        empty.join("\n")
+    );
+    assert!(rows.len() >= 50, "only {} panel targets", rows.len());
+
+    // The demo's failures are HTTP 503s (0.7% of checkout): the error panels count them.
+    let result = |at: &str| &rows.iter().find(|r| r.at == at).unwrap().result;
+    let ratio = result("overview.json / Error ratio / A");
+    assert!(
+        ratio
+            .iter()
+            .any(|(l, v)| l["target"] == "checkout" && *v > 0.0 && *v < 0.05),
+        "checkout error ratio: {ratio:?}"
+    );
+    let classes = result("overview.json / Errors per second by class / A");
+    assert!(
+        classes
+            .iter()
+            .any(|(l, v)| l["target"] == "checkout" && l["error"] == "status" && *v > 0.0),
+        "no `status` class for checkout: {classes:?}"
+    );
+}
