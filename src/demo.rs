@@ -92,7 +92,7 @@ pub fn command(listen: Option<SocketAddr>) -> i32 {
                 return 1;
             }
         };
-        match start(listen).await {
+        match start(listen, None).await {
             Ok((d, target_stop)) => {
                 let code = daemon::run_until_signal(d, &mut signals).await;
                 target_stop.cancel();
@@ -106,9 +106,11 @@ pub fn command(listen: Option<SocketAddr>) -> i32 {
     })
 }
 
-/// Starts the target and the daemon; prints the URLs. Used by the command and its test.
+/// Starts the target and the daemon; prints the URLs. `data` is the SLO store directory
+/// (default: `sloburn-demo` under the system temp dir, kept across demo runs).
 pub async fn start(
     listen: Option<SocketAddr>,
+    data: Option<std::path::PathBuf>,
 ) -> anyhow::Result<(daemon::Daemon, CancellationToken)> {
     let stop = CancellationToken::new();
     let t = target::spawn(
@@ -119,7 +121,7 @@ pub async fn start(
         stop.clone(),
     )
     .await?;
-    let data = std::env::temp_dir().join("sloburn-demo");
+    let data = data.unwrap_or_else(|| std::env::temp_dir().join("sloburn-demo"));
     // A token the user can try the write API with; only this process knows it.
     let token = format!("{:032x}", rand::random::<u128>());
     // SAFETY: set before any other thread of this process reads the environment.

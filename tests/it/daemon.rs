@@ -435,11 +435,15 @@ fn admin_api_needs_the_right_token_and_run_now_shows_in_runs() {
 #[test]
 fn demo_serves_nonzero_request_counters_within_ten_seconds() {
     let rt = runtime();
+    let demo_data = tempfile::tempdir().unwrap();
     rt.block_on(async {
         let started = Instant::now();
-        let (d, stop) = sloburn::demo::start(Some("127.0.0.1:0".parse().unwrap()))
-            .await
-            .unwrap();
+        let (d, stop) = sloburn::demo::start(
+            Some("127.0.0.1:0".parse().unwrap()),
+            Some(demo_data.path().to_path_buf()),
+        )
+        .await
+        .unwrap();
         let url = format!("http://{}/metrics", d.addr);
         let mut total = 0.0;
         while started.elapsed() < Duration::from_secs(10) {

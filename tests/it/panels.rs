@@ -43,10 +43,14 @@ impl Demo {
         let stop2 = stop.clone();
         let (tx, rx) = std::sync::mpsc::channel();
         let thread = std::thread::spawn(move || {
+            let demo_data = tempfile::tempdir().unwrap();
             runtime().block_on(async move {
-                let (d, target_stop) = sloburn::demo::start(Some("127.0.0.1:0".parse().unwrap()))
-                    .await
-                    .unwrap();
+                let (d, target_stop) = sloburn::demo::start(
+                    Some("127.0.0.1:0".parse().unwrap()),
+                    Some(demo_data.path().to_path_buf()),
+                )
+                .await
+                .unwrap();
                 tx.send(d.addr).unwrap();
                 stop2.cancelled().await;
                 // A run in progress drains for up to the grace period; the test does not wait.
