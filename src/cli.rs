@@ -243,7 +243,7 @@ pub fn rules(
 ) -> anyhow::Result<()> {
     use anyhow::Context;
     let mut opts = crate::rules::RulesOptions {
-        profiles: cfg.schedule_intervals(chrono::Utc::now()),
+        profiles: cfg.schedule_intervals(),
         ..Default::default()
     };
     if let Some(base) = runbook_base {
@@ -264,13 +264,31 @@ pub fn rules(
         Some(dir) => {
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("cannot create `{}`", dir.display()))?;
+            let per_slo = crate::rules::RulesOptions {
+                daemon_alerts: false,
+                ..opts.clone()
+            };
+            let render_with = |o: &crate::rules::RulesOptions,
+                               defs: &[crate::slo::SloDef],
+                               m: &crate::rules::K8sMeta| {
+                if k8s {
+                    crate::rules::generate_k8s(defs, o, m)
+                } else {
+                    crate::rules::generate(defs, o)
+                }
+            };
             for def in &defs {
                 let mut m = meta.clone();
                 m.name = format!("{}-{}", meta.name, def.name);
                 let path = dir.join(format!("{}.yaml", def.name));
-                std::fs::write(&path, render(std::slice::from_ref(def), &m))
+                std::fs::write(&path, render_with(&per_slo, std::slice::from_ref(def), &m))
                     .with_context(|| format!("cannot write `{}`", path.display()))?;
             }
+            let mut m = meta.clone();
+            m.name = format!("{}-daemon", meta.name);
+            let path = dir.join("sloburn-daemon.yaml");
+            std::fs::write(&path, render_with(&opts, &[], &m))
+                .with_context(|| format!("cannot write `{}`", path.display()))?;
         }
     }
     Ok(())

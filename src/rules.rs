@@ -37,6 +37,9 @@ pub struct RulesOptions {
     pub profiles: Vec<(String, Duration)>,
     /// Restricts every selector to this scrape job, when several deployments share Prometheus.
     pub job: Option<String>,
+    /// Include the `sloburn-daemon` group (absence alerts). `--output DIR` writes it once, in
+    /// its own file, so per-SLO files never repeat it.
+    pub daemon_alerts: bool,
 }
 
 impl Default for RulesOptions {
@@ -46,6 +49,7 @@ impl Default for RulesOptions {
             daemon_absent_for: Duration::from_secs(5 * 60),
             profiles: Vec::new(),
             job: None,
+            daemon_alerts: true,
         }
     }
 }
@@ -164,7 +168,9 @@ struct Group {
 
 fn groups(slos: &[SloDef], opts: &RulesOptions) -> Vec<Group> {
     let mut groups: Vec<Group> = slos.iter().map(|s| slo_group(s, opts)).collect();
-    groups.push(daemon_group(opts));
+    if opts.daemon_alerts {
+        groups.push(daemon_group(opts));
+    }
     groups
 }
 
@@ -401,6 +407,8 @@ fn daemon_group(opts: &RulesOptions) -> Group {
             m.push(job.clone());
         }
         m.push(format!("profile={}", quote(profile)));
+        // A skipped run (overlap: skip) is not a completed one.
+        m.push("result!=\"skipped\"".to_string());
         let sel = format!("sloburn_runs_total{{{}}}", m.join(","));
         let window = promql_duration(interval.saturating_mul(2));
         // The offset term requires the counter to have existed a whole window ago, so a

@@ -336,17 +336,35 @@ impl Config {
         self.slos.values().map(Slo::def).collect()
     }
 
-    /// `(profile, interval)` for every scheduled profile, for the not-running alert.
-    pub fn schedule_intervals(
-        &self,
-        now: chrono::DateTime<chrono::Utc>,
-    ) -> Vec<(String, Duration)> {
+    /// `(profile, longest gap between runs)` for every scheduled profile, for the
+    /// not-running alert. The gap is the largest over a fixed reference stretch of firings
+    /// (from 2025-01-01 UTC, up to a year), so it covers DST days and month ends and the
+    /// generated rules do not depend on the day they are generated.
+    pub fn schedule_intervals(&self) -> Vec<(String, Duration)> {
         self.profiles
             .values()
-            .filter_map(|p| {
-                let s = p.schedule.as_ref()?;
-                Some((p.name.clone(), s.interval_estimate(now)?))
-            })
+            .filter_map(|p| Some((p.name.clone(), longest_gap(p.schedule.as_ref()?)?)))
             .collect()
     }
+}
+
+fn longest_gap(schedule: &Schedule) -> Option<Duration> {
+    if let Schedule::Every(d) = schedule {
+        return Some(*d);
+    }
+    let start = chrono::DateTime::from_timestamp(1_735_689_600, 0)?; // 2025-01-01T00:00:00Z
+    let end = start + chrono::TimeDelta::days(366);
+    let mut t = schedule.next_after(start)?;
+    let mut longest = Duration::ZERO;
+    for _ in 0..2000 {
+        let Some(next) = schedule.next_after(t) else {
+            break;
+        };
+        longest = longest.max((next - t).to_std().ok()?);
+        if next > end {
+            break;
+        }
+        t = next;
+    }
+    (!longest.is_zero()).then_some(longest)
 }

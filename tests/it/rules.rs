@@ -47,6 +47,7 @@ fn options() -> RulesOptions {
         daemon_absent_for: Duration::from_secs(300),
         profiles: vec![("canary".into(), Duration::from_secs(300))],
         job: None,
+        daemon_alerts: true,
     }
 }
 
@@ -272,4 +273,57 @@ fn rules_for_every_shipped_config_pass_promtool_check_without_secrets() {
         checked += 1;
     }
     assert!(checked >= 1);
+}
+
+#[test]
+fn rules_for_the_example_config_match_their_golden_file() {
+    let out = Command::new(env!("CARGO_BIN_EXE_sloburn"))
+        .arg("rules")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("config/example.yaml"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    golden(
+        "example-config.rules.yml",
+        &String::from_utf8(out.stdout).unwrap(),
+    );
+}
+
+#[test]
+fn output_dir_writes_one_file_per_slo_and_the_daemon_alerts_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_sloburn"))
+        .arg("rules")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("config/example.yaml"))
+        .arg("--output")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let mut files: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(
+        files,
+        [
+            "checkout-availability.yaml",
+            "checkout-latency.yaml",
+            "sloburn-daemon.yaml"
+        ]
+    );
+    let mut absent = 0;
+    for f in &files {
+        let path = dir.path().join(f);
+        run(Command::new(promtool())
+            .arg("check")
+            .arg("rules")
+            .arg(&path));
+        absent += std::fs::read_to_string(&path)
+            .unwrap()
+            .matches("alert: SloburnAbsent")
+            .count();
+    }
+    assert_eq!(absent, 1, "the daemon absence alert is written once");
 }
