@@ -299,6 +299,7 @@ async fn execute(
             .min(shared.config().server.grace_period),
         shard: shared.shard,
         global: Some(shared.in_flight.clone()),
+        start_time: profile.start_time,
     };
     let client = crate::run::client_for(target, shared.resolver.clone());
     shared.metrics.run_started(&profile.name);

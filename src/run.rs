@@ -123,58 +123,61 @@ pub fn resolve(args: &RunArgs, out: &mut impl Write) -> anyhow::Result<Option<Re
         Some(s) => parse_shard(s)?,
         None => Shard::WHOLE,
     };
-    let (name, target, executor, mut thresholds, graceful_stop) = match (&args.file, &args.url) {
-        (Some(_), Some(_)) => bail!("give a config file or --url, not both"),
-        (None, None) => bail!("give a config file (and --profile) or --url for an ad-hoc run"),
-        (Some(file), None) => {
-            let loaded = match config::load(file) {
-                Ok(l) => l,
-                Err(e) => {
-                    crate::cli::report(&file.display().to_string(), Err(e), out);
-                    return Ok(None);
-                }
-            };
-            let cfg = loaded.config;
-            let profile = match &args.profile {
-                Some(p) => cfg.profiles.get(p).ok_or_else(|| {
-                    anyhow!(
-                        "no profile `{p}` in {} (profiles: {})",
+    let (name, target, executor, mut thresholds, graceful_stop, start_time) =
+        match (&args.file, &args.url) {
+            (Some(_), Some(_)) => bail!("give a config file or --url, not both"),
+            (None, None) => bail!("give a config file (and --profile) or --url for an ad-hoc run"),
+            (Some(file), None) => {
+                let loaded = match config::load(file) {
+                    Ok(l) => l,
+                    Err(e) => {
+                        crate::cli::report(&file.display().to_string(), Err(e), out);
+                        return Ok(None);
+                    }
+                };
+                let cfg = loaded.config;
+                let profile = match &args.profile {
+                    Some(p) => cfg.profiles.get(p).ok_or_else(|| {
+                        anyhow!(
+                            "no profile `{p}` in {} (profiles: {})",
+                            file.display(),
+                            cfg.profiles.keys().cloned().collect::<Vec<_>>().join(", ")
+                        )
+                    })?,
+                    None if cfg.profiles.len() == 1 => cfg.profiles.values().next().expect("one"),
+                    None => bail!(
+                        "{} has {} profiles; pick one with --profile ({})",
                         file.display(),
+                        cfg.profiles.len(),
                         cfg.profiles.keys().cloned().collect::<Vec<_>>().join(", ")
-                    )
-                })?,
-                None if cfg.profiles.len() == 1 => cfg.profiles.values().next().expect("one"),
-                None => bail!(
-                    "{} has {} profiles; pick one with --profile ({})",
-                    file.display(),
-                    cfg.profiles.len(),
-                    cfg.profiles.keys().cloned().collect::<Vec<_>>().join(", ")
-                ),
-            };
-            let target = cfg
-                .targets
-                .get(&profile.target)
-                .cloned()
-                .context("the profile's target vanished")?;
-            (
-                profile.name.clone(),
-                target,
-                profile.executor.clone(),
-                profile.thresholds.clone(),
-                profile.graceful_stop,
-            )
-        }
-        (None, Some(url)) => {
-            let (target, executor) = ad_hoc(args, url)?;
-            (
-                "adhoc".to_string(),
-                target,
-                executor,
-                Vec::new(),
-                Duration::from_secs(30),
-            )
-        }
-    };
+                    ),
+                };
+                let target = cfg
+                    .targets
+                    .get(&profile.target)
+                    .cloned()
+                    .context("the profile's target vanished")?;
+                (
+                    profile.name.clone(),
+                    target,
+                    profile.executor.clone(),
+                    profile.thresholds.clone(),
+                    profile.graceful_stop,
+                    profile.start_time,
+                )
+            }
+            (None, Some(url)) => {
+                let (target, executor) = ad_hoc(args, url)?;
+                (
+                    "adhoc".to_string(),
+                    target,
+                    executor,
+                    Vec::new(),
+                    Duration::from_secs(30),
+                    Duration::ZERO,
+                )
+            }
+        };
     for t in &args.thresholds {
         let (metric, expr) = t
             .split_once('=')
@@ -197,6 +200,7 @@ pub fn resolve(args: &RunArgs, out: &mut impl Write) -> anyhow::Result<Option<Re
         graceful_stop,
         shard,
         global: None,
+        start_time,
     };
     Ok(Some(Resolved {
         name,

@@ -5,6 +5,7 @@ use super::walk::{self, Ctx, Fields, did_you_mean, join};
 use super::yaml::{Node, Pos, Value};
 use super::*;
 use crate::checks::{CheckKind, HeaderExpect, JsonExpect, JsonPath};
+use crate::load::presets::Preset;
 use crate::load::spec::Stage;
 
 pub fn config(ctx: &mut Ctx, root: &Node, base: &Path, env: &Env) -> Option<Config> {
@@ -741,6 +742,9 @@ const EXECUTORS: &[&str] = &[
 const PROFILE_COMMON: &[&str] = &[
     "target",
     "executor",
+    "preset",
+    "peak_vus",
+    "peak_rate",
     "schedule",
     "every",
     "timezone",
@@ -794,44 +798,30 @@ fn profile(ctx: &mut Ctx, name: &str, node: &Node, targets: &[(String, bool)]) -
             None
         }
     };
-    let executor_name = match f.get("executor") {
-        Some(n) => {
-            let p = f.path_of("executor");
-            walk::string(ctx, n, &p).and_then(|e| {
-                if EXECUTORS.contains(&e.as_str()) {
-                    Some(e)
-                } else {
-                    let hint = did_you_mean(&e, EXECUTORS.iter().copied())
-                        .map(|s| format!("did you mean `{s}`?"))
-                        .unwrap_or_else(|| format!("one of: {}", EXECUTORS.join(", ")));
-                    ctx.error(n.pos, &p, format!("unknown executor `{e}` ({hint})"));
-                    None
-                }
-            })
-        }
-        // Like k6's CLI: a rate means an open model, otherwise closed-loop VUs.
-        None if f.has("rate") => Some("constant-arrival-rate".into()),
-        None if f.has("iterations") => Some("shared-iterations".into()),
-        None => Some("constant-vus".into()),
-    };
-    if let Some(e) = &executor_name {
-        let own = executor_fields(e);
-        for field in ALL_EXECUTOR_FIELDS {
-            if !own.contains(field)
-                && let Some(n) = f.get(field)
-            {
+    let preset = f.get("preset").and_then(|n| {
+        let p = f.path_of("preset");
+        walk::string(ctx, n, &p).and_then(|name| match name.parse::<Preset>() {
+            Ok(preset) => Some(preset),
+            Err(e) => {
+                ctx.error(n.pos, &p, e);
+                None
+            }
+        })
+    });
+    let executor = if f.has("preset") {
+        preset.and_then(|preset| preset_executor(ctx, &f, preset))
+    } else {
+        for key in ["peak_vus", "peak_rate"] {
+            if let Some(n) = f.get(key) {
                 ctx.error(
                     n.pos,
-                    &f.path_of(field),
-                    format!(
-                        "`{field}` does not apply to executor `{e}` (it takes {})",
-                        own.join(", ")
-                    ),
+                    &f.path_of(key),
+                    format!("`{key}` goes with `preset`"),
                 );
             }
         }
-    }
-    let executor = executor_name.and_then(|e| executor(ctx, &f, &e));
+        executor_block(ctx, &f)
+    };
 
     let schedule = match (f.get("schedule"), f.get("every")) {
         (Some(n), Some(_)) => {
@@ -911,10 +901,29 @@ fn profile(ctx: &mut Ctx, name: &str, node: &Node, targets: &[(String, bool)]) -
         .get("abort_on_fail")
         .and_then(|n| walk::boolean(ctx, n, &f.path_of("abort_on_fail")))
         .unwrap_or(false);
+    // A breakpoint run ramps until a threshold fails, then stops: every threshold aborts.
+    let breakpoint = preset == Some(Preset::Breakpoint);
     let thresholds = f
         .get("thresholds")
-        .map(|n| thresholds(ctx, n, &f.path_of("thresholds"), abort_on_fail))
+        .map(|n| {
+            thresholds(
+                ctx,
+                n,
+                &f.path_of("thresholds"),
+                abort_on_fail || breakpoint,
+            )
+        })
         .unwrap_or_default();
+    if breakpoint
+        && thresholds.is_empty()
+        && let Some(n) = f.get("preset")
+    {
+        ctx.warn(
+            n.pos,
+            &f.path_of("preset"),
+            "a breakpoint run without thresholds ramps to its end; add one that marks the break (e.g. http_req_failed: [\"rate<0.01\"])",
+        );
+    }
     let graceful_stop = opt_duration(ctx, &f, "graceful_stop", Duration::from_secs(30), false);
     let start_time = opt_duration(ctx, &f, "start_time", Duration::ZERO, false);
     let guard = f
@@ -933,6 +942,118 @@ fn profile(ctx: &mut Ctx, name: &str, node: &Node, targets: &[(String, bool)]) -
         start_time,
         guard,
     })
+}
+
+/// The executor of a profile written with `executor:` and its own fields.
+fn executor_block(ctx: &mut Ctx, f: &Fields) -> Option<Executor> {
+    let executor_name = match f.get("executor") {
+        Some(n) => {
+            let p = f.path_of("executor");
+            walk::string(ctx, n, &p).and_then(|e| {
+                if EXECUTORS.contains(&e.as_str()) {
+                    Some(e)
+                } else {
+                    let hint = did_you_mean(&e, EXECUTORS.iter().copied())
+                        .map(|s| format!("did you mean `{s}`?"))
+                        .unwrap_or_else(|| format!("one of: {}", EXECUTORS.join(", ")));
+                    ctx.error(n.pos, &p, format!("unknown executor `{e}` ({hint})"));
+                    None
+                }
+            })
+        }
+        // Like k6's CLI: a rate means an open model, otherwise closed-loop VUs.
+        None if f.has("rate") => Some("constant-arrival-rate".into()),
+        None if f.has("iterations") => Some("shared-iterations".into()),
+        None => Some("constant-vus".into()),
+    };
+    if let Some(e) = &executor_name {
+        let own = executor_fields(e);
+        for field in ALL_EXECUTOR_FIELDS {
+            if !own.contains(field)
+                && let Some(n) = f.get(field)
+            {
+                ctx.error(
+                    n.pos,
+                    &f.path_of(field),
+                    format!(
+                        "`{field}` does not apply to executor `{e}` (it takes {})",
+                        own.join(", ")
+                    ),
+                );
+            }
+        }
+    }
+    executor_name.and_then(|e| executor(ctx, f, &e))
+}
+
+/// A load-test type built from stages: `preset`, `peak_vus` or `peak_rate`, optional
+/// `duration` (the whole shape, scaled) and `max_vus` (with `peak_rate`).
+fn preset_executor(ctx: &mut Ctx, f: &Fields, preset: Preset) -> Option<Executor> {
+    if let Some(n) = f.get("executor") {
+        ctx.error(
+            n.pos,
+            &f.path_of("executor"),
+            "set `executor` or `preset`, not both",
+        );
+        return None;
+    }
+    for field in ALL_EXECUTOR_FIELDS {
+        if !matches!(*field, "duration" | "max_vus")
+            && let Some(n) = f.get(field)
+        {
+            ctx.error(
+                n.pos,
+                &f.path_of(field),
+                format!("`{field}` does not apply to a preset (it takes peak_vus or peak_rate, duration, max_vus)"),
+            );
+        }
+    }
+    let scale = match f.get("duration") {
+        Some(n) => Some(positive_duration(ctx, n, &f.path_of("duration"))?),
+        None => None,
+    };
+    let (peak, arrival) = match (f.get("peak_vus"), f.get("peak_rate")) {
+        (Some(n), None) => (count_u32(ctx, n, &f.path_of("peak_vus"))? as f64, false),
+        (None, Some(n)) => {
+            let r = walk::rate(ctx, n, &f.path_of("peak_rate"))?;
+            if r <= 0.0 {
+                ctx.error(
+                    n.pos,
+                    &f.path_of("peak_rate"),
+                    "the rate must be above zero",
+                );
+                return None;
+            }
+            (r, true)
+        }
+        _ => {
+            ctx.error(
+                f.node.pos,
+                &f.path,
+                "a preset needs exactly one of `peak_vus` (closed model) or `peak_rate` (open model)",
+            );
+            return None;
+        }
+    };
+    let mut executor = preset.executor(peak, arrival, scale);
+    if let Some(n) = f.get("max_vus") {
+        let p = f.path_of("max_vus");
+        if !arrival {
+            ctx.error(n.pos, &p, "`max_vus` goes with `peak_rate`");
+        } else if let (
+            Some(v),
+            Executor::RampingArrivalRate {
+                max_vus,
+                pre_allocated_vus,
+                ..
+            },
+        ) = (count_u32(ctx, n, &p), &mut executor)
+        {
+            *max_vus = v;
+            *pre_allocated_vus = (*pre_allocated_vus).min(v);
+        }
+    }
+    Some(executor)
 }
 
 fn required<T>(

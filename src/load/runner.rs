@@ -44,6 +44,8 @@ pub struct RunSpec {
     pub shard: Shard,
     /// The daemon's cap on in-flight requests across all runs (`server.max_in_flight`).
     pub global: Option<Arc<tokio::sync::Semaphore>>,
+    /// k6's `startTime`: wait this long before the plan's time zero.
+    pub start_time: Duration,
 }
 
 /// Why a run ended before its plan did.
@@ -114,6 +116,12 @@ pub async fn run(
     stopper: Stopper,
 ) -> Result<RunReport, super::plan::PlanError> {
     let plan = Plan::new(&spec.executor, spec.shard)?;
+    if !spec.start_time.is_zero() {
+        tokio::select! {
+            _ = tokio::time::sleep(spec.start_time) => {}
+            _ = stopper.token().cancelled() => {}
+        }
+    }
     let start = Instant::now();
     stats.vus_max.store(0, Relaxed);
     let ctx = Arc::new(VuCtx {

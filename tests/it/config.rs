@@ -111,3 +111,52 @@ fn check_exit_codes_from_the_binary() {
         "{stdout}"
     );
 }
+
+#[test]
+fn presets_build_executors_and_mistakes_are_reported() {
+    let env = sloburn::config::Env::from_map(Default::default(), 1);
+    let good = "targets:\n  t:\n    url: http://127.0.0.1:1/\nprofiles:\n  smoke:\n    target: t\n    preset: smoke\n    peak_vus: 3\n  stress:\n    target: t\n    preset: stress\n    peak_rate: 200/s\n    duration: 10m\n    max_vus: 50\n  break:\n    target: t\n    preset: breakpoint\n    peak_rate: 1000/s\n    thresholds:\n      http_req_failed: [\"rate<0.01\"]\n";
+    let cfg = sloburn::config::from_str(good, "p.yaml", Path::new("."), &env)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .config;
+    use sloburn::load::spec::Executor;
+    assert!(matches!(
+        cfg.profiles["smoke"].executor,
+        Executor::RampingVus { .. } | Executor::ConstantVus { .. }
+    ));
+    match &cfg.profiles["stress"].executor {
+        Executor::RampingArrivalRate {
+            stages, max_vus, ..
+        } => {
+            let total: std::time::Duration = stages.iter().map(|s| s.duration).sum();
+            assert_eq!(total, std::time::Duration::from_secs(600));
+            assert_eq!(*max_vus, 50);
+            assert!(stages.iter().any(|s| (s.target - 200.0).abs() < 1e-9));
+        }
+        other => panic!("{other:?}"),
+    }
+    // A breakpoint run stops at the first failed threshold.
+    assert!(
+        cfg.profiles["break"]
+            .thresholds
+            .iter()
+            .all(|t| t.abort_on_fail)
+    );
+
+    let bad = "targets:\n  t:\n    url: http://127.0.0.1:1/\nprofiles:\n  a:\n    target: t\n    preset: stres\n    peak_vus: 3\n  b:\n    target: t\n    preset: soak\n    executor: constant-vus\n    peak_vus: 3\n  c:\n    target: t\n    preset: spike\n  d:\n    target: t\n    executor: constant-vus\n    duration: 1m\n    peak_vus: 3\n";
+    let err = sloburn::config::from_str(bad, "p.yaml", Path::new("."), &env).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("p.yaml:7:13: profiles.a.preset:"), "{text}");
+    assert!(
+        text.contains("p.yaml:12:15: profiles.b.executor: set `executor` or `preset`, not both"),
+        "{text}"
+    );
+    assert!(
+        text.contains("profiles.c: a preset needs exactly one of `peak_vus`"),
+        "{text}"
+    );
+    assert!(
+        text.contains("p.yaml:21:15: profiles.d.peak_vus: `peak_vus` goes with `preset`"),
+        "{text}"
+    );
+}

@@ -340,3 +340,59 @@ fn a_profile_from_a_config_file_runs_with_its_checks() {
         );
     });
 }
+
+#[test]
+fn a_breakpoint_run_ramps_until_a_threshold_fails_then_stops() {
+    let _g = heavy();
+    runtime().block_on(async {
+        let (url, stop) = target(TargetOptions::default()).await;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("b.yaml");
+        // Ramping 0 → 1000/s over 20 s, 300 requests are reached after about 2.5 s.
+        std::fs::write(
+            &file,
+            format!(
+                "targets:\n  t:\n    url: {url}\nprofiles:\n  break:\n    target: t\n    preset: breakpoint\n    peak_rate: 1000/s\n    duration: 20s\n    thresholds:\n      http_reqs: [\"count<300\"]\n"
+            ),
+        )
+        .unwrap();
+        let started = tokio::time::Instant::now();
+        let report = run(RunArgs {
+            file: Some(file),
+            quiet: true,
+            ..RunArgs::default()
+        })
+        .await;
+        stop.cancel();
+        assert_eq!(report.aborted, Some(Abort::Threshold("count<300".into())));
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(6), "ran {took:?} of 20 s");
+        assert!(report.stats.requests >= 300);
+    });
+}
+
+#[test]
+fn start_time_delays_the_plan() {
+    runtime().block_on(async {
+        let (url, stop) = target(TargetOptions::default()).await;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("s.yaml");
+        std::fs::write(
+            &file,
+            format!(
+                "targets:\n  t:\n    url: {url}\nprofiles:\n  late:\n    target: t\n    executor: shared-iterations\n    iterations: 5\n    start_time: 700ms\n"
+            ),
+        )
+        .unwrap();
+        let started = tokio::time::Instant::now();
+        let report = run(RunArgs {
+            file: Some(file),
+            quiet: true,
+            ..RunArgs::default()
+        })
+        .await;
+        stop.cancel();
+        assert_eq!(report.stats.requests, 5);
+        assert!(started.elapsed() >= Duration::from_millis(700));
+    });
+}
