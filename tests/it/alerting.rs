@@ -4,7 +4,7 @@
 //! and Prometheus's recorded SLI agrees with the daemon's own.
 
 use crate::daemon::{
-    BackgroundTarget, Daemon, eventually, free_port, get_blocking, metric_sum, request, urlencode,
+    BackgroundTarget, Daemon, Server, eventually, free_port, metric_sum, request, wait_ready,
     write_config,
 };
 use serde_json::{Value, json};
@@ -14,7 +14,7 @@ use sloburn::target::TargetOptions;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -35,22 +35,6 @@ fn alertmanager_bin() -> PathBuf {
         .unwrap_or_else(|| {
             panic!("neither alertmanager nor prometheus-alertmanager in PATH: run `make test` (it installs Debian's prometheus-alertmanager package)")
         })
-}
-
-/// The last lines of a child's log file, for failure messages.
-fn log_tail(path: &Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(15)..].join("\n")
-}
-
-/// Polls `GET url` until it answers 200; nothing may be listening yet.
-fn wait_ready(url: &str, port: u16, limit: Duration) -> bool {
-    eventually(limit, || {
-        TcpStream::connect(("127.0.0.1", port)).ok()?;
-        (get_blocking(url).0 == 200).then_some(())
-    })
-    .is_some()
 }
 
 /// One webhook delivery: the path (the receiver), when it arrived, the JSON body.
@@ -171,42 +155,13 @@ impl Drop for Webhook {
     }
 }
 
-/// A child server with a temporary directory and a log file; killed on drop.
-struct Server {
-    child: Child,
-    base: String,
-    log: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Server {
-    fn spawn(cmd: &mut Command, dir: tempfile::TempDir, port: u16) -> Server {
-        let log = dir.path().join("log.txt");
-        let file = std::fs::File::create(&log).unwrap();
-        let child = cmd
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(file))
-            .spawn()
-            .unwrap();
-        Server {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
-            log,
-            _dir: dir,
-        }
-    }
-
-    fn log_tail(&self) -> String {
-        log_tail(&self.log)
-    }
-
-    /// Alertmanager routing `severity="page"` to `/page` and the rest to `/ticket` on the
-    /// webhook, grouping per SLO tier, flushing after 1 s; clustering off.
-    fn alertmanager(webhook: SocketAddr) -> Server {
-        let bin = alertmanager_bin();
-        let dir = tempfile::tempdir().unwrap();
-        let cfg = format!(
-            r#"route:
+/// Alertmanager routing `severity="page"` to `/page` and the rest to `/ticket` on the
+/// webhook, grouping per SLO tier, flushing after 1 s; clustering off.
+fn alertmanager(webhook: SocketAddr) -> Server {
+    let bin = alertmanager_bin();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = format!(
+        r#"route:
   receiver: ticket
   group_by: [alertname, sloth_id, sloburn_tier]
   group_wait: 1s
@@ -225,106 +180,26 @@ receivers:
       - url: http://{webhook}/ticket
         send_resolved: false
 "#
-        );
-        let cfg_path = dir.path().join("alertmanager.yml");
-        std::fs::write(&cfg_path, cfg).unwrap();
-        let port = free_port();
-        let mut cmd = Command::new(bin);
-        cmd.arg(format!("--config.file={}", cfg_path.display()))
-            .arg(format!(
-                "--storage.path={}",
-                dir.path().join("data").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .arg("--cluster.listen-address=");
-        let am = Server::spawn(&mut cmd, dir, port);
-        let ready = wait_ready(
-            &format!("{}/-/ready", am.base),
-            port,
-            Duration::from_secs(20),
-        );
-        assert!(ready, "alertmanager did not start:\n{}", am.log_tail());
-        am
-    }
-
-    /// Prometheus scraping `scrape` every second, evaluating `rules` every second and sending
-    /// alerts to the Alertmanager at `am` (the daemon helper's Prometheus, plus `alerting`).
-    fn prometheus(scrape: &str, rules: &Path, am: &str) -> Server {
-        let bin = crate::daemon::which("prometheus");
-        let dir = tempfile::tempdir().unwrap();
-        let cfg = format!(
-            r#"global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
-rule_files: ["{rules}"]
-alerting:
-  alertmanagers:
-    - static_configs:
-        - targets: ["{am}"]
-scrape_configs:
-  - job_name: sloburn
-    static_configs:
-      - targets: ["{scrape}"]
-"#,
-            rules = rules.display(),
-        );
-        let cfg_path = dir.path().join("prometheus.yml");
-        std::fs::write(&cfg_path, cfg).unwrap();
-        let port = free_port();
-        let mut cmd = Command::new(bin);
-        cmd.arg(format!("--config.file={}", cfg_path.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.path().join("tsdb").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"));
-        let prom = Server::spawn(&mut cmd, dir, port);
-        let ready = wait_ready(
-            &format!("{}/-/ready", prom.base),
-            port,
-            Duration::from_secs(30),
-        );
-        assert!(ready, "prometheus did not start:\n{}", prom.log_tail());
-        prom
-    }
-
-    fn api(&self, path: &str) -> Value {
-        let (code, body) = get_blocking(&format!("{}{path}", self.base));
-        assert_eq!(code, 200, "{path}: {body}");
-        serde_json::from_str(&body).unwrap()
-    }
-
-    /// Instant query: (labels, value) per series.
-    fn query(&self, q: &str) -> Vec<(Value, f64)> {
-        let v = self.api(&format!("/api/v1/query?query={}", urlencode(q)));
-        v["data"]["result"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-            .into_iter()
-            .map(|r| {
-                let value = r["value"][1]
-                    .as_str()
-                    .and_then(|s| s.parse().ok())
-                    .unwrap_or(f64::NAN);
-                (r["metric"].clone(), value)
-            })
-            .collect()
-    }
-
-    /// The one value of `q`; NaN when it has no series.
-    fn scalar(&self, q: &str) -> f64 {
-        let r = self.query(q);
-        assert!(r.len() <= 1, "{q}: {r:?}");
-        r.first().map_or(f64::NAN, |(_, v)| *v)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    );
+    let cfg_path = dir.path().join("alertmanager.yml");
+    std::fs::write(&cfg_path, cfg).unwrap();
+    let port = free_port();
+    let mut cmd = Command::new(bin);
+    cmd.arg(format!("--config.file={}", cfg_path.display()))
+        .arg(format!(
+            "--storage.path={}",
+            dir.path().join("data").display()
+        ))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .arg("--cluster.listen-address=");
+    let am = Server::spawn(&mut cmd, dir, port);
+    let ready = wait_ready(
+        &format!("{}/-/ready", am.base),
+        port,
+        Duration::from_secs(20),
+    );
+    assert!(ready, "alertmanager did not start:\n{}", am.log_tail());
+    am
 }
 
 fn config(target: SocketAddr, data: &Path) -> String {
@@ -438,12 +313,13 @@ fn a_fast_burn_pages_through_alertmanager_and_prometheus_agrees_with_the_daemon(
     std::fs::write(&rules, &out.stdout).unwrap();
 
     let hook = Webhook::start();
-    let am = Server::alertmanager(hook.addr);
+    let am = alertmanager(hook.addr);
     let d = Daemon::start(&path, &["--no-watch"]);
     let prom = Server::prometheus(
         d.base.trim_start_matches("http://"),
-        &rules,
-        am.base.trim_start_matches("http://"),
+        Some(&rules),
+        "1s",
+        Some(am.base.trim_start_matches("http://")),
     );
 
     // Before any load: Prometheus has both counters at 0 (so its rates start from the daemon's

@@ -1,10 +1,12 @@
 //! The daemon as users run it: in-process for the API and the demo, as a real child process for
 //! reloads, signals and crashes, and scraped by a real Prometheus.
 
+use serde_json::Value;
 use sloburn::http::{Client, ClientOptions, RequestSpec, Resolver};
 use sloburn::target::{TargetOptions, spawn};
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -469,59 +471,106 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// A real Prometheus on 127.0.0.1 with a temporary config; killed on drop.
-pub struct Prometheus {
+/// The last lines of a child's log file, for failure messages.
+pub fn log_tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(15)..].join("\n")
+}
+
+/// Polls `GET url` until it answers 200; nothing may be listening yet.
+pub fn wait_ready(url: &str, port: u16, limit: Duration) -> bool {
+    eventually(limit, || {
+        TcpStream::connect(("127.0.0.1", port)).ok()?;
+        (get_blocking(url).0 == 200).then_some(())
+    })
+    .is_some()
+}
+
+/// A child server (Prometheus, Alertmanager) with its log file; killed on drop.
+pub struct Server {
     child: Child,
     pub base: String,
+    log: PathBuf,
     _dir: tempfile::TempDir,
 }
 
-impl Prometheus {
-    /// `scrape` is the daemon's host:port; `rules` an optional rule file.
-    pub fn start(scrape: &str, rules: Option<&Path>, eval_interval: &str) -> Prometheus {
-        let bin = which("prometheus");
-        let dir = tempfile::tempdir().unwrap();
-        let port = free_port();
-        let rule_files = match rules {
-            Some(r) => format!("rule_files: [\"{}\"]\n", r.display()),
-            None => String::new(),
-        };
-        let cfg = format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: {eval_interval}\n{rule_files}scrape_configs:\n  - job_name: sloburn\n    static_configs:\n      - targets: [\"{scrape}\"]\n"
-        );
-        let cfg_path = dir.path().join("prometheus.yml");
-        std::fs::write(&cfg_path, cfg).unwrap();
-        let child = Command::new(bin)
-            .arg(format!("--config.file={}", cfg_path.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.path().join("tsdb").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+impl Server {
+    pub fn spawn(cmd: &mut Command, dir: tempfile::TempDir, port: u16) -> Server {
+        let log = dir.path().join("log.txt");
+        let file = std::fs::File::create(&log).unwrap();
+        let child = cmd
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(Stdio::from(file))
             .spawn()
             .unwrap();
-        let base = format!("http://127.0.0.1:{port}");
-        let up = eventually(Duration::from_secs(30), || {
-            std::net::TcpStream::connect(("127.0.0.1", port))
-                .ok()
-                .map(|_| ())
-        });
-        assert!(up.is_some(), "prometheus did not start");
-        Prometheus {
+        Server {
             child,
-            base,
+            base: format!("http://127.0.0.1:{port}"),
+            log,
             _dir: dir,
         }
     }
 
-    /// Instant query; returns the result vector as (labels, value).
-    pub fn query(&self, q: &str) -> Vec<(serde_json::Value, f64)> {
-        let url = format!("{}/api/v1/query?query={}", self.base, urlencode(q));
-        let (code, body) = get_blocking(&url);
-        assert_eq!(code, 200, "{body}");
-        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    pub fn log_tail(&self) -> String {
+        log_tail(&self.log)
+    }
+
+    /// A real Prometheus scraping `scrape` every second, evaluating `rules` (if any) every
+    /// `eval_interval` and sending alerts to the Alertmanager at `am` (if any).
+    pub fn prometheus(
+        scrape: &str,
+        rules: Option<&Path>,
+        eval_interval: &str,
+        am: Option<&str>,
+    ) -> Server {
+        let bin = which("prometheus");
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = format!(
+            r#"global:
+  scrape_interval: 1s
+  evaluation_interval: {eval_interval}
+{rule_files}{alerting}scrape_configs:
+  - job_name: sloburn
+    static_configs:
+      - targets: ["{scrape}"]
+"#,
+            rule_files = rules
+                .map(|r| format!("rule_files: [\"{}\"]\n", r.display()))
+                .unwrap_or_default(),
+            alerting = am
+                .map(|a| format!("alerting:\n  alertmanagers:\n    - static_configs:\n        - targets: [\"{a}\"]\n"))
+                .unwrap_or_default(),
+        );
+        let cfg_path = dir.path().join("prometheus.yml");
+        std::fs::write(&cfg_path, cfg).unwrap();
+        let port = free_port();
+        let mut cmd = Command::new(bin);
+        cmd.arg(format!("--config.file={}", cfg_path.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("tsdb").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"));
+        let prom = Server::spawn(&mut cmd, dir, port);
+        let ready = wait_ready(
+            &format!("{}/-/ready", prom.base),
+            port,
+            Duration::from_secs(30),
+        );
+        assert!(ready, "prometheus did not start:\n{}", prom.log_tail());
+        prom
+    }
+
+    pub fn api(&self, path: &str) -> Value {
+        let (code, body) = get_blocking(&format!("{}{path}", self.base));
+        assert_eq!(code, 200, "{path}: {body}");
+        serde_json::from_str(&body).unwrap()
+    }
+
+    /// Instant query: (labels, value) per series.
+    pub fn query(&self, q: &str) -> Vec<(Value, f64)> {
+        let v = self.api(&format!("/api/v1/query?query={}", urlencode(q)));
         v["data"]["result"]
             .as_array()
             .cloned()
@@ -536,9 +585,16 @@ impl Prometheus {
             })
             .collect()
     }
+
+    /// The one value of `q`; NaN when it has no series.
+    pub fn scalar(&self, q: &str) -> f64 {
+        let r = self.query(q);
+        assert!(r.len() <= 1, "{q}: {r:?}");
+        r.first().map_or(f64::NAN, |(_, v)| *v)
+    }
 }
 
-impl Drop for Prometheus {
+impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -573,7 +629,7 @@ fn a_real_prometheus_scrapes_increasing_counters_and_histograms() {
     let data = dir.path().join("data");
     let path = write_config(dir.path(), &base_config(target.addr, &data, ""));
     let d = Daemon::start(&path, &[]);
-    let prom = Prometheus::start(d.base.trim_start_matches("http://"), None, "1s");
+    let prom = Server::prometheus(d.base.trim_start_matches("http://"), None, "1s", None);
     let q = "sum(sloburn_http_reqs_total{target=\"api\",profile=\"steady\"})";
     let first = eventually(Duration::from_secs(30), || {
         prom.query(q).first().map(|(_, v)| *v).filter(|v| *v > 0.0)

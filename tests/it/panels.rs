@@ -1,6 +1,6 @@
-//! Every dashboard panel query returns data from a real Prometheus that scrapes `sloburn demo`
+//! Every dashboard panel query returns data from a real Server that scrapes `sloburn demo`
 //! (in-process) every second for about a minute, with the demo's recording rules loaded and the
-//! template variables substituted the way Grafana does (query variables resolved from Prometheus
+//! template variables substituted the way Grafana does (query variables resolved from Server
 //! with `label_values`, multi-value variables as a regex of every value). A panel may be empty
 //! only if it is in `ALLOWED_EMPTY`, with the reason it needs more history than a minute or is
 //! legitimately empty in the demo.
@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::daemon::{Prometheus, get_blocking, runtime, urlencode};
+use crate::daemon::{Server, get_blocking, runtime, urlencode};
 
 /// Panel targets that may be empty after a minute of the demo: (file, panel title, refId,
 /// reason). Every entry must name a real target.
@@ -195,8 +195,8 @@ fn uses_empty(expr: &str, vars: &BTreeMap<String, Selection>) -> bool {
         .any(|c| vars.get(&c[1]).is_some_and(|s| s.values.is_empty()))
 }
 
-/// `label_values(selector, label)` as Grafana asks Prometheus for it.
-fn label_values(prom: &Prometheus, selector: &str, label: &str) -> Vec<String> {
+/// `label_values(selector, label)` as Grafana asks Server for it.
+fn label_values(prom: &Server, selector: &str, label: &str) -> Vec<String> {
     let url = format!(
         "{}/api/v1/label/{label}/values?match[]={}",
         prom.base,
@@ -218,7 +218,7 @@ fn label_values(prom: &Prometheus, selector: &str, label: &str) -> Vec<String> {
 /// The dashboard's variables as a user would pick them: every value of a multi-value query
 /// variable, `checkout-availability` (the SLO that burns) for a single-value `$slo`, a custom
 /// variable's current value.
-fn resolve(prom: &Prometheus, d: &Value) -> BTreeMap<String, Selection> {
+fn resolve(prom: &Server, d: &Value) -> BTreeMap<String, Selection> {
     let lv = regex::Regex::new(r"^label_values\((.+),\s*(\w+)\)$").unwrap();
     let mut vars = BTreeMap::new();
     for v in d["templating"]["list"].as_array().unwrap() {
@@ -270,7 +270,7 @@ struct Row {
 }
 
 /// Every panel target of every dashboard, substituted and queried once.
-fn query_all(prom: &Prometheus) -> (Vec<Row>, BTreeMap<String, Vec<String>>) {
+fn query_all(prom: &Server) -> (Vec<Row>, BTreeMap<String, Vec<String>>) {
     let mut rows = Vec::new();
     let mut seen_vars = BTreeMap::new();
     for (file, d) in dashboards() {
@@ -312,7 +312,7 @@ fn every_panel_query_returns_data_after_a_minute_of_the_demo() {
     let dir = tempfile::tempdir().unwrap();
     let rules = demo_rules(dir.path());
     let demo = Demo::start();
-    let prom = Prometheus::start(&demo.addr.to_string(), Some(&rules), "1s");
+    let prom = Server::prometheus(&demo.addr.to_string(), Some(&rules), "1s", None);
 
     // Poll until every panel that must have data has it, within the deadline.
     let mut last = None;
@@ -344,7 +344,7 @@ fn every_panel_query_returns_data_after_a_minute_of_the_demo() {
     let (rows, vars) = last.expect("no poll ran");
 
     println!(
-        "after {:.1}s ({polls} polls), Prometheus scraping the demo every 1s:",
+        "after {:.1}s ({polls} polls), Server scraping the demo every 1s:",
         elapsed.as_secs_f64()
     );
     for (name, values) in &vars {
