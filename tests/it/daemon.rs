@@ -775,3 +775,47 @@ fn the_global_in_flight_cap_holds_across_profiles() {
         ) > 0.0
     );
 }
+
+#[test]
+fn protected_reads_need_the_token_and_writes_without_a_token_are_disabled() {
+    let rt = runtime();
+    rt.block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let start = |text: String| {
+            let cfg = sloburn::config::from_str(&text, "t.yaml", dir.path(), &sloburn::config::Env::process())
+                .unwrap()
+                .config;
+            sloburn::daemon::start(sloburn::daemon::Options {
+                source: sloburn::daemon::Source::Fixed(Box::new(cfg)),
+                listen: Some("127.0.0.1:0".parse().unwrap()),
+                shard: sloburn::load::plan::Shard::WHOLE,
+                watch: false,
+            })
+        };
+        let data = dir.path().join("data").display().to_string();
+        // SAFETY: tests that read this variable set it to the same value.
+        unsafe { std::env::set_var("TEST_ADMIN_TOKEN", "s3cret-admin") };
+        let protected = start(format!(
+            "server:\n  admin_token: \"${{env:TEST_ADMIN_TOKEN}}\"\n  protect_reads: true\nstorage:\n  path: \"{data}\"\ntargets:\n  api:\n    url: http://127.0.0.1:1/\n"
+        ))
+        .await
+        .unwrap();
+        let runs = format!("http://{}/api/runs", protected.addr);
+        assert_eq!(request("GET", &runs, None).await.0, 401);
+        assert_eq!(request("GET", &runs, Some("s3cret-admin")).await.0, 200);
+        // Health and metrics stay open for probes and Prometheus.
+        assert_eq!(request("GET", &format!("http://{}/metrics", protected.addr), None).await.0, 200);
+        protected.shutdown().await;
+
+        let open = start(format!(
+            "storage:\n  path: \"{data}-2\"\ntargets:\n  api:\n    url: http://127.0.0.1:1/\nprofiles:\n  p:\n    target: api\n    executor: constant-vus\n    duration: 1s\n"
+        ))
+        .await
+        .unwrap();
+        assert_eq!(request("GET", &format!("http://{}/api/runs", open.addr), None).await.0, 200);
+        let (code, body) = request("POST", &format!("http://{}/api/profiles/p/run", open.addr), Some("anything")).await;
+        assert_eq!(code, 403, "{body}");
+        assert!(body.contains("admin_token"), "{body}");
+        open.shutdown().await;
+    });
+}
