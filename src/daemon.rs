@@ -84,6 +84,17 @@ struct ProfileState {
     next_run: Option<f64>,
 }
 
+impl ProfileState {
+    fn new(overlap: config::Overlap) -> ProfileState {
+        ProfileState {
+            slot: Slot::new(overlap),
+            paused: false,
+            active: None,
+            next_run: None,
+        }
+    }
+}
+
 /// The daemon's shared state, handed to the HTTP server and every task.
 pub struct Shared {
     pub config: RwLock<Arc<Config>>,
@@ -168,12 +179,7 @@ impl Shared {
         if let Ok(mut states) = self.profiles.lock() {
             let st = states
                 .entry(name.to_string())
-                .or_insert_with(|| ProfileState {
-                    slot: Slot::new(config::Overlap::Skip),
-                    paused: false,
-                    active: None,
-                    next_run: None,
-                });
+                .or_insert_with(|| ProfileState::new(config::Overlap::Skip));
             st.paused = paused;
         }
         true
@@ -220,12 +226,7 @@ pub fn start_run(shared: &Arc<Shared>, name: &str, trigger: &str) -> Result<u64,
         };
         let st = states
             .entry(name.to_string())
-            .or_insert_with(|| ProfileState {
-                slot: Slot::new(profile.overlap),
-                paused: false,
-                active: None,
-                next_run: None,
-            });
+            .or_insert_with(|| ProfileState::new(profile.overlap));
         if st.active.is_some() {
             return Err(StartError::AlreadyRunning);
         }
@@ -464,12 +465,7 @@ fn apply(shared: &Arc<Shared>, cfg: Arc<Config>) {
         for p in cfg.profiles.values() {
             let st = states
                 .entry(p.name.clone())
-                .or_insert_with(|| ProfileState {
-                    slot: Slot::new(p.overlap),
-                    paused: false,
-                    active: None,
-                    next_run: None,
-                });
+                .or_insert_with(|| ProfileState::new(p.overlap));
             if st.slot.policy() != p.overlap {
                 st.slot = Slot::new(p.overlap);
             }

@@ -376,14 +376,8 @@ fn target(ctx: &mut Ctx, name: &str, node: &Node, base: &Path, env: &Env) -> Opt
         (None, None) => bytes::Bytes::new(),
     };
     let timeout = opt_duration(ctx, &f, "timeout", Duration::from_secs(10), true);
-    let keep_alive = f
-        .get("keep_alive")
-        .and_then(|n| walk::boolean(ctx, n, &f.path_of("keep_alive")))
-        .unwrap_or(true);
-    let insecure_skip_verify = f
-        .get("insecure_skip_verify")
-        .and_then(|n| walk::boolean(ctx, n, &f.path_of("insecure_skip_verify")))
-        .unwrap_or(false);
+    let keep_alive = opt_bool(ctx, &f, "keep_alive", true);
+    let insecure_skip_verify = opt_bool(ctx, &f, "insecure_skip_verify", false);
     let mut dns_ttl = Duration::from_secs(300);
     if let Some(n) = f.get("dns")
         && let Some(d) = walk::fields(ctx, n, &f.path_of("dns"), &["ttl"])
@@ -711,6 +705,12 @@ fn buckets(ctx: &mut Ctx, node: &Node, path: &str) -> Vec<f64> {
     out
 }
 
+fn opt_bool(ctx: &mut Ctx, f: &Fields, key: &str, default: bool) -> bool {
+    f.get(key)
+        .and_then(|n| walk::boolean(ctx, n, &f.path_of(key)))
+        .unwrap_or(default)
+}
+
 fn opt_duration(
     ctx: &mut Ctx,
     f: &Fields,
@@ -893,14 +893,8 @@ fn profile(ctx: &mut Ctx, name: &str, node: &Node, targets: &[(String, bool)]) -
         }
         None => Overlap::Skip,
     };
-    let run_on_start = f
-        .get("run_on_start")
-        .and_then(|n| walk::boolean(ctx, n, &f.path_of("run_on_start")))
-        .unwrap_or(false);
-    let abort_on_fail = f
-        .get("abort_on_fail")
-        .and_then(|n| walk::boolean(ctx, n, &f.path_of("abort_on_fail")))
-        .unwrap_or(false);
+    let run_on_start = opt_bool(ctx, &f, "run_on_start", false);
+    let abort_on_fail = opt_bool(ctx, &f, "abort_on_fail", false);
     // A breakpoint run ramps until a threshold fails, then stops: every threshold aborts.
     let breakpoint = preset == Some(Preset::Breakpoint);
     let thresholds = f
