@@ -55,7 +55,7 @@ fn scraped_names() -> &'static BTreeSet<String> {
     })
 }
 
-fn dashboards() -> Vec<(String, Value)> {
+pub(crate) fn dashboards() -> Vec<(String, Value)> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("dashboards");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
@@ -193,7 +193,8 @@ fn check_expr(expr: &str, allowed: &BTreeSet<String>) -> Vec<String> {
     problems
 }
 
-fn panels(d: &Value) -> Vec<&Value> {
+/// Every panel, rows' nested panels included.
+pub(crate) fn panels(d: &Value) -> Vec<&Value> {
     let mut out = Vec::new();
     for p in d["panels"].as_array().unwrap() {
         out.push(p);

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::dashboards::{dashboards, panels};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -101,32 +102,10 @@ fn demo_rules(dir: &Path) -> PathBuf {
     rules
 }
 
-fn dashboards() -> Vec<(String, Value)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("dashboards");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    files.sort();
-    files
-        .into_iter()
-        .map(|p| {
-            let v: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
-            (p.file_name().unwrap().to_string_lossy().to_string(), v)
-        })
-        .collect()
-}
-
 /// (panel title, refId, expr) of every panel target, rows' nested panels included.
 fn targets(d: &Value) -> Vec<(String, String, String)> {
-    let mut panels = Vec::new();
-    for p in d["panels"].as_array().unwrap() {
-        panels.push(p);
-        panels.extend(p["panels"].as_array().into_iter().flatten());
-    }
     let mut out = Vec::new();
-    for p in panels {
+    for p in panels(d) {
         for t in p["targets"].as_array().into_iter().flatten() {
             out.push((
                 p["title"].as_str().unwrap().to_string(),
