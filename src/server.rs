@@ -14,6 +14,7 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::json;
 use std::sync::Arc;
+use subtle::ConstantTimeEq;
 
 type AppState = Arc<Shared>;
 
@@ -43,15 +44,6 @@ impl IntoResponse for ApiError {
     }
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    // Length is not secret (tokens are fixed-length in practice); the content comparison
-    // touches every byte so timing does not reveal the matching prefix.
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 fn authorize(shared: &Shared, headers: &HeaderMap, write: bool) -> Result<(), ApiError> {
     let cfg = shared.config();
     if !write && !cfg.server.protect_reads {
@@ -69,7 +61,9 @@ fn authorize(shared: &Shared, headers: &HeaderMap, write: bool) -> Result<(), Ap
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim);
     match given {
-        Some(g) if constant_time_eq(g.as_bytes(), token.expose().as_bytes()) => Ok(()),
+        // `subtle` compares in constant time for equal lengths; the length of a token is not
+        // secret.
+        Some(g) if bool::from(g.as_bytes().ct_eq(token.expose().as_bytes())) => Ok(()),
         Some(_) => Err(ApiError(
             StatusCode::UNAUTHORIZED,
             "wrong bearer token".into(),
@@ -251,7 +245,11 @@ fn pct(x: f64) -> String {
 }
 
 /// A server-rendered page: SLOs with budget and burn, profiles, recent runs. Refreshes itself.
-async fn status_page(State(shared): State<AppState>) -> Html<String> {
+async fn status_page(
+    State(shared): State<AppState>,
+    headers: HeaderMap,
+) -> Result<Html<String>, ApiError> {
+    authorize(&shared, &headers, false)?;
     let mut html = String::from(
         "<!doctype html><html><head><meta charset=utf-8><meta http-equiv=refresh content=5>\
          <title>sloburn</title><style>body{font:14px system-ui,sans-serif;margin:2em;color:#222}\
@@ -321,5 +319,5 @@ async fn status_page(State(shared): State<AppState>) -> Html<String> {
         ));
     }
     html.push_str("</table><p><a href=/metrics>/metrics</a> · <a href=/api/slos>/api/slos</a> · <a href=/api/runs>/api/runs</a> · <a href=/api/openapi.json>OpenAPI</a></p></body></html>");
-    Html(html)
+    Ok(Html(html))
 }
