@@ -177,26 +177,38 @@ fn memfind(haystack: &[u8], needle: &[u8]) -> bool {
     needle.is_empty() || haystack.windows(needle.len()).any(|w| w == needle)
 }
 
-/// Results of all checks for one response, in check order.
-pub fn evaluate(checks: &[Check], outcome: &Outcome) -> Vec<bool> {
-    checks.iter().map(|c| c.passes(outcome)).collect()
+/// The results of all checks for one response, in check order: computed once per request, on
+/// the stack for up to 16 checks (no allocation per request).
+pub enum Results {
+    Inline([bool; 16], usize),
+    Heap(Vec<bool>),
 }
 
-/// The availability SLI's verdict: a response arrived, its status is expected (2xx/3xx when no
-/// status check is configured) and every check passed.
-pub fn is_good(checks: &[Check], outcome: &Outcome) -> bool {
-    if outcome.error.is_some() {
-        return false;
+impl Results {
+    pub fn of(checks: &[Check], outcome: &Outcome) -> Results {
+        if checks.len() <= 16 {
+            let mut a = [false; 16];
+            for (slot, c) in a.iter_mut().zip(checks) {
+                *slot = c.passes(outcome);
+            }
+            Results::Inline(a, checks.len())
+        } else {
+            Results::Heap(checks.iter().map(|c| c.passes(outcome)).collect())
+        }
     }
-    let has_status_check = checks
-        .iter()
-        .any(|c| matches!(c.kind, CheckKind::Status(_)));
-    let status_ok = has_status_check || outcome.status.is_some_and(|s| s < 400);
-    status_ok && checks.iter().all(|c| c.passes(outcome))
+
+    pub fn as_slice(&self) -> &[bool] {
+        match self {
+            Results::Inline(a, n) => &a[..*n],
+            Results::Heap(v) => v,
+        }
+    }
 }
 
-/// [`is_good`] from check results already computed for this outcome (in check order), so the
-/// hot path evaluates each check once.
+/// The availability SLI's verdict, the one definition of a good request: a response arrived,
+/// its status is expected (2xx/3xx when no status check is configured) and every check passed.
+/// `results` are this outcome's check results in check order ([`Results::of`]), so the hot path
+/// evaluates each check once.
 pub fn verdict(checks: &[Check], results: &[bool], outcome: &Outcome) -> bool {
     if outcome.error.is_some() {
         return false;
@@ -212,6 +224,10 @@ pub fn verdict(checks: &[Check], results: &[bool], outcome: &Outcome) -> bool {
 mod tests {
     use super::*;
     use crate::http::ErrorClass;
+
+    fn is_good(checks: &[Check], outcome: &Outcome) -> bool {
+        verdict(checks, Results::of(checks, outcome).as_slice(), outcome)
+    }
 
     fn response(status: u16, body: &str) -> Outcome {
         Outcome {
@@ -343,23 +359,22 @@ mod tests {
     }
 
     #[test]
-    fn verdict_agrees_with_is_good() {
-        let checks = vec![
-            Check {
-                name: "s".into(),
-                kind: CheckKind::Status(vec![(200, 299)]),
-            },
-            Check {
-                name: "b".into(),
-                kind: CheckKind::BodyContains("up".into()),
-            },
-        ];
-        for (status, body) in [(200, "up"), (200, "down"), (500, "up"), (404, "")] {
-            let r = response(status, body);
-            let results = evaluate(&checks, &r);
-            assert_eq!(verdict(&checks, &results, &r), is_good(&checks, &r));
-            assert_eq!(verdict(&[], &[], &r), is_good(&[], &r));
-        }
+    fn results_beyond_sixteen_checks_are_kept_in_order() {
+        let checks: Vec<Check> = (0..20)
+            .map(|i| Check {
+                name: format!("c{i}"),
+                kind: CheckKind::BodyContains(if i % 3 == 0 { "up" } else { "down" }.into()),
+            })
+            .collect();
+        let r = response(200, "up");
+        let results = Results::of(&checks, &r);
+        assert!(matches!(results, Results::Heap(_)));
+        let want: Vec<bool> = (0..20).map(|i| i % 3 == 0).collect();
+        assert_eq!(results.as_slice(), want.as_slice());
+        let few = Results::of(&checks[..4], &r);
+        assert!(matches!(few, Results::Inline(..)));
+        assert_eq!(few.as_slice(), &want[..4]);
+        assert!(!verdict(&checks, results.as_slice(), &r));
     }
 
     #[test]

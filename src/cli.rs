@@ -1,13 +1,10 @@
 //! The command line: raw clap parsing, then dispatch to the library. Exit codes are part of the
-//! interface: 0 ok, 1 runtime error, 2 usage, 78 bad config (EX_CONFIG), 99 thresholds failed.
+//! interface and live in [`crate::exit`]: 0 ok, 1 runtime error, 2 usage, 78 bad config
+//! (EX_CONFIG), 99 thresholds failed.
 
+use crate::exit;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
-
-/// Exit code for a config that failed validation (sysexits EX_CONFIG).
-pub const EXIT_CONFIG: i32 = 78;
-/// Exit code when a threshold failed (as k6).
-pub const EXIT_THRESHOLDS: i32 = 99;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -117,7 +114,11 @@ pub fn main() -> i32 {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
-            return if e.use_stderr() { 2 } else { 0 };
+            return if e.use_stderr() {
+                exit::USAGE
+            } else {
+                exit::OK
+            };
         }
     };
     let quiet = matches!(
@@ -137,7 +138,7 @@ pub fn main() -> i32 {
                 Ok(s) => s.unwrap_or(crate::load::plan::Shard::WHOLE),
                 Err(e) => {
                     eprintln!("error: {e:#}");
-                    return 2;
+                    return exit::USAGE;
                 }
             };
             crate::daemon::command(crate::daemon::Options {
@@ -161,8 +162,12 @@ pub fn main() -> i32 {
             let cfg = match crate::config::load_without_secrets(&file) {
                 Ok(l) => l.config,
                 Err(e) => {
-                    report(&file.display().to_string(), Err(e), &mut std::io::stdout());
-                    return EXIT_CONFIG;
+                    crate::config::report(
+                        &file.display().to_string(),
+                        Err(e),
+                        &mut std::io::stdout(),
+                    );
+                    return exit::CONFIG;
                 }
             };
             let mut meta = crate::rules::K8sMeta {
@@ -177,23 +182,23 @@ pub fn main() -> i32 {
                     }
                     None => {
                         eprintln!("error: --label `{l}`: write it as key=value");
-                        return 2;
+                        return exit::USAGE;
                     }
                 }
             }
             match rules(&cfg, k8s, &meta, runbook_base, output.as_deref()) {
-                Ok(()) => 0,
+                Ok(()) => exit::OK,
                 Err(e) => {
                     eprintln!("error: {e:#}");
-                    1
+                    exit::ERROR
                 }
             }
         }
         Command::Target(opts) => match crate::target::run_blocking(opts) {
-            Ok(()) => 0,
+            Ok(()) => exit::OK,
             Err(e) => {
                 eprintln!("error: {e:#}");
-                1
+                exit::ERROR
             }
         },
     }
@@ -201,36 +206,7 @@ pub fn main() -> i32 {
 
 /// `sloburn check`: errors first (one per line), then warnings, then a one-line verdict.
 pub fn check(file: &std::path::Path, out: &mut impl std::io::Write) -> i32 {
-    report(&file.display().to_string(), crate::config::load(file), out)
-}
-
-/// Prints a load result the way `check` does and returns its exit code.
-pub fn report(
-    name: &str,
-    result: Result<crate::config::Loaded, crate::config::ConfigError>,
-    out: &mut impl std::io::Write,
-) -> i32 {
-    let (code, errors, warnings) = match result {
-        Ok(loaded) => (0, Vec::new(), loaded.warnings),
-        Err(e) => (EXIT_CONFIG, e.errors, e.warnings),
-    };
-    for e in &errors {
-        let _ = writeln!(out, "{}", e.render(name));
-    }
-    for w in &warnings {
-        let _ = writeln!(out, "warning: {}", w.render(name));
-    }
-    let _ = if errors.is_empty() {
-        writeln!(out, "{name}: ok ({} warning(s))", warnings.len())
-    } else {
-        writeln!(
-            out,
-            "{name}: {} error(s), {} warning(s)",
-            errors.len(),
-            warnings.len()
-        )
-    };
-    code
+    crate::config::report(&file.display().to_string(), crate::config::load(file), out)
 }
 
 /// `sloburn rules`: to stdout, or one file per SLO under `output`.

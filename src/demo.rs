@@ -63,12 +63,22 @@ slos:
     period: 30d
 "#;
 
-/// Builds the demo config for a target address and a data directory.
-pub fn config(target: SocketAddr, data: &std::path::Path) -> anyhow::Result<crate::config::Config> {
+/// Builds the demo config for a target address, a data directory and the admin token. The
+/// token reaches the config as `${env:SLOBURN_DEMO_TOKEN}` from an environment of its own, so
+/// it is handled as a secret and the process environment is never written.
+pub fn config(
+    target: SocketAddr,
+    data: &std::path::Path,
+    token: &str,
+) -> anyhow::Result<crate::config::Config> {
     let text = CONFIG
         .replace("{TARGET}", &target.to_string())
         .replace("{DATA}", &data.display().to_string());
-    crate::config::from_str(&text, "<demo>", data, &crate::config::Env::process())
+    let env = crate::config::Env::from_map(
+        [("SLOBURN_DEMO_TOKEN".to_string(), token.to_string())].into(),
+        crate::http::system_ndots(),
+    );
+    crate::config::from_str(&text, "<demo>", data, &env)
         .map(|l| l.config)
         .map_err(|e| anyhow::anyhow!("the built-in demo config is invalid:\n{e}"))
 }
@@ -81,7 +91,7 @@ pub fn command(listen: Option<SocketAddr>) -> i32 {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: cannot start the runtime: {e}");
-            return 1;
+            return crate::exit::ERROR;
         }
     };
     runtime.block_on(async move {
@@ -89,7 +99,7 @@ pub fn command(listen: Option<SocketAddr>) -> i32 {
             Ok(s) => s,
             Err(e) => {
                 eprintln!("error: cannot install signal handlers: {e}");
-                return 1;
+                return crate::exit::ERROR;
             }
         };
         match start(listen, None).await {
@@ -100,7 +110,7 @@ pub fn command(listen: Option<SocketAddr>) -> i32 {
             }
             Err(e) => {
                 eprintln!("error: {e:#}");
-                1
+                crate::exit::ERROR
             }
         }
     })
@@ -124,9 +134,7 @@ pub async fn start(
     let data = data.unwrap_or_else(|| std::env::temp_dir().join("sloburn-demo"));
     // A token the user can try the write API with; only this process knows it.
     let token = format!("{:032x}", rand::random::<u128>());
-    // SAFETY: set before any other thread of this process reads the environment.
-    unsafe { std::env::set_var("SLOBURN_DEMO_TOKEN", &token) };
-    let cfg = config(t.addr, &data)?;
+    let cfg = config(t.addr, &data, &token)?;
     let wanted = listen.unwrap_or(cfg.server.listen);
     let mut opts = Options {
         source: Source::Fixed(Box::new(cfg)),

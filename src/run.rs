@@ -2,7 +2,8 @@
 //! progress line on a terminal, the k6 + vegeta summary, `--summary-export` and `--out json`.
 
 use crate::config::{self, Target};
-use crate::http::{Client, ClientOptions, RequestSpec, Resolver};
+use crate::http::Resolver;
+use crate::load::observe::Observers;
 use crate::load::plan::Shard;
 use crate::load::runner::{self, Abort, RunReport, RunSpec, Stopper};
 use crate::load::spec::Executor;
@@ -86,30 +87,6 @@ pub enum RunResult {
     BadConfig,
 }
 
-/// Builds the request a target sends.
-pub fn request_for(target: &Target) -> RequestSpec {
-    RequestSpec {
-        method: target.method.clone(),
-        uri: target.uri.clone(),
-        headers: target.headers.clone(),
-        body: target.body.clone(),
-    }
-}
-
-/// Builds a client for a target with the system resolver.
-pub fn client_for(target: &Target, resolver: Arc<Resolver>) -> Client {
-    Client::new(
-        ClientOptions {
-            timeout: target.timeout,
-            keep_alive: target.keep_alive,
-            dns_ttl: target.dns_ttl,
-            max_body: target.max_body.min(usize::MAX as u64) as usize,
-            insecure_skip_verify: target.insecure_skip_verify,
-        },
-        resolver,
-    )
-}
-
 /// What to run, resolved from a config file or from flags.
 pub struct Resolved {
     pub name: String,
@@ -131,7 +108,7 @@ pub fn resolve(args: &RunArgs, out: &mut impl Write) -> anyhow::Result<Option<Re
                 let loaded = match config::load(file) {
                     Ok(l) => l,
                     Err(e) => {
-                        crate::cli::report(&file.display().to_string(), Err(e), out);
+                        config::report(&file.display().to_string(), Err(e), out);
                         return Ok(None);
                     }
                 };
@@ -194,7 +171,7 @@ pub fn resolve(args: &RunArgs, out: &mut impl Write) -> anyhow::Result<Option<Re
     let spec = RunSpec {
         profile: name.clone(),
         executor,
-        request: Arc::new(request_for(&target)),
+        request: Arc::new(target.request()),
         checks: Arc::new(target.checks.clone()),
         thresholds,
         graceful_stop,
@@ -321,10 +298,10 @@ pub fn command(args: RunArgs) -> i32 {
     let mut stdout = std::io::stdout();
     let resolved = match resolve(&args, &mut stdout) {
         Ok(Some(r)) => r,
-        Ok(None) => return crate::cli::EXIT_CONFIG,
+        Ok(None) => return crate::exit::CONFIG,
         Err(e) => {
             eprintln!("error: {e:#}");
-            return 1;
+            return crate::exit::ERROR;
         }
     };
     let runtime = if args.workers <= 1 {
@@ -341,21 +318,21 @@ pub fn command(args: RunArgs) -> i32 {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: cannot start the runtime: {e}");
-            return 1;
+            return crate::exit::ERROR;
         }
     };
     let result = runtime.block_on(execute(&args, resolved, true));
     match result {
         Ok(report) => {
             if report.thresholds_passed() {
-                0
+                crate::exit::OK
             } else {
-                crate::cli::EXIT_THRESHOLDS
+                crate::exit::THRESHOLDS
             }
         }
         Err(e) => {
             eprintln!("error: {e:#}");
-            1
+            crate::exit::ERROR
         }
     }
 }
@@ -366,13 +343,15 @@ pub async fn execute(
     r: Resolved,
     handle_signals: bool,
 ) -> anyhow::Result<RunReport> {
-    let resolver = Arc::new(Resolver::system());
-    let client = client_for(&r.target, resolver);
+    let client = r.target.client(Arc::new(Resolver::system()));
     let stats = Arc::new(RunStats::new(&r.spec.checks));
     let stopper = Stopper::new();
+    // The signal watch and the progress reporter end with this function: dropping the set
+    // aborts them.
+    let mut tasks = tokio::task::JoinSet::new();
     if handle_signals {
         let s = stopper.clone();
-        tokio::spawn(async move {
+        tasks.spawn(async move {
             if tokio::signal::ctrl_c().await.is_ok() {
                 s.stop(Abort::Stopped("interrupted".into()));
             }
@@ -391,16 +370,12 @@ pub async fn execute(
         None => None,
     };
     let tty = std::io::stdout().is_terminal() && !args.quiet;
-    let reporter = {
+    if tty || out_file.is_some() {
         let stats = stats.clone();
         let planned = r.planned;
-        let need = tty || out_file.is_some();
         let start = tokio::time::Instant::now();
         let mut file = out_file.take();
-        tokio::spawn(async move {
-            if !need {
-                return file;
-            }
+        tasks.spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_secs(1));
             tick.tick().await;
             let mut prev = stats.snapshot(Duration::ZERO);
@@ -423,12 +398,12 @@ pub async fn execute(
                 }
                 prev = now;
             }
-        })
-    };
-    let report = runner::run(&r.spec, &client, stats, None, stopper)
+        });
+    }
+    let report = runner::run(&r.spec, &client, Observers::stats_only(stats), stopper)
         .await
         .map_err(|e| anyhow!("profile `{}`: {e}", r.name))?;
-    reporter.abort();
+    tasks.abort_all();
     if tty {
         println!();
     }

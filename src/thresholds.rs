@@ -18,8 +18,6 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-use crate::load::hist::HistSnapshot;
-
 /// The k6 metric type, which decides the aggregations a threshold may use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MetricKind {
@@ -511,10 +509,21 @@ pub struct CounterValue {
     pub per_second: f64,
 }
 
+/// A trend metric's distribution (a histogram read at one moment).
+pub trait Trend {
+    fn count(&self) -> u64;
+    fn mean(&self) -> Duration;
+    fn min(&self) -> Duration;
+    fn max(&self) -> Duration;
+    fn median(&self) -> Duration;
+    /// `q` in 0..=1.
+    fn quantile(&self, q: f64) -> Duration;
+}
+
 /// The run's aggregates, as the runner holds them. `None` means no sample was ever recorded,
 /// which evaluates like k6's empty sinks (every aggregate is 0).
 pub trait MetricSource {
-    fn trend(&self, metric: &str) -> Option<&HistSnapshot>;
+    fn trend(&self, metric: &str) -> Option<&dyn Trend>;
     fn rate(&self, metric: &str) -> Option<RateValue>;
     fn counter(&self, metric: &str) -> Option<CounterValue>;
 }
@@ -784,14 +793,14 @@ mod tests {
 
     #[derive(Default)]
     struct Source {
-        trends: HashMap<&'static str, HistSnapshot>,
+        trends: HashMap<&'static str, crate::load::hist::HistSnapshot>,
         rates: HashMap<&'static str, RateValue>,
         counters: HashMap<&'static str, CounterValue>,
     }
 
     impl MetricSource for Source {
-        fn trend(&self, metric: &str) -> Option<&HistSnapshot> {
-            self.trends.get(metric)
+        fn trend(&self, metric: &str) -> Option<&dyn Trend> {
+            self.trends.get(metric).map(|h| h as &dyn Trend)
         }
         fn rate(&self, metric: &str) -> Option<RateValue> {
             self.rates.get(metric).copied()

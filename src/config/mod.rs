@@ -6,6 +6,8 @@
 //! sensitive, so they never reach `Debug` output, logs or metrics.
 
 mod build;
+mod report;
+mod send;
 pub mod units;
 mod walk;
 pub mod yaml;
@@ -18,6 +20,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use report::report;
 pub use yaml::Pos;
 
 /// One problem found in a config file.

@@ -140,6 +140,27 @@ impl Default for HistSnapshot {
     }
 }
 
+impl crate::thresholds::Trend for HistSnapshot {
+    fn count(&self) -> u64 {
+        self.count
+    }
+    fn mean(&self) -> Duration {
+        HistSnapshot::mean(self)
+    }
+    fn min(&self) -> Duration {
+        HistSnapshot::min(self)
+    }
+    fn max(&self) -> Duration {
+        HistSnapshot::max(self)
+    }
+    fn median(&self) -> Duration {
+        HistSnapshot::median(self)
+    }
+    fn quantile(&self, q: f64) -> Duration {
+        HistSnapshot::quantile(self, q)
+    }
+}
+
 impl HistSnapshot {
     pub fn count(&self) -> u64 {
         self.count

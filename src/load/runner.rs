@@ -9,11 +9,12 @@
 //! One [`CancellationToken`] stops everything; in-flight requests get `graceful_stop` to finish.
 //! Thresholds with `abort_on_fail` are evaluated every [`EVAL_INTERVAL`].
 
+use super::observe::Observers;
 use super::plan::{ArrivalPlan, IterationMode, IterationPlan, Plan, Shard, VuPlan};
 use super::spec::Executor;
 use super::stats::{RunStats, StatsSnapshot};
-use crate::checks::Check;
-use crate::http::{Client, Conn, Outcome, RequestSpec};
+use crate::checks::{self, Check};
+use crate::http::{Client, Conn, RequestSpec};
 use crate::thresholds::{ThresholdResult, ThresholdSpec};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
@@ -27,10 +28,6 @@ pub const EVAL_INTERVAL: Duration = Duration::from_millis(500);
 
 /// How early an arrival may be released: one tick of tokio's timer wheel.
 const DISPATCH_WINDOW: Duration = Duration::from_millis(1);
-
-/// Called for every finished request with its lateness and check results (in check order);
-/// the daemon uses it for `/metrics` and SLO events.
-pub type Observer = Arc<dyn Fn(&Outcome, Duration, &[bool]) + Send + Sync>;
 
 /// Everything a run needs, already validated.
 #[derive(Clone)]
@@ -107,12 +104,12 @@ impl Stopper {
     }
 }
 
-/// Runs one profile to completion (or until stopped) and returns its report.
+/// Runs one profile to completion (or until stopped) and returns its report. Every request,
+/// drop and VU change goes to `events` as it happens.
 pub async fn run(
     spec: &RunSpec,
     client: &Client,
-    stats: Arc<RunStats>,
-    observer: Option<Observer>,
+    events: Observers,
     stopper: Stopper,
 ) -> Result<RunReport, super::plan::PlanError> {
     let plan = Plan::new(&spec.executor, spec.shard)?;
@@ -123,15 +120,15 @@ pub async fn run(
         }
     }
     let start = Instant::now();
-    stats.vus_max.store(0, Relaxed);
+    let stats = events.stats().clone();
     let ctx = Arc::new(VuCtx {
         global: spec.global.clone(),
         request: spec.request.clone(),
         checks: spec.checks.clone(),
-        stats: stats.clone(),
-        observer,
+        events,
     });
-    let monitor = tokio::spawn(monitor(
+    let mut monitors = JoinSet::new();
+    monitors.spawn(monitor(
         spec.thresholds.clone(),
         stats.clone(),
         start,
@@ -144,8 +141,7 @@ pub async fn run(
             iterations(p, client, &ctx, &stopper, spec.graceful_stop, start).await
         }
     }
-    monitor.abort();
-    stats.vus.store(0, Relaxed);
+    monitors.abort_all();
     let snapshot = stats.snapshot(start.elapsed());
     let thresholds = spec
         .thresholds
@@ -163,8 +159,7 @@ struct VuCtx {
     global: Option<Arc<tokio::sync::Semaphore>>,
     request: Arc<RequestSpec>,
     checks: Arc<Vec<Check>>,
-    stats: Arc<RunStats>,
-    observer: Option<Observer>,
+    events: Observers,
 }
 
 impl VuCtx {
@@ -176,11 +171,9 @@ impl VuCtx {
             _ => None,
         };
         let outcome = conn.send(&self.request).await;
-        let results = CheckResults::of(&self.checks, &outcome);
-        self.stats.record(&outcome, results.as_slice(), lateness);
-        if let Some(observer) = &self.observer {
-            observer(&outcome, lateness, results.as_slice());
-        }
+        let results = checks::Results::of(&self.checks, &outcome);
+        self.events
+            .request_finished(&outcome, lateness, results.as_slice());
     }
 }
 
@@ -238,7 +231,7 @@ async fn open_model(
     let allocated = Arc::new(std::sync::atomic::AtomicU32::new(
         plan.pre_allocated_vus().min(max_vus),
     ));
-    ctx.stats.vus_max.store(allocated.load(Relaxed), Relaxed);
+    ctx.events.vus_allocated(allocated.load(Relaxed));
     let mut set = JoinSet::new();
     let mut j = 0u64;
     let mut prev_due = start;
@@ -271,7 +264,7 @@ async fn open_model(
         // Reap finished tasks so the set's memory stays bounded by max_vus.
         while set.try_join_next().is_some() {}
         let Ok(permit) = permits.clone().try_acquire_owned() else {
-            ctx.stats.dropped.fetch_add(1, Relaxed);
+            ctx.events.iteration_dropped();
             continue;
         };
         // The daemon-wide cap: an arrival that finds it full is dropped like one without a VU.
@@ -279,7 +272,7 @@ async fn open_model(
             Some(g) => match g.clone().try_acquire_owned() {
                 Ok(p) => Some(p),
                 Err(_) => {
-                    ctx.stats.dropped.fetch_add(1, Relaxed);
+                    ctx.events.iteration_dropped();
                     continue;
                 }
             },
@@ -290,16 +283,14 @@ async fn open_model(
             Some(c) => c,
             None => {
                 let n = allocated.fetch_add(1, Relaxed) + 1;
-                ctx.stats.vus_max.fetch_max(n, Relaxed);
+                ctx.events.vus_allocated(n);
                 client.conn()
             }
         };
-        ctx.stats
-            .vus
-            .store(max_vus - permits.available_permits() as u32, Relaxed);
         let ctx = ctx.clone();
         let pool = pool.clone();
         set.spawn(async move {
+            let _busy = ctx.events.busy();
             let mut conn = conn;
             let lateness = Instant::now().saturating_duration_since(due);
             ctx.iteration(&mut conn, lateness, true).await;
@@ -325,7 +316,7 @@ async fn closed_vus(
     let end = start + plan.duration();
     let stop_starting = CancellationToken::new();
     let mut set = JoinSet::new();
-    ctx.stats.vus_max.store(plan.max_vus(), Relaxed);
+    ctx.events.vus_allocated(plan.max_vus());
     for index in 0..plan.max_vus() {
         let (plan, ctx, stop, outer) = (
             plan.clone(),
@@ -335,7 +326,7 @@ async fn closed_vus(
         );
         let mut conn = client.conn();
         set.spawn(async move {
-            let mut active = false;
+            let mut busy = None;
             loop {
                 if stop.is_cancelled() || outer.is_cancelled() {
                     break;
@@ -346,9 +337,7 @@ async fn closed_vus(
                     break;
                 }
                 if index >= plan.vus_at(t) {
-                    if active {
-                        active = false;
-                        ctx.stats.vus.fetch_sub(1, Relaxed);
+                    if busy.take().is_some() {
                         conn.close();
                     }
                     let wake = plan
@@ -363,14 +352,10 @@ async fn closed_vus(
                     }
                     continue;
                 }
-                if !active {
-                    active = true;
-                    ctx.stats.vus.fetch_add(1, Relaxed);
+                if busy.is_none() {
+                    busy = Some(ctx.events.busy());
                 }
                 ctx.iteration(&mut conn, Duration::ZERO, false).await;
-            }
-            if active {
-                ctx.stats.vus.fetch_sub(1, Relaxed);
             }
         });
     }
@@ -396,8 +381,7 @@ async fn iterations(
     let shared = plan.mode() == IterationMode::Shared;
     let stop_starting = CancellationToken::new();
     let mut set = JoinSet::new();
-    ctx.stats.vus_max.store(plan.vus(), Relaxed);
-    ctx.stats.vus.store(plan.vus(), Relaxed);
+    ctx.events.vus_allocated(plan.vus());
     for _ in 0..plan.vus() {
         let (ctx, dispenser, stop, outer) = (
             ctx.clone(),
@@ -407,6 +391,7 @@ async fn iterations(
         );
         let mut conn = client.conn();
         set.spawn(async move {
+            let _busy = ctx.events.busy();
             let mut done = 0u64;
             loop {
                 if stop.is_cancelled() || outer.is_cancelled() {
@@ -423,7 +408,6 @@ async fn iterations(
                 done += 1;
                 ctx.iteration(&mut conn, Duration::ZERO, false).await;
             }
-            ctx.stats.vus.fetch_sub(1, Relaxed);
         });
     }
     let all_done = async { while set.join_next().await.is_some() {} };
@@ -434,31 +418,4 @@ async fn iterations(
     }
     stop_starting.cancel();
     drain(&mut set, grace).await;
-}
-
-/// Check results of one request, on the stack for up to 16 checks (no allocation per request).
-pub enum CheckResults {
-    Inline([bool; 16], usize),
-    Heap(Vec<bool>),
-}
-
-impl CheckResults {
-    pub fn of(checks: &[Check], outcome: &Outcome) -> CheckResults {
-        if checks.len() <= 16 {
-            let mut a = [false; 16];
-            for (slot, c) in a.iter_mut().zip(checks) {
-                *slot = c.passes(outcome);
-            }
-            CheckResults::Inline(a, checks.len())
-        } else {
-            CheckResults::Heap(checks.iter().map(|c| c.passes(outcome)).collect())
-        }
-    }
-
-    pub fn as_slice(&self) -> &[bool] {
-        match self {
-            CheckResults::Inline(a, n) => &a[..*n],
-            CheckResults::Heap(v) => v,
-        }
-    }
 }

@@ -3,9 +3,10 @@
 //! Memory is fixed per run whatever its length: nothing here stores a sample.
 
 use super::hist::{HistSnapshot, Histogram};
+use super::observe::Observer;
 use crate::checks::{Check, CheckKind};
 use crate::http::{ErrorClass, Outcome, Phase};
-use crate::thresholds::{CounterValue, MetricSource, RateValue};
+use crate::thresholds::{CounterValue, MetricSource, RateValue, Trend};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
@@ -82,7 +83,7 @@ impl RunStats {
     /// Records one finished request and its check results. `lateness` is how far behind its
     /// intended start the request began (zero for closed-model executors); it is added to the
     /// reported duration so a stalled target shows in the tail (wrk2 semantics).
-    pub fn record(&self, outcome: &Outcome, check_results: &[bool], lateness: Duration) -> bool {
+    fn record(&self, outcome: &Outcome, check_results: &[bool], lateness: Duration) {
         self.requests.fetch_add(1, Relaxed);
         self.iterations.fetch_add(1, Relaxed);
         self.data_sent.fetch_add(outcome.bytes_sent, Relaxed);
@@ -123,7 +124,6 @@ impl RunStats {
                 fail.fetch_add(1, Relaxed);
             }
         }
-        !failed
     }
 
     pub fn snapshot(&self, elapsed: Duration) -> StatsSnapshot {
@@ -167,6 +167,25 @@ impl RunStats {
     }
 }
 
+impl Observer for RunStats {
+    fn request_finished(&self, outcome: &Outcome, lateness: Duration, checks: &[bool]) {
+        self.record(outcome, checks, lateness);
+    }
+
+    fn iteration_dropped(&self) {
+        self.dropped.fetch_add(1, Relaxed);
+    }
+
+    fn vus_changed(&self, delta: i32) {
+        // Two's complement: adding `-1 as u32` subtracts one.
+        self.vus.fetch_add(delta as u32, Relaxed);
+    }
+
+    fn vus_allocated(&self, n: u32) {
+        self.vus_max.fetch_max(n, Relaxed);
+    }
+}
+
 /// A consistent-enough copy of a run's figures at one moment.
 #[derive(Debug, Clone)]
 pub struct StatsSnapshot {
@@ -202,18 +221,19 @@ impl StatsSnapshot {
 }
 
 impl MetricSource for StatsSnapshot {
-    fn trend(&self, metric: &str) -> Option<&HistSnapshot> {
-        match metric {
-            "http_req_duration" => Some(&self.duration),
-            "iteration_duration" => Some(&self.iteration_duration),
+    fn trend(&self, metric: &str) -> Option<&dyn Trend> {
+        let h = match metric {
+            "http_req_duration" => &self.duration,
+            "iteration_duration" => &self.iteration_duration,
             other => {
                 let phase = other.strip_prefix("http_req_")?;
                 Phase::ALL
                     .iter()
                     .find(|p| p.as_str() == phase || (phase == "dns" && **p == Phase::Dns))
-                    .map(|p| &self.phases[*p as usize])
+                    .map(|p| &self.phases[*p as usize])?
             }
-        }
+        };
+        Some(h)
     }
 
     fn rate(&self, metric: &str) -> Option<RateValue> {

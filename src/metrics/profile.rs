@@ -360,17 +360,23 @@ impl ProfileMetrics {
         self.dropped.fetch_add(1, Relaxed);
     }
 
-    /// Several dropped iterations at once (the daemon publishes the runner's count each second).
-    pub fn add_dropped(&self, n: u64) {
-        self.dropped.fetch_add(n, Relaxed);
-    }
-
     pub fn set_vus(&self, n: u32) {
         self.vus.store(n, Relaxed);
     }
 
+    /// One more busy VU (`+1`) or one fewer (`-1`).
+    pub fn add_vus(&self, delta: i32) {
+        // Two's complement: adding `-1 as u32` subtracts one.
+        self.vus.fetch_add(delta as u32, Relaxed);
+    }
+
     pub fn set_vus_max(&self, n: u32) {
         self.vus_max.store(n, Relaxed);
+    }
+
+    /// The run has allocated `n` VUs so far; the gauge keeps the run's largest.
+    pub fn raise_vus_max(&self, n: u32) {
+        self.vus_max.fetch_max(n, Relaxed);
     }
 
     pub fn target(&self) -> &str {

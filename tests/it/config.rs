@@ -30,9 +30,9 @@ fn check_reports_every_mistake_with_line_and_column() {
     let env = sloburn::config::Env::from_map(Default::default(), 5);
     let result = sloburn::config::from_str(&text, name, &root(), &env);
     let mut out = Vec::new();
-    let code = sloburn::cli::report(name, result, &mut out);
+    let code = sloburn::config::report(name, result, &mut out);
     let text = String::from_utf8(out).unwrap();
-    assert_eq!(code, sloburn::cli::EXIT_CONFIG, "{text}");
+    assert_eq!(code, sloburn::exit::CONFIG, "{text}");
     golden(&root().join("tests/it/golden/bad_config.txt"), &text);
     // The golden file is reviewed by hand; these keep its key promises from silently changing.
     let errors = text.lines().filter(|l| !l.starts_with("warning:")).count() - 1;

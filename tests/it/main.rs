@@ -1,6 +1,7 @@
 //! The one integration-test binary (matklad's layout): each feature area is a module.
 
 mod alerting;
+mod architecture;
 mod config;
 mod daemon;
 mod dashboards;

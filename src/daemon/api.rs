@@ -5,7 +5,9 @@
 //! time; without a configured token they are disabled (403). Reads are open unless
 //! `server.protect_reads` is set.
 
-use crate::daemon::{self, Shared, StartError};
+use super::reload::reload as reload_config;
+use super::runs::{StartError, start_run};
+use super::state::Shared;
 use crate::metrics::Metrics;
 use axum::Router;
 use axum::extract::{Path, State};
@@ -155,7 +157,7 @@ async fn run_now(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     authorize(&shared, &headers, true)?;
-    match daemon::start_run(&shared, &name, "api") {
+    match start_run(&shared, &name, "api") {
         Ok(id) => Ok((
             StatusCode::ACCEPTED,
             axum::Json(json!({ "run": id, "profile": name })),
@@ -211,7 +213,7 @@ fn set_paused(
 
 async fn reload(State(shared): State<AppState>, headers: HeaderMap) -> Result<Response, ApiError> {
     authorize(&shared, &headers, true)?;
-    match daemon::reload(&shared) {
+    match reload_config(&shared) {
         Ok(true) => Ok(axum::Json(json!({ "reloaded": true })).into_response()),
         Ok(false) => Err(ApiError(
             StatusCode::CONFLICT,

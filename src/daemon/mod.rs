@@ -1,0 +1,27 @@
+//! `sloburn serve` and `sloburn demo`: the long-running daemon.
+//!
+//! One room per job, each depending only on the ones listed before it:
+//! - `state`: the shared state every task and handler sees, and the API's views;
+//! - `runs`: starting a run, feeding its events to `/metrics` and the SLO budgets, the budget
+//!   guard, recording how it ended;
+//! - `schedules`: config generations and the per-profile schedule loops;
+//! - `reload`: SIGHUP, API and file-watch reloads;
+//! - `api`: the HTTP face (`/metrics`, probes, the admin API, the status page);
+//! - `lifecycle`: start-up order, the SLO tick, graceful drain, signals.
+//!
+//! One [`CancellationToken`](tokio_util::sync::CancellationToken) stops everything; each config
+//! generation has a child token that a reload cancels, so schedules restart under the new
+//! config while runs in progress finish under the old one. Every task belongs to the daemon's
+//! [`TaskTracker`](tokio_util::task::TaskTracker).
+
+mod api;
+mod lifecycle;
+mod reload;
+mod runs;
+mod schedules;
+mod state;
+
+pub use lifecycle::{Daemon, Options, Signals, Startup, command, run_until_signal, start};
+pub use reload::{WATCH_INTERVAL, reload};
+pub use runs::{StartError, start_run};
+pub use state::{ProfileView, RunRecord, Shared, Source, ThresholdRecord};

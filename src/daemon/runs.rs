@@ -1,0 +1,264 @@
+//! Run wiring: start a profile's run now, feed its events to `/metrics` and the SLO budgets,
+//! stop it when its budget guard trips, and record how it ended.
+
+use super::state::{ProfileState, RECENT_RUNS, RunRecord, Shared, ThresholdRecord, unix_now};
+use crate::budget::Watcher;
+use crate::checks::Check;
+use crate::config::{self, Profile};
+use crate::http::Outcome;
+use crate::load::observe::{Observer, Observers};
+use crate::load::runner::{self, Abort, RunReport, RunSpec, Stopper};
+use crate::load::stats::RunStats;
+use crate::metrics::ProfileMetrics;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+/// Why a run did not start.
+#[derive(Debug, PartialEq)]
+pub enum StartError {
+    UnknownProfile,
+    AlreadyRunning,
+    ShuttingDown,
+}
+
+/// Starts a run of `name` now. Returns its id.
+pub fn start_run(shared: &Arc<Shared>, name: &str, trigger: &str) -> Result<u64, StartError> {
+    if shared.shutdown.is_cancelled() {
+        return Err(StartError::ShuttingDown);
+    }
+    let cfg = shared.config();
+    let profile = cfg
+        .profiles
+        .get(name)
+        .ok_or(StartError::UnknownProfile)?
+        .clone();
+    let Some(target) = cfg.targets.get(&profile.target).cloned() else {
+        return Err(StartError::UnknownProfile);
+    };
+    let id = shared.next_id.fetch_add(1, Relaxed) + 1;
+    let stopper = Stopper::new();
+    {
+        let Ok(mut states) = shared.profiles.lock() else {
+            return Err(StartError::ShuttingDown);
+        };
+        let st = states
+            .entry(name.to_string())
+            .or_insert_with(|| ProfileState::new(profile.overlap));
+        if st.active.is_some() {
+            return Err(StartError::AlreadyRunning);
+        }
+        st.active = Some((id, stopper.clone()));
+    }
+    let record = RunRecord {
+        id,
+        profile: name.to_string(),
+        target: target.name.clone(),
+        trigger: trigger.to_string(),
+        started_at: unix_now(),
+        finished_at: None,
+        result: "running".into(),
+        reason: None,
+        requests: 0,
+        rate: 0.0,
+        failed_ratio: 0.0,
+        dropped: 0,
+        p95_ms: 0.0,
+        p99_ms: 0.0,
+        thresholds: Vec::new(),
+    };
+    if let Ok(mut recent) = shared.recent.lock() {
+        recent.push_back(record.clone());
+        while recent.len() > RECENT_RUNS {
+            recent.pop_front();
+        }
+    }
+    let shared2 = shared.clone();
+    shared.tracker.spawn(async move {
+        let result = execute(&shared2, &profile, &target, stopper, record).await;
+        finish(&shared2, &profile.name, id, result);
+    });
+    Ok(id)
+}
+
+/// A daemon run's observer: the profile's `/metrics` series and every SLO watching its traffic.
+struct Live {
+    metrics: Arc<ProfileMetrics>,
+    watchers: Vec<Watcher>,
+    checks: Arc<Vec<Check>>,
+}
+
+impl Observer for Live {
+    fn request_finished(&self, outcome: &Outcome, lateness: Duration, results: &[bool]) {
+        self.metrics.observe(outcome, lateness, results);
+        for w in &self.watchers {
+            w.observe(outcome, &self.checks, results);
+        }
+    }
+
+    fn iteration_dropped(&self) {
+        self.metrics.dropped();
+    }
+
+    fn vus_changed(&self, delta: i32) {
+        self.metrics.add_vus(delta);
+    }
+
+    fn vus_allocated(&self, n: u32) {
+        self.metrics.raise_vus_max(n);
+    }
+}
+
+/// Stops the run when its SLO burns faster than the guard allows; checked every
+/// [`runner::EVAL_INTERVAL`] until the run ends.
+async fn guard(shared: Arc<Shared>, g: config::Guard, stopper: Stopper) {
+    let mut tick = tokio::time::interval(runner::EVAL_INTERVAL);
+    loop {
+        tick.tick().await;
+        let now = unix_now() as i64;
+        if let Some(burn) = shared.budget.burn_rate(&g.slo, g.window, now)
+            && burn > g.max_burn_rate
+        {
+            stopper.stop(Abort::Guard(format!(
+                "SLO `{}` burns at {burn:.1}× over {} (limit {}×)",
+                g.slo,
+                config::units::format_duration(g.window),
+                g.max_burn_rate
+            )));
+            return;
+        }
+    }
+}
+
+async fn execute(
+    shared: &Arc<Shared>,
+    profile: &Profile,
+    target: &config::Target,
+    stopper: Stopper,
+    mut record: RunRecord,
+) -> RunRecord {
+    let check_names: Vec<String> = target.checks.iter().map(|c| c.name.clone()).collect();
+    let pm = shared
+        .metrics
+        .profile(&target.name, &profile.name, &target.buckets, &check_names);
+    pm.set_vus(0);
+    pm.set_vus_max(0);
+    let checks = Arc::new(target.checks.clone());
+    let live = Live {
+        metrics: pm,
+        watchers: shared.budget.watchers(&target.name, &profile.name),
+        checks: checks.clone(),
+    };
+    let events = Observers::new(
+        Arc::new(RunStats::new(&target.checks)),
+        vec![Arc::new(live)],
+    );
+    let spec = RunSpec {
+        profile: profile.name.clone(),
+        executor: profile.executor.clone(),
+        request: Arc::new(target.request()),
+        checks,
+        thresholds: profile.thresholds.clone(),
+        graceful_stop: profile
+            .graceful_stop
+            .min(shared.config().server.grace_period),
+        shard: shared.shard,
+        global: Some(shared.in_flight.clone()),
+        start_time: profile.start_time,
+    };
+    let client = target.client(shared.resolver.clone());
+    shared.metrics.run_started(&profile.name);
+    // The guard lives exactly as long as the run: dropping the set aborts it.
+    let mut guards = tokio::task::JoinSet::new();
+    if let Some(g) = profile.guard.clone() {
+        guards.spawn(guard(shared.clone(), g, stopper.clone()));
+    }
+    let outcome = runner::run(&spec, &client, events, stopper).await;
+    guards.abort_all();
+    record.finished_at = Some(unix_now());
+    match outcome {
+        Ok(report) => fill(&mut record, &report, shared, &profile.name),
+        Err(e) => {
+            record.result = "error".into();
+            record.reason = Some(e.to_string());
+        }
+    }
+    record
+}
+
+fn fill(record: &mut RunRecord, report: &RunReport, shared: &Shared, profile: &str) {
+    let s = &report.stats;
+    record.requests = s.requests;
+    record.rate = s.per_second(s.requests);
+    record.failed_ratio = if s.requests > 0 {
+        s.failed as f64 / s.requests as f64
+    } else {
+        0.0
+    };
+    record.dropped = s.dropped;
+    record.p95_ms = s.duration.quantile(0.95).as_secs_f64() * 1000.0;
+    record.p99_ms = s.duration.quantile(0.99).as_secs_f64() * 1000.0;
+    record.thresholds = report
+        .thresholds
+        .iter()
+        .map(|(spec, r)| {
+            shared.metrics.set_threshold(
+                profile,
+                &spec.threshold.metric,
+                &spec.threshold.source,
+                r.passed,
+            );
+            ThresholdRecord {
+                metric: spec.threshold.metric.clone(),
+                threshold: spec.threshold.source.clone(),
+                passed: r.passed,
+                observed: r.observed,
+            }
+        })
+        .collect();
+    let (result, reason) = match &report.aborted {
+        Some(Abort::Guard(why)) => ("aborted_by_guard", Some(why.clone())),
+        Some(Abort::Threshold(t)) => ("aborted", Some(format!("threshold `{t}` failed"))),
+        Some(Abort::Stopped(why)) => ("aborted", Some(why.clone())),
+        None if report.thresholds_passed() => ("passed", None),
+        None => ("failed", None),
+    };
+    record.result = result.into();
+    record.reason = reason;
+}
+
+/// Records how the run ended; starts the next one when the overlap policy queued it.
+fn finish(shared: &Arc<Shared>, profile: &str, id: u64, record: RunRecord) {
+    shared.metrics.run_finished(profile, &record.result);
+    tracing::info!(
+        profile = %profile,
+        run = id,
+        result = %record.result,
+        reason = record.reason.as_deref().unwrap_or(""),
+        requests = record.requests,
+        rate = format!("{:.1}", record.rate),
+        failed_ratio = format!("{:.4}", record.failed_ratio),
+        p95_ms = format!("{:.2}", record.p95_ms),
+        p99_ms = format!("{:.2}", record.p99_ms),
+        dropped = record.dropped,
+        "run finished"
+    );
+    if let Ok(mut recent) = shared.recent.lock()
+        && let Some(slot) = recent.iter_mut().find(|r| r.id == id)
+    {
+        *slot = record;
+    }
+    let again = match shared.profiles.lock() {
+        Ok(mut states) => match states.get_mut(profile) {
+            Some(st) => {
+                st.active = None;
+                st.slot.on_finished() && !st.paused
+            }
+            None => false,
+        },
+        Err(_) => false,
+    };
+    if again && !shared.shutdown.is_cancelled() {
+        let _ = start_run(shared, profile, "queued");
+    }
+}

@@ -1,0 +1,110 @@
+//! Config generations and schedule loops: applying a config starts one loop per scheduled
+//! profile under a fresh generation token (a reload cancels the old one), and each due time
+//! starts, skips or queues a run by the profile's overlap policy.
+
+use super::runs::start_run;
+use super::state::{ProfileState, Shared, unix_now};
+use crate::config::{Config, Profile};
+use crate::schedule::{Decision, Slot, SystemClock, Ticker};
+use rand::SeedableRng;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// Applies a config: SLOs, metrics series, and the schedules of a new generation.
+pub(super) fn apply(shared: &Arc<Shared>, cfg: Arc<Config>) {
+    if let Ok(mut slot) = shared.config.write() {
+        *slot = cfg.clone();
+    }
+    shared.budget.configure(&cfg, unix_now() as i64);
+    let keep: Vec<(String, String)> = cfg
+        .profiles
+        .values()
+        .map(|p| (p.target.clone(), p.name.clone()))
+        .collect();
+    shared.metrics.retain_profiles(&keep);
+    let generation = shared.shutdown.child_token();
+    if let Ok(mut g) = shared.generation.lock() {
+        g.cancel();
+        *g = generation.clone();
+    }
+    if let Ok(mut states) = shared.profiles.lock() {
+        states.retain(|name, st| cfg.profiles.contains_key(name) || st.active.is_some());
+        for p in cfg.profiles.values() {
+            let st = states
+                .entry(p.name.clone())
+                .or_insert_with(|| ProfileState::new(p.overlap));
+            if st.slot.policy() != p.overlap {
+                st.slot = Slot::new(p.overlap);
+            }
+            st.next_run = None;
+        }
+    }
+    for p in cfg.profiles.values() {
+        shared.metrics.init_profile(&p.name);
+        if p.schedule.is_none() && !p.run_on_start {
+            shared.metrics.set_next_run(&p.name, None);
+            continue;
+        }
+        let shared2 = shared.clone();
+        let token = generation.clone();
+        let profile = p.clone();
+        shared
+            .tracker
+            .spawn(async move { profile_loop(shared2, profile, token).await });
+    }
+}
+
+async fn profile_loop(shared: Arc<Shared>, profile: Profile, token: CancellationToken) {
+    if profile.run_on_start {
+        due(&shared, &profile.name);
+    }
+    let Some(schedule) = profile.schedule.clone() else {
+        return;
+    };
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(rand::random());
+    let mut ticker = Ticker::new(schedule.clone(), profile.jitter, SystemClock);
+    loop {
+        let next = schedule.next_after(chrono::Utc::now());
+        let next_unix = next.map(|t| t.timestamp_millis() as f64 / 1000.0);
+        shared.metrics.set_next_run(&profile.name, next_unix);
+        if let Ok(mut states) = shared.profiles.lock()
+            && let Some(st) = states.get_mut(&profile.name)
+        {
+            st.next_run = next_unix;
+        }
+        tokio::select! {
+            tick = ticker.tick(&mut rng) => match tick {
+                Some(_) => due(&shared, &profile.name),
+                None => break,
+            },
+            _ = token.cancelled() => break,
+        }
+    }
+}
+
+/// A schedule fired: start, skip or queue according to the overlap policy.
+fn due(shared: &Arc<Shared>, name: &str) {
+    let decision = match shared.profiles.lock() {
+        Ok(mut states) => match states.get_mut(name) {
+            Some(st) if st.paused => None,
+            Some(st) => Some(st.slot.on_due(st.active.is_some())),
+            None => None,
+        },
+        Err(_) => None,
+    };
+    match decision {
+        Some(Decision::Start) => {
+            if let Err(e) = start_run(shared, name, "schedule") {
+                tracing::warn!(profile = %name, error = ?e, "scheduled run did not start");
+            }
+        }
+        Some(Decision::Skip) => {
+            tracing::info!(profile = %name, "previous run still going; skipped (overlap: skip)");
+            shared.metrics.run_finished(name, "skipped");
+        }
+        Some(Decision::Enqueue) => {
+            tracing::info!(profile = %name, "previous run still going; queued (overlap: queue)");
+        }
+        None => {}
+    }
+}

@@ -1,0 +1,15 @@
+//! Process exit codes: part of the command-line interface, shared by every command. A leaf:
+//! it imports nothing from the crate.
+
+/// Success.
+pub const OK: i32 = 0;
+/// A runtime error (cannot bind, cannot start the runtime, cannot write a file).
+pub const ERROR: i32 = 1;
+/// Bad command-line usage (clap's convention).
+pub const USAGE: i32 = 2;
+/// A config that failed validation (sysexits EX_CONFIG).
+pub const CONFIG: i32 = 78;
+/// A threshold failed (as k6).
+pub const THRESHOLDS: i32 = 99;
+/// The daemon was stopped by a second signal before its drain finished (128 + SIGINT).
+pub const SECOND_SIGNAL: i32 = 130;

@@ -1,0 +1,316 @@
+//! The crate's layers, checked: a module imports only from layers below its own, so the
+//! module graph has no circle. The order is written once, here, and ARCHITECTURE.md's
+//! "Layers" table must say the same. Test code (`#[cfg(test)]` modules) may use anything.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// Top-level modules of `src/`, lowest layer first. A module may import from strictly lower
+/// layers only (never from its own layer, so two neighbours cannot form a circle either).
+const LAYERS: &[&[&str]] = &[
+    &["exit", "timer"],
+    &["http"],
+    &["checks", "thresholds", "schedule", "slo"],
+    &["load", "rules", "metrics", "store"],
+    &["config"],
+    &["budget", "target"],
+    &["run", "daemon"],
+    &["demo"],
+    &["cli"],
+];
+
+/// Folders whose files form layers of their own, lowest first; checked through `super::` and
+/// `crate::<folder>::` imports between its files.
+const INNER: &[(&str, &[&str])] = &[(
+    "daemon",
+    &["state", "runs", "schedules", "reload", "api", "lifecycle"],
+)];
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|e| e == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The code of a file that counts: before its first `#[cfg(test)]`, without comment lines.
+fn code(text: &str) -> String {
+    let before_tests = text.split("#[cfg(test)]").next().unwrap_or("");
+    before_tests
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Every first path segment after `prefix` (`crate::` or `super::`), including each item of a
+/// `prefix{a, b::c}` group.
+fn segments_after(code: &str, prefix: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut rest = code;
+    while let Some(i) = rest.find(prefix) {
+        let boundary_ok = rest[..i]
+            .chars()
+            .next_back()
+            .is_none_or(|c| !(c.is_alphanumeric() || c == '_'));
+        rest = &rest[i + prefix.len()..];
+        if !boundary_ok {
+            continue;
+        }
+        if let Some(group) = rest.strip_prefix('{') {
+            // Items at the group's top level: split on commas outside nested braces.
+            let (mut depth, mut item, mut end) = (0usize, String::new(), group.len());
+            let mut items = Vec::new();
+            for (j, c) in group.char_indices() {
+                match c {
+                    '{' => {
+                        depth += 1;
+                        item.push(c)
+                    }
+                    '}' if depth == 0 => {
+                        end = j;
+                        break;
+                    }
+                    '}' => {
+                        depth -= 1;
+                        item.push(c)
+                    }
+                    ',' if depth == 0 => items.push(std::mem::take(&mut item)),
+                    _ => item.push(c),
+                }
+            }
+            items.push(item);
+            for it in items {
+                let name = ident(it.trim());
+                if !name.is_empty() && name != "self" {
+                    out.insert(name);
+                }
+            }
+            rest = &group[end..];
+        } else {
+            let name = ident(rest);
+            if !name.is_empty() {
+                out.insert(name);
+            }
+        }
+    }
+    out
+}
+
+fn ident(s: &str) -> String {
+    s.chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect()
+}
+
+fn layer_of(layers: &[&[&str]], module: &str) -> Option<usize> {
+    layers.iter().position(|l| l.contains(&module))
+}
+
+/// The violations in a set of files, given as (path relative to `src/`, text).
+fn violations(files: &[(String, String)]) -> Vec<String> {
+    let mut bad = Vec::new();
+    let tops: BTreeSet<String> = files
+        .iter()
+        .filter_map(|(rel, _)| top_module(rel))
+        .collect();
+    for t in &tops {
+        if layer_of(LAYERS, t).is_none() {
+            bad.push(format!(
+                "module `{t}` is in no layer: add it to LAYERS and to ARCHITECTURE.md"
+            ));
+        }
+    }
+    for l in LAYERS.iter().flat_map(|l| l.iter()) {
+        if !tops.contains(*l) {
+            bad.push(format!("LAYERS names `{l}`, which is not a module of src/"));
+        }
+    }
+    for (rel, text) in files {
+        let Some(top) = top_module(rel) else {
+            continue;
+        };
+        let Some(mine) = layer_of(LAYERS, &top) else {
+            continue;
+        };
+        let code = code(text);
+        for used in segments_after(&code, "crate::") {
+            if used == top {
+                continue;
+            }
+            match layer_of(LAYERS, &used) {
+                Some(theirs) if theirs < mine => {}
+                Some(theirs) => bad.push(format!(
+                    "src/{rel}: `{top}` (layer {mine}) imports `crate::{used}` (layer {theirs}); \
+                     imports must go to a lower layer"
+                )),
+                None => {}
+            }
+        }
+        for (folder, inner) in INNER {
+            if top != *folder {
+                continue;
+            }
+            let Some(me) = inner_module(rel, folder) else {
+                continue;
+            };
+            let Some(mine) = inner.iter().position(|m| *m == me) else {
+                if me != "mod" {
+                    bad.push(format!("src/{rel}: not in the `{folder}` order of INNER"));
+                }
+                continue;
+            };
+            let mut used = segments_after(&code, "super::");
+            used.extend(segments_after(&code, &format!("crate::{folder}::")));
+            for u in used {
+                match inner.iter().position(|m| *m == u) {
+                    Some(theirs) if theirs < mine => {}
+                    Some(theirs) if theirs == mine => {}
+                    Some(theirs) => bad.push(format!(
+                        "src/{rel}: `{folder}::{me}` (step {mine}) uses `{folder}::{u}` (step {theirs}); \
+                         inside `{folder}` uses must go to an earlier step"
+                    )),
+                    None => {}
+                }
+            }
+        }
+    }
+    bad
+}
+
+/// `daemon/runs.rs` → `daemon`, `cli.rs` → `cli`; `None` for the crate roots.
+fn top_module(rel: &str) -> Option<String> {
+    let first = rel.split('/').next()?;
+    let name = first.strip_suffix(".rs").unwrap_or(first);
+    (!matches!(name, "lib" | "main")).then(|| name.to_string())
+}
+
+/// `daemon/runs.rs` → `runs` for folder `daemon`.
+fn inner_module(rel: &str, folder: &str) -> Option<String> {
+    let rest = rel.strip_prefix(folder)?.strip_prefix('/')?;
+    let first = rest.split('/').next()?;
+    Some(first.strip_suffix(".rs").unwrap_or(first).to_string())
+}
+
+fn sources() -> Vec<(String, String)> {
+    let src = root().join("src");
+    let mut paths = Vec::new();
+    rust_files(&src, &mut paths);
+    paths
+        .iter()
+        .map(|p| {
+            let rel = p
+                .strip_prefix(&src)
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/");
+            (rel, std::fs::read_to_string(p).unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn every_import_goes_to_a_lower_layer() {
+    let bad = violations(&sources());
+    assert!(
+        bad.is_empty(),
+        "the layers of ARCHITECTURE.md are broken:\n  {}",
+        bad.join("\n  ")
+    );
+}
+
+#[test]
+fn architecture_md_lists_the_same_layers() {
+    let text = std::fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap();
+    let section = text
+        .split("## Layers")
+        .nth(1)
+        .expect("ARCHITECTURE.md has a `## Layers` section");
+    let rows: Vec<Vec<String>> = section
+        .lines()
+        .take_while(|l| !l.starts_with("## "))
+        .filter_map(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            // | N | `a`, `b` | what |
+            let n = cells.get(1)?;
+            n.parse::<usize>().ok()?;
+            Some(
+                cells
+                    .get(2)?
+                    .split(',')
+                    .map(|m| m.trim().trim_matches('`').to_string())
+                    .filter(|m| !m.is_empty())
+                    .collect(),
+            )
+        })
+        .collect();
+    let want: Vec<Vec<String>> = LAYERS
+        .iter()
+        .map(|l| l.iter().map(|m| m.to_string()).collect())
+        .collect();
+    assert_eq!(
+        rows, want,
+        "ARCHITECTURE.md's Layers table and LAYERS differ"
+    );
+}
+
+#[test]
+fn the_checker_catches_an_upward_import_and_an_unplaced_module() {
+    let mut files = sources();
+    assert!(violations(&files).is_empty());
+    // A pure core reaching up into the daemon.
+    files.push((
+        "checks.rs".into(),
+        "use crate::http::Outcome;\nuse crate::{http::Phase, daemon::Shared};\n".into(),
+    ));
+    let bad = violations(&files);
+    assert_eq!(bad.len(), 1, "{bad:?}");
+    assert!(bad[0].contains("imports `crate::daemon`"), "{bad:?}");
+    // Same layer is refused too: run and daemon must not use each other.
+    let mut files = sources();
+    files.push((
+        "run.rs".into(),
+        "fn f() { crate::daemon::start_run(); }".into(),
+    ));
+    let bad = violations(&files);
+    assert!(
+        bad.iter()
+            .any(|b| b.contains("`run` (layer 6) imports `crate::daemon` (layer 6)"))
+    );
+    // Inside the daemon, the run wiring must not reach the HTTP face.
+    let mut files = sources();
+    files.push(("daemon/runs.rs".into(), "use super::api::app;".into()));
+    let bad = violations(&files);
+    assert!(
+        bad.iter()
+            .any(|b| b.contains("`daemon::runs` (step 1) uses `daemon::api`")),
+        "{bad:?}"
+    );
+    // A new module must be placed.
+    let mut files = sources();
+    files.push(("newthing.rs".into(), String::new()));
+    assert!(
+        violations(&files)
+            .iter()
+            .any(|b| b.contains("`newthing` is in no layer"))
+    );
+    // Comments and tests do not count.
+    let mut files = sources();
+    files.push((
+        "timer.rs".into(),
+        "// see crate::daemon\n#[cfg(test)]\nmod tests { use crate::cli; }".into(),
+    ));
+    assert!(violations(&files).is_empty());
+}
