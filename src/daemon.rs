@@ -319,7 +319,7 @@ async fn execute(
                     stopper.stop(Abort::Guard(format!(
                         "SLO `{}` burns at {burn:.1}× over {} (limit {}×)",
                         g.slo,
-                        config::units::format_duration(g.window),
+                        crate::units::format_duration(g.window),
                         g.max_burn_rate
                     )));
                     return;

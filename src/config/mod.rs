@@ -6,7 +6,15 @@
 //! sensitive, so they never reach `Debug` output, logs or metrics.
 
 mod build;
-pub mod units;
+mod checks;
+mod executors;
+mod profiles;
+mod secrets;
+mod server;
+mod slos;
+mod storage;
+mod targets;
+mod thresholds;
 mod walk;
 pub mod yaml;
 

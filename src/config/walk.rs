@@ -1,8 +1,9 @@
 //! The checker's toolkit: typed reads from the position-keeping YAML tree that record every
 //! problem (with its position and dotted path) instead of stopping at the first one.
 
+use super::Diagnostic;
 use super::yaml::{Node, Pos, Value};
-use super::{Diagnostic, units};
+use crate::units;
 use std::time::Duration;
 
 /// Collects errors and warnings while the tree is walked.
@@ -282,6 +283,131 @@ fn edit_distance(a: &str, b: &str) -> usize {
         prev = cur;
     }
     prev[b.len()]
+}
+
+/// Names under a section, with whether each is a well-formed mapping (for reference checks
+/// that should not pile a second error on a broken entry).
+pub fn named_keys(node: &Node) -> Vec<(String, bool)> {
+    match &node.value {
+        Value::Map(entries) => entries
+            .iter()
+            .map(|(k, v)| (k.name.clone(), matches!(v.value, Value::Map(_))))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+pub fn reference(
+    ctx: &mut Ctx,
+    node: &Node,
+    path: &str,
+    kind: &str,
+    known: &[(String, bool)],
+) -> Option<String> {
+    let name = string(ctx, node, path)?;
+    if known.iter().any(|(k, _)| *k == name) {
+        return Some(name);
+    }
+    let hint = did_you_mean(&name, known.iter().map(|(k, _)| k.as_str()))
+        .map(|s| format!(" (did you mean `{s}`?)"))
+        .unwrap_or_else(|| {
+            let all: Vec<&str> = known.iter().map(|(k, _)| k.as_str()).collect();
+            if all.is_empty() {
+                String::new()
+            } else {
+                format!(" (known: {})", all.join(", "))
+            }
+        });
+    ctx.error(node.pos, path, format!("unknown {kind} `{name}`{hint}"));
+    None
+}
+
+pub fn opt_bool(ctx: &mut Ctx, f: &Fields, key: &str, default: bool) -> bool {
+    f.get(key)
+        .and_then(|n| boolean(ctx, n, &f.path_of(key)))
+        .unwrap_or(default)
+}
+
+pub fn opt_duration(
+    ctx: &mut Ctx,
+    f: &Fields,
+    key: &str,
+    default: Duration,
+    positive: bool,
+) -> Duration {
+    let Some(n) = f.get(key) else { return default };
+    let p = f.path_of(key);
+    match duration(ctx, n, &p) {
+        Some(d) if positive && d.is_zero() => {
+            ctx.error(n.pos, &p, "must be longer than zero");
+            default
+        }
+        Some(d) => d,
+        None => default,
+    }
+}
+
+pub fn required<T>(
+    ctx: &mut Ctx,
+    f: &Fields,
+    key: &str,
+    read: impl FnOnce(&mut Ctx, &Node, &str) -> Option<T>,
+) -> Option<T> {
+    match f.get(key) {
+        Some(n) => read(ctx, n, &f.path_of(key)),
+        None => {
+            ctx.error(f.node.pos, &f.path, format!("missing `{key}`"));
+            None
+        }
+    }
+}
+
+pub fn optional<T>(
+    ctx: &mut Ctx,
+    f: &Fields,
+    key: &str,
+    default: T,
+    read: impl FnOnce(&mut Ctx, &Node, &str) -> Option<T>,
+) -> Option<T> {
+    match f.get(key) {
+        Some(n) => read(ctx, n, &f.path_of(key)),
+        None => Some(default),
+    }
+}
+
+pub fn positive_duration(ctx: &mut Ctx, n: &Node, p: &str) -> Option<Duration> {
+    let d = duration(ctx, n, p)?;
+    if d.is_zero() {
+        ctx.error(n.pos, p, "must be longer than zero");
+        return None;
+    }
+    Some(d)
+}
+
+pub fn count_u32(ctx: &mut Ctx, n: &Node, p: &str) -> Option<u32> {
+    let v = unsigned(ctx, n, p)?;
+    if v == 0 || v > 1_000_000 {
+        ctx.error(n.pos, p, "must be between 1 and 1000000");
+        return None;
+    }
+    Some(v as u32)
+}
+
+/// Position of a nested value, for errors found after the walk.
+pub fn node_at(root: Option<&Node>, keys: &[&str]) -> Pos {
+    let Some(mut node) = root else {
+        return Pos::default();
+    };
+    for key in keys {
+        let Value::Map(entries) = &node.value else {
+            break;
+        };
+        match entries.iter().find(|(k, _)| k.name == *key) {
+            Some((_, v)) => node = v,
+            None => break,
+        }
+    }
+    node.pos
 }
 
 #[cfg(test)]
