@@ -1,5 +1,8 @@
 //! The checker's toolkit: typed reads from the position-keeping YAML tree that record every
-//! problem (with its position and dotted path) instead of stopping at the first one.
+//! problem (with its position and dotted path) instead of stopping at the first one. Besides the
+//! scalar readers it owns the field helpers every section uses (`required`, `optional`,
+//! `opt_duration`, `opt_bool`, `positive_duration`, `count_u32`), references by name with a
+//! did-you-mean, and positions of nested values for checks made after the walk.
 
 use super::Diagnostic;
 use super::yaml::{Node, Pos, Value};
@@ -264,25 +267,10 @@ pub fn did_you_mean<'a>(
     let limit = (word.len() / 3).max(1) + 1;
     candidates
         .into_iter()
-        .map(|c| (edit_distance(word, c), c))
+        .map(|c| (strsim::levenshtein(word, c), c))
         .filter(|(d, _)| *d <= limit)
         .min_by_key(|(d, _)| *d)
         .map(|(_, c)| c)
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.iter().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let cost = usize::from(ca != cb);
-            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
 }
 
 /// Names under a section, with whether each is a well-formed mapping (for reference checks
