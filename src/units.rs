@@ -183,6 +183,35 @@ mod tests {
     }
 
     #[test]
+    fn unit_factors_round_like_the_decimal_constants() {
+        let secs = |u| duration_unit(u).unwrap().as_nanos() as f64 / 1e9;
+        let millis = |u| duration_unit(u).unwrap().as_nanos() as f64 / 1e6;
+        assert_eq!(secs("ns"), 1e-9);
+        assert_eq!(secs("us"), 1e-6);
+        assert_eq!(secs("ms"), 1e-3);
+        assert_eq!(millis("ns"), 1e-6);
+        assert_eq!(millis("µs"), 1e-3);
+        assert_eq!(millis("h"), 3_600e3);
+        assert_eq!(duration_unit("x"), None);
+        assert_eq!(duration_unit(""), None);
+    }
+
+    #[test]
+    fn days_weeks_and_the_ten_year_ceiling() {
+        assert_eq!(parse_duration("2w"), Ok(Duration::from_secs(14 * 86_400)));
+        assert_eq!(parse_duration("1d12h"), Ok(Duration::from_secs(36 * 3_600)));
+        assert_eq!(
+            parse_duration("3650d"),
+            Ok(Duration::from_secs(3650 * 86_400))
+        );
+        assert!(
+            parse_duration("3651d")
+                .unwrap_err()
+                .contains("at most 10 years")
+        );
+    }
+
+    #[test]
     fn durations_round_trip_through_format() {
         for s in ["300ms", "2s", "5m", "1h30m", "30d", "0s", "1d2h3m4s"] {
             assert_eq!(format_duration(parse_duration(s).unwrap()), s);
