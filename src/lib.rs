@@ -21,3 +21,4 @@ pub mod store;
 pub mod target;
 pub mod thresholds;
 pub mod timer;
+pub mod units;

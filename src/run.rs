@@ -230,7 +230,7 @@ fn ad_hoc(args: &RunArgs, url: &str) -> anyhow::Result<(Target, Executor)> {
     }
     let dur = |s: &Option<String>, what: &str, default: Duration| -> anyhow::Result<Duration> {
         match s {
-            Some(s) => config::units::parse_duration(s).map_err(|e| anyhow!("--{what}: {e}")),
+            Some(s) => crate::units::parse_duration(s).map_err(|e| anyhow!("--{what}: {e}")),
             None => Ok(default),
         }
     };
@@ -242,7 +242,7 @@ fn ad_hoc(args: &RunArgs, url: &str) -> anyhow::Result<(Target, Executor)> {
     let executor = match (&args.rate, args.iterations) {
         (Some(_), Some(_)) => bail!("--rate and --iterations do not go together"),
         (Some(rate), None) => {
-            let rate = config::units::parse_rate(rate).map_err(|e| anyhow!("--rate: {e}"))?;
+            let rate = crate::units::parse_rate(rate).map_err(|e| anyhow!("--rate: {e}"))?;
             if rate <= 0.0 {
                 bail!("--rate must be above zero");
             }

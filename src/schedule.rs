@@ -285,30 +285,13 @@ fn suggest_tz(name: &str) -> Option<&'static str> {
     let mut best: Option<(usize, &'static str)> = None;
     for tz in chrono_tz::TZ_VARIANTS {
         let candidate = tz.name();
-        let distance = levenshtein(&lower, &candidate.to_ascii_lowercase());
+        let distance = strsim::levenshtein(&lower, &candidate.to_ascii_lowercase());
         if best.is_none_or(|(d, _)| distance < d) {
             best = Some((distance, candidate));
         }
     }
     let budget = (name.chars().count() / 4).clamp(1, 3);
     best.filter(|(d, _)| *d <= budget).map(|(_, n)| n)
-}
-
-fn levenshtein(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let above = row[j + 1];
-            row[j + 1] = (above + 1)
-                .min(row[j] + 1)
-                .min(diagonal + usize::from(ca != *cb));
-            diagonal = above;
-        }
-    }
-    row[b.len()]
 }
 
 fn next_every(interval: Duration, now: DateTime<Utc>) -> Option<DateTime<Utc>> {

@@ -18,6 +18,8 @@ use std::time::Duration;
 
 use thiserror::Error;
 
+use crate::units;
+
 /// The k6 metric type, which decides the aggregations a threshold may use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MetricKind {
@@ -202,26 +204,11 @@ impl ThresholdError {
     }
 }
 
-fn levenshtein(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let cur = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
-            prev = cur;
-        }
-    }
-    row[b.len()]
-}
-
 fn closest(word: &str, candidates: impl IntoIterator<Item = &'static str>) -> Option<&'static str> {
     let limit = (word.chars().count() / 3).max(2);
     candidates
         .into_iter()
-        .map(|c| (levenshtein(word, c), c))
+        .map(|c| (strsim::levenshtein(word, c), c))
         .filter(|&(d, _)| d <= limit)
         .min_by_key(|&(d, _)| d)
         .map(|(_, c)| c)
@@ -282,9 +269,7 @@ pub fn parse(metric: &str, expr: &str) -> Result<Threshold, ThresholdError> {
                 value / 100.0
             )));
         }
-        if kind == MetricKind::Trend
-            && ["ns", "us", "µs", "ms", "s", "m", "h"].contains(&rest.trim_end())
-        {
+        if kind == MetricKind::Trend && units::duration_unit(rest.trim_end()).is_some() {
             return Err(p.error(format!(
                 "remove the space before the unit: `{value_text}{}`",
                 rest.trim_end()
@@ -476,18 +461,18 @@ impl Parser {
             }
             return Ok(number);
         }
-        let per_ms = match unit.as_str() {
-            "" | "ms" => 1.0,
-            "ns" => 1e-6,
-            "us" | "µs" => 1e-3,
-            "s" => 1e3,
-            "m" => 60e3,
-            "h" => 3_600e3,
-            other => {
-                return Err(self.error_at(
-                    unit_pos,
-                    format!("unknown duration unit `{other}`; use ns, us, ms, s, m or h"),
-                ));
+        // A bare number is milliseconds, as in k6.
+        let per_ms = if unit.is_empty() {
+            1.0
+        } else {
+            match units::duration_unit(&unit) {
+                Some(d) => d.as_nanos() as f64 / 1e6,
+                None => {
+                    return Err(self.error_at(
+                        unit_pos,
+                        format!("unknown duration unit `{unit}`; use ns, us, ms, s, m or h"),
+                    ));
+                }
             }
         };
         Ok(number * per_ms)
@@ -612,10 +597,12 @@ impl ThresholdSpec {
     ) -> Result<ThresholdSpec, ThresholdError> {
         let threshold = parse(metric, expr)?;
         let delay_abort_eval = match delay_abort_eval {
-            Some(s) => parse_go_duration(s).map_err(|message| ThresholdError::DelayAbortEval {
-                value: s.to_string(),
-                message,
-            })?,
+            Some(s) => {
+                units::parse_duration(s).map_err(|message| ThresholdError::DelayAbortEval {
+                    value: s.to_string(),
+                    message,
+                })?
+            }
             None => Duration::ZERO,
         };
         Ok(ThresholdSpec {
@@ -629,50 +616,6 @@ impl ThresholdSpec {
     pub fn should_abort(&self, result: &ThresholdResult, elapsed: Duration) -> bool {
         self.abort_on_fail && !result.passed && elapsed >= self.delay_abort_eval
     }
-}
-
-/// Go's `time.ParseDuration` syntax, which k6 uses for `delayAbortEval`: `10s`, `1m30s`,
-/// `1.5h`, `500ms`, or `0`.
-fn parse_go_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    if s == "0" {
-        return Ok(Duration::ZERO);
-    }
-    if s.is_empty() {
-        return Err("empty duration; write e.g. `10s`".into());
-    }
-    let mut rest = s;
-    let mut total = 0.0f64;
-    while !rest.is_empty() {
-        let num_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        let (num, after) = rest.split_at(num_len);
-        let value: f64 = num
-            .parse()
-            .map_err(|_| format!("expected a number at `{rest}`"))?;
-        let unit_len = after
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(after.len());
-        let (unit, next) = after.split_at(unit_len);
-        let secs = match unit {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3_600.0,
-            "" => {
-                return Err(format!(
-                    "missing unit after `{num}`; use ns, us, ms, s, m or h"
-                ));
-            }
-            other => return Err(format!("unknown unit `{other}`; use ns, us, ms, s, m or h")),
-        };
-        total += value * secs;
-        rest = next;
-    }
-    Duration::try_from_secs_f64(total).map_err(|_| "duration out of range".to_string())
 }
 
 #[cfg(test)]
@@ -886,9 +829,24 @@ mod tests {
     }
 
     #[test]
-    fn delay_abort_eval_uses_go_duration_syntax() {
-        let d = |s| parse_go_duration(s);
+    fn trend_values_take_every_duration_unit() {
+        let ms = |expr| parse("http_req_duration", expr).unwrap().value;
+        assert_eq!(ms("p(95)<500us"), 0.5);
+        assert_eq!(ms("p(95)<500µs"), 0.5);
+        assert_eq!(ms("p(95)<1.5s"), 1500.0);
+        assert_eq!(ms("p(95)<2m"), 120_000.0);
+        assert_eq!(ms("p(95)<1d"), 86_400_000.0);
+        assert_eq!(ms("p(95)<300"), 300.0);
+    }
+
+    #[test]
+    fn delay_abort_eval_uses_the_shared_duration_grammar() {
+        let d = |s| {
+            ThresholdSpec::parse("checks", "rate>0.9", true, Some(s)).map(|t| t.delay_abort_eval)
+        };
         assert_eq!(d("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(d("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(d("1d"), Ok(Duration::from_secs(86_400)));
         assert_eq!(d("1.5h"), Ok(Duration::from_secs(5_400)));
         assert_eq!(d("250ms"), Ok(Duration::from_millis(250)));
         assert_eq!(d("0"), Ok(Duration::ZERO));

@@ -6,9 +6,17 @@
 //! sensitive, so they never reach `Debug` output, logs or metrics.
 
 mod build;
+mod checks;
+mod executors;
+mod profiles;
 mod report;
+mod secrets;
 mod send;
-pub mod units;
+mod server;
+mod slos;
+mod storage;
+mod targets;
+mod thresholds;
 mod walk;
 pub mod yaml;
 

@@ -1,8 +1,12 @@
 //! The checker's toolkit: typed reads from the position-keeping YAML tree that record every
-//! problem (with its position and dotted path) instead of stopping at the first one.
+//! problem (with its position and dotted path) instead of stopping at the first one. Besides the
+//! scalar readers it owns the field helpers every section uses (`required`, `optional`,
+//! `opt_duration`, `opt_bool`, `positive_duration`, `count_u32`), references by name with a
+//! did-you-mean, and positions of nested values for checks made after the walk.
 
+use super::Diagnostic;
 use super::yaml::{Node, Pos, Value};
-use super::{Diagnostic, units};
+use crate::units;
 use std::time::Duration;
 
 /// Collects errors and warnings while the tree is walked.
@@ -263,25 +267,135 @@ pub fn did_you_mean<'a>(
     let limit = (word.len() / 3).max(1) + 1;
     candidates
         .into_iter()
-        .map(|c| (edit_distance(word, c), c))
+        .map(|c| (strsim::levenshtein(word, c), c))
         .filter(|(d, _)| *d <= limit)
         .min_by_key(|(d, _)| *d)
         .map(|(_, c)| c)
 }
 
-fn edit_distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.iter().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let cost = usize::from(ca != cb);
-            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
+/// Names under a section, with whether each is a well-formed mapping (for reference checks
+/// that should not pile a second error on a broken entry).
+pub fn named_keys(node: &Node) -> Vec<(String, bool)> {
+    match &node.value {
+        Value::Map(entries) => entries
+            .iter()
+            .map(|(k, v)| (k.name.clone(), matches!(v.value, Value::Map(_))))
+            .collect(),
+        _ => Vec::new(),
     }
-    prev[b.len()]
+}
+
+pub fn reference(
+    ctx: &mut Ctx,
+    node: &Node,
+    path: &str,
+    kind: &str,
+    known: &[(String, bool)],
+) -> Option<String> {
+    let name = string(ctx, node, path)?;
+    if known.iter().any(|(k, _)| *k == name) {
+        return Some(name);
+    }
+    let hint = did_you_mean(&name, known.iter().map(|(k, _)| k.as_str()))
+        .map(|s| format!(" (did you mean `{s}`?)"))
+        .unwrap_or_else(|| {
+            let all: Vec<&str> = known.iter().map(|(k, _)| k.as_str()).collect();
+            if all.is_empty() {
+                String::new()
+            } else {
+                format!(" (known: {})", all.join(", "))
+            }
+        });
+    ctx.error(node.pos, path, format!("unknown {kind} `{name}`{hint}"));
+    None
+}
+
+pub fn opt_bool(ctx: &mut Ctx, f: &Fields, key: &str, default: bool) -> bool {
+    f.get(key)
+        .and_then(|n| boolean(ctx, n, &f.path_of(key)))
+        .unwrap_or(default)
+}
+
+pub fn opt_duration(
+    ctx: &mut Ctx,
+    f: &Fields,
+    key: &str,
+    default: Duration,
+    positive: bool,
+) -> Duration {
+    let Some(n) = f.get(key) else { return default };
+    let p = f.path_of(key);
+    match duration(ctx, n, &p) {
+        Some(d) if positive && d.is_zero() => {
+            ctx.error(n.pos, &p, "must be longer than zero");
+            default
+        }
+        Some(d) => d,
+        None => default,
+    }
+}
+
+pub fn required<T>(
+    ctx: &mut Ctx,
+    f: &Fields,
+    key: &str,
+    read: impl FnOnce(&mut Ctx, &Node, &str) -> Option<T>,
+) -> Option<T> {
+    match f.get(key) {
+        Some(n) => read(ctx, n, &f.path_of(key)),
+        None => {
+            ctx.error(f.node.pos, &f.path, format!("missing `{key}`"));
+            None
+        }
+    }
+}
+
+pub fn optional<T>(
+    ctx: &mut Ctx,
+    f: &Fields,
+    key: &str,
+    default: T,
+    read: impl FnOnce(&mut Ctx, &Node, &str) -> Option<T>,
+) -> Option<T> {
+    match f.get(key) {
+        Some(n) => read(ctx, n, &f.path_of(key)),
+        None => Some(default),
+    }
+}
+
+pub fn positive_duration(ctx: &mut Ctx, n: &Node, p: &str) -> Option<Duration> {
+    let d = duration(ctx, n, p)?;
+    if d.is_zero() {
+        ctx.error(n.pos, p, "must be longer than zero");
+        return None;
+    }
+    Some(d)
+}
+
+pub fn count_u32(ctx: &mut Ctx, n: &Node, p: &str) -> Option<u32> {
+    let v = unsigned(ctx, n, p)?;
+    if v == 0 || v > 1_000_000 {
+        ctx.error(n.pos, p, "must be between 1 and 1000000");
+        return None;
+    }
+    Some(v as u32)
+}
+
+/// Position of a nested value, for errors found after the walk.
+pub fn node_at(root: Option<&Node>, keys: &[&str]) -> Pos {
+    let Some(mut node) = root else {
+        return Pos::default();
+    };
+    for key in keys {
+        let Value::Map(entries) = &node.value else {
+            break;
+        };
+        match entries.iter().find(|(k, _)| k.name == *key) {
+            Some((_, v)) => node = v,
+            None => break,
+        }
+    }
+    node.pos
 }
 
 #[cfg(test)]

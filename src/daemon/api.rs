@@ -124,7 +124,7 @@ async fn slos(State(shared): State<AppState>, headers: HeaderMap) -> Result<Resp
         .map(|r| {
             let window = |s: &crate::slo::SloStatus| {
                 json!({
-                    "window": crate::config::units::format_duration(s.window),
+                    "window": crate::units::format_duration(s.window),
                     "good": s.good,
                     "bad": s.bad,
                     "sli": finite(s.sli),

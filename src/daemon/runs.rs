@@ -122,7 +122,7 @@ async fn guard(shared: Arc<Shared>, g: config::Guard, stopper: Stopper) {
             stopper.stop(Abort::Guard(format!(
                 "SLO `{}` burns at {burn:.1}× over {} (limit {}×)",
                 g.slo,
-                config::units::format_duration(g.window),
+                crate::units::format_duration(g.window),
                 g.max_burn_rate
             )));
             return;

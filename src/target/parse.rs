@@ -1,39 +1,8 @@
-//! Parsers for the target's flag and query-string values: durations, byte sizes, ratios and
-//! status codes. They are kept here (not shared with `config`) so the test server has no
-//! dependency on the daemon's config types; every parser returns a message, never panics.
+//! Parsers for the target's flag and query-string values: durations (the crate's one grammar,
+//! from [`crate::units`], a leaf, so the test server still depends on nothing of the daemon's),
+//! byte sizes, ratios and status codes. Every parser returns a message, never panics.
 
-use std::time::Duration;
-
-/// Parses `300ms`, `2s`, `1.5s`, `5m`, `1h`, `250us`, `10ns`. A bare `0` is accepted; any other
-/// number needs a unit, because `--latency 20` is ambiguous.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    if s == "0" {
-        return Ok(Duration::ZERO);
-    }
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .ok_or_else(|| format!("duration `{s}` needs a unit (ns, us, ms, s, m, h), e.g. `20ms`"))?;
-    let (num, unit) = s.split_at(split);
-    let value: f64 = num
-        .parse()
-        .map_err(|_| format!("duration `{s}`: `{num}` is not a number"))?;
-    let scale = match unit {
-        "ns" => 1e-9,
-        "us" | "µs" => 1e-6,
-        "ms" => 1e-3,
-        "s" => 1.0,
-        "m" => 60.0,
-        "h" => 3600.0,
-        _ => {
-            return Err(format!(
-                "duration `{s}`: unknown unit `{unit}` (use ns, us, ms, s, m or h)"
-            ));
-        }
-    };
-    Duration::try_from_secs_f64(value * scale)
-        .map_err(|_| format!("duration `{s}` is out of range"))
-}
+pub use crate::units::parse_duration;
 
 /// Parses a byte count: `512`, `512B`, `1KB` (1000), `4KiB` (1024), `1MB`, `1MiB`, `1GB`, `1GiB`.
 /// Units are case-insensitive. Fractions are allowed only when they come out to whole bytes
@@ -100,6 +69,7 @@ pub fn parse_status(s: &str) -> Result<u16, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn dur(s: &str) -> Duration {
         parse_duration(s).unwrap()
@@ -116,8 +86,11 @@ mod tests {
         assert_eq!(dur("0"), Duration::ZERO);
         assert_eq!(dur("0ms"), Duration::ZERO);
         assert_eq!(dur(" 20ms "), Duration::from_millis(20));
+        // The shared grammar also takes days, weeks and compound durations.
+        assert_eq!(dur("5d"), Duration::from_secs(5 * 86_400));
+        assert_eq!(dur("1h30m"), Duration::from_secs(5_400));
         for bad in [
-            "", "20", "ms", "-5ms", "1.2.3s", "5d", "5 ms", "1e400h", "nan", "inf",
+            "", "20", "ms", "-5ms", "1.2.3s", "5x", "5 ms", "1e400h", "nan", "inf",
         ] {
             assert!(parse_duration(bad).is_err(), "{bad:?} should be rejected");
         }

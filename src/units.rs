@@ -1,20 +1,33 @@
-//! Human units in config values: durations (`300ms`, `2s`, `1m30s`, `30d`), rates (`50/s`,
-//! `3000/m`) and sizes (`512`, `4KiB`, `1MiB`). Errors are short messages meant to follow a
-//! `file:line:col: path:` prefix.
+//! The one grammar for human units: durations (`300ms`, `2s`, `1m30s`, `30d`), rates (`50/s`,
+//! `3000/m`) and sizes (`512`, `4KiB`, `1MiB`). The config, the `run` flags, threshold
+//! expressions, `delayAbortEval` and the test target's flags and query all read durations here,
+//! so a value written for one is understood by all. A leaf: it uses nothing from the crate.
+//! Errors are short messages meant to follow a `file:line:col: path:` (or `--flag:`) prefix.
 
 use std::time::Duration;
 
-const DURATION_UNITS: &[(&str, f64)] = &[
-    ("ns", 1e-9),
-    ("us", 1e-6),
-    ("µs", 1e-6),
-    ("ms", 1e-3),
-    ("s", 1.0),
-    ("m", 60.0),
-    ("h", 3600.0),
-    ("d", 86400.0),
-    ("w", 7.0 * 86400.0),
+/// Each duration unit and its length in nanoseconds. Factors are derived from these integers
+/// (`nanos / 1e9` for seconds, `nanos / 1e6` for milliseconds), which rounds to the same `f64`
+/// as writing the decimal constant.
+const DURATION_UNITS: &[(&str, u64)] = &[
+    ("ns", 1),
+    ("us", 1_000),
+    ("µs", 1_000),
+    ("ms", 1_000_000),
+    ("s", 1_000_000_000),
+    ("m", 60_000_000_000),
+    ("h", 3_600_000_000_000),
+    ("d", 86_400_000_000_000),
+    ("w", 7 * 86_400_000_000_000),
 ];
+
+/// The length of one duration unit (`ms`, `s`, `d`, ...), or `None` for anything else.
+pub fn duration_unit(unit: &str) -> Option<Duration> {
+    DURATION_UNITS
+        .iter()
+        .find(|(u, _)| *u == unit)
+        .map(|(_, nanos)| Duration::from_nanos(*nanos))
+}
 
 /// Parses `300ms`, `2s`, `1.5s`, `5m`, `1h30m`, `30d`. A bare `0` is accepted; any other bare
 /// number is rejected because its unit would be a guess.
@@ -50,10 +63,8 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
                 "`{s}` has no unit: write it as `{s}ms`, `{s}s` or `{s}m`"
             ));
         }
-        let factor = DURATION_UNITS
-            .iter()
-            .find(|(u, _)| *u == unit)
-            .map(|(_, f)| *f)
+        let factor = duration_unit(unit)
+            .map(|d| d.as_nanos() as f64 / 1e9)
             .ok_or_else(|| {
                 format!("`{s}` has an unknown unit `{unit}` (use ns, us, ms, s, m, h, d or w)")
             })?;
@@ -169,6 +180,35 @@ mod tests {
         );
         assert!(parse_duration("").is_err());
         assert!(parse_duration("ms").is_err());
+    }
+
+    #[test]
+    fn unit_factors_round_like_the_decimal_constants() {
+        let secs = |u| duration_unit(u).unwrap().as_nanos() as f64 / 1e9;
+        let millis = |u| duration_unit(u).unwrap().as_nanos() as f64 / 1e6;
+        assert_eq!(secs("ns"), 1e-9);
+        assert_eq!(secs("us"), 1e-6);
+        assert_eq!(secs("ms"), 1e-3);
+        assert_eq!(millis("ns"), 1e-6);
+        assert_eq!(millis("µs"), 1e-3);
+        assert_eq!(millis("h"), 3_600e3);
+        assert_eq!(duration_unit("x"), None);
+        assert_eq!(duration_unit(""), None);
+    }
+
+    #[test]
+    fn days_weeks_and_the_ten_year_ceiling() {
+        assert_eq!(parse_duration("2w"), Ok(Duration::from_secs(14 * 86_400)));
+        assert_eq!(parse_duration("1d12h"), Ok(Duration::from_secs(36 * 3_600)));
+        assert_eq!(
+            parse_duration("3650d"),
+            Ok(Duration::from_secs(3650 * 86_400))
+        );
+        assert!(
+            parse_duration("3651d")
+                .unwrap_err()
+                .contains("at most 10 years")
+        );
     }
 
     #[test]

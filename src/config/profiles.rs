@@ -1,0 +1,215 @@
+//! One entry of the `profiles` section: the target, the load (by executor or preset, read in
+//! [`super::executors`]), the schedule, thresholds and the SLO guard.
+
+use super::executors::{ALL_EXECUTOR_FIELDS, executor_block, preset_executor};
+use super::thresholds::thresholds;
+use super::walk::{
+    self, Ctx, join, opt_bool, opt_duration, optional, positive_duration, reference, required,
+};
+use super::yaml::Node;
+use super::{Guard, Overlap, Profile, Schedule};
+use crate::load::presets::Preset;
+use std::time::Duration;
+
+const PROFILE_COMMON: &[&str] = &[
+    "target",
+    "executor",
+    "preset",
+    "peak_vus",
+    "peak_rate",
+    "schedule",
+    "every",
+    "timezone",
+    "jitter",
+    "overlap",
+    "run_on_start",
+    "thresholds",
+    "abort_on_fail",
+    "graceful_stop",
+    "start_time",
+    "guard",
+    "description",
+];
+
+pub fn profile(
+    ctx: &mut Ctx,
+    name: &str,
+    node: &Node,
+    targets: &[(String, bool)],
+) -> Option<Profile> {
+    let path = join("profiles", name);
+    let mut allowed: Vec<&str> = PROFILE_COMMON.to_vec();
+    allowed.extend_from_slice(ALL_EXECUTOR_FIELDS);
+    let f = walk::fields(ctx, node, &path, &allowed)?;
+
+    let target = match f.get("target") {
+        Some(n) => reference(ctx, n, &f.path_of("target"), "target", targets),
+        None => {
+            ctx.error(node.pos, &path, "missing `target`");
+            None
+        }
+    };
+    let preset = f.get("preset").and_then(|n| {
+        let p = f.path_of("preset");
+        walk::string(ctx, n, &p).and_then(|name| match name.parse::<Preset>() {
+            Ok(preset) => Some(preset),
+            Err(e) => {
+                ctx.error(n.pos, &p, e);
+                None
+            }
+        })
+    });
+    let executor = if f.has("preset") {
+        preset.and_then(|preset| preset_executor(ctx, &f, preset))
+    } else {
+        for key in ["peak_vus", "peak_rate"] {
+            if let Some(n) = f.get(key) {
+                ctx.error(
+                    n.pos,
+                    &f.path_of(key),
+                    format!("`{key}` goes with `preset`"),
+                );
+            }
+        }
+        executor_block(ctx, &f)
+    };
+
+    let schedule = match (f.get("schedule"), f.get("every")) {
+        (Some(n), Some(_)) => {
+            ctx.error(
+                n.pos,
+                &f.path_of("schedule"),
+                "set `schedule` or `every`, not both",
+            );
+            None
+        }
+        (Some(n), None) => {
+            let p = f.path_of("schedule");
+            let tz = f
+                .get("timezone")
+                .and_then(|t| walk::string(ctx, t, &f.path_of("timezone")).map(|s| (t.pos, s)));
+            walk::string(ctx, n, &p).and_then(|expr| {
+                match Schedule::parse(&expr, tz.as_ref().map(|(_, s)| s.as_str())) {
+                    Ok(s) => Some(s),
+                    Err(e @ crate::schedule::ScheduleError::UnknownTimeZone { .. }) => {
+                        let (pos, _) = tz.clone().unwrap_or((n.pos, String::new()));
+                        ctx.error(pos, &f.path_of("timezone"), e.to_string());
+                        None
+                    }
+                    Err(e) => {
+                        ctx.error(n.pos, &p, e.to_string());
+                        None
+                    }
+                }
+            })
+        }
+        (None, Some(n)) => {
+            let p = f.path_of("every");
+            walk::duration(ctx, n, &p).and_then(|d| match Schedule::every(d) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    ctx.error(n.pos, &p, e.to_string());
+                    None
+                }
+            })
+        }
+        (None, None) => None,
+    };
+    if !f.has("schedule")
+        && let Some(n) = f.get("timezone")
+    {
+        ctx.error(
+            n.pos,
+            &f.path_of("timezone"),
+            "`timezone` needs a `schedule`",
+        );
+    }
+    let jitter = opt_duration(ctx, &f, "jitter", Duration::ZERO, false);
+    let overlap = match f.get("overlap") {
+        Some(n) => {
+            let p = f.path_of("overlap");
+            match walk::string(ctx, n, &p).as_deref() {
+                Some("skip") => Overlap::Skip,
+                Some("queue") => Overlap::Queue,
+                Some(other) => {
+                    ctx.error(
+                        n.pos,
+                        &p,
+                        format!("`{other}` is not an overlap policy: use `skip` or `queue`"),
+                    );
+                    Overlap::Skip
+                }
+                None => Overlap::Skip,
+            }
+        }
+        None => Overlap::Skip,
+    };
+    let run_on_start = opt_bool(ctx, &f, "run_on_start", false);
+    let abort_on_fail = opt_bool(ctx, &f, "abort_on_fail", false);
+    // A breakpoint run ramps until a threshold fails, then stops: every threshold aborts.
+    let breakpoint = preset == Some(Preset::Breakpoint);
+    let thresholds = f
+        .get("thresholds")
+        .map(|n| {
+            thresholds(
+                ctx,
+                n,
+                &f.path_of("thresholds"),
+                abort_on_fail || breakpoint,
+            )
+        })
+        .unwrap_or_default();
+    if breakpoint
+        && thresholds.is_empty()
+        && let Some(n) = f.get("preset")
+    {
+        ctx.warn(
+            n.pos,
+            &f.path_of("preset"),
+            "a breakpoint run without thresholds ramps to its end; add one that marks the break (e.g. http_req_failed: [\"rate<0.01\"])",
+        );
+    }
+    let graceful_stop = opt_duration(ctx, &f, "graceful_stop", Duration::from_secs(30), false);
+    let start_time = opt_duration(ctx, &f, "start_time", Duration::ZERO, false);
+    let guard = f
+        .get("guard")
+        .and_then(|n| guard(ctx, n, &f.path_of("guard")));
+    Some(Profile {
+        name: name.to_string(),
+        target: target?,
+        executor: executor?,
+        schedule,
+        jitter,
+        overlap,
+        run_on_start,
+        thresholds,
+        graceful_stop,
+        start_time,
+        guard,
+    })
+}
+
+fn guard(ctx: &mut Ctx, node: &Node, path: &str) -> Option<Guard> {
+    let f = walk::fields(ctx, node, path, &["slo", "max_burn_rate", "window"])?;
+    let slo = required(ctx, &f, "slo", walk::string);
+    let max_burn_rate = optional(ctx, &f, "max_burn_rate", 14.4, |c, n, p| {
+        let v = walk::number(c, n, p)?;
+        if v <= 0.0 {
+            c.error(n.pos, p, "must be above zero");
+            return None;
+        }
+        Some(v)
+    });
+    let window = optional(
+        ctx,
+        &f,
+        "window",
+        Duration::from_secs(300),
+        positive_duration,
+    );
+    Some(Guard {
+        slo: slo?,
+        max_burn_rate: max_burn_rate?,
+        window: window?,
+    })
+}

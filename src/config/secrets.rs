@@ -1,0 +1,79 @@
+//! `${env:NAME}` and `${file:PATH}` references: expanding them in tokens, headers and URLs
+//! without ever putting the resolved value into a message.
+
+use super::Env;
+use super::walk::{self, Ctx};
+use super::yaml::{Node, Pos};
+use std::path::Path;
+
+/// Expands `${env:NAME}` and `${file:PATH}` references. Messages never include the value.
+pub fn expand(
+    ctx: &mut Ctx,
+    text: &str,
+    pos: Pos,
+    path: &str,
+    base: &Path,
+    env: &Env,
+) -> Option<String> {
+    let mut out = String::new();
+    let mut rest = text;
+    let mut ok = true;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let Some(end) = after.find('}') else {
+            ctx.error(pos, path, "`${` without a closing `}`");
+            return None;
+        };
+        let reference = &after[..end];
+        match reference.split_once(':') {
+            Some(("env" | "file", _)) if !env.resolve_secrets => out.push_str("unresolved"),
+            Some(("env", name)) => match env.var(name) {
+                Some(v) => out.push_str(&v),
+                None => {
+                    ctx.error(
+                        pos,
+                        path,
+                        format!("environment variable `{name}` is not set"),
+                    );
+                    ok = false;
+                }
+            },
+            Some(("file", file)) => match std::fs::read_to_string(base.join(file)) {
+                Ok(v) => out.push_str(v.trim_end_matches(['\n', '\r'])),
+                Err(e) => {
+                    ctx.error(pos, path, format!("cannot read `{file}`: {e}"));
+                    ok = false;
+                }
+            },
+            _ => {
+                ctx.error(
+                    pos,
+                    path,
+                    format!("unknown reference `${{{reference}}}`: use `${{env:NAME}}` or `${{file:PATH}}`"),
+                );
+                ok = false;
+            }
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    ok.then_some(out)
+}
+
+pub fn secret(ctx: &mut Ctx, node: &Node, path: &str, base: &Path, env: &Env) -> Option<String> {
+    let text = walk::string(ctx, node, path)?;
+    if !text.contains("${") {
+        ctx.warn(
+            node.pos,
+            path,
+            "a literal token in the config file; prefer `${env:NAME}` or `${file:PATH}`",
+        );
+    }
+    let value = expand(ctx, &text, node.pos, path, base, env)?;
+    if value.is_empty() {
+        ctx.error(node.pos, path, "the token is empty");
+        return None;
+    }
+    Some(value)
+}

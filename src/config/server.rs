@@ -1,0 +1,74 @@
+//! The `server` section: listen address, admin token, read protection, shutdown grace and the
+//! in-flight cap.
+
+use super::secrets::secret;
+use super::walk::{self, Ctx};
+use super::yaml::Node;
+use super::{Env, Secret, Server};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+pub fn server(ctx: &mut Ctx, node: Option<&Node>, base: &Path, env: &Env) -> Option<Server> {
+    let mut server = Server {
+        listen: "0.0.0.0:9090".parse().ok()?,
+        admin_token: None,
+        protect_reads: false,
+        grace_period: Duration::from_secs(30),
+        max_in_flight: 20_000,
+    };
+    let Some(node) = node else {
+        return Some(server);
+    };
+    let f = walk::fields(
+        ctx,
+        node,
+        "server",
+        &[
+            "listen",
+            "admin_token",
+            "protect_reads",
+            "grace_period",
+            "max_in_flight",
+        ],
+    )?;
+    if let Some(n) = f.get("listen") {
+        let path = f.path_of("listen");
+        if let Some(s) = walk::string(ctx, n, &path) {
+            match s.parse::<SocketAddr>() {
+                Ok(a) => server.listen = a,
+                Err(_) => ctx.error(
+                    n.pos,
+                    &path,
+                    format!("`{s}` is not an address like `0.0.0.0:9090` or `[::]:9090`"),
+                ),
+            }
+        }
+    }
+    if let Some(n) = f.get("admin_token") {
+        server.admin_token = secret(ctx, n, &f.path_of("admin_token"), base, env).map(Secret::new);
+    }
+    if let Some(n) = f.get("protect_reads") {
+        server.protect_reads = walk::boolean(ctx, n, &f.path_of("protect_reads")).unwrap_or(false);
+    }
+    if let Some(n) = f.get("grace_period") {
+        server.grace_period =
+            walk::duration(ctx, n, &f.path_of("grace_period")).unwrap_or(server.grace_period);
+    }
+    if let Some(n) = f.get("max_in_flight") {
+        let path = f.path_of("max_in_flight");
+        match walk::unsigned(ctx, n, &path) {
+            Some(v) if v >= 1 && v <= u32::MAX as u64 => server.max_in_flight = v as u32,
+            Some(_) => ctx.error(n.pos, &path, "must be at least 1"),
+            None => {}
+        }
+    }
+    if server.protect_reads && server.admin_token.is_none() {
+        ctx.error(
+            node.pos,
+            "server.protect_reads",
+            "protect_reads needs an admin_token",
+        );
+    }
+    Some(server)
+}

@@ -1,0 +1,229 @@
+//! One entry of the `slos` section: target, objective, period, SLI, labels and alert tiers.
+
+use super::walk::{self, Ctx, join, optional, positive_duration, reference, required};
+use super::yaml::{Node, Value};
+use super::{Sli, Slo, TierSpec};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+pub fn slo(ctx: &mut Ctx, name: &str, node: &Node, targets: &[(String, bool)]) -> Option<Slo> {
+    let path = join("slos", name);
+    let f = walk::fields(
+        ctx,
+        node,
+        &path,
+        &[
+            "target",
+            "profiles",
+            "sli",
+            "objective",
+            "period",
+            "description",
+            "labels",
+            "alerting",
+        ],
+    )?;
+    let target = required(ctx, &f, "target", |c, n, p| {
+        reference(c, n, p, "target", targets)
+    });
+    let objective = required(ctx, &f, "objective", |c, n, p| {
+        let v = walk::number(c, n, p)?;
+        if !(v > 0.0 && v < 100.0) {
+            c.error(
+                n.pos,
+                p,
+                format!("the objective is a percentage strictly between 0 and 100 (like 99.9), found {v}"),
+            );
+            return None;
+        }
+        Some(v)
+    });
+    let period = optional(
+        ctx,
+        &f,
+        "period",
+        Duration::from_secs(30 * 86400),
+        |c, n, p| {
+            let d = walk::duration(c, n, p)?;
+            if d < Duration::from_secs(60) || d.as_secs() % 60 != 0 {
+                c.error(
+                    n.pos,
+                    p,
+                    "the period must be whole minutes, at least 1m (typically 28d or 30d)",
+                );
+                return None;
+            }
+            Some(d)
+        },
+    );
+    let sli = required(ctx, &f, "sli", sli);
+    let profiles = f
+        .get("profiles")
+        .map(|n| {
+            walk::seq(ctx, n, &f.path_of("profiles"))
+                .iter()
+                .filter_map(|item| walk::string(ctx, item, &f.path_of("profiles")))
+                .collect()
+        })
+        .unwrap_or_default();
+    let description = f
+        .get("description")
+        .and_then(|n| walk::string(ctx, n, &f.path_of("description")))
+        .unwrap_or_default();
+    let mut labels = BTreeMap::new();
+    if let Some(n) = f.get("labels") {
+        let lp = f.path_of("labels");
+        if let Value::Map(entries) = &n.value {
+            for (k, v) in entries {
+                let p = join(&lp, &k.name);
+                let valid = k.name.chars().enumerate().all(|(i, c)| {
+                    c == '_' || c.is_ascii_alphabetic() || (i > 0 && c.is_ascii_digit())
+                }) && !k.name.starts_with("__")
+                    && !k.name.is_empty();
+                if !valid {
+                    ctx.error(k.pos, &p, "not a valid Prometheus label name");
+                } else if matches!(
+                    k.name.as_str(),
+                    "slo" | "sloth_id" | "sloth_service" | "sloth_slo" | "severity"
+                ) {
+                    ctx.error(
+                        k.pos,
+                        &p,
+                        format!("`{}` is set by sloburn; pick another label name", k.name),
+                    );
+                } else if let Some(v) = walk::string(ctx, v, &p) {
+                    labels.insert(k.name.clone(), v);
+                }
+            }
+        } else {
+            ctx.error(
+                n.pos,
+                &lp,
+                format!("expected a mapping, found {}", n.kind()),
+            );
+        }
+    }
+    let tiers = f
+        .get("alerting")
+        .and_then(|n| alerting(ctx, n, &f.path_of("alerting")));
+    Some(Slo {
+        name: name.to_string(),
+        target: target?,
+        profiles,
+        objective: objective?,
+        period: period?,
+        sli: sli?,
+        description,
+        labels,
+        tiers,
+    })
+}
+
+fn sli(ctx: &mut Ctx, node: &Node, path: &str) -> Option<Sli> {
+    if let Some(s) = node.as_scalar() {
+        return match s {
+            "availability" => Some(Sli::Availability),
+            other => {
+                ctx.error(
+                    node.pos,
+                    path,
+                    format!("unknown SLI `{other}`: use `availability` or `{{latency: {{under: 300ms}}}}`"),
+                );
+                None
+            }
+        };
+    }
+    let f = walk::fields(ctx, node, path, &["availability", "latency"])?;
+    if let Some(n) = f.get("latency") {
+        let lf = walk::fields(ctx, n, &f.path_of("latency"), &["under", "failures"])?;
+        let under = required(ctx, &lf, "under", positive_duration);
+        let exclude = optional(ctx, &lf, "failures", false, |c, n, p| {
+            match walk::string(c, n, p).as_deref() {
+                Some("exclude") => Some(true),
+                Some("include") => Some(false),
+                _ => {
+                    c.error(
+                        n.pos,
+                        p,
+                        "use `include` (failures are bad, the default) or `exclude`",
+                    );
+                    None
+                }
+            }
+        });
+        return Some(Sli::Latency {
+            under: under?,
+            exclude_failures: exclude?,
+        });
+    }
+    if f.has("availability") {
+        return Some(Sli::Availability);
+    }
+    ctx.error(
+        node.pos,
+        path,
+        "expected `availability` or `latency: {under: ..}`",
+    );
+    None
+}
+
+fn alerting(ctx: &mut Ctx, node: &Node, path: &str) -> Option<Vec<TierSpec>> {
+    let f = walk::fields(ctx, node, path, &["tiers"])?;
+    let tn = f.get("tiers")?;
+    let tp = f.path_of("tiers");
+    let mut out = Vec::new();
+    for (i, item) in walk::seq(ctx, tn, &tp).iter().enumerate() {
+        let p = format!("{tp}[{i}]");
+        let Some(t) = walk::fields(
+            ctx,
+            item,
+            &p,
+            &["name", "severity", "long", "short", "factor"],
+        ) else {
+            continue;
+        };
+        let name = required(ctx, &t, "name", walk::string);
+        let page = required(ctx, &t, "severity", |c, n, p| {
+            match walk::string(c, n, p).as_deref() {
+                Some("page") => Some(true),
+                Some("ticket") => Some(false),
+                _ => {
+                    c.error(n.pos, p, "severity is `page` or `ticket`");
+                    None
+                }
+            }
+        });
+        let long = required(ctx, &t, "long", positive_duration);
+        let short = required(ctx, &t, "short", positive_duration);
+        let factor = required(ctx, &t, "factor", |c, n, p| {
+            let v = walk::number(c, n, p)?;
+            if v <= 0.0 {
+                c.error(n.pos, p, "must be above zero");
+                return None;
+            }
+            Some(v)
+        });
+        if let (Some(l), Some(s), Some(n)) = (long, short, t.get("short"))
+            && s >= l
+        {
+            ctx.error(
+                n.pos,
+                &t.path_of("short"),
+                "the short window must be shorter than the long one",
+            );
+            continue;
+        }
+        if let (Some(name), Some(page), Some(long), Some(short), Some(factor)) =
+            (name, page, long, short, factor)
+        {
+            out.push(TierSpec {
+                name,
+                page,
+                long,
+                short,
+                factor,
+            });
+        }
+    }
+    Some(out)
+}

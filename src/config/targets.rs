@@ -1,0 +1,230 @@
+//! One entry of the `targets` section: URL, method, headers, body, timeouts, DNS, TLS and the
+//! histogram buckets. The target's `checks` list is read in [`super::checks`].
+
+use super::checks::checks;
+use super::secrets::expand;
+use super::walk::{self, Ctx, join, opt_bool, opt_duration};
+use super::yaml::{Node, Value};
+use super::{DEFAULT_BUCKETS, Env, Target};
+use std::path::Path;
+use std::time::Duration;
+
+const TARGET_FIELDS: &[&str] = &[
+    "url",
+    "method",
+    "headers",
+    "body",
+    "body_file",
+    "timeout",
+    "keep_alive",
+    "dns",
+    "max_body",
+    "insecure_skip_verify",
+    "checks",
+    "buckets",
+];
+
+pub fn target(ctx: &mut Ctx, name: &str, node: &Node, base: &Path, env: &Env) -> Option<Target> {
+    let path = join("targets", name);
+    let f = walk::fields(ctx, node, &path, TARGET_FIELDS)?;
+    let uri = match f.get("url") {
+        Some(n) => url(ctx, n, &f.path_of("url"), env),
+        None => {
+            ctx.error(node.pos, &path, "missing `url`");
+            None
+        }
+    };
+    let method = match f.get("method") {
+        Some(n) => {
+            let p = f.path_of("method");
+            walk::string(ctx, n, &p).and_then(|m| {
+                let upper = m.to_ascii_uppercase();
+                http::Method::from_bytes(upper.as_bytes()).ok().or_else(|| {
+                    ctx.error(n.pos, &p, format!("`{m}` is not an HTTP method"));
+                    None
+                })
+            })
+        }
+        None => Some(http::Method::GET),
+    };
+    let mut headers = http::HeaderMap::new();
+    if let Some(n) = f.get("headers") {
+        let hpath = f.path_of("headers");
+        if let Value::Map(entries) = &n.value {
+            for (key, value) in entries {
+                let p = join(&hpath, &key.name);
+                let Ok(hname) = http::HeaderName::from_bytes(key.name.as_bytes()) else {
+                    ctx.error(key.pos, &p, "not a valid header name");
+                    continue;
+                };
+                let Some(raw) = walk::string(ctx, value, &p) else {
+                    continue;
+                };
+                let sensitive = raw.contains("${");
+                let Some(text) = expand(ctx, &raw, value.pos, &p, base, env) else {
+                    continue;
+                };
+                match http::HeaderValue::from_str(&text) {
+                    Ok(mut v) => {
+                        v.set_sensitive(sensitive || is_sensitive_header(&hname));
+                        headers.append(hname, v);
+                    }
+                    // The value may be a secret: say what is wrong without echoing it.
+                    Err(_) => ctx.error(
+                        value.pos,
+                        &p,
+                        "the header value holds characters HTTP does not allow (a newline?)",
+                    ),
+                }
+            }
+        } else {
+            ctx.error(
+                n.pos,
+                &hpath,
+                format!("expected a mapping, found {}", n.kind()),
+            );
+        }
+    }
+    let body = match (f.get("body"), f.get("body_file")) {
+        (Some(n), Some(_)) => {
+            ctx.error(
+                n.pos,
+                &f.path_of("body"),
+                "set `body` or `body_file`, not both",
+            );
+            bytes::Bytes::new()
+        }
+        (Some(n), None) => walk::string(ctx, n, &f.path_of("body"))
+            .map(bytes::Bytes::from)
+            .unwrap_or_default(),
+        (None, Some(n)) => {
+            let p = f.path_of("body_file");
+            walk::string(ctx, n, &p)
+                .and_then(|file| match std::fs::read(base.join(&file)) {
+                    Ok(b) => Some(bytes::Bytes::from(b)),
+                    Err(e) => {
+                        ctx.error(n.pos, &p, format!("cannot read `{file}`: {e}"));
+                        None
+                    }
+                })
+                .unwrap_or_default()
+        }
+        (None, None) => bytes::Bytes::new(),
+    };
+    let timeout = opt_duration(ctx, &f, "timeout", Duration::from_secs(10), true);
+    let keep_alive = opt_bool(ctx, &f, "keep_alive", true);
+    let insecure_skip_verify = opt_bool(ctx, &f, "insecure_skip_verify", false);
+    let mut dns_ttl = Duration::from_secs(300);
+    if let Some(n) = f.get("dns")
+        && let Some(d) = walk::fields(ctx, n, &f.path_of("dns"), &["ttl"])
+        && let Some(t) = d.get("ttl")
+        && let Some(v) = walk::duration(ctx, t, &d.path_of("ttl"))
+    {
+        dns_ttl = v;
+    }
+    let max_body = match f.get("max_body") {
+        Some(n) => walk::size(ctx, n, &f.path_of("max_body")).unwrap_or(1 << 20),
+        None => 1 << 20,
+    };
+    let checks = f
+        .get("checks")
+        .map(|n| checks(ctx, n, &f.path_of("checks")))
+        .unwrap_or_default();
+    let buckets = f
+        .get("buckets")
+        .map(|n| buckets(ctx, n, &f.path_of("buckets")))
+        .unwrap_or_else(|| DEFAULT_BUCKETS.to_vec());
+    if let Some(uri) = &uri
+        && let Some(host) = uri.host()
+        && let Some(n) = f.get("url")
+        && let Some(msg) = crate::http::ndots_warning(host, env.ndots)
+    {
+        ctx.warn(n.pos, &f.path_of("url"), msg);
+    }
+    Some(Target {
+        name: name.to_string(),
+        uri: uri?,
+        method: method?,
+        headers,
+        body,
+        timeout,
+        keep_alive,
+        dns_ttl,
+        max_body,
+        insecure_skip_verify,
+        checks,
+        buckets,
+    })
+}
+
+fn is_sensitive_header(name: &http::HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "authorization" | "proxy-authorization" | "cookie" | "x-api-key"
+    )
+}
+
+fn url(ctx: &mut Ctx, node: &Node, path: &str, env: &Env) -> Option<http::Uri> {
+    let text = walk::string(ctx, node, path)?;
+    let text = expand(ctx, &text, node.pos, path, Path::new("."), env)?;
+    let uri: http::Uri = match text.parse() {
+        Ok(u) => u,
+        Err(e) => {
+            ctx.error(node.pos, path, format!("`{text}` is not a URL: {e}"));
+            return None;
+        }
+    };
+    match uri.scheme_str() {
+        Some("http") | Some("https") => {}
+        Some(other) => {
+            ctx.error(
+                node.pos,
+                path,
+                format!("unsupported scheme `{other}`: use http:// or https://"),
+            );
+            return None;
+        }
+        None => {
+            ctx.error(
+                node.pos,
+                path,
+                format!("`{text}` has no scheme: write `http://{text}`"),
+            );
+            return None;
+        }
+    }
+    if uri.host().is_none_or(|h| h.is_empty()) {
+        ctx.error(node.pos, path, format!("`{text}` has no host"));
+        return None;
+    }
+    Some(uri)
+}
+
+fn buckets(ctx: &mut Ctx, node: &Node, path: &str) -> Vec<f64> {
+    let mut out = Vec::new();
+    for (i, item) in walk::seq(ctx, node, path).iter().enumerate() {
+        let p = format!("{path}[{i}]");
+        if let Some(d) = walk::duration(ctx, item, &p) {
+            let secs = d.as_secs_f64();
+            if out.last().is_some_and(|last| *last >= secs) {
+                ctx.error(item.pos, &p, "bucket bounds must be in ascending order");
+            } else if secs <= 0.0 {
+                ctx.error(item.pos, &p, "bucket bounds must be above zero");
+            } else {
+                out.push(secs);
+            }
+        }
+    }
+    if out.is_empty() {
+        ctx.error(
+            node.pos,
+            path,
+            "give at least one bucket bound, e.g. [10ms, 100ms, 1s]",
+        );
+        return DEFAULT_BUCKETS.to_vec();
+    }
+    if out.len() > 50 {
+        ctx.error(node.pos, path, "at most 50 buckets (each is a time series)");
+    }
+    out
+}
