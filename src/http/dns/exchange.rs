@@ -49,7 +49,8 @@ impl Queries {
         let invalid = || DnsError::InvalidName(name.to_string());
         let trimmed = name.trim_end_matches('.');
         // Raw labels, as the host was written: hickory checks only the lengths (a label of
-        // 1..=63 bytes, a name of at most 255), not the hostname character rules.
+        // 1..=63 bytes, a name of at most 255), not the hostname character rules. An empty
+        // name is the root.
         let labels = trimmed.split('.').filter(|_| !trimmed.is_empty());
         let fqdn = Name::from_labels(labels.map(str::as_bytes)).map_err(|_| invalid())?;
         let a_id: u16 = rand::random();
@@ -318,6 +319,8 @@ mod tests {
         assert!(Queries::new(&["abc"; 70].join(".")).is_err());
         assert!(Queries::new("").unwrap().name.is_root());
         assert!(Queries::new(&"a".repeat(63)).is_ok());
+        // Labels go out as written, as before: hickory's hostname rules are not applied.
+        assert!(Queries::new("-._srv.example").is_ok());
     }
 
     proptest::proptest! {
