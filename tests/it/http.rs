@@ -9,6 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
+use hickory_proto::op::{Message, OpCode, ResponseCode};
+use hickory_proto::rr::rdata::A;
+use hickory_proto::rr::{RData, Record, RecordType};
 use http::{HeaderMap, Method, Response};
 use http_body_util::Full;
 use hyper::body::Incoming;
@@ -210,8 +213,35 @@ async fn dns_is_measured_on_a_fresh_lookup_and_zero_on_reuse() {
     assert_eq!(second.phases.dns, Duration::ZERO);
 }
 
-/// A UDP DNS server on 127.0.0.1:0 that records every question name and answers A queries for
-/// `answer` (AAAA gets an empty NOERROR); every other name gets NXDOMAIN.
+/// The question of a DNS query: its name without the trailing dot, and the query.
+fn read_query(bytes: &[u8]) -> (String, Message) {
+    let query = Message::from_vec(bytes).unwrap();
+    let name = query.queries[0].name().to_ascii();
+    (name.trim_end_matches('.').to_string(), query)
+}
+
+/// The reply to `query`: an A record `ip` for `answer` (AAAA gets an empty NOERROR), NXDOMAIN
+/// for every other name.
+fn reply(query: &Message, answer: &str, ip: [u8; 4], ttl: u32) -> Message {
+    let q = &query.queries[0];
+    let mut resp = Message::response(query.metadata.id, OpCode::Query);
+    resp.metadata.recursion_desired = query.metadata.recursion_desired;
+    resp.metadata.recursion_available = true;
+    resp.add_query(q.clone());
+    if q.name().to_ascii().trim_end_matches('.') != answer {
+        resp.metadata.response_code = ResponseCode::NXDomain;
+    } else if q.query_type() == RecordType::A {
+        resp.add_answer(Record::from_rdata(
+            q.name().clone(),
+            ttl,
+            RData::A(A::from(std::net::Ipv4Addr::from(ip))),
+        ));
+    }
+    resp
+}
+
+/// A UDP DNS server on 127.0.0.1:0 that records every question name and answers with
+/// [`reply`].
 async fn dns_server(
     answer: &'static str,
     ip: [u8; 4],
@@ -224,37 +254,13 @@ async fn dns_server(
     tokio::spawn(async move {
         let mut buf = [0u8; 512];
         while let Ok((n, peer)) = sock.recv_from(&mut buf).await {
-            let q = &buf[..n];
-            let (name, end) = read_qname(q);
-            let qtype = u16::from_be_bytes([q[end], q[end + 1]]);
-            names2.lock().unwrap().push(name.clone());
-            let mut resp = q[..end + 4].to_vec();
-            resp[2] = 0x81;
-            resp[3] = 0x80;
-            if name != answer {
-                resp[3] |= 3;
-            } else if qtype == 1 {
-                resp[7] = 1;
-                resp.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1]);
-                resp.extend_from_slice(&ttl.to_be_bytes());
-                resp.extend_from_slice(&[0, 4]);
-                resp.extend_from_slice(&ip);
-            }
+            let (name, query) = read_query(&buf[..n]);
+            names2.lock().unwrap().push(name);
+            let resp = reply(&query, answer, ip, ttl).to_vec().unwrap();
             let _ = sock.send_to(&resp, peer).await;
         }
     });
     (addr, names)
-}
-
-fn read_qname(q: &[u8]) -> (String, usize) {
-    let mut labels = Vec::new();
-    let mut pos = 12;
-    while q[pos] != 0 {
-        let len = q[pos] as usize;
-        labels.push(String::from_utf8_lossy(&q[pos + 1..pos + 1 + len]).into_owned());
-        pos += 1 + len;
-    }
-    (labels.join("."), pos + 1)
 }
 
 /// Question names in the order first asked (A and AAAA for one name arrive together).
@@ -748,19 +754,11 @@ async fn reply_with_the_wrong_id_is_ignored() {
     tokio::spawn(async move {
         let mut buf = [0u8; 512];
         while let Ok((n, peer)) = sock.recv_from(&mut buf).await {
-            let q = &buf[..n];
-            let (_, end) = read_qname(q);
-            for (id_flip, ip) in [(0xffu8, [10, 9, 9, 9]), (0, [127, 0, 0, 2])] {
-                let mut resp = q[..end + 4].to_vec();
-                resp[0] ^= id_flip;
-                resp[2] = 0x81;
-                resp[3] = 0x80;
-                if q[end + 1] == 1 {
-                    resp[7] = 1;
-                    resp.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4]);
-                    resp.extend_from_slice(&ip);
-                }
-                let _ = sock.send_to(&resp, peer).await;
+            let (_, query) = read_query(&buf[..n]);
+            for (id_flip, ip) in [(0xff00u16, [10, 9, 9, 9]), (0, [127, 0, 0, 2])] {
+                let mut resp = reply(&query, "spoof.test", ip, 60);
+                resp.metadata.id ^= id_flip;
+                let _ = sock.send_to(&resp.to_vec().unwrap(), peer).await;
             }
         }
     });
@@ -769,4 +767,83 @@ async fn reply_with_the_wrong_id_is_ignored() {
         .await
         .unwrap();
     assert_eq!(lookup.addrs, vec![IpAddr::from([127, 0, 0, 2])]);
+}
+
+/// What the truncating nameserver saw.
+#[derive(Default)]
+struct TruncatingSeen {
+    udp: AtomicUsize,
+    tcp: AtomicUsize,
+    /// The EDNS payload size of each UDP query (0 without EDNS).
+    edns_payloads: Mutex<Vec<u16>>,
+}
+
+/// A nameserver on one 127.0.0.1 port for UDP and TCP: every UDP query gets the TC bit and no
+/// answers; over TCP (2-byte length framing) `answer` gets its A record `ip`.
+async fn truncating_nameserver(
+    answer: &'static str,
+    ip: [u8; 4],
+) -> (SocketAddr, Arc<TruncatingSeen>) {
+    // The UDP port is free for TCP too almost always; bind again if not.
+    let (udp, tcp) = loop {
+        let udp = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        if let Ok(tcp) = TcpListener::bind(udp.local_addr().unwrap()).await {
+            break (udp, tcp);
+        }
+    };
+    let addr = udp.local_addr().unwrap();
+    let seen = Arc::new(TruncatingSeen::default());
+    let udp_seen = seen.clone();
+    tokio::spawn(async move {
+        let mut buf = [0u8; 512];
+        while let Ok((n, peer)) = udp.recv_from(&mut buf).await {
+            let (_, query) = read_query(&buf[..n]);
+            udp_seen.udp.fetch_add(1, Ordering::SeqCst);
+            let payload = query.edns.as_ref().map_or(0, |e| e.max_payload());
+            udp_seen.edns_payloads.lock().unwrap().push(payload);
+            let mut resp = Message::response(query.metadata.id, OpCode::Query);
+            resp.metadata.truncation = true;
+            resp.add_query(query.queries[0].clone());
+            let _ = udp.send_to(&resp.to_vec().unwrap(), peer).await;
+        }
+    });
+    let tcp_seen = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = tcp.accept().await {
+            let seen = tcp_seen.clone();
+            tokio::spawn(async move {
+                while let Ok(len) = stream.read_u16().await {
+                    let mut msg = vec![0u8; usize::from(len)];
+                    stream.read_exact(&mut msg).await.unwrap();
+                    seen.tcp.fetch_add(1, Ordering::SeqCst);
+                    let (_, query) = read_query(&msg);
+                    let resp = reply(&query, answer, ip, 60).to_vec().unwrap();
+                    let mut framed = u16::try_from(resp.len()).unwrap().to_be_bytes().to_vec();
+                    framed.extend_from_slice(&resp);
+                    if stream.write_all(&framed).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    (addr, seen)
+}
+
+#[tokio::test]
+async fn truncated_udp_answer_is_asked_again_over_tcp() {
+    let (ns, seen) = truncating_nameserver("big.test", [127, 0, 0, 9]).await;
+    let lookup = single_name_resolver(vec![ns], 1)
+        .lookup("big.test")
+        .await
+        .unwrap();
+    assert_eq!(lookup.addrs, vec![IpAddr::from([127, 0, 0, 9])]);
+    assert_eq!(lookup.tried, ["big.test"]);
+    assert_eq!(seen.udp.load(Ordering::SeqCst), 2, "A and AAAA over UDP");
+    assert_eq!(seen.tcp.load(Ordering::SeqCst), 2, "both again over TCP");
+    assert_eq!(
+        *seen.edns_payloads.lock().unwrap(),
+        [1232, 1232],
+        "UDP queries carry EDNS"
+    );
 }
