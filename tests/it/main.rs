@@ -11,4 +11,5 @@ mod metrics;
 mod panels;
 mod rules;
 mod slo;
+mod support;
 mod target;
