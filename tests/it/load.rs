@@ -77,6 +77,7 @@ fn ten_millisecond_target_gives_p50_between_10_and_12_ms() {
         .await;
         stop.cancel();
         let p50 = report.stats.duration.median();
+        eprintln!("p50 {p50:?} over {} requests", report.stats.requests);
         assert!(
             p50 >= Duration::from_millis(10) && p50 <= Duration::from_millis(12),
             "p50 {p50:?}"
