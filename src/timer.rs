@@ -160,19 +160,29 @@ fn wheel() -> &'static Wheel {
 mod tests {
     use super::*;
 
+    /// tokio's 1 ms wheel rounds every deadline up to its next tick: on its own it overshoots by
+    /// 0.6–1.6 ms at the median for each of these durations, the precise thread by about 0.1 ms.
+    /// The bound sits between the two, and it is on the median of all the sleeps so that a few
+    /// descheduled ones on a busy machine do not decide.
     #[tokio::test(flavor = "current_thread")]
     async fn sleeps_end_after_the_deadline_and_close_to_it() {
-        let mut worst = Duration::ZERO;
-        for micros in [300u64, 1_500, 2_500, 10_000] {
-            let d = Duration::from_micros(micros);
-            let start = Instant::now();
-            sleep(d).await;
-            let took = start.elapsed();
-            assert!(took >= d, "{took:?} < {d:?}");
-            worst = worst.max(took - d);
+        let mut overshoots = Vec::new();
+        for _ in 0..25 {
+            for micros in [300u64, 1_500, 2_500, 10_000] {
+                let d = Duration::from_micros(micros);
+                let start = Instant::now();
+                sleep(d).await;
+                let took = start.elapsed();
+                assert!(took >= d, "{took:?} < {d:?}");
+                overshoots.push(took - d);
+            }
         }
-        // Generous: shared CI machines; tokio alone overshoots by up to ~2 ms.
-        assert!(worst < Duration::from_millis(20), "overshoot {worst:?}");
+        overshoots.sort_unstable();
+        let median = overshoots[overshoots.len() / 2];
+        assert!(
+            median < Duration::from_micros(500),
+            "median overshoot {median:?} (tokio's wheel alone gives about 1 ms)"
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

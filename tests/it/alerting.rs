@@ -3,9 +3,9 @@
 //! `sloburn rules` generated, a real Alertmanager routes the page to a webhook this test runs,
 //! and Prometheus's recorded SLI agrees with the daemon's own.
 
-use crate::daemon::{
-    BackgroundTarget, Daemon, Server, eventually, free_port, metric_sum, request, wait_ready,
-    write_config,
+use crate::support::{
+    BackgroundTarget, Daemon, Server, daemon_config, eventually, find_in_path, free_port,
+    metric_sum, request, sloburn_rules, wait_ready, write_config,
 };
 use serde_json::{Value, json};
 use sloburn::metrics::window_label;
@@ -27,11 +27,8 @@ const ERROR_RATIO: f64 = 0.3;
 
 /// `alertmanager` (upstream) or `prometheus-alertmanager` (Debian) from PATH.
 fn alertmanager_bin() -> PathBuf {
-    let paths = std::env::var_os("PATH").unwrap_or_default();
-    ["alertmanager", "prometheus-alertmanager"]
-        .iter()
-        .flat_map(|tool| std::env::split_paths(&paths).map(move |p| p.join(tool)))
-        .find(|p| p.is_file())
+    find_in_path("alertmanager")
+        .or_else(|| find_in_path("prometheus-alertmanager"))
         .unwrap_or_else(|| {
             panic!("neither alertmanager nor prometheus-alertmanager in PATH: run `make test` (it installs Debian's prometheus-alertmanager package)")
         })
@@ -203,25 +200,11 @@ receivers:
 }
 
 fn config(target: SocketAddr, data: &Path) -> String {
-    format!(
-        r#"server:
-  admin_token: "${{env:TEST_ADMIN_TOKEN}}"
-storage:
-  path: "{data}"
-  flush_interval: 1s
-targets:
-  api:
-    url: http://{target}/api
-    checks:
-      - status: 200
-profiles:
-  steady:
-    target: api
-    executor: constant-arrival-rate
-    rate: {RATE}/s
-    duration: 60s
-slos:
-  {SLO}:
+    let profile = format!(
+        "  steady:\n    target: api\n    executor: constant-arrival-rate\n    rate: {RATE}/s\n    duration: 60s\n"
+    );
+    let slo = format!(
+        r#"  {SLO}:
     target: api
     sli: availability
     objective: 99
@@ -231,9 +214,9 @@ slos:
       tiers:
         - {{ name: fast, severity: page, long: 1m, short: 10s, factor: 2 }}
         - {{ name: slow, severity: ticket, long: 5m, short: 1m, factor: 1 }}
-"#,
-        data = data.display()
-    )
+"#
+    );
+    daemon_config(target, data, &profile, &slo)
 }
 
 /// One paired reading of the error ratio over a window, from the daemon and from Prometheus.
@@ -299,18 +282,8 @@ fn a_fast_burn_pages_through_alertmanager_and_prometheus_agrees_with_the_daemon(
     let path = write_config(dir.path(), &config(target.addr, &dir.path().join("data")));
 
     // The rules exactly as a user generates them.
-    let out = Command::new(env!("CARGO_BIN_EXE_sloburn"))
-        .arg("rules")
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "sloburn rules: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let rules = dir.path().join("rules.yml");
-    std::fs::write(&rules, &out.stdout).unwrap();
+    std::fs::write(&rules, sloburn_rules([&path])).unwrap();
 
     let hook = Webhook::start();
     let am = alertmanager(hook.addr);

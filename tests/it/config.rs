@@ -1,26 +1,7 @@
 //! Config loading as a user meets it: `sloburn check` output, exit codes, every shipped config.
 
-use std::path::{Path, PathBuf};
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// Compares `actual` with a checked-in golden file; `UPDATE_GOLDEN=1` rewrites it.
-pub fn golden(path: &Path, actual: &str) {
-    if std::env::var_os("UPDATE_GOLDEN").is_some() {
-        std::fs::write(path, actual).unwrap();
-        return;
-    }
-    let expected = std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("{}: {e} (run with UPDATE_GOLDEN=1)", path.display()));
-    assert_eq!(
-        expected,
-        actual,
-        "{} drifted (UPDATE_GOLDEN=1 rewrites it)",
-        path.display()
-    );
-}
+use crate::support::{golden, root, sloburn};
+use std::path::Path;
 
 #[test]
 fn check_reports_every_mistake_with_line_and_column() {
@@ -87,23 +68,14 @@ fn missing_env_secret_is_an_error_that_names_the_variable_only() {
 
 #[test]
 fn check_exit_codes_from_the_binary() {
-    let bin = env!("CARGO_BIN_EXE_sloburn");
     let dir = tempfile::tempdir().unwrap();
     let good = dir.path().join("good.yaml");
     std::fs::write(&good, "targets:\n  a:\n    url: http://127.0.0.1:1/\n").unwrap();
-    let out = std::process::Command::new(bin)
-        .arg("check")
-        .arg(&good)
-        .output()
-        .unwrap();
+    let out = sloburn().arg("check").arg(&good).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let bad = dir.path().join("bad.yaml");
     std::fs::write(&bad, "targets:\n  a:\n    url: nope\n").unwrap();
-    let out = std::process::Command::new(bin)
-        .arg("check")
-        .arg(&bad)
-        .output()
-        .unwrap();
+    let out = sloburn().arg("check").arg(&bad).output().unwrap();
     assert_eq!(out.status.code(), Some(78), "{out:?}");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(

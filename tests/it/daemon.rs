@@ -1,258 +1,25 @@
 //! The daemon as users run it: in-process for the API and the demo, as a real child process for
 //! reloads, signals and crashes, and scraped by a real Prometheus.
 
-use serde_json::Value;
-use sloburn::http::{Client, ClientOptions, RequestSpec, Resolver};
-use sloburn::target::{TargetOptions, spawn};
-use std::io::{BufRead, BufReader};
-use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
+use crate::support::{
+    ADMIN_TOKEN, AVAILABILITY_SLO, BackgroundTarget, Daemon, STEADY_50, Server, daemon_config,
+    eventually, get_blocking, get_blocking_with, metric_sum, promtool_check_metrics, request, root,
+    runtime, serve_in_process, sloburn, spawn_target, write_config,
+};
+use sloburn::target::TargetOptions;
+use std::collections::BTreeSet;
+use std::path::Path;
 use std::time::{Duration, Instant};
-use tokio_util::sync::CancellationToken;
 
-pub fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-/// A one-shot HTTP request with the crate's own client: (status, body).
-pub async fn request(method: &str, url: &str, token: Option<&str>) -> (u16, String) {
-    let client = Client::new(
-        ClientOptions {
-            timeout: Duration::from_secs(10),
-            ..ClientOptions::default()
-        },
-        Arc::new(Resolver::system()),
-    );
-    let mut headers = http::HeaderMap::new();
-    if let Some(t) = token {
-        headers.insert("authorization", format!("Bearer {t}").parse().unwrap());
-    }
-    let outcome = client
-        .conn()
-        .send(&RequestSpec {
-            method: method.parse().unwrap(),
-            uri: url.parse().unwrap(),
-            headers,
-            body: bytes::Bytes::new(),
-        })
-        .await;
-    assert!(
-        outcome.error.is_none(),
-        "{method} {url}: {:?}",
-        outcome.error
-    );
-    (
-        outcome.status.unwrap_or(0),
-        String::from_utf8_lossy(&outcome.body).into_owned(),
-    )
-}
-
-pub fn get_blocking(url: &str) -> (u16, String) {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(request("GET", url, None))
-}
-
-/// The value of one sample line `name{labels} value` (labels as written), summed over lines
-/// whose series starts with `prefix`.
-pub fn metric_sum(exposition: &str, prefix: &str) -> f64 {
-    exposition
-        .lines()
-        .filter(|l| !l.starts_with('#') && l.starts_with(prefix))
-        .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
-        .sum()
-}
-
-/// Polls `f` every 100 ms until it returns Some or `limit` passes.
-pub fn eventually<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if let Some(v) = f() {
-            return Some(v);
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    None
-}
-
-/// A target server on its own runtime thread, for child-process tests.
-pub struct BackgroundTarget {
-    pub addr: std::net::SocketAddr,
-    stop: CancellationToken,
-    stats: Arc<std::sync::Mutex<Option<sloburn::target::Target>>>,
-    _thread: std::thread::JoinHandle<()>,
-}
-
-impl BackgroundTarget {
-    pub fn start(opts: TargetOptions) -> BackgroundTarget {
-        let stop = CancellationToken::new();
-        let (tx, rx) = std::sync::mpsc::channel();
-        let slot = Arc::new(std::sync::Mutex::new(None));
-        let (stop2, slot2) = (stop.clone(), slot.clone());
-        let thread = std::thread::spawn(move || {
-            let rt = runtime();
-            rt.block_on(async move {
-                let t = spawn(
-                    TargetOptions {
-                        listen: "127.0.0.1:0".parse().unwrap(),
-                        ..opts
-                    },
-                    stop2.clone(),
-                )
-                .await
-                .unwrap();
-                tx.send(t.addr).unwrap();
-                *slot2.lock().unwrap() = Some(t);
-                stop2.cancelled().await;
-            });
-        });
-        let addr = rx.recv().unwrap();
-        BackgroundTarget {
-            addr,
-            stop,
-            stats: slot,
-            _thread: thread,
-        }
-    }
-
-    pub fn stats(&self) -> sloburn::target::StatsSnapshot {
-        self.stats.lock().unwrap().as_ref().unwrap().stats()
-    }
-}
-
-impl Drop for BackgroundTarget {
-    fn drop(&mut self) {
-        self.stop.cancel();
-    }
-}
-
-/// `sloburn serve` as a child process with JSON logs; knows its address once it is ready.
-pub struct Daemon {
-    pub child: Child,
-    pub base: String,
-    pub logs: Arc<std::sync::Mutex<Vec<String>>>,
-}
-
-impl Daemon {
-    pub fn start(config: &Path, extra: &[&str]) -> Daemon {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sloburn"))
-            .args([
-                "serve",
-                "--log-format",
-                "json",
-                "--listen",
-                "127.0.0.1:0",
-                "--config",
-            ])
-            .arg(config)
-            .args(extra)
-            .env("TEST_ADMIN_TOKEN", "s3cret-admin")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let logs = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let (tx, rx) = std::sync::mpsc::channel();
-        let stderr = child.stderr.take().unwrap();
-        let logs2 = logs.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if line.contains("sloburn ready") {
-                    let v: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
-                    if let Some(a) = v["addr"].as_str() {
-                        let _ = tx.send(a.to_string());
-                    }
-                }
-                logs2.lock().unwrap().push(line);
-            }
-        });
-        let addr = rx
-            .recv_timeout(Duration::from_secs(20))
-            .unwrap_or_else(|_| panic!("daemon did not become ready: {:?}", logs.lock().unwrap()));
-        Daemon {
-            child,
-            base: format!("http://{addr}"),
-            logs,
-        }
-    }
-
-    pub fn metrics(&self) -> String {
-        get_blocking(&format!("{}/metrics", self.base)).1
-    }
-
-    pub fn signal(&self, sig: i32) {
-        // SAFETY: plain kill(2) on our own child's pid.
-        let rc = unsafe { libc::kill(self.child.id() as i32, sig) };
-        assert_eq!(rc, 0);
-    }
-
-    /// Waits for exit up to `limit`; returns the exit code.
-    pub fn wait(&mut self, limit: Duration) -> Option<i32> {
-        let start = Instant::now();
-        while start.elapsed() < limit {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status.code();
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        None
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-pub fn write_config(dir: &Path, body: &str) -> std::path::PathBuf {
-    let path = dir.join("sloburn.yaml");
-    // Write then rename, as an editor or a ConfigMap update does: no half-written file is seen.
-    let tmp = dir.join(".sloburn.yaml.tmp");
-    std::fs::write(&tmp, body).unwrap();
-    std::fs::rename(&tmp, &path).unwrap();
-    path
-}
+/// How often the daemon polls its config file (`WATCH_INTERVAL` in src/daemon.rs).
+const WATCH_INTERVAL: Duration = Duration::from_secs(2);
 
 fn base_config(target: std::net::SocketAddr, data: &Path, extra_profiles: &str) -> String {
-    format!(
-        r#"server:
-  admin_token: "${{env:TEST_ADMIN_TOKEN}}"
-  grace_period: 5s
-storage:
-  path: "{data}"
-  flush_interval: 1s
-targets:
-  api:
-    url: http://{target}/api
-    checks:
-      - status: 200
-profiles:
-  steady:
-    target: api
-    every: 1h
-    run_on_start: true
-    executor: constant-arrival-rate
-    rate: 50/s
-    duration: 1h
-{extra_profiles}
-slos:
-  api-availability:
-    target: api
-    sli: availability
-    objective: 99.9
-    period: 1d
-"#,
-        data = data.display()
+    daemon_config(
+        target,
+        data,
+        &format!("{STEADY_50}{extra_profiles}"),
+        AVAILABILITY_SLO,
     )
 }
 
@@ -266,13 +33,20 @@ fn hot_reload_adds_profiles_rejects_bad_configs_and_follows_sighup() {
 
     // A valid change with SIGHUP: the new profile shows up in the API and in /metrics.
     let added = "  burst:\n    target: api\n    every: 1h\n    run_on_start: true\n    executor: shared-iterations\n    vus: 2\n    iterations: 20\n";
+    let reloads = || {
+        metric_sum(
+            &d.metrics(),
+            "sloburn_config_reloads_total{result=\"success\"",
+        )
+    };
+    let loads_at_start = reloads();
     write_config(dir.path(), &base_config(target.addr, &data, added));
-    std::thread::sleep(Duration::from_millis(500));
-    let before = get_blocking(&format!("{}/api/profiles", d.base)).1;
-    assert!(
-        !before.contains("\"burst\""),
-        "no watch: nothing before SIGHUP: {before}"
-    );
+    // Two watch intervals and more: a watching daemon has reloaded by then.
+    let reloaded = eventually(2 * WATCH_INTERVAL + Duration::from_secs(1), || {
+        let profiles = get_blocking(&format!("{}/api/profiles", d.base)).1;
+        (profiles.contains("\"burst\"") || reloads() > loads_at_start).then_some(profiles)
+    });
+    assert_eq!(reloaded, None, "--no-watch reloaded without SIGHUP");
     d.signal(libc::SIGHUP);
     let shown = eventually(Duration::from_secs(10), || {
         let m = d.metrics();
@@ -356,7 +130,7 @@ fn sigterm_drains_in_flight_requests_and_exits_zero() {
 fn a_bad_config_exits_78_before_binding() {
     let dir = tempfile::tempdir().unwrap();
     let path = write_config(dir.path(), "targets:\n  a:\n    url: nope\n");
-    let out = Command::new(env!("CARGO_BIN_EXE_sloburn"))
+    let out = sloburn()
         .args(["serve", "--listen", "127.0.0.1:1", "--config"])
         .arg(&path)
         .output()
@@ -373,39 +147,18 @@ fn a_bad_config_exits_78_before_binding() {
 fn admin_api_needs_the_right_token_and_run_now_shows_in_runs() {
     let rt = runtime();
     rt.block_on(async {
-        let stop = CancellationToken::new();
-        let t = spawn(
-            TargetOptions {
-                listen: "127.0.0.1:0".parse().unwrap(),
-                ..TargetOptions::default()
-            },
-            stop.clone(),
-        )
-        .await
-        .unwrap();
+        let (target, stop) = spawn_target(TargetOptions::default()).await;
         let dir = tempfile::tempdir().unwrap();
-        // SAFETY: tests that read this variable set it to the same value.
-        unsafe { std::env::set_var("TEST_ADMIN_TOKEN", "s3cret-admin") };
         let text = format!(
             "server:\n  admin_token: \"${{env:TEST_ADMIN_TOKEN}}\"\nstorage:\n  path: \"{}\"\ntargets:\n  api:\n    url: http://{}/\nprofiles:\n  once:\n    target: api\n    executor: shared-iterations\n    vus: 2\n    iterations: 10\n",
             dir.path().join("data").display(),
-            t.addr
+            target
         );
-        let cfg = sloburn::config::from_str(&text, "t.yaml", dir.path(), &sloburn::config::Env::process())
-            .unwrap()
-            .config;
-        let d = sloburn::daemon::start(sloburn::daemon::Options {
-            source: sloburn::daemon::Source::Fixed(Box::new(cfg)),
-            listen: Some("127.0.0.1:0".parse().unwrap()),
-            shard: sloburn::load::plan::Shard::WHOLE,
-            watch: false,
-        })
-        .await
-        .unwrap();
+        let d = serve_in_process(&text, dir.path()).await;
         let url = format!("http://{}/api/profiles/once/run", d.addr);
         assert_eq!(request("POST", &url, None).await.0, 401);
         assert_eq!(request("POST", &url, Some("wrong")).await.0, 401);
-        let (code, body) = request("POST", &url, Some("s3cret-admin")).await;
+        let (code, body) = request("POST", &url, Some(ADMIN_TOKEN)).await;
         assert_eq!(code, 202, "{body}");
         let mut finished = None;
         for _ in 0..100 {
@@ -422,7 +175,7 @@ fn admin_api_needs_the_right_token_and_run_now_shows_in_runs() {
         assert_eq!(v["runs"][0]["trigger"], "api");
         assert_eq!(v["runs"][0]["requests"], 10);
         // Unknown profile and the read endpoints.
-        let (code, _) = request("POST", &format!("http://{}/api/profiles/nope/run", d.addr), Some("s3cret-admin")).await;
+        let (code, _) = request("POST", &format!("http://{}/api/profiles/nope/run", d.addr), Some(ADMIN_TOKEN)).await;
         assert_eq!(code, 404);
         let (code, spec) = request("GET", &format!("http://{}/api/openapi.json", d.addr), None).await;
         assert_eq!(code, 200);
@@ -463,165 +216,6 @@ fn demo_serves_nonzero_request_counters_within_ten_seconds() {
 }
 
 /// A free loopback port (bound then released; the race is acceptable for test tools).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// The last lines of a child's log file, for failure messages.
-pub fn log_tail(path: &Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(15)..].join("\n")
-}
-
-/// Polls `GET url` until it answers 200; nothing may be listening yet.
-pub fn wait_ready(url: &str, port: u16, limit: Duration) -> bool {
-    eventually(limit, || {
-        TcpStream::connect(("127.0.0.1", port)).ok()?;
-        (get_blocking(url).0 == 200).then_some(())
-    })
-    .is_some()
-}
-
-/// A child server (Prometheus, Alertmanager) with its log file; killed on drop.
-pub struct Server {
-    child: Child,
-    pub base: String,
-    log: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Server {
-    pub fn spawn(cmd: &mut Command, dir: tempfile::TempDir, port: u16) -> Server {
-        let log = dir.path().join("log.txt");
-        let file = std::fs::File::create(&log).unwrap();
-        let child = cmd
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(file))
-            .spawn()
-            .unwrap();
-        Server {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
-            log,
-            _dir: dir,
-        }
-    }
-
-    pub fn log_tail(&self) -> String {
-        log_tail(&self.log)
-    }
-
-    /// A real Prometheus scraping `scrape` every second, evaluating `rules` (if any) every
-    /// `eval_interval` and sending alerts to the Alertmanager at `am` (if any).
-    pub fn prometheus(
-        scrape: &str,
-        rules: Option<&Path>,
-        eval_interval: &str,
-        am: Option<&str>,
-    ) -> Server {
-        let bin = which("prometheus");
-        let dir = tempfile::tempdir().unwrap();
-        let cfg = format!(
-            r#"global:
-  scrape_interval: 1s
-  evaluation_interval: {eval_interval}
-{rule_files}{alerting}scrape_configs:
-  - job_name: sloburn
-    static_configs:
-      - targets: ["{scrape}"]
-"#,
-            rule_files = rules
-                .map(|r| format!("rule_files: [\"{}\"]\n", r.display()))
-                .unwrap_or_default(),
-            alerting = am
-                .map(|a| format!("alerting:\n  alertmanagers:\n    - static_configs:\n        - targets: [\"{a}\"]\n"))
-                .unwrap_or_default(),
-        );
-        let cfg_path = dir.path().join("prometheus.yml");
-        std::fs::write(&cfg_path, cfg).unwrap();
-        let port = free_port();
-        let mut cmd = Command::new(bin);
-        cmd.arg(format!("--config.file={}", cfg_path.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.path().join("tsdb").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"));
-        let prom = Server::spawn(&mut cmd, dir, port);
-        let ready = wait_ready(
-            &format!("{}/-/ready", prom.base),
-            port,
-            Duration::from_secs(30),
-        );
-        assert!(ready, "prometheus did not start:\n{}", prom.log_tail());
-        prom
-    }
-
-    pub fn api(&self, path: &str) -> Value {
-        let (code, body) = get_blocking(&format!("{}{path}", self.base));
-        assert_eq!(code, 200, "{path}: {body}");
-        serde_json::from_str(&body).unwrap()
-    }
-
-    /// Instant query: (labels, value) per series.
-    pub fn query(&self, q: &str) -> Vec<(Value, f64)> {
-        let v = self.api(&format!("/api/v1/query?query={}", urlencode(q)));
-        v["data"]["result"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-            .into_iter()
-            .map(|r| {
-                let value = r["value"][1]
-                    .as_str()
-                    .and_then(|s| s.parse().ok())
-                    .unwrap_or(f64::NAN);
-                (r["metric"].clone(), value)
-            })
-            .collect()
-    }
-
-    /// The one value of `q`; NaN when it has no series.
-    pub fn scalar(&self, q: &str) -> f64 {
-        let r = self.query(q);
-        assert!(r.len() <= 1, "{q}: {r:?}");
-        r.first().map_or(f64::NAN, |(_, v)| *v)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-pub fn urlencode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
-pub fn which(tool: &str) -> std::path::PathBuf {
-    std::env::var_os("PATH")
-        .and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|p| p.join(tool))
-                .find(|p| p.is_file())
-        })
-        .unwrap_or_else(|| panic!("{tool} not found in PATH: run `make test` (it installs Debian's prometheus package)"))
-}
-
 #[test]
 fn a_real_prometheus_scrapes_increasing_counters_and_histograms() {
     let target = BackgroundTarget::start(TargetOptions::default());
@@ -675,73 +269,31 @@ fn promtool_check_metrics_finds_nothing_on_a_live_exposition() {
     .expect("no traffic counted");
     // OpenMetrics when the scraper asks for it, ending with `# EOF`.
     let url = format!("{}/metrics", d.base);
-    let om = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(async {
-            let client = Client::new(ClientOptions::default(), Arc::new(Resolver::system()));
-            let mut headers = http::HeaderMap::new();
-            headers.insert(
-                "accept",
-                "application/openmetrics-text;version=1.0.0"
-                    .parse()
-                    .unwrap(),
-            );
-            let o = client
-                .conn()
-                .send(&RequestSpec {
-                    method: http::Method::GET,
-                    uri: url.parse().unwrap(),
-                    headers,
-                    body: bytes::Bytes::new(),
-                })
-                .await;
-            assert!(
-                o.headers
-                    .get("content-type")
-                    .unwrap()
-                    .to_str()
-                    .unwrap()
-                    .starts_with("application/openmetrics-text"),
-                "{:?}",
-                o.headers
-            );
-            String::from_utf8_lossy(&o.body).into_owned()
-        });
+    let mut accept = http::HeaderMap::new();
+    accept.insert(
+        "accept",
+        "application/openmetrics-text;version=1.0.0"
+            .parse()
+            .unwrap(),
+    );
+    let (_, headers, om) = get_blocking_with(&url, accept);
+    assert!(
+        headers
+            .get("content-type")
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .starts_with("application/openmetrics-text"),
+        "{headers:?}"
+    );
     assert!(
         om.ends_with("# EOF\n"),
         "{}",
         &om[om.len().saturating_sub(200)..]
     );
     // promtool reads the classic format (its OpenMetrics support is partial in 2.x).
-    let body = exposition;
-    {
-        let mut child = Command::new(which("promtool"))
-            .args(["check", "metrics"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(body.as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(
-            out.status.success() && text.trim().is_empty(),
-            "promtool: {text}"
-        );
-    }
+    let (ok, text) = promtool_check_metrics(&exposition);
+    assert!(ok && text.trim().is_empty(), "promtool: {text}");
 }
 
 #[test]
@@ -776,43 +328,110 @@ fn the_global_in_flight_cap_holds_across_profiles() {
     );
 }
 
+/// Reads that stay open whatever `protect_reads` says: probes, Prometheus, the API's own spec.
+const OPEN_READS: &[&str] = &["/metrics", "/healthz", "/readyz", "/api/openapi.json"];
+
+/// The status page: a read that is not part of the JSON API.
+const PAGES: &[&str] = &["/"];
+
+/// Every `GET` route the server declares (`.route("PATH", get(..))` in any file under src/), so a
+/// new read route cannot escape [`protected_reads_need_the_token_and_writes_without_a_token_are_disabled`].
+fn declared_get_routes() -> BTreeSet<String> {
+    fn walk(dir: &Path, out: &mut BTreeSet<String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                for line in text.lines() {
+                    let Some(rest) = line.trim().strip_prefix(".route(\"") else {
+                        continue;
+                    };
+                    if let Some((route, handler)) = rest.split_once('"')
+                        && handler.trim_start_matches(',').trim().starts_with("get(")
+                    {
+                        out.insert(route.to_string());
+                    }
+                }
+            }
+        }
+    }
+    let mut routes = BTreeSet::new();
+    walk(&root().join("src"), &mut routes);
+    routes
+}
+
 #[test]
 fn protected_reads_need_the_token_and_writes_without_a_token_are_disabled() {
     let rt = runtime();
     rt.block_on(async {
         let dir = tempfile::tempdir().unwrap();
-        let start = |text: String| {
-            let cfg = sloburn::config::from_str(&text, "t.yaml", dir.path(), &sloburn::config::Env::process())
-                .unwrap()
-                .config;
-            sloburn::daemon::start(sloburn::daemon::Options {
-                source: sloburn::daemon::Source::Fixed(Box::new(cfg)),
-                listen: Some("127.0.0.1:0".parse().unwrap()),
-                shard: sloburn::load::plan::Shard::WHOLE,
-                watch: false,
-            })
-        };
         let data = dir.path().join("data").display().to_string();
-        // SAFETY: tests that read this variable set it to the same value.
-        unsafe { std::env::set_var("TEST_ADMIN_TOKEN", "s3cret-admin") };
-        let protected = start(format!(
-            "server:\n  admin_token: \"${{env:TEST_ADMIN_TOKEN}}\"\n  protect_reads: true\nstorage:\n  path: \"{data}\"\ntargets:\n  api:\n    url: http://127.0.0.1:1/\n"
-        ))
-        .await
-        .unwrap();
-        let runs = format!("http://{}/api/runs", protected.addr);
-        assert_eq!(request("GET", &runs, None).await.0, 401);
-        assert_eq!(request("GET", &runs, Some("s3cret-admin")).await.0, 200);
-        // Health and metrics stay open for probes and Prometheus.
-        assert_eq!(request("GET", &format!("http://{}/metrics", protected.addr), None).await.0, 200);
+        let protected = serve_in_process(
+            &format!(
+                "server:\n  admin_token: \"${{env:TEST_ADMIN_TOKEN}}\"\n  protect_reads: true\nstorage:\n  path: \"{data}\"\ntargets:\n  api:\n    url: http://127.0.0.1:1/\nprofiles:\n  p:\n    target: api\n    executor: constant-vus\n    duration: 1s\n"
+            ),
+            dir.path(),
+        )
+        .await;
+        let base = format!("http://{}", protected.addr);
+
+        // The protected reads: the API's GET paths from its own spec, and the status page.
+        let (code, spec) = request("GET", &format!("{base}/api/openapi.json"), None).await;
+        assert_eq!(code, 200, "{spec}");
+        let spec: serde_json::Value = serde_json::from_str(&spec).unwrap();
+        let mut reads: BTreeSet<String> = spec["paths"]
+            .as_object()
+            .expect("paths in the OpenAPI spec")
+            .iter()
+            .filter(|(_, ops)| ops.get("get").is_some())
+            .map(|(path, _)| path.clone())
+            .collect();
+        assert!(reads.len() >= 3, "GET paths in the spec: {reads:?}");
+        reads.extend(PAGES.iter().map(|p| p.to_string()));
+
+        // Every GET route the server declares is either protected or deliberately open.
+        let open: BTreeSet<String> = OPEN_READS.iter().map(|p| p.to_string()).collect();
+        let declared = declared_get_routes();
+        let classified: BTreeSet<String> = reads.union(&open).cloned().collect();
+        assert_eq!(
+            declared, classified,
+            "a GET route is neither in the OpenAPI spec, PAGES nor OPEN_READS"
+        );
+
+        for path in &reads {
+            // Path parameters name the one profile of the config.
+            let url = format!("{base}{}", path.replace("{name}", "p"));
+            let (code, body) = request("GET", &url, None).await;
+            assert_eq!(code, 401, "{path} without a token: {body}");
+            let (code, body) = request("GET", &url, Some("wrong")).await;
+            assert_eq!(code, 401, "{path} with a wrong token: {body}");
+            let (code, body) = request("GET", &url, Some(ADMIN_TOKEN)).await;
+            assert_eq!(code, 200, "{path} with the token: {body}");
+        }
+        // Health, readiness, metrics and the spec stay open for probes and Prometheus.
+        for path in OPEN_READS {
+            let (code, body) = request("GET", &format!("{base}{path}"), None).await;
+            assert!(
+                code == 200 || (code == 503 && *path == "/readyz"),
+                "{path} without a token: {code} {body}"
+            );
+        }
         protected.shutdown().await;
 
-        let open = start(format!(
-            "storage:\n  path: \"{data}-2\"\ntargets:\n  api:\n    url: http://127.0.0.1:1/\nprofiles:\n  p:\n    target: api\n    executor: constant-vus\n    duration: 1s\n"
-        ))
-        .await
-        .unwrap();
-        assert_eq!(request("GET", &format!("http://{}/api/runs", open.addr), None).await.0, 200);
+        let open = serve_in_process(
+            &format!(
+                "storage:\n  path: \"{data}-2\"\ntargets:\n  api:\n    url: http://127.0.0.1:1/\nprofiles:\n  p:\n    target: api\n    executor: constant-vus\n    duration: 1s\n"
+            ),
+            dir.path(),
+        )
+        .await;
+        for path in &reads {
+            let url = format!("http://{}{}", open.addr, path.replace("{name}", "p"));
+            let (code, body) = request("GET", &url, None).await;
+            assert_eq!(code, 200, "{path} without protect_reads: {body}");
+        }
         let (code, body) = request("POST", &format!("http://{}/api/profiles/p/run", open.addr), Some("anything")).await;
         assert_eq!(code, 403, "{body}");
         assert!(body.contains("admin_token"), "{body}");

@@ -5,8 +5,9 @@
 //! sloburn exports or recording rules `sloburn rules` generates.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
+
+use crate::support::{root, sloburn_rules};
 
 use promql_parser::label::MatchOp;
 use promql_parser::parser::{self, Expr, VectorSelector};
@@ -19,7 +20,7 @@ use serde_json::Value;
 fn scraped_names() -> &'static BTreeSet<String> {
     static NAMES: std::sync::OnceLock<BTreeSet<String>> = std::sync::OnceLock::new();
     NAMES.get_or_init(|| {
-        use crate::daemon::{BackgroundTarget, Daemon, eventually, metric_sum, write_config};
+        use crate::support::{BackgroundTarget, Daemon, eventually, metric_sum, write_config};
         let target = BackgroundTarget::start(sloburn::target::TargetOptions {
             error_ratio: 0.2,
             ..Default::default()
@@ -56,7 +57,7 @@ fn scraped_names() -> &'static BTreeSet<String> {
 }
 
 pub(crate) fn dashboards() -> Vec<(String, Value)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("dashboards");
+    let dir = root().join("dashboards");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -84,20 +85,9 @@ fn allowed_names() -> BTreeSet<String> {
 
 /// Recording-rule names from the real `sloburn rules` output for the shipped configs.
 fn recording_rules() -> BTreeSet<String> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut names = BTreeSet::new();
     for config in ["config/example.yaml", "deploy/base/config.yaml"] {
-        let out = Command::new(env!("CARGO_BIN_EXE_sloburn"))
-            .arg("rules")
-            .arg(root.join(config))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let text = String::from_utf8(out.stdout).unwrap();
+        let text = sloburn_rules([root().join(config)]);
         for line in text.lines() {
             if let Some(r) = line
                 .trim_start()

@@ -20,6 +20,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::support::{golden, root, sloburn, stdout_of, which};
 use serde_json::{Value, json};
 
 /// The Kubernetes version the manifests are validated against (shipped by kubernetes-validate).
@@ -29,10 +30,6 @@ const KUBE_VERSION: &str = "1.33.0";
 const KUSTOMIZATIONS: &[&str] = &["base", "overlays/shard", "overlays/pvc", "examples/sidecar"];
 
 const CRD_KINDS: &[&str] = &["ServiceMonitor", "PodMonitor", "PrometheusRule"];
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 fn deploy() -> PathBuf {
     root().join("deploy")
@@ -243,27 +240,13 @@ fn manifest_files() -> Vec<PathBuf> {
 // ---------------------------------------------------------------------------------------------
 // Tools.
 
-fn tool(name: &str) -> PathBuf {
-    std::env::var_os("PATH")
-        .and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|p| p.join(name))
-                .find(|p| p.is_file())
-        })
-        .unwrap_or_else(|| {
-            panic!(
-                "{name} not found: run `bash scripts/install-k8s-test-tools.sh` (make test does)"
-            )
-        })
-}
-
 /// Runs `kubernetes-validate --strict` on `docs`; returns (success, output).
 fn kubernetes_validate(docs: &[Value]) -> (bool, String) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("docs.yaml");
     let text: Vec<String> = docs.iter().map(|d| d.to_string()).collect();
     std::fs::write(&file, text.join("\n---\n")).unwrap();
-    let out = Command::new(tool("kubernetes-validate"))
+    let out = Command::new(which("kubernetes-validate"))
         .args(["--strict", "--no-warn", "-k", KUBE_VERSION])
         .arg(&file)
         .output()
@@ -433,37 +416,20 @@ fn prometheus_operator_objects_pass_their_crd_schemas() {
 
 #[test]
 fn prometheusrule_is_what_sloburn_rules_generates() {
-    let out = Command::new(env!("CARGO_BIN_EXE_sloburn"))
-        .current_dir(root())
-        .args([
-            "rules",
-            "deploy/base/config.yaml",
-            "--k8s",
-            "--name",
-            "sloburn-slos",
-            "--namespace",
-            "sloburn",
-            "--label",
-            "app.kubernetes.io/name=sloburn",
-            "--label",
-            "app.kubernetes.io/part-of=sloburn",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let fresh = String::from_utf8(out.stdout).unwrap();
-    let golden = deploy().join("base/prometheusrule.yaml");
-    if std::env::var_os("UPDATE_GOLDEN").is_some() {
-        std::fs::write(&golden, &fresh).unwrap();
-    }
-    assert!(
-        read(&golden) == fresh,
-        "deploy/base/prometheusrule.yaml is stale: rerun with UPDATE_GOLDEN=1"
-    );
+    let fresh = stdout_of(sloburn().current_dir(root()).args([
+        "rules",
+        "deploy/base/config.yaml",
+        "--k8s",
+        "--name",
+        "sloburn-slos",
+        "--namespace",
+        "sloburn",
+        "--label",
+        "app.kubernetes.io/name=sloburn",
+        "--label",
+        "app.kubernetes.io/part-of=sloburn",
+    ]));
+    golden(&deploy().join("base/prometheusrule.yaml"), &fresh);
 }
 
 #[test]
@@ -869,7 +835,7 @@ fn every_shipped_config_passes_sloburn_check() {
                 let dir = tempfile::tempdir().unwrap();
                 let p = dir.path().join(file);
                 std::fs::write(&p, text.as_str().unwrap()).unwrap();
-                let out = Command::new(env!("CARGO_BIN_EXE_sloburn"))
+                let out = sloburn()
                     .arg("check")
                     .arg(&p)
                     .env("SLOBURN_ADMIN_TOKEN", "test-token-0123456789abcdef")

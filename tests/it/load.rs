@@ -3,9 +3,10 @@
 //! Runs that measure rates or latency hold `HEAVY` so they never share the two cores with each
 //! other; bounds are generous where the machine's noise matters, tight where the plan decides.
 
+use crate::support::{runtime, sloburn, spawn_target};
 use sloburn::load::runner::Abort;
 use sloburn::run::{RunArgs, execute, resolve};
-use sloburn::target::{TargetOptions, spawn};
+use sloburn::target::TargetOptions;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -15,26 +16,9 @@ fn heavy() -> std::sync::MutexGuard<'static, ()> {
     HEAVY.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 async fn target(opts: TargetOptions) -> (String, CancellationToken) {
-    let token = CancellationToken::new();
-    let t = spawn(
-        TargetOptions {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            ..opts
-        },
-        token.clone(),
-    )
-    .await
-    .unwrap();
-    (format!("http://{}/", t.addr), token)
+    let (addr, stop) = spawn_target(opts).await;
+    (format!("http://{addr}/"), stop)
 }
 
 async fn run(args: RunArgs) -> sloburn::load::runner::RunReport {
@@ -93,6 +77,7 @@ fn ten_millisecond_target_gives_p50_between_10_and_12_ms() {
         .await;
         stop.cancel();
         let p50 = report.stats.duration.median();
+        eprintln!("p50 {p50:?} over {} requests", report.stats.requests);
         assert!(
             p50 >= Duration::from_millis(10) && p50 <= Duration::from_millis(12),
             "p50 {p50:?}"
@@ -238,10 +223,9 @@ fn a_failed_threshold_exits_99_and_a_passing_one_exits_0() {
         latency: Duration::from_millis(10),
         ..TargetOptions::default()
     }));
-    let bin = env!("CARGO_BIN_EXE_sloburn");
     let dir = tempfile::tempdir().unwrap();
     let export = dir.path().join("summary.json");
-    let out = std::process::Command::new(bin)
+    let out = sloburn()
         .args(["run", "--url", &url, "--vus", "2", "--duration", "1s"])
         .args(["--threshold", "http_req_duration=p(95)<1ms"])
         .arg("--summary-export")
@@ -270,7 +254,7 @@ fn a_failed_threshold_exits_99_and_a_passing_one_exits_0() {
             >= 10.0
     );
 
-    let out = std::process::Command::new(bin)
+    let out = sloburn()
         .args(["run", "--url", &url, "--vus", "2", "--duration", "1s"])
         .args(["--threshold", "http_req_duration=p(95)<5s"])
         .output()

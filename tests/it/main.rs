@@ -12,4 +12,5 @@ mod metrics;
 mod panels;
 mod rules;
 mod slo;
+mod support;
 mod target;

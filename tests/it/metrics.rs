@@ -3,12 +3,11 @@
 //! after a reload, and exact counts under concurrent recording.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::{golden, promtool_check_metrics};
 use sloburn::http::{ErrorClass, Outcome, Phases};
 use sloburn::metrics::{Metrics, ProcessStats};
 use sloburn::slo::{SloDef, Windows, default_tiers, evaluate};
@@ -123,11 +122,11 @@ fn scenario() -> Metrics {
 #[test]
 fn exposition_matches_golden_in_both_formats() {
     let m = scenario();
-    crate::config::golden(
+    golden(
         &golden_path("metrics.prom"),
         &m.encode_with(false, &process()),
     );
-    crate::config::golden(
+    golden(
         &golden_path("metrics.openmetrics.txt"),
         &m.encode_with(true, &process()),
     );
@@ -188,29 +187,6 @@ fn key_lines_are_exact() {
     assert!(!text.contains("sloburn_slo_time_to_exhaustion_seconds{slo=\"checkout-latency\"}"));
 }
 
-fn promtool(text: &str) -> (bool, String) {
-    let mut child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("promtool in PATH (the Debian prometheus package)");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), said)
-}
-
 /// The scenario plus everything clock-stamped and a hostile profile name.
 fn full() -> Metrics {
     let m = scenario();
@@ -226,7 +202,7 @@ fn full() -> Metrics {
 #[test]
 fn promtool_accepts_the_classic_exposition() {
     let text = full().encode(false);
-    let (success, said) = promtool(&text);
+    let (success, said) = promtool_check_metrics(&text);
     assert!(success && said.is_empty(), "promtool said:\n{said}\n{text}");
 }
 
@@ -236,7 +212,7 @@ fn promtool_finds_nothing_in_openmetrics_but_its_counter_naming() {
     // + `x_total` samples as an untyped `x_total` without HELP. That is the only complaint
     // allowed: one per counter family, naming exactly that family.
     let text = full().encode(true);
-    let (_, said) = promtool(&text);
+    let (_, said) = promtool_check_metrics(&text);
     let counters: Vec<String> = text
         .lines()
         .filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
@@ -481,7 +457,7 @@ fn retain_profiles_drops_series_of_removed_profiles() {
         "{text}"
     );
     assert!(!text.contains("sloburn_vus"), "{text}");
-    let (success, said) = promtool(&text);
+    let (success, said) = promtool_check_metrics(&text);
     assert!(success && said.is_empty(), "{said}");
 }
 

@@ -7,14 +7,13 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::dashboards::{dashboards, panels};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::daemon::{Server, get_blocking, runtime, urlencode};
+use crate::support::{Server, get_blocking, runtime, sloburn, stdout_of, urlencode};
 
 /// Panel targets that may be empty after a minute of the demo: (file, panel title, refId,
 /// reason). Every entry must name a real target.
@@ -86,19 +85,14 @@ fn demo_rules(dir: &Path) -> PathBuf {
         .replace("{TARGET}", "127.0.0.1:9")
         .replace("{DATA}", &dir.join("data").display().to_string());
     std::fs::write(&config, text).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_sloburn"))
-        .arg("rules")
-        .arg(&config)
-        .env("SLOBURN_DEMO_TOKEN", "unused-by-rules")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "sloburn rules: {}",
-        String::from_utf8_lossy(&out.stderr)
+    let generated = stdout_of(
+        sloburn()
+            .arg("rules")
+            .arg(&config)
+            .env("SLOBURN_DEMO_TOKEN", "unused-by-rules"),
     );
     let rules = dir.join("rules.yaml");
-    std::fs::write(&rules, &out.stdout).unwrap();
+    std::fs::write(&rules, generated).unwrap();
     rules
 }
 

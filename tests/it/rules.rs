@@ -3,28 +3,22 @@
 //! math predicts and stays quiet below threshold, and a golden file of the generated text.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
+use crate::support::{root, sloburn, sloburn_rules, stdout_of, which};
 use sloburn::rules::{K8sMeta, RulesOptions, generate, generate_k8s};
 use sloburn::slo::{SloDef, Windows, default_tiers, evaluate};
 
 const DAY: u64 = 86400;
 
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/rules")
+    root().join("tests/it/rules")
 }
 
 fn promtool() -> PathBuf {
-    let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|p| p.join("promtool"))
-            .find(|p| p.is_file())
-    });
-    found.unwrap_or_else(|| {
-        panic!("promtool not found in PATH: run `make test` (it installs the Debian prometheus package)")
-    })
+    which("promtool")
 }
 
 /// The SLO every promtool fixture is written for: 99.9 % over 30 days, Workbook tiers.
@@ -96,33 +90,9 @@ fn generated_rules_pass_promtool_check() {
     assert!(out.contains("SUCCESS"), "{out}");
 }
 
-/// Compares `got` with the checked-in `name`; `UPDATE_GOLDEN=1` rewrites it instead.
+/// Compares `got` with the checked-in fixture `name`; `UPDATE_GOLDEN=1` rewrites it instead.
 fn golden(name: &str, got: &str) {
-    let path = fixtures().join(name);
-    if std::env::var_os("UPDATE_GOLDEN").is_some_and(|v| v == "1") {
-        std::fs::write(&path, got).expect("write golden");
-        return;
-    }
-    let want = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e}; run with UPDATE_GOLDEN=1 to create it",
-            path.display()
-        )
-    });
-    if want != got {
-        let line = want
-            .lines()
-            .zip(got.lines())
-            .position(|(a, b)| a != b)
-            .unwrap_or(want.lines().count().min(got.lines().count()));
-        panic!(
-            "{} differs from the generated rules at line {}; review and rerun with UPDATE_GOLDEN=1\n--- golden\n{}\n+++ generated\n{}",
-            path.display(),
-            line + 1,
-            want.lines().nth(line).unwrap_or("<end>"),
-            got.lines().nth(line).unwrap_or("<end>"),
-        );
-    }
+    crate::support::golden(&fixtures().join(name), got);
 }
 
 #[test]
@@ -241,31 +211,23 @@ fn prometheus_rule_passes_promtool_check_after_unwrapping() {
 
 #[test]
 fn rules_for_every_shipped_config_pass_promtool_check_without_secrets() {
-    let bin = env!("CARGO_BIN_EXE_sloburn");
     let dir = tempfile::tempdir().unwrap();
     let mut checked = 0;
-    for entry in
-        std::fs::read_dir(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("config")).unwrap()
-    {
+    for entry in std::fs::read_dir(root().join("config")).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().is_none_or(|e| e != "yaml") {
             continue;
         }
         // No secrets in the environment: generating rules must not need them.
-        let out = Command::new(bin)
-            .arg("rules")
-            .arg(&path)
-            .env_remove("SLOBURN_ADMIN_TOKEN")
-            .env_remove("CHECKOUT_TOKEN")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stdout)
+        let rules = stdout_of(
+            sloburn()
+                .arg("rules")
+                .arg(&path)
+                .env_remove("SLOBURN_ADMIN_TOKEN")
+                .env_remove("CHECKOUT_TOKEN"),
         );
         let file = dir.path().join("rules.yml");
-        std::fs::write(&file, &out.stdout).unwrap();
+        std::fs::write(&file, rules).unwrap();
         run(Command::new(promtool())
             .arg("check")
             .arg("rules")
@@ -277,29 +239,20 @@ fn rules_for_every_shipped_config_pass_promtool_check_without_secrets() {
 
 #[test]
 fn rules_for_the_example_config_match_their_golden_file() {
-    let out = Command::new(env!("CARGO_BIN_EXE_sloburn"))
-        .arg("rules")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("config/example.yaml"))
-        .output()
-        .unwrap();
-    assert!(out.status.success());
     golden(
         "example-config.rules.yml",
-        &String::from_utf8(out.stdout).unwrap(),
+        &sloburn_rules([root().join("config/example.yaml")]),
     );
 }
 
 #[test]
 fn output_dir_writes_one_file_per_slo_and_the_daemon_alerts_once() {
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_sloburn"))
-        .arg("rules")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("config/example.yaml"))
-        .arg("--output")
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    sloburn_rules([
+        root().join("config/example.yaml").as_os_str(),
+        "--output".as_ref(),
+        dir.path().as_os_str(),
+    ]);
     let mut files: Vec<String> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

@@ -1,34 +1,16 @@
 //! The SLO engine in the running daemon: state that survives crashes and restarts, a corrupt
 //! store that never stops the load, and the budget guard.
 
-use crate::daemon::{BackgroundTarget, Daemon, eventually, get_blocking, metric_sum, write_config};
+use crate::support::{
+    AVAILABILITY_SLO, BackgroundTarget, Daemon, daemon_config, eventually, get_blocking,
+    metric_sum, write_config,
+};
 use sloburn::target::TargetOptions;
 use std::path::Path;
 use std::time::Duration;
 
 fn config(target: std::net::SocketAddr, data: &Path, profile: &str) -> String {
-    format!(
-        r#"server:
-  grace_period: 5s
-storage:
-  path: "{data}"
-  flush_interval: 1s
-targets:
-  api:
-    url: http://{target}/api
-    checks:
-      - status: 200
-profiles:
-{profile}
-slos:
-  api-availability:
-    target: api
-    sli: availability
-    objective: 99.9
-    period: 1d
-"#,
-        data = data.display()
-    )
+    daemon_config(target, data, profile, AVAILABILITY_SLO)
 }
 
 const STEADY: &str = "  steady:\n    target: api\n    every: 1h\n    run_on_start: true\n    executor: constant-arrival-rate\n    rate: 100/s\n    duration: 1h\n";
