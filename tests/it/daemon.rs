@@ -6,13 +6,11 @@ use crate::support::{
     eventually, get_blocking, get_blocking_with, metric_sum, promtool_check_metrics, request, root,
     runtime, serve_in_process, sloburn, spawn_target, write_config,
 };
+use sloburn::daemon::WATCH_INTERVAL;
 use sloburn::target::TargetOptions;
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
-
-/// How often the daemon polls its config file (`WATCH_INTERVAL` in src/daemon.rs).
-const WATCH_INTERVAL: Duration = Duration::from_secs(2);
 
 fn base_config(target: std::net::SocketAddr, data: &Path, extra_profiles: &str) -> String {
     daemon_config(
