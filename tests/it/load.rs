@@ -58,34 +58,56 @@ fn arrival_rate_2000_per_second_is_achieved_within_one_percent() {
     });
 }
 
+/// The p50 of one short closed-model run against `url`.
+async fn p50_of(url: &str) -> (Duration, Duration) {
+    let report = run(RunArgs {
+        url: Some(url.to_string()),
+        vus: Some(1),
+        duration: Some("1s".into()),
+        quiet: true,
+        ..RunArgs::default()
+    })
+    .await;
+    let waiting = report.stats.phases[sloburn::http::Phase::Waiting as usize].median();
+    (report.stats.duration.median(), waiting)
+}
+
+/// A 10 ms injected latency is measured as 10 ms: the p50 of a 10 ms run minus the p50 of a
+/// 0 ms run right before it, against the same target, median over rounds. The difference
+/// cancels the loopback and debug-build overhead, which swings by more than a millisecond on a
+/// shared machine, and leaves the precision of the latency sleep and of the measurement.
+/// Measured here: 10.50–10.80 ms with the precise timer, 11.52–11.74 ms when `timer::sleep`
+/// falls back to tokio's 1 ms wheel, so the bound of 11.1 ms fails the fallback.
 #[test]
 fn ten_millisecond_target_gives_p50_between_10_and_12_ms() {
     let _g = heavy();
     runtime().block_on(async {
-        let (url, stop) = target(TargetOptions {
-            latency: Duration::from_millis(10),
-            ..TargetOptions::default()
-        })
-        .await;
-        let report = run(RunArgs {
-            url: Some(url),
-            rate: Some("200/s".into()),
-            duration: Some("3s".into()),
-            quiet: true,
-            ..RunArgs::default()
-        })
-        .await;
+        let (url, stop) = target(TargetOptions::default()).await;
+        let mut diffs = Vec::new();
+        let mut absolute = Vec::new();
+        for _ in 0..5 {
+            let (base, _) = p50_of(&format!("{url}?latency=0ms")).await;
+            let (p50, waiting) = p50_of(&format!("{url}?latency=10ms")).await;
+            assert!(
+                waiting >= Duration::from_millis(10),
+                "waiting p50 {waiting:?}"
+            );
+            absolute.push(p50);
+            diffs.push(p50.saturating_sub(base));
+        }
         stop.cancel();
-        let p50 = report.stats.duration.median();
-        eprintln!("p50 {p50:?} over {} requests", report.stats.requests);
+        diffs.sort();
+        absolute.sort();
+        let diff = diffs[diffs.len() / 2];
+        let p50 = absolute[absolute.len() / 2];
+        eprintln!("p50 {p50:?}; over a 0 ms baseline {diff:?} (all: {diffs:?})");
         assert!(
             p50 >= Duration::from_millis(10) && p50 <= Duration::from_millis(12),
             "p50 {p50:?}"
         );
-        let waiting = report.stats.phases[sloburn::http::Phase::Waiting as usize].median();
         assert!(
-            waiting >= Duration::from_millis(10),
-            "waiting p50 {waiting:?}"
+            diff >= Duration::from_micros(9_900) && diff <= Duration::from_micros(11_100),
+            "a 10 ms latency measured {diff:?} over the 0 ms baseline (rounds: {diffs:?})"
         );
     });
 }
