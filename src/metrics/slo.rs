@@ -5,12 +5,12 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
-use super::lock;
+use super::registry::lock;
 use super::text::label_set;
 use crate::slo::SloReport;
 
 /// The gauges of one [`SloReport`], with label sets already escaped.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(super) struct ReportGauges {
     /// `(slo+window labels, sli, burn rate)`, sorted by window label.
     pub windows: Vec<(String, f64, f64)>,

@@ -108,6 +108,23 @@ pub fn write_u64(out: &mut String, mut v: u64) {
     out.push_str(std::str::from_utf8(&buf[i..]).unwrap_or("0"));
 }
 
+/// A sample value: counts are written as integers, everything else as floats.
+pub trait Value: Copy {
+    fn write(self, out: &mut String);
+}
+
+impl Value for f64 {
+    fn write(self, out: &mut String) {
+        write_f64(out, self);
+    }
+}
+
+impl Value for u64 {
+    fn write(self, out: &mut String) {
+        write_u64(out, self);
+    }
+}
+
 /// Writes families in order into one String.
 pub struct Encoder {
     pub out: String,
@@ -172,15 +189,17 @@ impl Encoder {
         out.push_str("} ");
     }
 
-    pub fn u64_sample(&mut self, name: &str, suffix: &str, labels: &str, v: u64) {
-        self.start(name, suffix, labels, None);
-        write_u64(&mut self.out, v);
-        self.out.push('\n');
-    }
-
-    pub fn f64_sample(&mut self, name: &str, suffix: &str, labels: &str, v: f64) {
-        self.start(name, suffix, labels, None);
-        write_f64(&mut self.out, v);
+    /// One whole sample line: `name+suffix{labels,extra} value`.
+    pub fn sample(
+        &mut self,
+        name: &str,
+        suffix: &str,
+        labels: &str,
+        extra: Option<(&str, &str)>,
+        v: impl Value,
+    ) {
+        self.start(name, suffix, labels, extra);
+        v.write(&mut self.out);
         self.out.push('\n');
     }
 

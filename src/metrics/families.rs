@@ -1,0 +1,313 @@
+//! The one table of metric families: every name sloburn exposes, with its type, unit and help.
+//! [`FAMILIES`] is the exposition order (sorted by name in both namings, so golden tests can
+//! compare whole lines); the encoder walks it and nothing else decides which families exist.
+
+use super::text::{Family, Kind};
+
+const fn family(
+    name: &'static str,
+    kind: Kind,
+    unit: Option<&'static str>,
+    help: &'static str,
+) -> Family {
+    Family {
+        name,
+        kind,
+        unit,
+        help,
+    }
+}
+
+const SECONDS: Option<&str> = Some("seconds");
+const BYTES: Option<&str> = Some("bytes");
+const RATIO: Option<&str> = Some("ratio");
+
+pub const PROCESS_CPU: Family = family(
+    "process_cpu_seconds",
+    Kind::Counter,
+    SECONDS,
+    "Total user and system CPU time spent in seconds.",
+);
+pub const PROCESS_MAX_FDS: Family = family(
+    "process_max_fds",
+    Kind::Gauge,
+    None,
+    "Maximum number of open file descriptors.",
+);
+pub const PROCESS_OPEN_FDS: Family = family(
+    "process_open_fds",
+    Kind::Gauge,
+    None,
+    "Number of open file descriptors.",
+);
+pub const PROCESS_RESIDENT: Family = family(
+    "process_resident_memory_bytes",
+    Kind::Gauge,
+    BYTES,
+    "Resident memory size in bytes.",
+);
+pub const PROCESS_START: Family = family(
+    "process_start_time_seconds",
+    Kind::Gauge,
+    SECONDS,
+    "Start time of the process since unix epoch in seconds.",
+);
+pub const PROCESS_VIRTUAL: Family = family(
+    "process_virtual_memory_bytes",
+    Kind::Gauge,
+    BYTES,
+    "Virtual memory size in bytes.",
+);
+pub const BUILD_INFO: Family = family(
+    "sloburn_build_info",
+    Kind::Gauge,
+    None,
+    "Always 1; the version label names the running sloburn build.",
+);
+pub const CHECKS: Family = family(
+    "sloburn_checks",
+    Kind::Counter,
+    None,
+    "Check results per request, by check name and result (pass or fail).",
+);
+pub const RELOAD_SUCCESS_TIME: Family = family(
+    "sloburn_config_last_reload_success_timestamp_seconds",
+    Kind::Gauge,
+    SECONDS,
+    "Unix time of the last successful configuration load.",
+);
+pub const RELOAD_SUCCESSFUL: Family = family(
+    "sloburn_config_last_reload_successful",
+    Kind::Gauge,
+    None,
+    "Whether the last configuration load succeeded (1) or failed (0).",
+);
+pub const RELOADS: Family = family(
+    "sloburn_config_reloads",
+    Kind::Counter,
+    None,
+    "Configuration loads by result (success or failure).",
+);
+pub const DATA_RECEIVED: Family = family(
+    "sloburn_data_received_bytes",
+    Kind::Counter,
+    BYTES,
+    "Bytes received from the target, headers and body.",
+);
+pub const DATA_SENT: Family = family(
+    "sloburn_data_sent_bytes",
+    Kind::Counter,
+    BYTES,
+    "Bytes sent to the target, headers and body.",
+);
+pub const DROPPED_ITERATIONS: Family = family(
+    "sloburn_dropped_iterations",
+    Kind::Counter,
+    None,
+    "Arrival-rate iterations not started because no VU was free.",
+);
+pub const HTTP_REQ_DURATION: Family = family(
+    "sloburn_http_req_duration_seconds",
+    Kind::Histogram,
+    SECONDS,
+    "Request duration (sending + waiting + receiving, plus any late start) of requests that got \
+     a status.",
+);
+pub const HTTP_REQ_PHASE: Family = family(
+    "sloburn_http_req_phase_seconds",
+    Kind::Histogram,
+    SECONDS,
+    "Time per request phase (k6 names, dns split out of blocked) of requests that got a status.",
+);
+pub const HTTP_REQS: Family = family(
+    "sloburn_http_reqs",
+    Kind::Counter,
+    None,
+    "Requests by status (0 = no response) and error class (none = no transport error).",
+);
+pub const ITERATION_LATENESS: Family = family(
+    "sloburn_iteration_lateness_seconds",
+    Kind::Histogram,
+    SECONDS,
+    "How late iterations started against their intended time (0 for closed-model executors).",
+);
+pub const ITERATIONS: Family = family(
+    "sloburn_iterations",
+    Kind::Counter,
+    None,
+    "Completed iterations (one request each).",
+);
+pub const LAST_RUN_TIME: Family = family(
+    "sloburn_last_run_timestamp_seconds",
+    Kind::Gauge,
+    SECONDS,
+    "Unix time the last run of a profile finished, by result.",
+);
+pub const NEXT_RUN_TIME: Family = family(
+    "sloburn_next_run_timestamp_seconds",
+    Kind::Gauge,
+    SECONDS,
+    "Unix time of the next scheduled run of a profile.",
+);
+pub const RUN_ACTIVE: Family = family(
+    "sloburn_run_active",
+    Kind::Gauge,
+    None,
+    "Whether a run of the profile is in progress (1) or not (0).",
+);
+pub const RUNS: Family = family(
+    "sloburn_runs",
+    Kind::Counter,
+    None,
+    "Finished runs by result (passed, failed, aborted, aborted_by_guard, error, skipped).",
+);
+pub const SLO_ALERT_ACTIVE: Family = family(
+    "sloburn_slo_alert_active",
+    Kind::Gauge,
+    None,
+    "Whether the daemon's own evaluation of an alert tier is firing (1) or not (0).",
+);
+pub const SLO_BURN_RATE: Family = family(
+    "sloburn_slo_burn_rate",
+    Kind::Gauge,
+    None,
+    "Error ratio over the window divided by the error budget (0 without events).",
+);
+pub const SLO_BUDGET_REMAINING: Family = family(
+    "sloburn_slo_error_budget_remaining_ratio",
+    Kind::Gauge,
+    RATIO,
+    "Fraction of the period's error budget left (may be negative).",
+);
+pub const SLO_EVENTS: Family = family(
+    "sloburn_slo_events",
+    Kind::Counter,
+    None,
+    "SLO events by result (good or bad); the generated rules compute from this.",
+);
+pub const SLO_OBJECTIVE: Family = family(
+    "sloburn_slo_objective_ratio",
+    Kind::Gauge,
+    RATIO,
+    "The SLO objective as a ratio (0.999 for 99.9 %).",
+);
+pub const SLO_SLI: Family = family(
+    "sloburn_slo_sli_ratio",
+    Kind::Gauge,
+    RATIO,
+    "Good events over all events in the window (NaN without events).",
+);
+pub const SLO_TIME_TO_EXHAUSTION: Family = family(
+    "sloburn_slo_time_to_exhaustion_seconds",
+    Kind::Gauge,
+    SECONDS,
+    "Time until the error budget is spent at the 1h burn rate (absent when it never is).",
+);
+pub const STORE_FLUSHES: Family = family(
+    "sloburn_store_flushes",
+    Kind::Counter,
+    None,
+    "Flushes of SLO windows to the embedded store, by result (success or failure).",
+);
+pub const STORE_HEALTHY: Family = family(
+    "sloburn_store_healthy",
+    Kind::Gauge,
+    None,
+    "Whether the embedded store is writable (1) or not (0).",
+);
+pub const THRESHOLD_PASSED: Family = family(
+    "sloburn_threshold_passed",
+    Kind::Gauge,
+    None,
+    "Whether a threshold of the profile's last run passed (1) or failed (0).",
+);
+pub const VUS: Family = family(
+    "sloburn_vus",
+    Kind::Gauge,
+    None,
+    "Virtual users currently active.",
+);
+pub const VUS_MAX: Family = family(
+    "sloburn_vus_max",
+    Kind::Gauge,
+    None,
+    "Virtual users allocated (the run's maximum).",
+);
+
+/// Every family, in exposition order (sorted by name).
+pub const FAMILIES: [Family; 35] = [
+    PROCESS_CPU,
+    PROCESS_MAX_FDS,
+    PROCESS_OPEN_FDS,
+    PROCESS_RESIDENT,
+    PROCESS_START,
+    PROCESS_VIRTUAL,
+    BUILD_INFO,
+    CHECKS,
+    RELOAD_SUCCESS_TIME,
+    RELOAD_SUCCESSFUL,
+    RELOADS,
+    DATA_RECEIVED,
+    DATA_SENT,
+    DROPPED_ITERATIONS,
+    HTTP_REQ_DURATION,
+    HTTP_REQ_PHASE,
+    HTTP_REQS,
+    ITERATION_LATENESS,
+    ITERATIONS,
+    LAST_RUN_TIME,
+    NEXT_RUN_TIME,
+    RUN_ACTIVE,
+    RUNS,
+    SLO_ALERT_ACTIVE,
+    SLO_BURN_RATE,
+    SLO_BUDGET_REMAINING,
+    SLO_EVENTS,
+    SLO_OBJECTIVE,
+    SLO_SLI,
+    SLO_TIME_TO_EXHAUSTION,
+    STORE_FLUSHES,
+    STORE_HEALTHY,
+    THRESHOLD_PASSED,
+    VUS,
+    VUS_MAX,
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn families_are_sorted_in_both_namings_and_unique() {
+        for naming in [
+            |f: &Family| f.name.to_string(),
+            |f: &Family| f.sample_name(),
+        ] {
+            let names: Vec<String> = FAMILIES.iter().map(naming).collect();
+            let mut sorted = names.clone();
+            sorted.sort();
+            sorted.dedup();
+            assert_eq!(names, sorted);
+        }
+    }
+
+    #[test]
+    fn family_names_follow_prometheus_conventions() {
+        for f in FAMILIES {
+            assert!(
+                f.name
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
+                "{}",
+                f.name
+            );
+            assert!(!f.name.ends_with("_total"), "{}", f.name);
+            if let Some(unit) = f.unit {
+                assert!(f.name.ends_with(&format!("_{unit}")), "{}", f.name);
+            }
+            if f.kind == Kind::Histogram {
+                assert_eq!(f.unit, Some("seconds"), "{}", f.name);
+            }
+        }
+    }
+}

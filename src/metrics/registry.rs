@@ -1,0 +1,250 @@
+//! The registry: a cheap, shared handle built by `main`/the daemon and passed down (no global).
+//! It holds the per-(target, profile) and per-SLO series and the run- and daemon-level values,
+//! and hands a [`Snapshot`] of them to the encoder at each scrape.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use super::accept;
+use super::encode::{self, Snapshot};
+use super::process::{self, ProcessStats};
+use super::profile::ProfileMetrics;
+use super::slo::SloMetrics;
+use super::text::label_set;
+
+/// The `result` values `init_profile` pre-creates, so `increase()` and absent-alerts work
+/// before the first run.
+const INITIAL_RUN_RESULTS: [&str; 2] = ["passed", "failed"];
+
+/// A poisoned lock only means another thread panicked mid-update of plain numbers; the
+/// metrics are still worth serving, so never propagate the panic to a scrape.
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// Run-level and daemon-level values: few, set rarely, so a `Mutex` and maps are fine.
+#[derive(Debug, Default, Clone)]
+pub(super) struct State {
+    /// (profile, result) → count.
+    pub(super) runs: BTreeMap<(String, String), u64>,
+    pub(super) run_active: BTreeMap<String, bool>,
+    /// (profile, result) → unix seconds.
+    pub(super) last_run: BTreeMap<(String, String), f64>,
+    /// (profile, metric, threshold) → passed.
+    pub(super) thresholds: BTreeMap<(String, String, String), bool>,
+    pub(super) next_run: BTreeMap<String, f64>,
+    /// [success, failure].
+    pub(super) reloads: [u64; 2],
+    pub(super) last_reload_ok: Option<bool>,
+    pub(super) last_reload_success: Option<f64>,
+    pub(super) store_healthy: Option<bool>,
+    /// [success, failure].
+    pub(super) store_flushes: [u64; 2],
+}
+
+impl State {
+    fn retain_profiles(&mut self, keep: &BTreeSet<&str>) {
+        self.runs.retain(|(p, _), _| keep.contains(p.as_str()));
+        self.run_active.retain(|p, _| keep.contains(p.as_str()));
+        self.last_run.retain(|(p, _), _| keep.contains(p.as_str()));
+        self.thresholds
+            .retain(|(p, _, _), _| keep.contains(p.as_str()));
+        self.next_run.retain(|p, _| keep.contains(p.as_str()));
+    }
+}
+
+struct Inner {
+    build_labels: String,
+    profiles: Mutex<BTreeMap<(String, String), Arc<ProfileMetrics>>>,
+    slos: Mutex<BTreeMap<String, Arc<SloMetrics>>>,
+    state: Mutex<State>,
+    /// The size of the last exposition, to allocate the next one in one go.
+    last_len: AtomicUsize,
+}
+
+/// The registry: a cheap, `Clone`, `Send + Sync` handle shared by the daemon, the runs and the
+/// HTTP server.
+#[derive(Clone)]
+pub struct Metrics {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Metrics {
+    pub fn new(version: &str) -> Metrics {
+        Metrics {
+            inner: Arc::new(Inner {
+                build_labels: label_set(&[("version", version)]),
+                profiles: Mutex::new(BTreeMap::new()),
+                slos: Mutex::new(BTreeMap::new()),
+                state: Mutex::new(State::default()),
+                last_len: AtomicUsize::new(0),
+            }),
+        }
+    }
+
+    /// Get-or-create the series of one (target, profile). The same `Arc` comes back while the
+    /// buckets and checks stay the same; a changed layout (after a reload) replaces the series,
+    /// because a histogram cannot change its buckets in place (Prometheus sees a counter reset).
+    /// `buckets` are upper bounds in seconds; `checks` are the check names in result order.
+    pub fn profile(
+        &self,
+        target: &str,
+        profile: &str,
+        buckets: &[f64],
+        checks: &[String],
+    ) -> Arc<ProfileMetrics> {
+        let mut profiles = lock(&self.inner.profiles);
+        let key = (target.to_string(), profile.to_string());
+        if let Some(p) = profiles.get(&key)
+            && p.same_layout(buckets, checks)
+        {
+            return Arc::clone(p);
+        }
+        let p = Arc::new(ProfileMetrics::new(target, profile, buckets, checks));
+        profiles.insert(key, Arc::clone(&p));
+        p
+    }
+
+    /// Drops the series of every (target, profile) not in `keep`, and the run-level series of
+    /// every profile not named there. A run still holding a dropped `Arc` records into it
+    /// harmlessly; it is no longer exposed.
+    pub fn retain_profiles(&self, keep: &[(String, String)]) {
+        let pairs: BTreeSet<(&str, &str)> =
+            keep.iter().map(|(t, p)| (t.as_str(), p.as_str())).collect();
+        lock(&self.inner.profiles).retain(|(t, p), _| pairs.contains(&(t.as_str(), p.as_str())));
+        let names: BTreeSet<&str> = keep.iter().map(|(_, p)| p.as_str()).collect();
+        lock(&self.inner.state).retain_profiles(&names);
+    }
+
+    /// Get-or-create one SLO's series; its good/bad counters are pre-created at 0. A changed
+    /// objective updates the kept series.
+    pub fn slo(&self, name: &str, objective_ratio: f64) -> Arc<SloMetrics> {
+        let mut slos = lock(&self.inner.slos);
+        if let Some(s) = slos.get(name) {
+            s.set_objective(objective_ratio);
+            return Arc::clone(s);
+        }
+        let s = Arc::new(SloMetrics::new(name, objective_ratio));
+        slos.insert(name.to_string(), Arc::clone(&s));
+        s
+    }
+
+    pub fn retain_slos(&self, keep: &[String]) {
+        lock(&self.inner.slos).retain(|name, _| keep.contains(name));
+    }
+
+    pub fn run_started(&self, profile: &str) {
+        lock(&self.inner.state)
+            .run_active
+            .insert(profile.to_string(), true);
+    }
+
+    /// `result` is one of passed, failed, aborted, aborted_by_guard, error, skipped.
+    pub fn run_finished(&self, profile: &str, result: &str) {
+        let mut st = lock(&self.inner.state);
+        let key = (profile.to_string(), result.to_string());
+        *st.runs.entry(key.clone()).or_insert(0) += 1;
+        st.run_active.insert(profile.to_string(), false);
+        st.last_run.insert(key, unix_now());
+    }
+
+    /// Pre-creates `sloburn_runs_total{result="passed"|"failed"}` at 0 and `run_active` at 0.
+    pub fn init_profile(&self, profile: &str) {
+        let mut st = lock(&self.inner.state);
+        for result in INITIAL_RUN_RESULTS {
+            st.runs
+                .entry((profile.to_string(), result.to_string()))
+                .or_insert(0);
+        }
+        st.run_active.entry(profile.to_string()).or_insert(false);
+    }
+
+    pub fn set_threshold(&self, profile: &str, metric: &str, threshold: &str, passed: bool) {
+        lock(&self.inner.state).thresholds.insert(
+            (
+                profile.to_string(),
+                metric.to_string(),
+                threshold.to_string(),
+            ),
+            passed,
+        );
+    }
+
+    /// `None` removes the series (no run is scheduled).
+    pub fn set_next_run(&self, profile: &str, unix_secs: Option<f64>) {
+        let mut st = lock(&self.inner.state);
+        match unix_secs {
+            Some(t) => st.next_run.insert(profile.to_string(), t),
+            None => st.next_run.remove(profile),
+        };
+    }
+
+    /// A configuration load (the first one included) and whether it succeeded. Until the
+    /// first call the gauges are absent; the counters exist at 0 from the start.
+    pub fn reload(&self, ok: bool) {
+        let mut st = lock(&self.inner.state);
+        st.reloads[usize::from(!ok)] += 1;
+        st.last_reload_ok = Some(ok);
+        if ok {
+            st.last_reload_success = Some(unix_now());
+        }
+    }
+
+    pub fn set_store_healthy(&self, ok: bool) {
+        lock(&self.inner.state).store_healthy = Some(ok);
+    }
+
+    pub fn store_flush(&self, ok: bool) {
+        lock(&self.inner.state).store_flushes[usize::from(!ok)] += 1;
+    }
+
+    pub fn content_type(openmetrics: bool) -> &'static str {
+        accept::content_type(openmetrics)
+    }
+
+    pub fn wants_openmetrics(accept_header: Option<&str>) -> bool {
+        accept::wants_openmetrics(accept_header)
+    }
+
+    /// The whole exposition, with the process figures read now.
+    pub fn encode(&self, openmetrics: bool) -> String {
+        self.encode_with(openmetrics, &process::read())
+    }
+
+    /// [`Metrics::encode`] with given process figures (tests pass fixed ones for golden text).
+    pub fn encode_with(&self, openmetrics: bool, process: &ProcessStats) -> String {
+        // Copy the handles and values out so no lock is held while formatting.
+        let profiles = lock(&self.inner.profiles).values().cloned().collect();
+        let slos: Vec<Arc<SloMetrics>> = lock(&self.inner.slos).values().cloned().collect();
+        let snapshot = Snapshot {
+            build_labels: &self.inner.build_labels,
+            process,
+            profiles,
+            slos: slos
+                .into_iter()
+                .map(|s| {
+                    let report = lock(&s.report).clone();
+                    (s, report)
+                })
+                .collect(),
+            state: lock(&self.inner.state).clone(),
+        };
+        let capacity = self.inner.last_len.load(Relaxed) + 4096;
+        let out = encode::encode(&snapshot, openmetrics, capacity);
+        self.inner.last_len.store(out.len(), Relaxed);
+        out
+    }
+}
