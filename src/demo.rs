@@ -84,24 +84,7 @@ pub fn config(
 }
 
 pub fn command(listen: Option<SocketAddr>) -> i32 {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: cannot start the runtime: {e}");
-            return crate::exit::ERROR;
-        }
-    };
-    runtime.block_on(async move {
-        let mut signals = match daemon::Signals::new() {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("error: cannot install signal handlers: {e}");
-                return crate::exit::ERROR;
-            }
-        };
+    daemon::with_signals(|mut signals| async move {
         match start(listen, None).await {
             Ok((d, target_stop)) => {
                 let code = daemon::run_until_signal(d, &mut signals).await;

@@ -6,37 +6,29 @@ use super::yaml::{Node, Value};
 use crate::checks::{Check, CheckKind, HeaderExpect, JsonExpect, JsonPath};
 use crate::units;
 
+/// The kinds of check; a check item holds exactly one of them.
+const KINDS: [&str; 6] = [
+    "status",
+    "body_contains",
+    "body_matches",
+    "json",
+    "header",
+    "duration_under",
+];
+
+/// Every field a check item may hold: its name and one kind.
+const FIELDS: [&str; 7] = [
+    "name", KINDS[0], KINDS[1], KINDS[2], KINDS[3], KINDS[4], KINDS[5],
+];
+
 pub fn checks(ctx: &mut Ctx, node: &Node, path: &str) -> Vec<Check> {
     let mut out: Vec<Check> = Vec::new();
     for (i, item) in walk::seq(ctx, node, path).iter().enumerate() {
         let p = format!("{path}[{i}]");
-        let Some(f) = walk::fields(
-            ctx,
-            item,
-            &p,
-            &[
-                "name",
-                "status",
-                "body_contains",
-                "body_matches",
-                "json",
-                "header",
-                "duration_under",
-            ],
-        ) else {
+        let Some(f) = walk::fields(ctx, item, &p, &FIELDS) else {
             continue;
         };
-        let kinds: Vec<&str> = [
-            "status",
-            "body_contains",
-            "body_matches",
-            "json",
-            "header",
-            "duration_under",
-        ]
-        .into_iter()
-        .filter(|k| f.has(k))
-        .collect();
+        let kinds: Vec<&str> = KINDS.into_iter().filter(|k| f.has(k)).collect();
         if kinds.len() != 1 {
             ctx.error(
                 item.pos,

@@ -158,25 +158,7 @@ impl Daemon {
 
 /// `sloburn serve`: runs until SIGTERM/SIGINT; SIGHUP reloads. Returns the exit code.
 pub fn command(opts: Options) -> i32 {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: cannot start the runtime: {e}");
-            return crate::exit::ERROR;
-        }
-    };
-    runtime.block_on(async move {
-        // Signal handlers first, so a signal during start-up is not lost.
-        let mut signals = match Signals::new() {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("error: cannot install signal handlers: {e}");
-                return crate::exit::ERROR;
-            }
-        };
+    with_signals(|mut signals| async move {
         let daemon = match start(opts).await {
             Ok(d) => d,
             Err(Startup::Config(e)) => {
@@ -189,6 +171,35 @@ pub fn command(opts: Options) -> i32 {
             }
         };
         run_until_signal(daemon, &mut signals).await
+    })
+}
+
+/// Builds the daemon's runtime, installs the signal handlers first (so a signal during
+/// start-up is not lost) and runs `main` with them; returns its exit code.
+pub fn with_signals<F, Fut>(main: F) -> i32
+where
+    F: FnOnce(Signals) -> Fut,
+    Fut: Future<Output = i32>,
+{
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return crate::exit::ERROR;
+        }
+    };
+    runtime.block_on(async move {
+        let signals = match Signals::new() {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("error: cannot install signal handlers: {e}");
+                return crate::exit::ERROR;
+            }
+        };
+        main(signals).await
     })
 }
 

@@ -21,7 +21,9 @@ mod runs;
 mod schedules;
 mod state;
 
-pub use lifecycle::{Daemon, Options, Signals, Startup, command, run_until_signal, start};
+pub use lifecycle::{
+    Daemon, Options, Signals, Startup, command, run_until_signal, start, with_signals,
+};
 pub use reload::{WATCH_INTERVAL, reload};
 pub use runs::{StartError, start_run};
 pub use state::{ProfileView, RunRecord, Shared, Source, ThresholdRecord};
