@@ -220,7 +220,18 @@ impl Budget {
         }
         let result = match self.store.lock() {
             Ok(mut store) => match store.as_mut() {
-                Some(st) => st.flush_pending(&mut batch).map_err(|e| describe(&e)),
+                Some(st) => match st.keep_in_place() {
+                    // A swapped file is reported until restart, like a corrupt one.
+                    Ok(swapped) => {
+                        if let Some(what) = swapped
+                            && let Ok(mut p) = self.problem.lock()
+                        {
+                            *p = Some(what);
+                        }
+                        st.flush_pending(&mut batch).map_err(|e| describe(&e))
+                    }
+                    Err(e) => Err(describe(&e)),
+                },
                 None => Err(self
                     .problem()
                     .unwrap_or_else(|| "the SLO store is not open".into())),

@@ -19,6 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::fs::OpenOptions;
 use std::io::{self, Read};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -106,6 +107,13 @@ pub enum StoreError {
 pub struct Store {
     conn: Connection,
     path: PathBuf,
+    /// (device, inode) of the file this store opened, to notice a rename or a replacement.
+    identity: Option<(u64, u64)>,
+}
+
+/// (device, inode) of the file at `path`, if there is one.
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
 /// Open-time failures before deciding whether to move the file aside.
@@ -129,10 +137,19 @@ impl Store {
         })?;
         let path = dir.join(DB_FILE);
         match open_checked(&path, MIGRATIONS) {
-            Ok(conn) => Ok(Store { conn, path }),
+            Ok(conn) => Ok(Store {
+                conn,
+                identity: identity(&path),
+                path,
+            }),
             Err(OpenFailure::Fatal(e)) => Err(e),
             Err(OpenFailure::Corrupt(reason)) => {
-                let moved_to = move_aside(&path, unix_seconds(), &reason)?;
+                let moved_to = move_aside(
+                    &path,
+                    unix_seconds(),
+                    &format!("it is corrupt: {reason}"),
+                    Journal::Move,
+                )?;
                 tracing::error!(path = %path.display(), moved_to = %moved_to.display(), %reason,
                     "state database corrupt, moved aside");
                 Err(StoreError::Corrupt { moved_to, reason })
@@ -231,6 +248,75 @@ impl Store {
         let n = pending.len();
         pending.clear();
         Ok(n)
+    }
+
+    /// Checks that the file at the store's path is still the one this store opened. When it was
+    /// renamed, deleted or replaced while the daemon ran, every count this store holds would go
+    /// to a file nobody finds at the next start. Then the store puts itself back: a foreign file
+    /// at the path is moved aside (never deleted), this store's data is copied to the path
+    /// (`VACUUM INTO`, WAL included), and the store reopens there. Returns what happened, for the
+    /// readiness report; `None` when the file is in place.
+    pub fn keep_in_place(&mut self) -> Result<Option<String>, StoreError> {
+        let now = identity(&self.path);
+        if now.is_some() && now == self.identity {
+            return Ok(None);
+        }
+        let secs = unix_seconds();
+        let mut what = format!(
+            "the state database {} was {} while sloburn ran",
+            self.path.display(),
+            if now.is_some() { "replaced" } else { "removed" }
+        );
+        let copy = {
+            let mut s: OsString = self.path.as_os_str().to_owned();
+            s.push(format!(".recovered-{secs}"));
+            PathBuf::from(s)
+        };
+        let _ = std::fs::remove_file(&copy);
+        self.conn
+            .execute("VACUUM INTO ?1", [copy.to_string_lossy().as_ref()])
+            .map_err(|e| self.sql(e))?;
+        if now.is_some() {
+            // Only the main file: the -wal/-shm at the path are this store's own, still open.
+            let moved = move_aside(
+                &self.path,
+                secs,
+                "it replaced sloburn's own file",
+                Journal::Keep,
+            )?;
+            what.push_str(&format!(
+                "; the file found there was moved aside to {}",
+                moved.display()
+            ));
+        }
+        // Close the old connection before anything opens the path again: closing deletes
+        // `<path>-wal` by name, which must not be the new database's journal.
+        let placeholder = Connection::open_in_memory().map_err(|e| self.sql(e))?;
+        let old = std::mem::replace(&mut self.conn, placeholder);
+        if let Err((_, e)) = old.close() {
+            tracing::warn!(error = %e, "closing the displaced state database");
+        }
+        std::fs::rename(&copy, &self.path).map_err(|error| StoreError::Io {
+            path: copy.clone(),
+            action: "put the state database back in place from",
+            error,
+        })?;
+        self.conn = match open_checked(&self.path, MIGRATIONS) {
+            Ok(conn) => conn,
+            Err(OpenFailure::Fatal(e)) => return Err(e),
+            Err(OpenFailure::Corrupt(reason)) => {
+                return Err(StoreError::Sqlite {
+                    path: self.path.clone(),
+                    error: rusqlite::Error::InvalidParameterName(format!(
+                        "the copy put back in place does not open: {reason}"
+                    )),
+                });
+            }
+        };
+        self.identity = identity(&self.path);
+        what.push_str("; its counts were written back to the path");
+        tracing::error!(problem = %what, "state database swapped under the daemon");
+        Ok(Some(what))
     }
 
     /// Deletes one SLO's minutes strictly before `before_minute` (retention). Returns rows deleted.
@@ -550,7 +636,19 @@ fn check_version(path: &Path, found: i64, known: usize) -> Result<usize, StoreEr
 /// Renames `path` and its -wal/-shm to `<path>.corrupt-<secs>[.<n>]{,-wal,-shm}`, never
 /// overwriting an earlier moved-aside copy. The -wal must go too: left behind, SQLite would replay
 /// its frames into the fresh database.
-fn move_aside(path: &Path, secs: u64, reason: &str) -> Result<PathBuf, StoreError> {
+/// Whether [`move_aside`] takes the -wal/-shm along.
+#[derive(Clone, Copy, PartialEq)]
+enum Journal {
+    Move,
+    Keep,
+}
+
+fn move_aside(
+    path: &Path,
+    secs: u64,
+    reason: &str,
+    journal: Journal,
+) -> Result<PathBuf, StoreError> {
     let with_suffix = |base: &Path, suffix: &str| {
         let mut s: OsString = base.as_os_str().to_owned();
         s.push(suffix);
@@ -569,10 +667,13 @@ fn move_aside(path: &Path, secs: u64, reason: &str) -> Result<PathBuf, StoreErro
     }
     let failed = |from: PathBuf, error: io::Error| StoreError::Io {
         path: from,
-        action: "move the corrupt state database aside",
-        error: io::Error::new(error.kind(), format!("{error} (it is corrupt: {reason})")),
+        action: "move the state database aside",
+        error: io::Error::new(error.kind(), format!("{error} (moved because {reason})")),
     };
     std::fs::rename(path, &target).map_err(|e| failed(path.to_path_buf(), e))?;
+    if journal == Journal::Keep {
+        return Ok(target);
+    }
     for sfx in ["-wal", "-shm"] {
         let from = with_suffix(path, sfx);
         match std::fs::rename(&from, with_suffix(&target, sfx)) {
@@ -740,6 +841,62 @@ mod tests {
     }
 
     #[test]
+    fn a_store_renamed_away_is_put_back_with_its_counts() {
+        let dir = tmp();
+        let mut store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.keep_in_place().unwrap(), None);
+        store.flush(&[row("api", 1, 5, 1)]).unwrap();
+        let path = dir.path().join(DB_FILE);
+        std::fs::rename(&path, dir.path().join("elsewhere.db")).unwrap();
+        let what = store
+            .keep_in_place()
+            .unwrap()
+            .expect("the rename is noticed");
+        assert!(
+            what.contains("removed") && what.contains("written back"),
+            "{what}"
+        );
+        assert_eq!(store.keep_in_place().unwrap(), None, "in place again");
+        store
+            .flush(&[row("api", 1, 1, 0), row("api", 2, 3, 0)])
+            .unwrap();
+        drop(store);
+        let reopened = Store::open(dir.path()).unwrap();
+        assert_eq!(
+            reopened.load("api", i64::MIN).unwrap(),
+            vec![(1, 6, 1), (2, 3, 0)]
+        );
+    }
+
+    #[test]
+    fn a_store_replaced_by_another_file_moves_that_file_aside_untouched() {
+        let dir = tmp();
+        let mut store = Store::open(dir.path()).unwrap();
+        store.flush(&[row("api", 7, 2, 2)]).unwrap();
+        let path = dir.path().join(DB_FILE);
+        std::fs::rename(&path, dir.path().join("elsewhere.db")).unwrap();
+        std::fs::write(&path, b"a stranger's bytes").unwrap();
+        let what = store.keep_in_place().unwrap().expect("the swap is noticed");
+        assert!(
+            what.contains("replaced") && what.contains("moved aside"),
+            "{what}"
+        );
+        let moved: Vec<PathBuf> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.to_string_lossy().contains(".corrupt-"))
+            .collect();
+        assert_eq!(moved.len(), 1, "{moved:?}");
+        assert_eq!(std::fs::read(&moved[0]).unwrap(), b"a stranger's bytes");
+        store.flush(&[row("api", 7, 1, 0)]).unwrap();
+        drop(store);
+        assert_eq!(
+            Store::open(dir.path()).unwrap().load("api", 0).unwrap(),
+            vec![(7, 3, 2)]
+        );
+    }
+
+    #[test]
     fn pending_batch_merges_same_keys() {
         let mut p = PendingBatch::new();
         assert!(p.is_empty());
@@ -794,6 +951,7 @@ mod tests {
         let path = writer.path().to_path_buf();
         let mut read_only = Store {
             conn: Connection::open_with_flags(&path, OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap(),
+            identity: identity(&path),
             path: path.clone(),
         };
         let mut pending = PendingBatch::new();
@@ -1132,10 +1290,10 @@ mod tests {
         let dir = tmp();
         let path = dir.path().join(DB_FILE);
         std::fs::write(&path, b"first").unwrap();
-        let a = move_aside(&path, 42, "test").unwrap();
+        let a = move_aside(&path, 42, "test", Journal::Move).unwrap();
         std::fs::write(&path, b"second").unwrap();
         std::fs::write(dir.path().join("sloburn.db-shm"), b"shm").unwrap();
-        let b = move_aside(&path, 42, "test").unwrap();
+        let b = move_aside(&path, 42, "test", Journal::Move).unwrap();
         assert_eq!(a, dir.path().join("sloburn.db.corrupt-42"));
         assert_eq!(b, dir.path().join("sloburn.db.corrupt-42.1"));
         assert_eq!(std::fs::read(&a).unwrap(), b"first");

@@ -141,3 +141,54 @@ fn the_budget_guard_aborts_a_run_that_burns_the_budget() {
             .contains("sloburn_runs_total{profile=\"canary\",result=\"aborted_by_guard\"} 1")
     );
 }
+
+/// A store replaced by rename while the daemon runs (issue 11, item 10): the next flush sees
+/// another file at the path, moves it aside untouched, writes the daemon's counts back and says
+/// so on `/readyz`; a restart restores every count flushed before the swap.
+#[test]
+fn a_store_replaced_by_rename_is_detected_reported_and_loses_nothing() {
+    let target = BackgroundTarget::start(TargetOptions::default());
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let path = write_config(dir.path(), &config(target.addr, &data, STEADY));
+    let mut d = Daemon::start(&path, &["--no-watch"]);
+    let pre = eventually(Duration::from_secs(15), || {
+        let n = metric_sum(
+            &d.metrics(),
+            "sloburn_slo_events_total{slo=\"api-availability\"",
+        );
+        (n >= 300.0).then_some(n as u64)
+    })
+    .expect("no SLO events counted");
+    // Swap: our file goes away, a stranger's takes its name (as `mv other.db sloburn.db`).
+    let db = data.join("sloburn.db");
+    std::fs::rename(&db, dir.path().join("taken-away.db")).unwrap();
+    let stranger = b"someone else's file, not sloburn's\n".repeat(50);
+    let tmp = data.join("stranger.tmp");
+    std::fs::write(&tmp, &stranger).unwrap();
+    std::fs::rename(&tmp, &db).unwrap();
+    let body = eventually(Duration::from_secs(10), || {
+        let (code, body) = get_blocking(&format!("{}/readyz", d.base));
+        (code == 503 && body.contains("replaced")).then_some(body)
+    })
+    .expect("/readyz never reported the swap");
+    assert!(body.contains("moved aside"), "{body}");
+    let moved: Vec<_> = std::fs::read_dir(&data)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().contains("sloburn.db.corrupt-"))
+        .collect();
+    assert_eq!(moved.len(), 1, "{moved:?}");
+    assert_eq!(std::fs::read(&moved[0]).unwrap(), stranger);
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait(Duration::from_secs(10)), Some(0));
+    let path = write_config(dir.path(), &config(target.addr, &data, IDLE));
+    let d2 = Daemon::start(&path, &["--no-watch"]);
+    let restored = period_events(&d2);
+    assert!(
+        restored >= pre,
+        "restored {restored}, counted {pre} before the swap"
+    );
+    let (code, _) = get_blocking(&format!("{}/readyz", d2.base));
+    assert_eq!(code, 200, "a restart on the repaired store is ready");
+}
