@@ -126,6 +126,10 @@ pub fn main() -> i32 {
         Command::Run(_) | Command::Check { .. } | Command::Rules { .. }
     );
     init_logging(cli.log_format, if quiet { "warn" } else { "info" });
+    // Every VU holds a descriptor: take all the process may have before anything counts them.
+    if let Err(e) = crate::limits::raise_nofile() {
+        tracing::warn!(error = %e, "cannot raise the open-file limit");
+    }
     match cli.command {
         Command::Demo { listen } => crate::demo::command(listen),
         Command::Serve {
@@ -206,7 +210,12 @@ pub fn main() -> i32 {
 
 /// `sloburn check`: errors first (one per line), then warnings, then a one-line verdict.
 pub fn check(file: &std::path::Path, out: &mut impl std::io::Write) -> i32 {
-    crate::config::report(&file.display().to_string(), crate::config::load(file), out)
+    let loaded = crate::config::load(file);
+    let refused = match (&loaded, crate::limits::nofile()) {
+        (Ok(l), Ok(limit)) => l.config.fd_refusals(limit),
+        _ => Vec::new(),
+    };
+    crate::config::report_with(&file.display().to_string(), loaded, &refused, out)
 }
 
 /// `sloburn rules`: to stdout, or one file per SLO under `output`.

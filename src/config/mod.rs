@@ -6,6 +6,7 @@
 //! sensitive, so they never reach `Debug` output, logs or metrics.
 
 mod build;
+mod capacity;
 mod checks;
 mod executors;
 mod profiles;
@@ -28,7 +29,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use report::report;
+pub use report::{report, report_with};
 pub use yaml::Pos;
 
 /// One problem found in a config file.

@@ -10,23 +10,38 @@ pub fn report(
     result: Result<Loaded, ConfigError>,
     out: &mut impl std::io::Write,
 ) -> i32 {
-    let (code, errors, warnings) = match result {
+    report_with(name, result, &[], out)
+}
+
+/// [`report`] with errors found after validation that have no position (`path: message`),
+/// such as profiles that cannot fit the open-file limit.
+pub fn report_with(
+    name: &str,
+    result: Result<Loaded, ConfigError>,
+    later: &[String],
+    out: &mut impl std::io::Write,
+) -> i32 {
+    let (mut code, errors, warnings) = match result {
         Ok(loaded) => (crate::exit::OK, Vec::new(), loaded.warnings),
         Err(e) => (crate::exit::CONFIG, e.errors, e.warnings),
     };
     for e in &errors {
         let _ = writeln!(out, "{}", e.render(name));
     }
+    for e in later {
+        let _ = writeln!(out, "{name}: {e}");
+        code = crate::exit::CONFIG;
+    }
+    let errors = errors.len() + later.len();
     for w in &warnings {
         let _ = writeln!(out, "warning: {}", w.render(name));
     }
-    let _ = if errors.is_empty() {
+    let _ = if errors == 0 {
         writeln!(out, "{name}: ok ({} warning(s))", warnings.len())
     } else {
         writeln!(
             out,
-            "{name}: {} error(s), {} warning(s)",
-            errors.len(),
+            "{name}: {errors} error(s), {} warning(s)",
             warnings.len()
         )
     };

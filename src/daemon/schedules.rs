@@ -22,6 +22,12 @@ pub(super) fn apply(shared: &Arc<Shared>, cfg: Arc<Config>) {
         .map(|p| (p.target.clone(), p.name.clone()))
         .collect();
     shared.metrics.retain_profiles(&keep);
+    // The daemon runs what it is given, but says when a profile's VUs cannot all connect.
+    if let Ok(limit) = crate::limits::nofile() {
+        for why in cfg.fd_refusals(limit) {
+            tracing::warn!(problem = %why, "a profile does not fit the open-file limit");
+        }
+    }
     let generation = shared.shutdown.child_token();
     if let Ok(mut g) = shared.generation.lock() {
         g.cancel();

@@ -1,6 +1,6 @@
 //! Config loading as a user meets it: `sloburn check` output, exit codes, every shipped config.
 
-use crate::support::{golden, root, sloburn};
+use crate::support::{golden, root, sloburn, with_nofile};
 use std::path::Path;
 
 #[test]
@@ -130,5 +130,56 @@ fn presets_build_executors_and_mistakes_are_reported() {
     assert!(
         text.contains("p.yaml:21:15: profiles.d.peak_vus: `peak_vus` goes with `preset`"),
         "{text}"
+    );
+}
+
+/// Issue 11, item 2: `vus: 1000` under a 256-descriptor limit cannot hold its connections, so
+/// `check` refuses it instead of letting the run fail on sloburn's side; the soft limit is first
+/// raised to the hard one, so a low soft limit alone is not a refusal.
+#[test]
+fn check_refuses_a_profile_that_cannot_fit_the_open_file_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = |vus: u32| {
+        let path = dir.path().join(format!("vus{vus}.yaml"));
+        std::fs::write(
+            &path,
+            format!(
+                "targets:\n  api:\n    url: http://127.0.0.1:1/\nprofiles:\n  big:\n    target: api\n    executor: constant-vus\n    vus: {vus}\n    duration: 1s\n"
+            ),
+        )
+        .unwrap();
+        path
+    };
+    let big = cfg(1000);
+    let out = with_nofile(sloburn().arg("check").arg(&big), 256, 256)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(78), "{text}");
+    assert!(
+        text.contains("profiles.big: up to 1000 VUs need 1000 connections")
+            && text.contains("open-file limit is 256")
+            && text.contains("1 error(s)"),
+        "{text}"
+    );
+    // The same profile fits once the hard limit allows it: the soft limit is raised.
+    let out = with_nofile(sloburn().arg("check").arg(&big), 256, 4096)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let small = cfg(100);
+    let out = with_nofile(sloburn().arg("check").arg(&small), 256, 256)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
     );
 }

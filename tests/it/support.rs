@@ -576,3 +576,21 @@ pub fn golden(path: &Path, actual: &str) {
         );
     }
 }
+
+/// Starts `cmd` with `RLIMIT_NOFILE` set to `soft`/`hard` in the child only.
+pub fn with_nofile(cmd: &mut Command, soft: u64, hard: u64) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: between fork and exec the closure only calls setrlimit, which is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            let rl = libc::rlimit {
+                rlim_cur: soft,
+                rlim_max: hard,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &rl) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    }
+}
