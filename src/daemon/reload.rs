@@ -2,7 +2,7 @@
 //! changes (polled through the path, so a ConfigMap's `..data` symlink swap is seen). A bad
 //! config is counted and rejected; the previous one keeps running.
 
-use super::schedules::apply;
+use super::schedules::reapply;
 use super::state::{Shared, Source};
 use crate::config::{self, Config};
 use std::path::Path;
@@ -27,7 +27,7 @@ pub fn reload(shared: &Arc<Shared>) -> Result<bool, String> {
     }
     match result {
         Ok(cfg) => {
-            apply(shared, Arc::new(cfg));
+            reapply(shared, Arc::new(cfg));
             shared.metrics.reload(true);
             tracing::info!(config = %path.display(), "config reloaded");
             Ok(true)

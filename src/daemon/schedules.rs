@@ -10,8 +10,22 @@ use rand::SeedableRng;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
-/// Applies a config: SLOs, metrics series, and the schedules of a new generation.
+/// Applies the config the daemon starts with: every `run_on_start` profile runs now.
 pub(super) fn apply(shared: &Arc<Shared>, cfg: Arc<Config>) {
+    apply_with(shared, cfg, &|_| true);
+}
+
+/// Applies a reloaded config. `run_on_start` means "when the daemon starts": a reload runs it
+/// only for profiles that are new in this config, so re-applying an unchanged ConfigMap sends
+/// no unplanned load.
+pub(super) fn reapply(shared: &Arc<Shared>, cfg: Arc<Config>) {
+    let before = shared.config();
+    apply_with(shared, cfg, &|name| !before.profiles.contains_key(name));
+}
+
+/// SLOs, metrics series, and the schedules of a new generation; `run_now(name)` says whether
+/// a `run_on_start` profile starts a run right away.
+fn apply_with(shared: &Arc<Shared>, cfg: Arc<Config>, run_now: &dyn Fn(&str) -> bool) {
     if let Ok(mut slot) = shared.config.write() {
         *slot = cfg.clone();
     }
@@ -47,7 +61,8 @@ pub(super) fn apply(shared: &Arc<Shared>, cfg: Arc<Config>) {
     }
     for p in cfg.profiles.values() {
         shared.metrics.init_profile(&p.name);
-        if p.schedule.is_none() && !p.run_on_start {
+        let start_now = p.run_on_start && run_now(&p.name);
+        if p.schedule.is_none() && !start_now {
             shared.metrics.set_next_run(&p.name, None);
             continue;
         }
@@ -56,12 +71,17 @@ pub(super) fn apply(shared: &Arc<Shared>, cfg: Arc<Config>) {
         let profile = p.clone();
         shared
             .tracker
-            .spawn(async move { profile_loop(shared2, profile, token).await });
+            .spawn(async move { profile_loop(shared2, profile, start_now, token).await });
     }
 }
 
-async fn profile_loop(shared: Arc<Shared>, profile: Profile, token: CancellationToken) {
-    if profile.run_on_start {
+async fn profile_loop(
+    shared: Arc<Shared>,
+    profile: Profile,
+    start_now: bool,
+    token: CancellationToken,
+) {
+    if start_now {
         due(&shared, &profile.name);
     }
     let Some(schedule) = profile.schedule.clone() else {

@@ -436,3 +436,76 @@ fn protected_reads_need_the_token_and_writes_without_a_token_are_disabled() {
         open.shutdown().await;
     });
 }
+
+/// Issue 12, item 4: `run_on_start` means "when the daemon starts". Reloading an unchanged
+/// config (SIGHUP, the API, or a rewritten file) starts no extra run; a profile that is new in
+/// a reloaded config runs once.
+#[test]
+fn reloads_of_an_unchanged_config_start_no_extra_runs() {
+    let target = BackgroundTarget::start(TargetOptions::default());
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let once = "  once:\n    target: api\n    run_on_start: true\n    executor: shared-iterations\n    vus: 1\n    iterations: 5\n";
+    let text = daemon_config(target.addr, &data, once, "");
+    let path = write_config(dir.path(), &text);
+    let d = Daemon::start(&path, &[]);
+    let runs = |profile: &str| {
+        metric_sum(
+            &d.metrics(),
+            &format!("sloburn_runs_total{{profile=\"{profile}\""),
+        )
+    };
+    assert!(
+        eventually(Duration::from_secs(10), || (runs("once") >= 1.0)
+            .then_some(()))
+        .is_some(),
+        "the run_on_start run never finished"
+    );
+    let reloads = || {
+        metric_sum(
+            &d.metrics(),
+            "sloburn_config_reloads_total{result=\"success\"",
+        )
+    };
+    let before = reloads();
+    for i in 0..3 {
+        d.signal(libc::SIGHUP);
+        let (code, body) = runtime().block_on(request(
+            "POST",
+            &format!("{}/api/reload", d.base),
+            Some(ADMIN_TOKEN),
+        ));
+        assert_eq!(code, 200, "{body}");
+        // Rewrite the same content too: the file watch sees a write, not a change.
+        write_config(dir.path(), &text);
+        assert!(
+            eventually(Duration::from_secs(5), || (reloads()
+                >= before + 2.0 * (i + 1) as f64)
+                .then_some(()))
+            .is_some(),
+            "reload {i} was not applied"
+        );
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(runs("once"), 1.0, "an unchanged reload started a run");
+    let (_, body) = get_blocking(&format!("{}/api/runs", d.base));
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["runs"].as_array().unwrap().len(), 1, "{body}");
+
+    // A profile added by a reload is new: it runs once, and `once` still does not.
+    let added = once.replace("once:", "added:");
+    write_config(
+        dir.path(),
+        &daemon_config(target.addr, &data, &format!("{once}{added}"), ""),
+    );
+    d.signal(libc::SIGHUP);
+    assert!(
+        eventually(Duration::from_secs(10), || (runs("added") >= 1.0)
+            .then_some(()))
+        .is_some(),
+        "the new run_on_start profile never ran"
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(runs("once"), 1.0);
+    assert_eq!(runs("added"), 1.0);
+}
