@@ -22,7 +22,7 @@ pub struct RunStats {
     pub requests: AtomicU64,
     pub failed: AtomicU64,
     statuses: Box<[AtomicU64]>,
-    errors: [AtomicU64; 9],
+    errors: [AtomicU64; ErrorClass::ALL.len()],
     check_names: Vec<String>,
     checks: Vec<(AtomicU64, AtomicU64)>,
     /// Statuses that count as success for `http_req_failed` (k6: 200-399 unless a status check
@@ -135,6 +135,7 @@ impl RunStats {
             lateness: self.lateness.snapshot(),
             requests: self.requests.load(Relaxed),
             failed: self.failed.load(Relaxed),
+            no_response: self.statuses[0].load(Relaxed),
             statuses: self
                 .statuses
                 .iter()
@@ -196,6 +197,9 @@ pub struct StatsSnapshot {
     pub lateness: HistSnapshot,
     pub requests: u64,
     pub failed: u64,
+    /// Requests that got no response head (status `0`); a request with a status and a body
+    /// error counts under its status only.
+    pub no_response: u64,
     /// (status, count) for every status seen, ascending.
     pub statuses: Vec<(u16, u64)>,
     pub errors: Vec<(ErrorClass, u64)>,

@@ -402,3 +402,37 @@ fn start_time_delays_the_plan() {
         assert!(started.elapsed() >= Duration::from_millis(700));
     });
 }
+
+/// A body that is still trickling at the timeout fails in the body phase, after its status
+/// arrived. The summary counted such a request twice, under its status and under `0`
+/// (`200:30  0:30` for 30 requests); now once, under its status, as `/metrics` does
+/// (`status="200",error="timeout"`).
+#[test]
+fn a_body_phase_error_is_counted_once_in_the_status_table() {
+    runtime().block_on(async {
+        let (url, stop) = target(TargetOptions::default()).await;
+        let report = run(RunArgs {
+            url: Some(format!("{url}?body_size=100KiB&bytes_per_sec=10000")),
+            iterations: Some(30),
+            vus: Some(10),
+            timeout: Some("300ms".into()),
+            quiet: true,
+            ..RunArgs::default()
+        })
+        .await;
+        stop.cancel();
+        let s = &report.stats;
+        assert_eq!(s.requests, 30);
+        assert_eq!(s.statuses, [(200, 30)]);
+        assert_eq!(s.no_response, 0);
+        assert_eq!(s.errors, [(sloburn::http::ErrorClass::Timeout, 30)]);
+        let text = sloburn::load::summary::text("adhoc", &report);
+        let codes = text
+            .lines()
+            .find(|l| l.contains("Status Codes"))
+            .unwrap_or_default();
+        assert!(codes.trim_end().ends_with(" 200:30"), "{codes}");
+        assert!(!codes.contains("0:30 "), "{codes}");
+        assert!(text.contains("  timeout: 30"), "{text}");
+    });
+}
