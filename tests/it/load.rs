@@ -436,3 +436,49 @@ fn a_body_phase_error_is_counted_once_in_the_status_table() {
         assert!(text.contains("  timeout: 30"), "{text}");
     });
 }
+
+/// Under `ulimit -n 64`, `sloburn run --vus 60` reported 334,177 errors of class `other`:
+/// EMFILE was never named. The child runs with soft and hard RLIMIT_NOFILE at 32, so it cannot
+/// raise its own limit; its sockets fail as `local_fd_exhausted`.
+#[test]
+fn a_low_fd_limit_reports_local_fd_exhausted() {
+    use std::os::unix::process::CommandExt;
+    let target = crate::support::BackgroundTarget::start(TargetOptions::default());
+    let url = format!("http://{}/?latency=200ms", target.addr);
+    let mut cmd = sloburn();
+    cmd.args(["run", "--url", &url, "--vus", "60", "--duration", "2s"])
+        .arg("--no-keep-alive");
+    // SAFETY: between fork and exec only async-signal-safe calls; setrlimit is one.
+    unsafe {
+        cmd.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: 32,
+                rlim_max: 32,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let errors: Vec<&str> = stdout
+        .lines()
+        .skip_while(|l| !l.contains("Error Set:"))
+        .skip(1)
+        .collect();
+    assert!(
+        errors
+            .iter()
+            .any(|l| l.trim_start().starts_with("local_fd_exhausted: ")),
+        "{stdout}\n{stderr}"
+    );
+    assert!(
+        !errors.iter().any(|l| l.trim_start().starts_with("other: ")),
+        "{stdout}\n{stderr}"
+    );
+    // Some requests still got through on the descriptors there were.
+    assert!(stdout.contains("200:"), "{stdout}");
+}
