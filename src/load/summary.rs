@@ -74,6 +74,15 @@ pub fn text(profile: &str, report: &RunReport) -> String {
         }
         None => {}
     }
+    if s.local_errors_dominate() {
+        let _ = writeln!(
+            out,
+            "  failed: {} of {} requests failed inside sloburn (out of file descriptors or local \
+             ports), not at the target; raise `ulimit -n` or use fewer VUs",
+            s.local_errors(),
+            s.requests
+        );
+    }
     if !report.thresholds.is_empty() {
         let _ = writeln!(out, "\n  thresholds:");
         for (spec, result) in &report.thresholds {

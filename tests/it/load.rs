@@ -481,4 +481,10 @@ fn a_low_fd_limit_reports_local_fd_exhausted() {
     );
     // Some requests still got through on the descriptors there were.
     assert!(stdout.contains("200:"), "{stdout}");
+    // Nearly all failed locally: the run measured sloburn, so it fails and says why.
+    assert!(
+        stdout.contains("failed inside sloburn (out of file descriptors or local ports)"),
+        "{stdout}"
+    );
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
 }
