@@ -25,8 +25,13 @@ pub struct Watcher {
 }
 
 impl Watcher {
-    /// Classifies one finished request for this SLO and counts it.
+    /// Classifies one finished request for this SLO and counts it. A request that failed
+    /// because of sloburn itself (a local error class) is no event at all: the target never
+    /// saw it, so it neither spends nor earns budget.
     pub fn observe(&self, outcome: &Outcome, target_checks: &[checks::Check], results: &[bool]) {
+        if outcome.error.is_some_and(|e| e.is_local()) {
+            return;
+        }
         let succeeded = checks::verdict(target_checks, results, outcome);
         match &self.sli {
             Sli::Availability => self.metrics.event(succeeded),
@@ -334,4 +339,47 @@ impl Budget {
 
 fn describe(e: &StoreError) -> String {
     e.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::ErrorClass;
+
+    fn watcher(sli: Sli) -> Watcher {
+        Watcher {
+            metrics: Metrics::new("test").slo("s", 0.99),
+            sli,
+        }
+    }
+
+    /// Under `ulimit -n 128` the daemon's own EMFILE failures reached 1,680,093 bad events.
+    #[test]
+    fn local_errors_are_not_slo_events() {
+        let slis = [
+            Sli::Availability,
+            Sli::Latency {
+                under: Duration::from_millis(100),
+                exclude_failures: false,
+            },
+        ];
+        for sli in slis {
+            let w = watcher(sli);
+            for class in ErrorClass::ALL.into_iter().filter(|c| c.is_local()) {
+                let outcome = Outcome {
+                    error: Some(class),
+                    ..Outcome::default()
+                };
+                w.observe(&outcome, &[], &[]);
+            }
+            assert_eq!(w.metrics.events(), (0, 0));
+            // The target's own failure is still a bad event.
+            let reset = Outcome {
+                error: Some(ErrorClass::Reset),
+                ..Outcome::default()
+            };
+            w.observe(&reset, &[], &[]);
+            assert_eq!(w.metrics.events(), (0, 1));
+        }
+    }
 }

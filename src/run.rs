@@ -324,7 +324,9 @@ pub fn command(args: RunArgs) -> i32 {
     let result = runtime.block_on(execute(&args, resolved, true));
     match result {
         Ok(report) => {
-            if report.thresholds_passed() {
+            if report.stats.local_errors_dominate() {
+                crate::exit::ERROR
+            } else if report.thresholds_passed() {
                 crate::exit::OK
             } else {
                 crate::exit::THRESHOLDS

@@ -82,23 +82,29 @@ pub enum ErrorClass {
     ConnectTimeout,
     /// EADDRNOTAVAIL: the client ran out of ephemeral ports.
     LocalPortsExhausted,
+    /// EMFILE or ENFILE: the client ran out of file descriptors (its own or the system's).
+    LocalFdExhausted,
     Tls,
     Timeout,
     Reset,
     Body,
+    /// The body went past `max_body`: reading stopped there and the connection was closed.
+    BodyTooLarge,
     Other,
 }
 
 impl ErrorClass {
-    pub const ALL: [ErrorClass; 9] = [
+    pub const ALL: [ErrorClass; 11] = [
         ErrorClass::Dns,
         ErrorClass::ConnectRefused,
         ErrorClass::ConnectTimeout,
         ErrorClass::LocalPortsExhausted,
+        ErrorClass::LocalFdExhausted,
         ErrorClass::Tls,
         ErrorClass::Timeout,
         ErrorClass::Reset,
         ErrorClass::Body,
+        ErrorClass::BodyTooLarge,
         ErrorClass::Other,
     ];
 
@@ -109,12 +115,23 @@ impl ErrorClass {
             ErrorClass::ConnectRefused => "connect_refused",
             ErrorClass::ConnectTimeout => "connect_timeout",
             ErrorClass::LocalPortsExhausted => "local_ports_exhausted",
+            ErrorClass::LocalFdExhausted => "local_fd_exhausted",
             ErrorClass::Tls => "tls",
             ErrorClass::Timeout => "timeout",
             ErrorClass::Reset => "reset",
             ErrorClass::Body => "body",
+            ErrorClass::BodyTooLarge => "body_too_large",
             ErrorClass::Other => "other",
         }
+    }
+
+    /// Whether sloburn itself caused the failure (it ran out of ports or descriptors), so the
+    /// target is not to blame: such a request is never an SLO event.
+    pub fn is_local(self) -> bool {
+        matches!(
+            self,
+            ErrorClass::LocalPortsExhausted | ErrorClass::LocalFdExhausted
+        )
     }
 }
 
@@ -134,7 +151,8 @@ pub struct Outcome {
     pub headers: ::http::HeaderMap,
     /// The body, up to the configured limit.
     pub body: bytes::Bytes,
-    /// Body bytes read past the limit and discarded.
+    /// Bytes of the last frame read past the limit and discarded (reading stops at the frame
+    /// that crosses `max_body`, so this is at most one frame).
     pub body_discarded: u64,
 }
 

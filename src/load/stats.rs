@@ -22,7 +22,7 @@ pub struct RunStats {
     pub requests: AtomicU64,
     pub failed: AtomicU64,
     statuses: Box<[AtomicU64]>,
-    errors: [AtomicU64; 9],
+    errors: [AtomicU64; ErrorClass::ALL.len()],
     check_names: Vec<String>,
     checks: Vec<(AtomicU64, AtomicU64)>,
     /// Statuses that count as success for `http_req_failed` (k6: 200-399 unless a status check
@@ -135,6 +135,7 @@ impl RunStats {
             lateness: self.lateness.snapshot(),
             requests: self.requests.load(Relaxed),
             failed: self.failed.load(Relaxed),
+            no_response: self.statuses[0].load(Relaxed),
             statuses: self
                 .statuses
                 .iter()
@@ -196,6 +197,9 @@ pub struct StatsSnapshot {
     pub lateness: HistSnapshot,
     pub requests: u64,
     pub failed: u64,
+    /// Requests that got no response head (status `0`); a request with a status and a body
+    /// error counts under its status only.
+    pub no_response: u64,
     /// (status, count) for every status seen, ascending.
     pub statuses: Vec<(u16, u64)>,
     pub errors: Vec<(ErrorClass, u64)>,
@@ -217,6 +221,21 @@ impl StatsSnapshot {
 
     pub fn errors_total(&self) -> u64 {
         self.errors.iter().map(|(_, n)| n).sum()
+    }
+
+    /// Requests that failed because of sloburn itself (out of descriptors or ports).
+    pub fn local_errors(&self) -> u64 {
+        self.errors
+            .iter()
+            .filter(|(e, _)| e.is_local())
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// More than half of the requests failed locally: the run measured sloburn's own limits,
+    /// not the target, and must not pass.
+    pub fn local_errors_dominate(&self) -> bool {
+        self.local_errors() > self.requests / 2
     }
 }
 
@@ -269,5 +288,39 @@ impl MetricSource for StatsSnapshot {
             count: count as f64,
             per_second: self.per_second(count),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(stats: &RunStats, error: Option<ErrorClass>, n: usize) {
+        let outcome = Outcome {
+            status: error.is_none().then_some(200),
+            error,
+            ..Outcome::default()
+        };
+        for _ in 0..n {
+            stats.request_finished(&outcome, Duration::ZERO, &[]);
+        }
+    }
+
+    #[test]
+    fn local_errors_dominate_past_half_of_the_requests() {
+        let stats = RunStats::new(&[]);
+        assert!(!stats.snapshot(Duration::ZERO).local_errors_dominate());
+        record(&stats, None, 5);
+        record(&stats, Some(ErrorClass::LocalFdExhausted), 3);
+        record(&stats, Some(ErrorClass::LocalPortsExhausted), 2);
+        record(&stats, Some(ErrorClass::Reset), 10);
+        let s = stats.snapshot(Duration::ZERO);
+        assert_eq!(s.local_errors(), 5);
+        assert!(!s.local_errors_dominate(), "5 of 20");
+        record(&stats, Some(ErrorClass::LocalFdExhausted), 11);
+        assert!(
+            stats.snapshot(Duration::ZERO).local_errors_dominate(),
+            "16 of 31"
+        );
     }
 }

@@ -78,6 +78,7 @@ fn source(f: &Family) -> Option<Source> {
                 .map(|((p, r), t)| (label_set(&[("profile", p), ("result", r)]), *t))
                 .collect()
         }),
+        LOCAL_ERRORS => Labelled(local_errors),
         NEXT_RUN_TIME => Floats(|s| {
             s.state
                 .next_run
@@ -289,6 +290,21 @@ fn reqs(e: &mut Encoder, f: &Family, profiles: &[Arc<ProfileMetrics>]) {
             labels.push_str(&status);
             labels.push('"');
             e.sample(&name, "", &labels, Some(("error", error)), n);
+        }
+    }
+}
+
+/// Local errors: the profile's labels plus `class`, every local class even at zero, so a rate
+/// over them exists before the first one happens.
+fn local_errors(e: &mut Encoder, f: &Family, profiles: &[Arc<ProfileMetrics>]) {
+    if profiles.is_empty() {
+        return;
+    }
+    e.header(f);
+    let name = f.sample_name();
+    for p in profiles {
+        for (class, n) in p.local_errors() {
+            e.sample(&name, "", &p.labels, Some(("class", class)), n);
         }
     }
 }

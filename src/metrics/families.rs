@@ -143,6 +143,13 @@ pub const LAST_RUN_TIME: Family = family(
     SECONDS,
     "Unix time the last run of a profile finished, by result.",
 );
+pub const LOCAL_ERRORS: Family = family(
+    "sloburn_local_errors",
+    Kind::Counter,
+    None,
+    "Requests that failed because of sloburn itself (out of file descriptors or local ports), by \
+     class; also counted in sloburn_http_reqs_total, never as SLO events.",
+);
 pub const NEXT_RUN_TIME: Family = family(
     "sloburn_next_run_timestamp_seconds",
     Kind::Gauge,
@@ -235,7 +242,7 @@ pub const VUS_MAX: Family = family(
 );
 
 /// Every family, in exposition order (sorted by name).
-pub const FAMILIES: [Family; 35] = [
+pub const FAMILIES: [Family; 36] = [
     PROCESS_CPU,
     PROCESS_MAX_FDS,
     PROCESS_OPEN_FDS,
@@ -256,6 +263,7 @@ pub const FAMILIES: [Family; 35] = [
     ITERATION_LATENESS,
     ITERATIONS,
     LAST_RUN_TIME,
+    LOCAL_ERRORS,
     NEXT_RUN_TIME,
     RUN_ACTIVE,
     RUNS,

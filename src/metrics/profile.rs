@@ -248,6 +248,9 @@ pub struct ProfileMetrics {
     pub(super) phases: [Hist; 7],
     pub(super) lateness: Hist,
     reqs: ReqTable,
+    /// Requests with a local error class, indexed by `ErrorClass as usize` (only local slots
+    /// move).
+    local_errors: [AtomicU64; ErrorClass::ALL.len()],
     /// The check names as given, to compare layouts on reload.
     pub(super) check_names: Vec<String>,
     /// For each check result index, its counter slot (duplicate names share one).
@@ -295,6 +298,7 @@ impl ProfileMetrics {
             lateness: Hist::new(&bounds),
             bounds,
             reqs: ReqTable::new(),
+            local_errors: std::array::from_fn(|_| AtomicU64::new(0)),
             check_names: checks.to_vec(),
             check_slot,
             checks: distinct
@@ -328,6 +332,8 @@ impl ProfileMetrics {
     ///   The duration includes `lateness` (measured from the intended start, wrk2 semantics),
     ///   as `http_req_duration` does in the run summary.
     /// - `lateness` is recorded for every iteration (zero in closed-model executors).
+    /// - A local error class (sloburn out of descriptors or ports) is also counted in
+    ///   `sloburn_local_errors_total`.
     /// - `check_results[i]` belongs to the i-th check name; extra or missing results are
     ///   ignored rather than trusted.
     pub fn observe(&self, outcome: &Outcome, lateness: Duration, check_results: &[bool]) {
@@ -336,6 +342,11 @@ impl ProfileMetrics {
         self.data_received
             .fetch_add(outcome.bytes_received, Relaxed);
         self.reqs.add(outcome.status, outcome.error);
+        if let Some(e) = outcome.error.filter(|e| e.is_local())
+            && let Some(n) = self.local_errors.get(e as usize)
+        {
+            n.fetch_add(1, Relaxed);
+        }
         if outcome.status.is_some() {
             self.duration.record(
                 &self.bounds,
@@ -391,6 +402,22 @@ impl ProfileMetrics {
         self.reqs.read()
     }
 
+    /// `(class, count)` for every local error class, zeros included, in label order.
+    pub(super) fn local_errors(&self) -> impl Iterator<Item = (&'static str, u64)> {
+        let mut local: Vec<ErrorClass> = ErrorClass::ALL
+            .into_iter()
+            .filter(|e| e.is_local())
+            .collect();
+        local.sort_by_key(|e| e.as_str());
+        local.into_iter().map(|e| {
+            let n = self
+                .local_errors
+                .get(e as usize)
+                .map_or(0, |n| n.load(Relaxed));
+            (e.as_str(), n)
+        })
+    }
+
     /// `(label set with check, pass, fail)` sorted by check name.
     pub(super) fn checks(&self) -> impl Iterator<Item = (&str, u64, u64)> {
         self.check_labels
@@ -425,6 +452,30 @@ mod tests {
         assert_eq!(b.index(300_000_000), 2);
         assert_eq!(b.index(300_000_001), 3);
         assert_eq!(b.le_classic, ["0", "0.1", "0.3", "+Inf"]);
+    }
+
+    #[test]
+    fn local_errors_are_counted_by_class_beside_http_reqs() {
+        let p = ProfileMetrics::new("t", "p", &[0.1], &[]);
+        let failed = |e| Outcome {
+            error: Some(e),
+            ..Outcome::default()
+        };
+        p.observe(&failed(ErrorClass::LocalFdExhausted), Duration::ZERO, &[]);
+        p.observe(&failed(ErrorClass::LocalFdExhausted), Duration::ZERO, &[]);
+        p.observe(&failed(ErrorClass::Reset), Duration::ZERO, &[]);
+        let local: Vec<_> = p.local_errors().collect();
+        assert_eq!(
+            local,
+            [("local_fd_exhausted", 2), ("local_ports_exhausted", 0)]
+        );
+        assert_eq!(
+            p.reqs(),
+            [
+                ("0".to_string(), "local_fd_exhausted", 2),
+                ("0".to_string(), "reset", 1),
+            ]
+        );
     }
 
     #[test]

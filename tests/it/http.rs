@@ -477,26 +477,86 @@ async fn body_cut_short_is_a_body_error() {
 }
 
 #[tokio::test]
-async fn body_past_the_limit_is_read_and_discarded() {
+async fn a_body_of_exactly_max_body_is_kept_and_its_connection_reused() {
     const MIB: usize = 1 << 20;
     let (addr, _) =
-        serve(|_req| async { Response::new(Full::new(Bytes::from(vec![b'x'; 3 * MIB]))) }).await;
+        serve(|_req| async { Response::new(Full::new(Bytes::from(vec![b'x'; MIB]))) }).await;
     let mut conn = client(ClientOptions {
         max_body: MIB,
         ..ClientOptions::default()
     })
     .conn();
-    let req = get(&format!("http://{addr}/big"));
+    let req = get(&format!("http://{addr}/exact"));
     let o = conn.send(&req).await;
     assert_ok(&o);
     assert_eq!(o.body.len(), MIB);
-    assert_eq!(o.body_discarded, 2 * MIB as u64);
-    assert!(o.bytes_received > 3 * MIB as u64, "{}", o.bytes_received);
+    assert_eq!(o.body_discarded, 0);
     assert!(o.phases.receiving > Duration::ZERO);
-    // The connection stays usable: the whole body was consumed.
     let again = conn.send(&req).await;
     assert_ok(&again);
     assert!(again.reused);
+}
+
+/// A 200 MB response used to be read in full (12.6 GB in 3 s): `max_body` capped only the
+/// bytes kept. Now reading stops at the cap, the connection is closed, and the request fails
+/// as `body_too_large`, in the client's outcome and in a run's error table.
+#[tokio::test]
+async fn a_body_over_max_body_is_cut_and_counted_as_body_too_large() {
+    const CAP: usize = 64 << 10;
+    const BODY: u64 = 64 << 20;
+    let (addr, stop) =
+        crate::support::spawn_target(sloburn::target::TargetOptions::default()).await;
+    let mut conn = client(ClientOptions {
+        max_body: CAP,
+        ..ClientOptions::default()
+    })
+    .conn();
+    let req = get(&format!("http://{addr}/?body_size={BODY}"));
+    for round in 0..3 {
+        let o = conn.send(&req).await;
+        let seen = (o.error, o.status, o.body.len(), o.bytes_received);
+        eprintln!("round {round}: (error, status, kept, read) = {seen:?}");
+        assert_eq!(seen.0, Some(ErrorClass::BodyTooLarge), "{seen:?}");
+        assert_eq!(seen.1, Some(200));
+        assert_eq!(seen.2, CAP);
+        // The cap plus what one read of hyper's buffer brings past it, not 64 MiB.
+        assert!(
+            o.bytes_received < 2 << 20,
+            "round {round}: read {} bytes of a {BODY}-byte body",
+            o.bytes_received
+        );
+        assert!(
+            !o.reused,
+            "round {round}: a cut connection cannot be reused"
+        );
+    }
+
+    // The same through a run (`sloburn run`'s cap is 1 MiB): counted once per request under
+    // its status, in the error table by its class.
+    let url = format!("http://{addr}/?body_size=256MiB");
+    let args = sloburn::run::RunArgs {
+        url: Some(url),
+        iterations: Some(6),
+        vus: Some(2),
+        quiet: true,
+        ..sloburn::run::RunArgs::default()
+    };
+    let resolved = sloburn::run::resolve(&args, &mut std::io::sink())
+        .unwrap()
+        .unwrap();
+    let report = sloburn::run::execute(&args, resolved, false).await.unwrap();
+    stop.cancel();
+    let s = &report.stats;
+    assert_eq!(s.errors, [(ErrorClass::BodyTooLarge, 6)]);
+    assert_eq!(s.statuses, [(200, 6)]);
+    assert!(
+        s.data_received < 6 * (4 << 20),
+        "read {} bytes for six 256 MiB bodies",
+        s.data_received
+    );
+    eprintln!("run: {} bytes received for 6 requests", s.data_received);
+    let text = sloburn::load::summary::text("adhoc", &report);
+    assert!(text.contains("  body_too_large: 6"), "{text}");
 }
 
 #[tokio::test]

@@ -402,3 +402,89 @@ fn start_time_delays_the_plan() {
         assert!(started.elapsed() >= Duration::from_millis(700));
     });
 }
+
+/// A body that is still trickling at the timeout fails in the body phase, after its status
+/// arrived. The summary counted such a request twice, under its status and under `0`
+/// (`200:30  0:30` for 30 requests); now once, under its status, as `/metrics` does
+/// (`status="200",error="timeout"`).
+#[test]
+fn a_body_phase_error_is_counted_once_in_the_status_table() {
+    runtime().block_on(async {
+        let (url, stop) = target(TargetOptions::default()).await;
+        let report = run(RunArgs {
+            url: Some(format!("{url}?body_size=100KiB&bytes_per_sec=10000")),
+            iterations: Some(30),
+            vus: Some(10),
+            timeout: Some("300ms".into()),
+            quiet: true,
+            ..RunArgs::default()
+        })
+        .await;
+        stop.cancel();
+        let s = &report.stats;
+        assert_eq!(s.requests, 30);
+        assert_eq!(s.statuses, [(200, 30)]);
+        assert_eq!(s.no_response, 0);
+        assert_eq!(s.errors, [(sloburn::http::ErrorClass::Timeout, 30)]);
+        let text = sloburn::load::summary::text("adhoc", &report);
+        let codes = text
+            .lines()
+            .find(|l| l.contains("Status Codes"))
+            .unwrap_or_default();
+        assert!(codes.trim_end().ends_with(" 200:30"), "{codes}");
+        assert!(!codes.contains("0:30 "), "{codes}");
+        assert!(text.contains("  timeout: 30"), "{text}");
+    });
+}
+
+/// Under `ulimit -n 64`, `sloburn run --vus 60` reported 334,177 errors of class `other`:
+/// EMFILE was never named. The child runs with soft and hard RLIMIT_NOFILE at 32, so it cannot
+/// raise its own limit; its sockets fail as `local_fd_exhausted`.
+#[test]
+fn a_low_fd_limit_reports_local_fd_exhausted() {
+    use std::os::unix::process::CommandExt;
+    let target = crate::support::BackgroundTarget::start(TargetOptions::default());
+    let url = format!("http://{}/?latency=200ms", target.addr);
+    let mut cmd = sloburn();
+    cmd.args(["run", "--url", &url, "--vus", "60", "--duration", "2s"])
+        .arg("--no-keep-alive");
+    // SAFETY: between fork and exec only async-signal-safe calls; setrlimit is one.
+    unsafe {
+        cmd.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: 32,
+                rlim_max: 32,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let errors: Vec<&str> = stdout
+        .lines()
+        .skip_while(|l| !l.contains("Error Set:"))
+        .skip(1)
+        .collect();
+    assert!(
+        errors
+            .iter()
+            .any(|l| l.trim_start().starts_with("local_fd_exhausted: ")),
+        "{stdout}\n{stderr}"
+    );
+    assert!(
+        !errors.iter().any(|l| l.trim_start().starts_with("other: ")),
+        "{stdout}\n{stderr}"
+    );
+    // Some requests still got through on the descriptors there were.
+    assert!(stdout.contains("200:"), "{stdout}");
+    // Nearly all failed locally: the run measured sloburn, so it fails and says why.
+    assert!(
+        stdout.contains("failed inside sloburn (out of file descriptors or local ports)"),
+        "{stdout}"
+    );
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+}
