@@ -8,6 +8,7 @@
 mod build;
 mod checks;
 mod executors;
+mod files;
 mod profiles;
 mod report;
 mod secrets;
@@ -28,7 +29,9 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use files::{MAX_BODY_FILE_BYTES, MAX_CONFIG_BYTES, MAX_SECRET_FILE_BYTES};
 pub use report::report;
+pub use yaml::MAX_ALIAS_NODES;
 pub use yaml::Pos;
 
 /// One problem found in a config file.
@@ -232,7 +235,7 @@ pub fn load_without_secrets(path: &Path) -> Result<Loaded, ConfigError> {
 
 fn load_with(path: &Path, env: &Env) -> Result<Loaded, ConfigError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+    let text = files::read_config(path).map_err(|e| ConfigError {
         file: file.clone(),
         errors: vec![Diagnostic {
             pos: Pos { line: 1, col: 1 },
@@ -282,6 +285,23 @@ impl Env {
 
 /// Validates config text. `file` names it in messages; `base` resolves relative paths.
 pub fn from_str(text: &str, file: &str, base: &Path, env: &Env) -> Result<Loaded, ConfigError> {
+    // `load` refuses a larger file before reading it; this covers callers that read the text
+    // themselves (the daemon's reload).
+    if text.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(ConfigError {
+            file: file.to_string(),
+            errors: vec![Diagnostic {
+                pos: Pos { line: 1, col: 1 },
+                path: String::new(),
+                message: format!(
+                    "the config is {} bytes, over the limit of {}",
+                    text.len(),
+                    files::show_bytes(MAX_CONFIG_BYTES)
+                ),
+            }],
+            warnings: Vec::new(),
+        });
+    }
     let root = yaml::parse(text).map_err(|e| ConfigError {
         file: file.to_string(),
         errors: vec![Diagnostic {

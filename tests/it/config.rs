@@ -1,6 +1,6 @@
 //! Config loading as a user meets it: `sloburn check` output, exit codes, every shipped config.
 
-use crate::support::{golden, root, sloburn};
+use crate::support::{golden, limit_address_space, root, sloburn};
 use std::path::Path;
 
 #[test]
@@ -131,4 +131,64 @@ fn presets_build_executors_and_mistakes_are_reported() {
         text.contains("p.yaml:21:15: profiles.d.peak_vus: `peak_vus` goes with `preset`"),
         "{text}"
     );
+}
+
+/// Ten nested lists of ten aliases: 10^10 nodes if aliases were copied without a bound.
+fn alias_bomb() -> String {
+    let mut text = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+    for i in 1..10 {
+        let prev = format!("*a{}", i - 1);
+        text.push_str(&format!("a{i}: &a{i} [{}]\n", vec![prev; 10].join(", ")));
+    }
+    text
+}
+
+#[test]
+fn yaml_alias_bomb_is_rejected_with_a_position() {
+    let dir = tempfile::tempdir().unwrap();
+    let bomb = dir.path().join("bomb.yaml");
+    std::fs::write(&bomb, alias_bomb()).unwrap();
+    assert!(std::fs::metadata(&bomb).unwrap().len() < 600);
+    let mut cmd = sloburn();
+    cmd.current_dir(dir.path()).arg("check").arg("bomb.yaml");
+    // A bound on expansion, not a timeout: the child gets 512 MB of address space.
+    let out = limit_address_space(&mut cmd, 512 << 20).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(78), "{out:?}");
+    assert!(
+        stdout.starts_with("bomb.yaml:4:45: YAML syntax: aliases expand to more than 10000 nodes"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn yaml_alias_bomb_is_rejected_in_process_as_a_reload_would_be() {
+    let env = sloburn::config::Env::from_map(Default::default(), 1);
+    let started = std::time::Instant::now();
+    let err = sloburn::config::from_str(&alias_bomb(), "c.yaml", Path::new("."), &env).unwrap_err();
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    assert_eq!(err.errors.len(), 1, "{err}");
+    assert!(err.to_string().starts_with("c.yaml:4:45: "), "{err}");
+    assert!(err.to_string().contains("aliases"), "{err}");
+}
+
+#[test]
+fn config_file_over_the_size_limit_is_refused_before_reading() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.yaml");
+    // Sparse: the size is there, the bytes are not, so the limit must come from the metadata.
+    let file = std::fs::File::create(&path).unwrap();
+    file.set_len(sloburn::config::MAX_CONFIG_BYTES + 1).unwrap();
+    let err = sloburn::config::load(&path).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "{}:1:1: cannot read the config file: the config file is 4194305 bytes, over the limit of 4 MiB",
+            path.display()
+        )
+    );
+    let text = " ".repeat(sloburn::config::MAX_CONFIG_BYTES as usize + 1);
+    let env = sloburn::config::Env::from_map(Default::default(), 1);
+    let err = sloburn::config::from_str(&text, "c.yaml", Path::new("."), &env).unwrap_err();
+    assert!(err.to_string().contains("over the limit of 4 MiB"), "{err}");
 }
