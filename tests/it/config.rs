@@ -192,3 +192,74 @@ fn config_file_over_the_size_limit_is_refused_before_reading() {
     let err = sloburn::config::from_str(&text, "c.yaml", Path::new("."), &env).unwrap_err();
     assert!(err.to_string().contains("over the limit of 4 MiB"), "{err}");
 }
+
+/// Loads a config whose target sends `${file:NAME}` as a header, `NAME` in `dir`.
+fn load_with_file_secret(dir: &Path, name: &str) -> Result<(), String> {
+    let text = format!(
+        "targets:\n  a:\n    url: http://127.0.0.1:1/\n    headers:\n      Authorization: \"${{file:{name}}}\"\n"
+    );
+    let env = sloburn::config::Env::from_map(Default::default(), 1);
+    sloburn::config::from_str(&text, "c.yaml", dir, &env)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+#[test]
+fn file_secret_from_a_fifo_is_refused_without_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("pipe");
+    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    // On a thread, so a regression fails the test instead of hanging it: no writer ever
+    // opens the FIFO, and a blocking open or read would wait forever.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let path = dir.path().to_path_buf();
+    std::thread::spawn(move || {
+        let _ = tx.send(load_with_file_secret(&path, "pipe"));
+    });
+    let result = rx
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("reading a FIFO secret blocked");
+    assert_eq!(
+        result.unwrap_err(),
+        "c.yaml:5:22: targets.a.headers.Authorization: cannot read `pipe`: a `${file:}` secret must be a regular file, and this is a FIFO"
+    );
+}
+
+#[test]
+fn file_secret_from_dev_zero_is_refused() {
+    let err = load_with_file_secret(Path::new("."), "/dev/zero").unwrap_err();
+    assert!(
+        err.ends_with("cannot read `/dev/zero`: a `${file:}` secret must be a regular file, and this is a character device"),
+        "{err}"
+    );
+    let err = load_with_file_secret(Path::new("/"), "tmp").unwrap_err();
+    assert!(err.ends_with("and this is a directory"), "{err}");
+}
+
+#[test]
+fn file_secret_over_the_size_limit_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let limit = sloburn::config::MAX_SECRET_FILE_BYTES as usize;
+    std::fs::write(dir.path().join("fits"), "t".repeat(limit)).unwrap();
+    assert_eq!(load_with_file_secret(dir.path(), "fits"), Ok(()));
+    std::fs::write(dir.path().join("big"), "t".repeat(limit + 1)).unwrap();
+    let err = load_with_file_secret(dir.path(), "big").unwrap_err();
+    assert!(
+        err.ends_with(
+            "cannot read `big`: a `${file:}` secret is 65537 bytes, over the limit of 64 KiB"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn body_file_must_be_a_regular_file() {
+    let text = "targets:\n  a:\n    url: http://127.0.0.1:1/\n    method: POST\n    body_file: /dev/zero\n";
+    let env = sloburn::config::Env::from_map(Default::default(), 1);
+    let err = sloburn::config::from_str(text, "c.yaml", Path::new("."), &env).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "c.yaml:5:16: targets.a.body_file: cannot read `/dev/zero`: a `body_file` must be a regular file, and this is a character device"
+    );
+}
