@@ -263,3 +263,15 @@ fn body_file_must_be_a_regular_file() {
         "c.yaml:5:16: targets.a.body_file: cannot read `/dev/zero`: a `body_file` must be a regular file, and this is a character device"
     );
 }
+
+#[test]
+fn negative_threshold_durations_are_rejected_at_their_column() {
+    let text = "targets:\n  t:\n    url: http://127.0.0.1:1/\nprofiles:\n  p:\n    target: t\n    executor: constant-vus\n    vus: 1\n    duration: 1m\n    thresholds:\n      http_req_duration: [\"p(95)<-20ms\"]\n      http_req_failed: [rate<-0.01]\n";
+    let env = sloburn::config::Env::from_map(Default::default(), 1);
+    let err = sloburn::config::from_str(text, "c.yaml", Path::new("."), &env).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "c.yaml:11:34: profiles.p.thresholds.http_req_duration[0]: `p(95)<-20ms`: `-20ms` is negative; the limit is a duration, never below zero\n\
+         c.yaml:12:30: profiles.p.thresholds.http_req_failed[0]: `rate<-0.01`: `-0.01` is negative; the limit is a rate (between 0 and 1), never below zero"
+    );
+}
