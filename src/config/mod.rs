@@ -44,20 +44,43 @@ pub struct Diagnostic {
 }
 
 impl Diagnostic {
-    /// `file:line:col: path: message`.
+    /// `file:line:col: path: message`, always one line. The path and message often quote the
+    /// config (keys, values, names), so control characters in them are escaped here, the one
+    /// place a diagnostic becomes text: a newline from a key cannot forge a second diagnostic,
+    /// nor an ESC sequence reach the terminal.
     pub fn render(&self, file: &str) -> String {
+        let message = escape_controls(&self.message);
         if self.path.is_empty() {
-            format!(
-                "{file}:{}:{}: {}",
-                self.pos.line, self.pos.col, self.message
-            )
+            format!("{file}:{}:{}: {message}", self.pos.line, self.pos.col)
         } else {
+            let path = escape_controls(&self.path);
             format!(
-                "{file}:{}:{}: {}: {}",
-                self.pos.line, self.pos.col, self.path, self.message
+                "{file}:{}:{}: {path}: {message}",
+                self.pos.line, self.pos.col
             )
         }
     }
+}
+
+/// Control characters (C0, DEL, C1) and the invisible bidi and zero-width marks that can
+/// reorder or hide text, as Rust escapes (`\n`, `\u{1b}`); everything else unchanged.
+fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    fn hidden(c: char) -> bool {
+        c.is_control()
+            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
+    }
+    if !text.chars().any(hidden) {
+        return text.into();
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if hidden(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out.into()
 }
 
 /// A config that failed to load: every error, plus the warnings found on the way.
@@ -398,4 +421,22 @@ fn longest_gap(schedule: &Schedule) -> Option<Duration> {
         t = next;
     }
     (!longest.is_zero()).then_some(longest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rendering_escapes_control_and_bidi_characters_only() {
+        let d = Diagnostic {
+            pos: Pos { line: 2, col: 3 },
+            path: "targets.\u{202e}a".into(),
+            message: "`naïve\tvalue\r\n\u{9b}31m` €".into(),
+        };
+        assert_eq!(
+            d.render("c.yaml"),
+            "c.yaml:2:3: targets.\\u{202e}a: `naïve\\tvalue\\r\\n\\u{9b}31m` €"
+        );
+    }
 }

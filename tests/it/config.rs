@@ -275,3 +275,41 @@ fn negative_threshold_durations_are_rejected_at_their_column() {
          c.yaml:12:30: profiles.p.thresholds.http_req_failed[0]: `rate<-0.01`: `-0.01` is negative; the limit is a rate (between 0 and 1), never below zero"
     );
 }
+
+#[test]
+fn control_characters_in_config_values_cannot_forge_diagnostic_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    // YAML double-quoted escapes put a newline, ESC sequences and a BEL into a key, a value
+    // and a name; each is quoted back by a diagnostic.
+    let text = concat!(
+        "targets:\n",
+        "  a:\n",
+        "    url: http://127.0.0.1:1/\n",
+        "    \"timeout\\nctl.yaml:1:1: forged line\\e[31m\": 1s\n",
+        "    method: \"GET\\x1b[2J\"\n",
+        "profiles:\n",
+        "  \"p\\x1b]0;title\\x07\": {}\n",
+    );
+    std::fs::write(dir.path().join("ctl.yaml"), text).unwrap();
+    let out = sloburn()
+        .current_dir(dir.path())
+        .args(["check", "ctl.yaml"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(78), "{out:?}");
+    assert!(
+        !out.stdout.contains(&0x1b) && !out.stdout.contains(&0x07),
+        "{out:?}"
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        stdout,
+        concat!(
+            "ctl.yaml:4:5: targets.a.timeout\\nctl.yaml:1:1: forged line\\u{1b}[31m: unknown field `timeout\\nctl.yaml:1:1: forged line\\u{1b}[31m`\n",
+            "ctl.yaml:5:13: targets.a.method: `GET\\u{1b}[2J` is not an HTTP method\n",
+            "ctl.yaml:7:3: profiles.p\\u{1b}]0;title\\u{7}: names may use only letters, digits, `-`, `_` and `.` (they become metric label values)\n",
+            "ctl.yaml: 3 error(s), 0 warning(s)\n",
+        )
+    );
+    assert_eq!(stdout.lines().count(), 4);
+}
