@@ -29,7 +29,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use files::{MAX_BODY_FILE_BYTES, MAX_CONFIG_BYTES, MAX_SECRET_FILE_BYTES};
+pub use files::{MAX_BODY_FILE_BYTES, MAX_CONFIG_BYTES, MAX_SECRET_FILE_BYTES, read_config};
 pub use report::report;
 pub use yaml::MAX_ALIAS_NODES;
 pub use yaml::Pos;
