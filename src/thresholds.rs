@@ -449,6 +449,19 @@ impl Parser {
             .ok_or_else(|| self.error_at(start, format!("`{text}` is not a number")))?;
         let unit_pos = self.pos;
         let unit = self.take_while(|c| c.is_alphabetic());
+        // Every built-in metric is a duration, a fraction or a count: none is ever below zero,
+        // so a negative limit is a typo that would make the threshold always pass or fail.
+        if text.starts_with('-') {
+            let what = match kind {
+                MetricKind::Trend => "a duration",
+                MetricKind::Rate => "a rate (between 0 and 1)",
+                MetricKind::Counter => "a count or a per-second rate",
+            };
+            return Err(self.error_at(
+                start,
+                format!("`{text}{unit}` is negative; the limit is {what}, never below zero"),
+            ));
+        }
         if kind != MetricKind::Trend {
             if !unit.is_empty() {
                 return Err(self.error_at(
@@ -732,6 +745,37 @@ mod tests {
             Some(9)
         );
         assert_eq!(parse("nope", "rate<0.1").unwrap_err().column(), None);
+    }
+
+    #[test]
+    fn negative_threshold_durations_are_rejected() {
+        let err = parse("http_req_duration", "p(95)<-20ms").unwrap_err();
+        assert_eq!(err.column(), Some(7));
+        assert_eq!(
+            err.to_string(),
+            "column 7: `-20ms` is negative; the limit is a duration, never below zero"
+        );
+        assert_eq!(
+            parse("http_req_waiting", "avg < -1").unwrap_err().column(),
+            Some(7)
+        );
+        assert_eq!(
+            parse("http_req_failed", "rate<-0.1").unwrap_err().column(),
+            Some(6)
+        );
+        assert_eq!(
+            parse("dropped_iterations", "count<=-0")
+                .unwrap_err()
+                .column(),
+            Some(8)
+        );
+        assert_eq!(parse("http_reqs", "rate>-5").unwrap_err().column(), Some(6));
+        // A negative exponent is not a negative value.
+        assert_eq!(parse("http_req_failed", "rate<1e-3").unwrap().value, 0.001);
+        assert_eq!(
+            parse("http_req_duration", "p(95)<+20ms").unwrap().value,
+            20.0
+        );
     }
 
     #[derive(Default)]

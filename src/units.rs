@@ -33,11 +33,33 @@ pub fn duration_unit(unit: &str) -> Option<Duration> {
 /// number is rejected because its unit would be a guess.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let s = text.trim();
+    let total = duration_secs(s)?;
+    if total > 10.0 * 365.0 * 86400.0 {
+        return Err(format!("`{s}` is too long (at most 10 years)"));
+    }
+    Ok(Duration::from_secs_f64(total))
+}
+
+/// [`parse_duration`] with a smaller bound, named in the message (`over the limit of 1h`).
+pub fn parse_duration_within(text: &str, max: Duration) -> Result<Duration, String> {
+    let s = text.trim();
+    let total = duration_secs(s)?;
+    if total > max.as_secs_f64() {
+        return Err(format!(
+            "`{s}` is over the limit of {}",
+            format_duration(max)
+        ));
+    }
+    Ok(Duration::from_secs_f64(total))
+}
+
+/// The seconds a trimmed duration stands for: finite, not yet bounded.
+fn duration_secs(s: &str) -> Result<f64, String> {
     if s.is_empty() {
         return Err("expected a duration like `300ms`, `2s` or `5m`, found an empty value".into());
     }
     if s == "0" {
-        return Ok(Duration::ZERO);
+        return Ok(0.0);
     }
     let mut total = 0f64;
     let mut rest = s;
@@ -71,10 +93,10 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         total += number * factor;
         rest = &rest[unit_len..];
     }
-    if !total.is_finite() || total > 10.0 * 365.0 * 86400.0 {
+    if !total.is_finite() {
         return Err(format!("`{s}` is too long (at most 10 years)"));
     }
-    Ok(Duration::from_secs_f64(total))
+    Ok(total)
 }
 
 /// Formats a duration the way it is written in configs (`300ms`, `2s`, `1h30m`).

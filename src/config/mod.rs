@@ -9,6 +9,7 @@ mod build;
 mod capacity;
 mod checks;
 mod executors;
+mod files;
 mod profiles;
 mod report;
 mod secrets;
@@ -29,7 +30,9 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use files::{MAX_BODY_FILE_BYTES, MAX_CONFIG_BYTES, MAX_SECRET_FILE_BYTES, read_config};
 pub use report::{report, report_with};
+pub use yaml::MAX_ALIAS_NODES;
 pub use yaml::Pos;
 
 /// One problem found in a config file.
@@ -42,20 +45,43 @@ pub struct Diagnostic {
 }
 
 impl Diagnostic {
-    /// `file:line:col: path: message`.
+    /// `file:line:col: path: message`, always one line. The path and message often quote the
+    /// config (keys, values, names), so control characters in them are escaped here, the one
+    /// place a diagnostic becomes text: a newline from a key cannot forge a second diagnostic,
+    /// nor an ESC sequence reach the terminal.
     pub fn render(&self, file: &str) -> String {
+        let message = escape_controls(&self.message);
         if self.path.is_empty() {
-            format!(
-                "{file}:{}:{}: {}",
-                self.pos.line, self.pos.col, self.message
-            )
+            format!("{file}:{}:{}: {message}", self.pos.line, self.pos.col)
         } else {
+            let path = escape_controls(&self.path);
             format!(
-                "{file}:{}:{}: {}: {}",
-                self.pos.line, self.pos.col, self.path, self.message
+                "{file}:{}:{}: {path}: {message}",
+                self.pos.line, self.pos.col
             )
         }
     }
+}
+
+/// Control characters (C0, DEL, C1) and the invisible bidi and zero-width marks that can
+/// reorder or hide text, as Rust escapes (`\n`, `\u{1b}`); everything else unchanged.
+fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    fn hidden(c: char) -> bool {
+        c.is_control()
+            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
+    }
+    if !text.chars().any(hidden) {
+        return text.into();
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if hidden(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out.into()
 }
 
 /// A config that failed to load: every error, plus the warnings found on the way.
@@ -233,7 +259,7 @@ pub fn load_without_secrets(path: &Path) -> Result<Loaded, ConfigError> {
 
 fn load_with(path: &Path, env: &Env) -> Result<Loaded, ConfigError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+    let text = files::read_config(path).map_err(|e| ConfigError {
         file: file.clone(),
         errors: vec![Diagnostic {
             pos: Pos { line: 1, col: 1 },
@@ -283,6 +309,23 @@ impl Env {
 
 /// Validates config text. `file` names it in messages; `base` resolves relative paths.
 pub fn from_str(text: &str, file: &str, base: &Path, env: &Env) -> Result<Loaded, ConfigError> {
+    // `load` refuses a larger file before reading it; this covers callers that read the text
+    // themselves (the daemon's reload).
+    if text.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(ConfigError {
+            file: file.to_string(),
+            errors: vec![Diagnostic {
+                pos: Pos { line: 1, col: 1 },
+                path: String::new(),
+                message: format!(
+                    "the config is {} bytes, over the limit of {}",
+                    text.len(),
+                    files::show_bytes(MAX_CONFIG_BYTES)
+                ),
+            }],
+            warnings: Vec::new(),
+        });
+    }
     let root = yaml::parse(text).map_err(|e| ConfigError {
         file: file.to_string(),
         errors: vec![Diagnostic {
@@ -379,4 +422,22 @@ fn longest_gap(schedule: &Schedule) -> Option<Duration> {
         t = next;
     }
     (!longest.is_zero()).then_some(longest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rendering_escapes_control_and_bidi_characters_only() {
+        let d = Diagnostic {
+            pos: Pos { line: 2, col: 3 },
+            path: "targets.\u{202e}a".into(),
+            message: "`naïve\tvalue\r\n\u{9b}31m` €".into(),
+        };
+        assert_eq!(
+            d.render("c.yaml"),
+            "c.yaml:2:3: targets.\\u{202e}a: `naïve\\tvalue\\r\\n\\u{9b}31m` €"
+        );
+    }
 }

@@ -2,6 +2,7 @@
 //! without ever putting the resolved value into a message.
 
 use super::Env;
+use super::files::{self, MAX_SECRET_FILE_BYTES};
 use super::walk::{self, Ctx};
 use super::yaml::{Node, Pos};
 use std::path::Path;
@@ -39,7 +40,7 @@ pub fn expand(
                     ok = false;
                 }
             },
-            Some(("file", file)) => match std::fs::read_to_string(base.join(file)) {
+            Some(("file", file)) => match read_secret(&base.join(file)) {
                 Ok(v) => out.push_str(v.trim_end_matches(['\n', '\r'])),
                 Err(e) => {
                     ctx.error(pos, path, format!("cannot read `{file}`: {e}"));
@@ -59,6 +60,12 @@ pub fn expand(
     }
     out.push_str(rest);
     ok.then_some(out)
+}
+
+/// A `${file:}` secret: a regular file of at most [`MAX_SECRET_FILE_BYTES`], in UTF-8.
+fn read_secret(path: &Path) -> Result<String, String> {
+    let bytes = files::read_regular(path, "a `${file:}` secret", MAX_SECRET_FILE_BYTES)?;
+    String::from_utf8(bytes).map_err(|_| "the file is not UTF-8 text".to_string())
 }
 
 pub fn secret(ctx: &mut Ctx, node: &Node, path: &str, base: &Path, env: &Env) -> Option<String> {

@@ -100,11 +100,17 @@ pub fn target(ctx: &mut Ctx, name: &str, node: &Node, base: &Path, env: &Env) ->
         (None, Some(n)) => {
             let p = f.path_of("body_file");
             walk::string(ctx, n, &p)
-                .and_then(|file| match std::fs::read(base.join(&file)) {
-                    Ok(b) => Some(bytes::Bytes::from(b)),
-                    Err(e) => {
-                        ctx.error(n.pos, &p, format!("cannot read `{file}`: {e}"));
-                        None
+                .and_then(|file| {
+                    match super::files::read_regular(
+                        &base.join(&file),
+                        "a `body_file`",
+                        super::MAX_BODY_FILE_BYTES,
+                    ) {
+                        Ok(b) => Some(bytes::Bytes::from(b)),
+                        Err(e) => {
+                            ctx.error(n.pos, &p, format!("cannot read `{file}`: {e}"));
+                            None
+                        }
                     }
                 })
                 .unwrap_or_default()

@@ -6,6 +6,12 @@
 
 use saphyr_parser::{Event, Parser, ScalarStyle};
 
+/// How many nodes all the aliases of one document may produce together (a map entry's key
+/// counts as a node). Aliases are copied, so without a bound ten nested lists of ten aliases
+/// (a "billion laughs" file of 500 bytes) would expand to 10^10 nodes and exhaust memory.
+/// Real configs reuse a few headers or checks and stay far below it.
+pub const MAX_ALIAS_NODES: usize = 10_000;
+
 /// 1-based line and column of a node's first character.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Pos {
@@ -117,6 +123,8 @@ struct Builder {
     anchors: Vec<(usize, Node)>,
     /// Anchor ids of the open collections, parallel to `stack`.
     open_anchors: Vec<usize>,
+    /// Nodes produced by aliases so far, bounded by [`MAX_ALIAS_NODES`].
+    alias_nodes: usize,
     done: bool,
     documents: usize,
 }
@@ -149,19 +157,32 @@ impl Builder {
                 self.push(node, pos)?;
             }
             Event::Alias(id) => {
-                let node = self
+                let anchored = self
                     .anchors
                     .iter()
                     .rev()
                     .find(|(a, _)| *a == id)
-                    .map(|(_, n)| Node {
-                        value: n.value.clone(),
-                        pos,
-                    })
+                    .map(|(_, n)| n)
                     .ok_or_else(|| SyntaxError {
                         pos,
                         message: "alias to an unknown anchor".into(),
                     })?;
+                // Counted before the copy is made, so a bomb is refused before it allocates.
+                let left = MAX_ALIAS_NODES - self.alias_nodes;
+                let Some(size) = size_within(anchored, left) else {
+                    return Err(SyntaxError {
+                        pos,
+                        message: format!(
+                            "aliases expand to more than {MAX_ALIAS_NODES} nodes in this file, \
+                             the limit; write the repeated part out or nest fewer aliases"
+                        ),
+                    });
+                };
+                self.alias_nodes += size;
+                let node = Node {
+                    value: anchored.value.clone(),
+                    pos,
+                };
                 self.push(node, pos)?;
             }
             Event::SequenceStart(anchor, _) => {
@@ -241,6 +262,28 @@ impl Builder {
     }
 }
 
+/// The number of nodes in `node` (map keys included), or `None` when it is over `limit`.
+/// Stops counting as soon as the limit is passed, so its cost is bounded by the limit too.
+fn size_within(node: &Node, limit: usize) -> Option<usize> {
+    let mut count = 0;
+    let mut todo = vec![node];
+    while let Some(n) = todo.pop() {
+        count += 1;
+        match &n.value {
+            Value::Seq(items) => todo.extend(items),
+            Value::Map(entries) => {
+                count += entries.len();
+                todo.extend(entries.iter().map(|(_, v)| v));
+            }
+            Value::Null | Value::Scalar { .. } => {}
+        }
+        if count > limit {
+            return None;
+        }
+    }
+    Some(count)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -284,5 +327,28 @@ mod tests {
         };
         assert_eq!(entries[0].1.value, entries[1].1.value);
         assert_eq!(entries[1].1.pos.line, 2);
+    }
+
+    #[test]
+    fn alias_expansion_is_bounded_and_the_error_points_at_the_alias() {
+        // Within the limit: 100 aliases of a ten-item list.
+        let mut ok = String::from("a: &a [x, x, x, x, x, x, x, x, x]\nb: [");
+        ok.push_str(&vec!["*a"; 100].join(", "));
+        ok.push_str("]\n");
+        assert!(parse(&ok).is_ok());
+        // Nested aliases: each level copies the one before ten times.
+        let mut bomb = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..10 {
+            let prev = format!("*a{}", i - 1);
+            bomb.push_str(&format!("a{i}: &a{i} [{}]\n", vec![prev; 10].join(", ")));
+        }
+        let err = parse(&bomb).unwrap_err();
+        assert!(
+            err.message
+                .contains("aliases expand to more than 10000 nodes")
+        );
+        // a3 is the first level whose copies pass 10,000 nodes (10 × 1,111 from line 4).
+        assert_eq!(err.pos.line, 4, "{err:?}");
+        assert_eq!(err.pos.col, 45, "the eighth `*a2`: {err:?}");
     }
 }

@@ -19,8 +19,8 @@ pub fn reload(shared: &Arc<Shared>) -> Result<bool, String> {
     let Source::File(path) = &shared.source else {
         return Ok(false);
     };
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let text =
+        config::read_config(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let result = load_text(path, &text);
     if let Ok(mut last) = shared.last_config_text.lock() {
         *last = Some(text);
@@ -64,7 +64,7 @@ pub(super) async fn watch(shared: Arc<Shared>) {
             _ = tick.tick() => {}
             _ = shared.shutdown.cancelled() => return,
         }
-        let Ok(text) = std::fs::read_to_string(&path) else {
+        let Ok(text) = config::read_config(&path) else {
             continue;
         };
         let changed = shared

@@ -1,13 +1,37 @@
 //! Parsers for the target's flag and query-string values: durations (the crate's one grammar,
 //! from [`crate::units`], a leaf, so the test server still depends on nothing of the daemon's),
 //! byte sizes, ratios and status codes. Every parser returns a message, never panics.
+//!
+//! Durations and sizes are bounded ([`MAX_DURATION`], [`MAX_SIZE`]) for flags and query
+//! overrides alike: a request asking for `latency=99999999999h` or `body_size=1000GiB` gets a
+//! 400 naming the limit instead of a task asleep for millennia or a terabyte of body.
 
-pub use crate::units::parse_duration;
+use std::time::Duration;
+
+/// The longest latency, jitter, stall period or stall length the target accepts.
+pub const MAX_DURATION: Duration = Duration::from_secs(3600);
+/// The largest body size and trickle rate (bytes per second) the target accepts: 1 GiB.
+pub const MAX_SIZE: u64 = 1 << 30;
+
+/// Parses a duration in the crate's one grammar ([`crate::units::parse_duration`]), at most
+/// [`MAX_DURATION`].
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    crate::units::parse_duration_within(s, MAX_DURATION)
+}
+
+/// Parses a byte count (see [`parse_bytes`]), at most [`MAX_SIZE`].
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let n = parse_bytes(s)?;
+    if n > MAX_SIZE {
+        return Err(format!("`{}` is over the limit of 1GiB", s.trim()));
+    }
+    Ok(n)
+}
 
 /// Parses a byte count: `512`, `512B`, `1KB` (1000), `4KiB` (1024), `1MB`, `1MiB`, `1GB`, `1GiB`.
 /// Units are case-insensitive. Fractions are allowed only when they come out to whole bytes
 /// (`1.5KiB` = 1536).
-pub fn parse_size(s: &str) -> Result<u64, String> {
+fn parse_bytes(s: &str) -> Result<u64, String> {
     let s = s.trim();
     if let Ok(n) = s.parse::<u64>() {
         return Ok(n);
@@ -86,9 +110,19 @@ mod tests {
         assert_eq!(dur("0"), Duration::ZERO);
         assert_eq!(dur("0ms"), Duration::ZERO);
         assert_eq!(dur(" 20ms "), Duration::from_millis(20));
-        // The shared grammar also takes days, weeks and compound durations.
-        assert_eq!(dur("5d"), Duration::from_secs(5 * 86_400));
-        assert_eq!(dur("1h30m"), Duration::from_secs(5_400));
+        // The shared grammar: compound durations, and days or weeks when they fit the limit.
+        assert_eq!(dur("1m30s"), Duration::from_secs(90));
+        assert_eq!(dur("0.01d"), Duration::from_secs(864));
+        assert_eq!(
+            parse_duration("1h1ns"),
+            Err("`1h1ns` is over the limit of 1h".into())
+        );
+        for over in ["5d", "1h30m", "99999999999h", "2w"] {
+            assert!(
+                parse_duration(over).unwrap_err().contains("limit of 1h"),
+                "{over}"
+            );
+        }
         for bad in [
             "", "20", "ms", "-5ms", "1.2.3s", "5x", "5 ms", "1e400h", "nan", "inf",
         ] {
@@ -106,7 +140,7 @@ mod tests {
             ("4KiB", 4096),
             ("1MiB", 1 << 20),
             ("1MB", 1_000_000),
-            ("2GiB", 2 << 30),
+            ("1GiB", 1 << 30),
             ("1.5KiB", 1536),
             ("0", 0),
         ];
@@ -115,6 +149,13 @@ mod tests {
         }
         for bad in ["", "KiB", "-1", "1.5", "1XB", "1e30GiB", "1 KiB"] {
             assert!(parse_size(bad).is_err(), "{bad:?} should be rejected");
+        }
+        assert_eq!(parse_bytes("2GiB"), Ok(2 << 30));
+        for over in ["2GiB", "1073741825", "1000GiB", "1.1GB"] {
+            assert!(
+                parse_size(over).unwrap_err().contains("limit of 1GiB"),
+                "{over}"
+            );
         }
     }
 

@@ -1,6 +1,6 @@
 //! Config loading as a user meets it: `sloburn check` output, exit codes, every shipped config.
 
-use crate::support::{golden, root, sloburn, with_nofile};
+use crate::support::{golden, limit_address_space, root, sloburn, with_nofile};
 use std::path::Path;
 
 #[test]
@@ -182,4 +182,185 @@ fn check_refuses_a_profile_that_cannot_fit_the_open_file_limit() {
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
+}
+
+/// Ten nested lists of ten aliases: 10^10 nodes if aliases were copied without a bound.
+fn alias_bomb() -> String {
+    let mut text = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+    for i in 1..10 {
+        let prev = format!("*a{}", i - 1);
+        text.push_str(&format!("a{i}: &a{i} [{}]\n", vec![prev; 10].join(", ")));
+    }
+    text
+}
+
+#[test]
+fn yaml_alias_bomb_is_rejected_with_a_position() {
+    let dir = tempfile::tempdir().unwrap();
+    let bomb = dir.path().join("bomb.yaml");
+    std::fs::write(&bomb, alias_bomb()).unwrap();
+    assert!(std::fs::metadata(&bomb).unwrap().len() < 600);
+    let mut cmd = sloburn();
+    cmd.current_dir(dir.path()).arg("check").arg("bomb.yaml");
+    // A bound on expansion, not a timeout: the child gets 512 MB of address space.
+    let out = limit_address_space(&mut cmd, 512 << 20).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(78), "{out:?}");
+    assert!(
+        stdout.starts_with("bomb.yaml:4:45: YAML syntax: aliases expand to more than 10000 nodes"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn yaml_alias_bomb_is_rejected_in_process_as_a_reload_would_be() {
+    let env = sloburn::config::Env::from_map(Default::default(), 1);
+    let started = std::time::Instant::now();
+    let err = sloburn::config::from_str(&alias_bomb(), "c.yaml", Path::new("."), &env).unwrap_err();
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    assert_eq!(err.errors.len(), 1, "{err}");
+    assert!(err.to_string().starts_with("c.yaml:4:45: "), "{err}");
+    assert!(err.to_string().contains("aliases"), "{err}");
+}
+
+#[test]
+fn config_file_over_the_size_limit_is_refused_before_reading() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.yaml");
+    // Sparse: the size is there, the bytes are not, so the limit must come from the metadata.
+    let file = std::fs::File::create(&path).unwrap();
+    file.set_len(sloburn::config::MAX_CONFIG_BYTES + 1).unwrap();
+    let err = sloburn::config::load(&path).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "{}:1:1: cannot read the config file: the config file is 4194305 bytes, over the limit of 4 MiB",
+            path.display()
+        )
+    );
+    let text = " ".repeat(sloburn::config::MAX_CONFIG_BYTES as usize + 1);
+    let env = sloburn::config::Env::from_map(Default::default(), 1);
+    let err = sloburn::config::from_str(&text, "c.yaml", Path::new("."), &env).unwrap_err();
+    assert!(err.to_string().contains("over the limit of 4 MiB"), "{err}");
+}
+
+/// Loads a config whose target sends `${file:NAME}` as a header, `NAME` in `dir`.
+fn load_with_file_secret(dir: &Path, name: &str) -> Result<(), String> {
+    let text = format!(
+        "targets:\n  a:\n    url: http://127.0.0.1:1/\n    headers:\n      Authorization: \"${{file:{name}}}\"\n"
+    );
+    let env = sloburn::config::Env::from_map(Default::default(), 1);
+    sloburn::config::from_str(&text, "c.yaml", dir, &env)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+#[test]
+fn file_secret_from_a_fifo_is_refused_without_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("pipe");
+    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    // On a thread, so a regression fails the test instead of hanging it: no writer ever
+    // opens the FIFO, and a blocking open or read would wait forever.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let path = dir.path().to_path_buf();
+    std::thread::spawn(move || {
+        let _ = tx.send(load_with_file_secret(&path, "pipe"));
+    });
+    let result = rx
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("reading a FIFO secret blocked");
+    assert_eq!(
+        result.unwrap_err(),
+        "c.yaml:5:22: targets.a.headers.Authorization: cannot read `pipe`: a `${file:}` secret must be a regular file, and this is a FIFO"
+    );
+}
+
+#[test]
+fn file_secret_from_dev_zero_is_refused() {
+    let err = load_with_file_secret(Path::new("."), "/dev/zero").unwrap_err();
+    assert!(
+        err.ends_with("cannot read `/dev/zero`: a `${file:}` secret must be a regular file, and this is a character device"),
+        "{err}"
+    );
+    let err = load_with_file_secret(Path::new("/"), "tmp").unwrap_err();
+    assert!(err.ends_with("and this is a directory"), "{err}");
+}
+
+#[test]
+fn file_secret_over_the_size_limit_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let limit = sloburn::config::MAX_SECRET_FILE_BYTES as usize;
+    std::fs::write(dir.path().join("fits"), "t".repeat(limit)).unwrap();
+    assert_eq!(load_with_file_secret(dir.path(), "fits"), Ok(()));
+    std::fs::write(dir.path().join("big"), "t".repeat(limit + 1)).unwrap();
+    let err = load_with_file_secret(dir.path(), "big").unwrap_err();
+    assert!(
+        err.ends_with(
+            "cannot read `big`: a `${file:}` secret is 65537 bytes, over the limit of 64 KiB"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn body_file_must_be_a_regular_file() {
+    let text = "targets:\n  a:\n    url: http://127.0.0.1:1/\n    method: POST\n    body_file: /dev/zero\n";
+    let env = sloburn::config::Env::from_map(Default::default(), 1);
+    let err = sloburn::config::from_str(text, "c.yaml", Path::new("."), &env).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "c.yaml:5:16: targets.a.body_file: cannot read `/dev/zero`: a `body_file` must be a regular file, and this is a character device"
+    );
+}
+
+#[test]
+fn negative_threshold_durations_are_rejected_at_their_column() {
+    let text = "targets:\n  t:\n    url: http://127.0.0.1:1/\nprofiles:\n  p:\n    target: t\n    executor: constant-vus\n    vus: 1\n    duration: 1m\n    thresholds:\n      http_req_duration: [\"p(95)<-20ms\"]\n      http_req_failed: [rate<-0.01]\n";
+    let env = sloburn::config::Env::from_map(Default::default(), 1);
+    let err = sloburn::config::from_str(text, "c.yaml", Path::new("."), &env).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "c.yaml:11:34: profiles.p.thresholds.http_req_duration[0]: `p(95)<-20ms`: `-20ms` is negative; the limit is a duration, never below zero\n\
+         c.yaml:12:30: profiles.p.thresholds.http_req_failed[0]: `rate<-0.01`: `-0.01` is negative; the limit is a rate (between 0 and 1), never below zero"
+    );
+}
+
+#[test]
+fn control_characters_in_config_values_cannot_forge_diagnostic_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    // YAML double-quoted escapes put a newline, ESC sequences and a BEL into a key, a value
+    // and a name; each is quoted back by a diagnostic.
+    let text = concat!(
+        "targets:\n",
+        "  a:\n",
+        "    url: http://127.0.0.1:1/\n",
+        "    \"timeout\\nctl.yaml:1:1: forged line\\e[31m\": 1s\n",
+        "    method: \"GET\\x1b[2J\"\n",
+        "profiles:\n",
+        "  \"p\\x1b]0;title\\x07\": {}\n",
+    );
+    std::fs::write(dir.path().join("ctl.yaml"), text).unwrap();
+    let out = sloburn()
+        .current_dir(dir.path())
+        .args(["check", "ctl.yaml"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(78), "{out:?}");
+    assert!(
+        !out.stdout.contains(&0x1b) && !out.stdout.contains(&0x07),
+        "{out:?}"
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        stdout,
+        concat!(
+            "ctl.yaml:4:5: targets.a.timeout\\nctl.yaml:1:1: forged line\\u{1b}[31m: unknown field `timeout\\nctl.yaml:1:1: forged line\\u{1b}[31m`\n",
+            "ctl.yaml:5:13: targets.a.method: `GET\\u{1b}[2J` is not an HTTP method\n",
+            "ctl.yaml:7:3: profiles.p\\u{1b}]0;title\\u{7}: names may use only letters, digits, `-`, `_` and `.` (they become metric label values)\n",
+            "ctl.yaml: 3 error(s), 0 warning(s)\n",
+        )
+    );
+    assert_eq!(stdout.lines().count(), 4);
 }

@@ -508,6 +508,28 @@ pub fn sloburn() -> Command {
     Command::new(env!("CARGO_BIN_EXE_sloburn"))
 }
 
+/// Limits the address space of the child `cmd` starts (`RLIMIT_AS`, as `prlimit --as` does),
+/// so a child that tries to allocate without bound fails inside the limit instead of taking
+/// the machine's memory.
+pub fn limit_address_space(cmd: &mut Command, bytes: u64) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    let limit = libc::rlimit {
+        rlim_cur: bytes,
+        rlim_max: bytes,
+    };
+    // SAFETY: between fork and exec only setrlimit runs, which is async-signal-safe, and
+    // `limit` is a plain value copied into the closure.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setrlimit(libc::RLIMIT_AS, &limit) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        })
+    }
+}
+
 /// Runs `cmd`; fails the test with its output unless it succeeds. Returns stdout.
 pub fn stdout_of(cmd: &mut Command) -> String {
     let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));

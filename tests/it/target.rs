@@ -459,3 +459,47 @@ async fn a_stall_also_holds_requests_already_in_progress() {
     assert!(took >= Duration::from_millis(750), "{took:?}");
     assert!(took < Duration::from_secs(5), "{took:?}");
 }
+
+#[tokio::test]
+async fn target_refuses_absurd_latency_and_body_size() {
+    let t = start_default().await;
+    let mut c = Client::connect(t.target.addr).await;
+    for (path, needle) in [
+        ("/?latency=9999h", "`9999h` is over the limit of 1h"),
+        (
+            "/?latency=99999999999h",
+            "`99999999999h` is over the limit of 1h",
+        ),
+        ("/?jitter=1h0.001s", "`1h0.001s` is over the limit of 1h"),
+        ("/?body_size=1000GiB", "`1000GiB` is over the limit of 1GiB"),
+        ("/?bytes_per_sec=2GiB", "`2GiB` is over the limit of 1GiB"),
+    ] {
+        let reply = c.get(path).await;
+        assert_eq!(reply.status, 400, "{path}");
+        let text = String::from_utf8(reply.body.to_vec()).unwrap();
+        assert_eq!(text.trim_end(), needle, "{path}");
+    }
+    // Below the limits an override is served as before.
+    let reply = c.get("/?body_size=1KiB").await;
+    assert_eq!((reply.status, reply.body.len()), (200, 1024));
+    let stats = c.stats().await;
+    assert_eq!(
+        stats.requests, 1,
+        "refused overrides are not target requests"
+    );
+
+    for over in [
+        &["target", "--latency", "9999h"][..],
+        &["target", "--jitter", "61m"],
+        &["target", "--stall-every", "2h", "--stall-for", "1s"],
+        &["target", "--body-size", "1000GiB"],
+        &["target", "--bytes-per-sec", "2GiB"],
+    ] {
+        let err = Cli::try_parse_from(over).err().expect("over the limit");
+        assert!(
+            err.to_string().contains("over the limit of 1"),
+            "{over:?}: {err}"
+        );
+    }
+    assert!(Cli::try_parse_from(["target", "--latency", "1h", "--body-size", "1GiB"]).is_ok());
+}
