@@ -334,7 +334,7 @@ pub fn command(args: RunArgs) -> i32 {
         Ok(f) if f.report.thresholds_passed() => crate::exit::OK,
         Ok(_) => crate::exit::THRESHOLDS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            let _ = writeln!(std::io::stderr(), "error: {e:#}");
             crate::exit::ERROR
         }
     }
@@ -380,8 +380,12 @@ pub async fn execute(
     let done = CancellationToken::new();
     let mut progress = tokio::task::JoinSet::new();
     if tty || out_file.is_some() {
+        // The baseline is taken here, not when the task first runs: on one worker that can be
+        // after the first requests, which would then be in no bucket.
+        let baseline = stats.snapshot(Duration::ZERO);
         progress.spawn(report_progress(
             stats.clone(),
+            baseline,
             r.planned,
             tty,
             out_file,
@@ -402,18 +406,28 @@ pub async fn execute(
         let line = summary::last_bucket_json(&report.stats, &prev, unix_now(), interrupted_by);
         // The results matter more than this file: a failed write costs its last line only.
         if let Err(e) = writeln!(file, "{line}").and_then(|()| file.sync_all()) {
-            eprintln!("warning: cannot write the last line of the --out file: {e}");
+            let _ = writeln!(
+                std::io::stderr(),
+                "warning: cannot write the last line of the --out file: {e}"
+            );
         }
     }
-    if tty {
-        println!();
-    }
-    println!("{}", summary::text(&r.name, &report));
-    if let Some(path) = &args.summary_export {
-        let json = serde_json::to_string_pretty(&summary::export_json(&report, interrupted_by))?;
-        std::fs::write(path, json)
-            .with_context(|| format!("cannot write --summary-export `{}`", path.display()))?;
-    }
+    let exported = match &args.summary_export {
+        Some(path) => {
+            let json =
+                serde_json::to_string_pretty(&summary::export_json(&report, interrupted_by))?;
+            std::fs::write(path, json)
+                .with_context(|| format!("cannot write --summary-export `{}`", path.display()))
+        }
+        None => Ok(()),
+    };
+    // After a SIGHUP the terminal may be gone, or a pipe's reader may be: `println!` would
+    // panic there. The files above are written first, and a summary nobody can read is skipped.
+    let mut stdout = std::io::stdout().lock();
+    let _ = if tty { writeln!(stdout) } else { Ok(()) }
+        .and_then(|()| writeln!(stdout, "{}", summary::text(&r.name, &report)))
+        .and_then(|()| stdout.flush());
+    exported?;
     Ok(Finished {
         report,
         interrupted_by,
@@ -456,6 +470,7 @@ async fn watch_signals(mut s: Signals, stopper: Stopper, caught: Arc<OnceLock<&'
 /// the file and the last figures written, for the final line.
 async fn report_progress(
     stats: Arc<RunStats>,
+    mut prev: crate::load::stats::StatsSnapshot,
     planned: Duration,
     tty: bool,
     mut file: Option<std::fs::File>,
@@ -464,7 +479,6 @@ async fn report_progress(
     let start = tokio::time::Instant::now();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.tick().await;
-    let mut prev = stats.snapshot(Duration::ZERO);
     loop {
         tokio::select! {
             _ = tick.tick() => {}
@@ -472,8 +486,9 @@ async fn report_progress(
         }
         let now = stats.snapshot(start.elapsed());
         if tty {
-            print!("\r\x1b[2K{}", summary::progress(&now, planned));
-            let _ = std::io::stdout().flush();
+            let mut stdout = std::io::stdout().lock();
+            let _ = write!(stdout, "\r\x1b[2K{}", summary::progress(&now, planned))
+                .and_then(|()| stdout.flush());
         }
         if let Some(f) = file.as_mut() {
             let line = summary::bucket_json(&now, &prev, unix_now());

@@ -2,10 +2,11 @@
 //! `daemon`): SIGTERM and SIGINT end a run with its results written and marked interrupted,
 //! exit 105; SIGHUP stops neither command.
 
-use crate::support::{BackgroundTarget, Proc, eventually, get_blocking};
+use crate::support::{BackgroundTarget, Proc, eventually, get_blocking, sloburn};
 use serde_json::Value;
 use sloburn::target::TargetOptions;
 use std::path::Path;
+use std::process::Stdio;
 use std::time::Duration;
 
 /// `sloburn run` at 200/s for up to 30 s against `url`, exporting into `dir`.
@@ -153,4 +154,32 @@ fn sighup_does_not_kill_run_or_target() {
         "{status:?}\n{}",
         target.stderr()
     );
+}
+
+/// The terminal that sent the SIGHUP is often gone: writing the summary then fails (EIO, or
+/// EPIPE on a pipe), and that must cost the summary only, never the files or the exit code.
+#[test]
+fn a_run_whose_stdout_is_gone_still_writes_its_export() {
+    let target = BackgroundTarget::start(TargetOptions::default());
+    let dir = tempfile::tempdir().unwrap();
+    let export = dir.path().join("summary.json");
+    let mut child = sloburn()
+        .args(["run", "--url", &format!("http://{}/", target.addr)])
+        .args(["--rate", "50/s", "--duration", "1s", "--summary-export"])
+        .arg(&export)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(sloburn::exit::OK),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let export = read_json(&export);
+    assert!(export["metrics"]["http_reqs"]["count"].as_u64().unwrap() > 0);
 }
