@@ -3,8 +3,9 @@
 //!
 //! SIGTERM and SIGINT stop the run as an abort does (in-flight requests get the graceful stop);
 //! the summary, the export and the last `--out json` line are still written, marked with the
-//! signal, and the command exits [`crate::exit::INTERRUPTED`]. SIGHUP is ignored: a closing
-//! terminal must not lose a run's results.
+//! signal, and the command exits [`crate::exit::INTERRUPTED`]. A second one cuts the graceful
+//! stop short and writes the same. SIGHUP is ignored: a closing terminal must not lose a run's
+//! results.
 
 use crate::config::{self, Target};
 use crate::http::Resolver;
@@ -351,6 +352,7 @@ pub async fn execute(
     let stats = Arc::new(RunStats::new(&r.spec.checks));
     let stopper = Stopper::new();
     let caught: Arc<OnceLock<&'static str>> = Arc::default();
+    let cut = CancellationToken::new();
     // The signal watch ends with this function: dropping the set aborts it. Its handlers are
     // installed here, before the first request, and tokio keeps them for the life of the
     // process, so a signal during the summary is not fatal either.
@@ -360,6 +362,7 @@ pub async fn execute(
             Signals::install()?,
             stopper.clone(),
             caught.clone(),
+            cut.clone(),
         ));
     }
     let out_file = match &args.out {
@@ -392,9 +395,18 @@ pub async fn execute(
             done.clone(),
         ));
     }
-    let report = runner::run(&r.spec, &client, Observers::stats_only(stats), stopper)
-        .await
-        .map_err(|e| anyhow!("profile `{}`: {e}", r.name))?;
+    let started = tokio::time::Instant::now() + r.spec.start_time;
+    let run = runner::run(
+        &r.spec,
+        &client,
+        Observers::stats_only(stats.clone()),
+        stopper,
+    );
+    // Dropping the run aborts its VUs (their sets die with it); what they had finished stays.
+    let report = tokio::select! {
+        report = run => report.map_err(|e| anyhow!("profile `{}`: {e}", r.name))?,
+        () = cut.cancelled() => cut_short(&r.spec, &stats, started, caught.get().copied()),
+    };
     // A signal that came after the run had stopped for another reason did not interrupt it.
     let interrupted_by = caught
         .get()
@@ -452,18 +464,57 @@ impl Signals {
     }
 }
 
-/// Stops the run on the first SIGTERM or SIGINT, naming it in `caught`; SIGHUP only logs.
-async fn watch_signals(mut s: Signals, stopper: Stopper, caught: Arc<OnceLock<&'static str>>) {
-    let name = loop {
-        tokio::select! {
-            Some(()) = s.term.recv() => break "SIGTERM",
-            Some(()) = s.int.recv() => break "SIGINT",
-            Some(()) = s.hup.recv() => tracing::info!("SIGHUP ignored; the run goes on"),
+/// Stops the run on the first SIGTERM or SIGINT, naming it in `caught`; a second one cuts the
+/// graceful stop short (`cut`), as a CI cancel does before it kills. SIGHUP only logs.
+async fn watch_signals(
+    mut s: Signals,
+    stopper: Stopper,
+    caught: Arc<OnceLock<&'static str>>,
+    cut: CancellationToken,
+) {
+    let mut seen = 0;
+    loop {
+        let name = tokio::select! {
+            Some(()) = s.term.recv() => "SIGTERM",
+            Some(()) = s.int.recv() => "SIGINT",
+            Some(()) = s.hup.recv() => {
+                tracing::info!("SIGHUP ignored; the run goes on");
+                continue;
+            }
             else => return,
+        };
+        seen += 1;
+        if seen == 1 {
+            let _ = caught.set(name);
+            stopper.stop(Abort::Stopped(format!("interrupted by {name}")));
+        } else {
+            cut.cancel();
+            return;
         }
-    };
-    let _ = caught.set(name);
-    stopper.stop(Abort::Stopped(format!("interrupted by {name}")));
+    }
+}
+
+/// The report of a run whose graceful stop a second signal cut short: the figures of the
+/// requests that finished; those still in flight are not counted.
+fn cut_short(
+    spec: &RunSpec,
+    stats: &RunStats,
+    started: tokio::time::Instant,
+    first: Option<&str>,
+) -> RunReport {
+    let snapshot = stats.snapshot(tokio::time::Instant::now().saturating_duration_since(started));
+    RunReport {
+        thresholds: spec
+            .thresholds
+            .iter()
+            .map(|t| (t.clone(), t.threshold.evaluate(&snapshot)))
+            .collect(),
+        stats: snapshot,
+        aborted: Some(Abort::Stopped(format!(
+            "interrupted by {}; a second signal cut the graceful stop short",
+            first.unwrap_or("a signal")
+        ))),
+    }
 }
 
 /// The progress line on a terminal and one `--out json` line a second, until `done`; returns

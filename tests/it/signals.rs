@@ -183,3 +183,57 @@ fn a_run_whose_stdout_is_gone_still_writes_its_export() {
     let export = read_json(&export);
     assert!(export["metrics"]["http_reqs"]["count"].as_u64().unwrap() > 0);
 }
+
+/// The first signal lets in-flight requests finish (up to 30 s for a `--url` run); a CI cancel
+/// sends a second one before it kills, and that one must end the run at once, results written.
+#[test]
+fn a_second_signal_cuts_the_graceful_stop_short_and_still_writes_the_export() {
+    let target = BackgroundTarget::start(TargetOptions {
+        latency: Duration::from_secs(20),
+        ..TargetOptions::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let export = dir.path().join("summary.json");
+    let mut run = Proc::start([
+        "run",
+        "--url",
+        &format!("http://{}/", target.addr),
+        "--vus",
+        "2",
+        "--duration",
+        "30s",
+        "--summary-export",
+        export.to_str().unwrap(),
+    ]);
+    let waiting = eventually(Duration::from_secs(15), || {
+        (target.stats().in_flight >= 2).then_some(())
+    });
+    assert!(
+        waiting.is_some(),
+        "no request reached the target: {}",
+        run.stderr()
+    );
+
+    run.signal(libc::SIGTERM);
+    // The graceful stop waits for the two requests the target holds for 20 s.
+    let early = run.wait(Duration::from_secs(1));
+    assert!(early.is_none(), "the first signal did not wait: {early:?}");
+    run.signal(libc::SIGINT);
+    let status = run.wait(Duration::from_secs(10));
+    let stdout = run.stdout();
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(sloburn::exit::INTERRUPTED),
+        "{status:?}\n{stdout}\n{}",
+        run.stderr()
+    );
+    assert!(
+        stdout.contains("interrupted by SIGTERM; a second signal cut the graceful stop short"),
+        "{stdout}"
+    );
+    let export = read_json(&export);
+    assert_eq!(export["state"]["interrupted"], true, "{export:#}");
+    assert_eq!(export["state"]["signal"], "SIGTERM", "{export:#}");
+    // The two held requests never finished, so they are not counted.
+    assert_eq!(export["metrics"]["http_reqs"]["count"], 0, "{export:#}");
+}
