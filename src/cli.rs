@@ -1,6 +1,7 @@
 //! The command line: raw clap parsing, then dispatch to the library. Exit codes are part of the
 //! interface and live in [`crate::exit`]: 0 ok, 1 runtime error, 2 usage, 78 bad config
-//! (EX_CONFIG), 99 thresholds failed.
+//! (EX_CONFIG), 99 thresholds failed, 105 `run` stopped by SIGTERM or SIGINT (its results still
+//! written), 130 the daemon stopped by a second signal.
 
 use crate::exit;
 use clap::{Parser, Subcommand};
@@ -78,7 +79,8 @@ pub enum Command {
         file: PathBuf,
     },
     /// Run one profile (or an ad-hoc test from flags) and print a k6/vegeta-style summary.
-    /// Exits 99 when a threshold failed.
+    /// Exits 99 when a threshold failed, 105 when SIGTERM or SIGINT stopped it (the summary and
+    /// the export are still written, marked interrupted).
     Run(crate::run::RunArgs),
     /// Print Prometheus recording and alerting rules for the config's SLOs.
     Rules {

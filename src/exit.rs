@@ -11,5 +11,8 @@ pub const USAGE: i32 = 2;
 pub const CONFIG: i32 = 78;
 /// A threshold failed (as k6).
 pub const THRESHOLDS: i32 = 99;
+/// `sloburn run` was stopped by SIGTERM or SIGINT; its summary and export were still written
+/// (k6's code for an external abort).
+pub const INTERRUPTED: i32 = 105;
 /// The daemon was stopped by a second signal before its drain finished (128 + SIGINT).
 pub const SECOND_SIGNAL: i32 = 130;

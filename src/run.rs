@@ -1,5 +1,11 @@
 //! `sloburn run`: one profile from a config file, or an ad-hoc run from flags, with a live
 //! progress line on a terminal, the k6 + vegeta summary, `--summary-export` and `--out json`.
+//!
+//! SIGTERM and SIGINT stop the run as an abort does (in-flight requests get the graceful stop);
+//! the summary, the export and the last `--out json` line are still written, marked with the
+//! signal, and the command exits [`crate::exit::INTERRUPTED`]. A second one cuts the graceful
+//! stop short and writes the same. SIGHUP is ignored: a closing terminal must not lose a run's
+//! results.
 
 use crate::config::{self, Target};
 use crate::http::Resolver;
@@ -13,8 +19,9 @@ use crate::thresholds::ThresholdSpec;
 use anyhow::{Context, anyhow, bail};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct RunArgs {
@@ -81,10 +88,11 @@ pub struct RunArgs {
     pub quiet: bool,
 }
 
-/// The outcome of the command: the report, for the exit code.
-pub enum RunResult {
-    Done(Box<RunReport>),
-    BadConfig,
+/// How a run ended: its report, and the signal that stopped it, if one did.
+pub struct Finished {
+    pub report: RunReport,
+    /// `SIGTERM` or `SIGINT` when a signal stopped the run.
+    pub interrupted_by: Option<&'static str>,
 }
 
 /// What to run, resolved from a config file or from flags.
@@ -323,43 +331,42 @@ pub fn command(args: RunArgs) -> i32 {
     };
     let result = runtime.block_on(execute(&args, resolved, true));
     match result {
-        Ok(report) => {
-            if report.stats.local_errors_dominate() {
-                crate::exit::ERROR
-            } else if report.thresholds_passed() {
-                crate::exit::OK
-            } else {
-                crate::exit::THRESHOLDS
-            }
-        }
+        Ok(f) if f.interrupted_by.is_some() => crate::exit::INTERRUPTED,
+        Ok(f) if f.report.stats.local_errors_dominate() => crate::exit::ERROR,
+        Ok(f) if f.report.thresholds_passed() => crate::exit::OK,
+        Ok(_) => crate::exit::THRESHOLDS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            let _ = writeln!(std::io::stderr(), "error: {e:#}");
             crate::exit::ERROR
         }
     }
 }
 
 /// Runs a resolved profile, printing progress and the summary; used by the command and tests.
+/// With `handle_signals`, SIGTERM and SIGINT stop the run and SIGHUP is ignored.
 pub async fn execute(
     args: &RunArgs,
     r: Resolved,
     handle_signals: bool,
-) -> anyhow::Result<RunReport> {
+) -> anyhow::Result<Finished> {
     let client = r.target.client(Arc::new(Resolver::system()));
     let stats = Arc::new(RunStats::new(&r.spec.checks));
     let stopper = Stopper::new();
-    // The signal watch and the progress reporter end with this function: dropping the set
-    // aborts them.
+    let caught: Arc<OnceLock<&'static str>> = Arc::default();
+    let cut = CancellationToken::new();
+    // The signal watch ends with this function: dropping the set aborts it. Its handlers are
+    // installed here, before the first request, and tokio keeps them for the life of the
+    // process, so a signal during the summary is not fatal either.
     let mut tasks = tokio::task::JoinSet::new();
     if handle_signals {
-        let s = stopper.clone();
-        tasks.spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                s.stop(Abort::Stopped("interrupted".into()));
-            }
-        });
+        tasks.spawn(watch_signals(
+            Signals::install()?,
+            stopper.clone(),
+            caught.clone(),
+            cut.clone(),
+        ));
     }
-    let mut out_file = match &args.out {
+    let out_file = match &args.out {
         Some(spec) => {
             let path = spec
                 .strip_prefix("json=")
@@ -372,48 +379,182 @@ pub async fn execute(
         None => None,
     };
     let tty = std::io::stdout().is_terminal() && !args.quiet;
+    // The progress reporter hands its `--out` file back when `done` fires, so the run's last
+    // partial second is written too.
+    let done = CancellationToken::new();
+    let mut progress = tokio::task::JoinSet::new();
     if tty || out_file.is_some() {
-        let stats = stats.clone();
-        let planned = r.planned;
-        let start = tokio::time::Instant::now();
-        let mut file = out_file.take();
-        tasks.spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_secs(1));
-            tick.tick().await;
-            let mut prev = stats.snapshot(Duration::ZERO);
-            loop {
-                tick.tick().await;
-                let now = stats.snapshot(start.elapsed());
-                if tty {
-                    print!("\r\x1b[2K{}", summary::progress(&now, planned));
-                    let _ = std::io::stdout().flush();
-                }
-                if let Some(f) = file.as_mut() {
-                    let unix = std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map(|d| d.as_secs_f64())
-                        .unwrap_or(0.0);
-                    let line = summary::bucket_json(&now, &prev, unix);
-                    if writeln!(f, "{line}").is_err() {
-                        file = None;
-                    }
-                }
-                prev = now;
-            }
-        });
+        // The baseline is taken here, not when the task first runs: on one worker that can be
+        // after the first requests, which would then be in no bucket.
+        let baseline = stats.snapshot(Duration::ZERO);
+        progress.spawn(report_progress(
+            stats.clone(),
+            baseline,
+            r.planned,
+            tty,
+            out_file,
+            done.clone(),
+        ));
     }
-    let report = runner::run(&r.spec, &client, Observers::stats_only(stats), stopper)
-        .await
-        .map_err(|e| anyhow!("profile `{}`: {e}", r.name))?;
+    let started = tokio::time::Instant::now() + r.spec.start_time;
+    let run = runner::run(
+        &r.spec,
+        &client,
+        Observers::stats_only(stats.clone()),
+        stopper,
+    );
+    // Dropping the run aborts its VUs (their sets die with it); what they had finished stays.
+    let report = tokio::select! {
+        report = run => report.map_err(|e| anyhow!("profile `{}`: {e}", r.name))?,
+        () = cut.cancelled() => cut_short(&r.spec, &stats, started, caught.get().copied()),
+    };
+    // A signal that came after the run had stopped for another reason did not interrupt it.
+    let interrupted_by = caught
+        .get()
+        .copied()
+        .filter(|_| matches!(report.aborted, Some(Abort::Stopped(_))));
     tasks.abort_all();
-    if tty {
-        println!();
+    done.cancel();
+    if let Some(Ok((Some(mut file), prev))) = progress.join_next().await {
+        let line = summary::last_bucket_json(&report.stats, &prev, unix_now(), interrupted_by);
+        // The results matter more than this file: a failed write costs its last line only.
+        if let Err(e) = writeln!(file, "{line}").and_then(|()| file.sync_all()) {
+            let _ = writeln!(
+                std::io::stderr(),
+                "warning: cannot write the last line of the --out file: {e}"
+            );
+        }
     }
-    println!("{}", summary::text(&r.name, &report));
-    if let Some(path) = &args.summary_export {
-        let json = serde_json::to_string_pretty(&summary::export_json(&report))?;
-        std::fs::write(path, json)
-            .with_context(|| format!("cannot write --summary-export `{}`", path.display()))?;
+    let exported = match &args.summary_export {
+        Some(path) => {
+            let json =
+                serde_json::to_string_pretty(&summary::export_json(&report, interrupted_by))?;
+            std::fs::write(path, json)
+                .with_context(|| format!("cannot write --summary-export `{}`", path.display()))
+        }
+        None => Ok(()),
+    };
+    // After a SIGHUP the terminal may be gone, or a pipe's reader may be: `println!` would
+    // panic there. The files above are written first, and a summary nobody can read is skipped.
+    let mut stdout = std::io::stdout().lock();
+    let _ = if tty { writeln!(stdout) } else { Ok(()) }
+        .and_then(|()| writeln!(stdout, "{}", summary::text(&r.name, &report)))
+        .and_then(|()| stdout.flush());
+    exported?;
+    Ok(Finished {
+        report,
+        interrupted_by,
+    })
+}
+
+/// The signals `sloburn run` answers, installed up front.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> anyhow::Result<Signals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Signals {
+            term: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
+            int: signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
+            hup: signal(SignalKind::hangup()).context("installing the SIGHUP handler")?,
+        })
     }
-    Ok(report)
+}
+
+/// Stops the run on the first SIGTERM or SIGINT, naming it in `caught`; a second one cuts the
+/// graceful stop short (`cut`), as a CI cancel does before it kills. SIGHUP only logs.
+async fn watch_signals(
+    mut s: Signals,
+    stopper: Stopper,
+    caught: Arc<OnceLock<&'static str>>,
+    cut: CancellationToken,
+) {
+    let mut seen = 0;
+    loop {
+        let name = tokio::select! {
+            Some(()) = s.term.recv() => "SIGTERM",
+            Some(()) = s.int.recv() => "SIGINT",
+            Some(()) = s.hup.recv() => {
+                tracing::info!("SIGHUP ignored; the run goes on");
+                continue;
+            }
+            else => return,
+        };
+        seen += 1;
+        if seen == 1 {
+            let _ = caught.set(name);
+            stopper.stop(Abort::Stopped(format!("interrupted by {name}")));
+        } else {
+            cut.cancel();
+            return;
+        }
+    }
+}
+
+/// The report of a run whose graceful stop a second signal cut short: the figures of the
+/// requests that finished; those still in flight are not counted.
+fn cut_short(
+    spec: &RunSpec,
+    stats: &RunStats,
+    started: tokio::time::Instant,
+    first: Option<&str>,
+) -> RunReport {
+    let snapshot = stats.snapshot(tokio::time::Instant::now().saturating_duration_since(started));
+    RunReport {
+        thresholds: spec
+            .thresholds
+            .iter()
+            .map(|t| (t.clone(), t.threshold.evaluate(&snapshot)))
+            .collect(),
+        stats: snapshot,
+        aborted: Some(Abort::Stopped(format!(
+            "interrupted by {}; a second signal cut the graceful stop short",
+            first.unwrap_or("a signal")
+        ))),
+    }
+}
+
+/// The progress line on a terminal and one `--out json` line a second, until `done`; returns
+/// the file and the last figures written, for the final line.
+async fn report_progress(
+    stats: Arc<RunStats>,
+    mut prev: crate::load::stats::StatsSnapshot,
+    planned: Duration,
+    tty: bool,
+    mut file: Option<std::fs::File>,
+    done: CancellationToken,
+) -> (Option<std::fs::File>, crate::load::stats::StatsSnapshot) {
+    let start = tokio::time::Instant::now();
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = done.cancelled() => return (file, prev),
+        }
+        let now = stats.snapshot(start.elapsed());
+        if tty {
+            let mut stdout = std::io::stdout().lock();
+            let _ = write!(stdout, "\r\x1b[2K{}", summary::progress(&now, planned))
+                .and_then(|()| stdout.flush());
+        }
+        if let Some(f) = file.as_mut() {
+            let line = summary::bucket_json(&now, &prev, unix_now());
+            if writeln!(f, "{line}").is_err() {
+                file = None;
+            }
+        }
+        prev = now;
+    }
+}
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
 }

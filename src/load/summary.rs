@@ -279,7 +279,9 @@ fn trend_json(h: &HistSnapshot) -> Value {
 /// k6's `--summary-export` shape: `metrics.<name>` with trend aggregates in milliseconds,
 /// counters as `count`/`rate`, rates as `value`/`passes`/`fails`, and each metric's
 /// `thresholds` as `{source: failed}` (k6 writes `true` for a threshold that failed).
-pub fn export_json(report: &RunReport) -> Value {
+/// `state` adds two fields of sloburn's own: `interrupted`, and the `signal` that stopped the run
+/// (`null` when none did).
+pub fn export_json(report: &RunReport, interrupted_by: Option<&str>) -> Value {
     let s = &report.stats;
     let mut metrics = Map::new();
     for phase in Phase::ALL {
@@ -336,15 +338,28 @@ pub fn export_json(report: &RunReport) -> Value {
             )
         })
         .collect();
+    let mut state = Map::new();
+    state.insert(
+        "testRunDurationMs".into(),
+        json!(s.elapsed.as_secs_f64() * 1000.0),
+    );
+    state.insert("isStdOutTTY".into(), Value::Bool(false));
+    state.insert("isStdErrTTY".into(), Value::Bool(false));
+    mark_interrupted(&mut state, interrupted_by);
     json!({
         "root_group": { "name": "", "path": "", "groups": {}, "checks": checks },
         "metrics": metrics,
-        "state": {
-            "testRunDurationMs": s.elapsed.as_secs_f64() * 1000.0,
-            "isStdOutTTY": false,
-            "isStdErrTTY": false,
-        },
+        "state": state,
     })
+}
+
+/// `interrupted` and `signal`: whether a signal stopped the run, and which.
+fn mark_interrupted(obj: &mut Map<String, Value>, interrupted_by: Option<&str>) {
+    obj.insert("interrupted".into(), Value::Bool(interrupted_by.is_some()));
+    obj.insert(
+        "signal".into(),
+        interrupted_by.map_or(Value::Null, |s| Value::String(s.into())),
+    );
 }
 
 /// One JSON line for `--out json=FILE`: the figures of one time bucket (deltas since `prev`).
@@ -360,6 +375,20 @@ pub fn bucket_json(now: &StatsSnapshot, prev: &StatsSnapshot, unix_secs: f64) ->
         "vus": now.vus,
         "http_req_duration_ms": trend_json(&now.duration),
     })
+}
+
+/// The last `--out json` line: the run's final partial bucket, with the interrupted mark.
+pub fn last_bucket_json(
+    now: &StatsSnapshot,
+    prev: &StatsSnapshot,
+    unix_secs: f64,
+    interrupted_by: Option<&str>,
+) -> Value {
+    let mut line = bucket_json(now, prev, unix_secs);
+    if let Value::Object(m) = &mut line {
+        mark_interrupted(m, interrupted_by);
+    }
+    line
 }
 
 /// The live progress line shown on a terminal, k6 style.

@@ -267,7 +267,8 @@ pub async fn spawn(opts: TargetOptions, shutdown: CancellationToken) -> io::Resu
 }
 
 /// The standalone command: own runtime with `--workers` threads, serves until SIGINT/SIGTERM,
-/// then drains in-flight requests for up to 10 s.
+/// then drains in-flight requests for up to 10 s. SIGHUP is ignored (logged), so a closing
+/// terminal does not stop a target that a run depends on.
 pub fn run_blocking(opts: TargetOptions) -> anyhow::Result<()> {
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if let Some(workers) = opts.workers {
@@ -278,13 +279,15 @@ pub fn run_blocking(opts: TargetOptions) -> anyhow::Result<()> {
         .build()
         .context("starting the tokio runtime")?;
     runtime.block_on(async {
+        // Installed before the address is printed: whoever reads it may signal at once.
+        let signals = Signals::install()?;
         let shutdown = CancellationToken::new();
         let listen = opts.listen;
         let target = spawn(opts, shutdown.clone())
             .await
             .with_context(|| format!("starting the target on {listen}"))?;
         println!("sloburn target listening on http://{}", target.addr);
-        wait_for_signal().await?;
+        signals.wait_for_stop().await;
         shutdown.cancel();
         if tokio::time::timeout(SHUTDOWN_GRACE, target.wait())
             .await
@@ -296,14 +299,33 @@ pub fn run_blocking(opts: TargetOptions) -> anyhow::Result<()> {
     })
 }
 
-async fn wait_for_signal() -> anyhow::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    tokio::select! {
-        r = tokio::signal::ctrl_c() => r.context("waiting for SIGINT")?,
-        _ = term.recv() => {}
+/// The standalone command's signals: SIGTERM and SIGINT stop it, SIGHUP does not.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> anyhow::Result<Signals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Signals {
+            term: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
+            int: signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
+            hup: signal(SignalKind::hangup()).context("installing the SIGHUP handler")?,
+        })
     }
-    Ok(())
+
+    async fn wait_for_stop(mut self) {
+        loop {
+            tokio::select! {
+                Some(()) = self.term.recv() => return,
+                Some(()) = self.int.recv() => return,
+                Some(()) = self.hup.recv() => tracing::info!("SIGHUP ignored; still serving"),
+                else => return,
+            }
+        }
+    }
 }
 
 async fn accept_loop(

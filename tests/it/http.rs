@@ -544,7 +544,10 @@ async fn a_body_over_max_body_is_cut_and_counted_as_body_too_large() {
     let resolved = sloburn::run::resolve(&args, &mut std::io::sink())
         .unwrap()
         .unwrap();
-    let report = sloburn::run::execute(&args, resolved, false).await.unwrap();
+    let report = sloburn::run::execute(&args, resolved, false)
+        .await
+        .unwrap()
+        .report;
     stop.cancel();
     let s = &report.stats;
     assert_eq!(s.errors, [(ErrorClass::BodyTooLarge, 6)]);

@@ -23,7 +23,7 @@ async fn target(opts: TargetOptions) -> (String, CancellationToken) {
 
 async fn run(args: RunArgs) -> sloburn::load::runner::RunReport {
     let resolved = resolve(&args, &mut std::io::sink()).unwrap().unwrap();
-    execute(&args, resolved, false).await.unwrap()
+    execute(&args, resolved, false).await.unwrap().report
 }
 
 #[test]

@@ -12,6 +12,7 @@ mod load;
 mod metrics;
 mod panels;
 mod rules;
+mod signals;
 mod slo;
 mod support;
 mod target;

@@ -367,6 +367,102 @@ impl Drop for Daemon {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Any `sloburn` command as a child process.
+
+/// A `sloburn` child whose stdout and stderr are collected line by line; killed on drop.
+pub struct Proc {
+    pub child: Child,
+    stdout: Arc<Mutex<Vec<String>>>,
+    stderr: Arc<Mutex<Vec<String>>>,
+}
+
+impl Proc {
+    /// `sloburn ARGS`.
+    pub fn start<S: AsRef<OsStr>>(args: impl IntoIterator<Item = S>) -> Proc {
+        let mut child = sloburn()
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let collect = |pipe: Box<dyn std::io::Read + Send>| {
+            let lines = Arc::new(Mutex::new(Vec::new()));
+            let sink = lines.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                    sink.lock().unwrap().push(line);
+                }
+            });
+            lines
+        };
+        let stdout = collect(Box::new(child.stdout.take().unwrap()));
+        let stderr = collect(Box::new(child.stderr.take().unwrap()));
+        Proc {
+            child,
+            stdout,
+            stderr,
+        }
+    }
+
+    /// `sloburn target --listen 127.0.0.1:0 ARGS`, once it prints its address: (child, base URL).
+    pub fn target(args: &[&str]) -> (Proc, String) {
+        let p = Proc::start(
+            ["target", "--listen", "127.0.0.1:0", "--workers", "1"]
+                .iter()
+                .chain(args),
+        );
+        let base = eventually(Duration::from_secs(20), || {
+            p.stdout()
+                .lines()
+                .find_map(|l| l.strip_prefix("sloburn target listening on "))
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| panic!("the target did not start: {}", p.stderr()));
+        (p, base)
+    }
+
+    /// Everything the child has printed on stdout so far.
+    pub fn stdout(&self) -> String {
+        self.stdout.lock().unwrap().join("\n")
+    }
+
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().join("\n")
+    }
+
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: plain kill(2) on our own child's pid.
+        let rc = unsafe { libc::kill(self.child.id() as i32, sig) };
+        assert_eq!(rc, 0);
+    }
+
+    /// Waits for exit up to `limit`, then for its output to be read; None while it still runs.
+    pub fn wait(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                // Each reader thread holds a clone until EOF, which follows the exit closely.
+                eventually(Duration::from_secs(5), || {
+                    (Arc::strong_count(&self.stdout) == 1 && Arc::strong_count(&self.stderr) == 1)
+                        .then_some(())
+                });
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Child servers: Prometheus, Alertmanager.
 
 /// A child server (Prometheus, Alertmanager) with its log file; killed on drop.
