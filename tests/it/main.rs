@@ -6,6 +6,7 @@ mod config;
 mod daemon;
 mod dashboards;
 mod deploy;
+mod hardening;
 mod http;
 mod load;
 mod metrics;
