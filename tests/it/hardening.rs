@@ -1,10 +1,11 @@
 //! The daemon under hostile clients and rough signals: idle sockets that would use up its file
 //! descriptors, a flood of wrong tokens, `/readyz` details under `protect_reads`, and a second
-//! SIGTERM that must still flush the SLO state.
+//! SIGTERM that must still flush the SLO state; and the server limits as config.
 
 use crate::support::{
     ADMIN_TOKEN, AVAILABILITY_SLO, BackgroundTarget, Daemon, IDLE, daemon_config, eventually,
-    metric_sum, period_events, raise_fd_limit, request, runtime, serve_in_process, write_config,
+    metric_sum, period_events, raise_fd_limit, request, runtime, serve_in_process, test_env,
+    write_config,
 };
 use serde_json::Value;
 use sloburn::target::TargetOptions;
@@ -248,4 +249,26 @@ fn a_double_sigterm_flushes_before_exit() {
         "restored {restored}, counted {seen} before the signals"
     );
     assert!(logs.contains("SLO state flushed"), "{logs}");
+}
+
+#[test]
+fn server_limits_out_of_range_are_config_errors_with_positions() {
+    let dir = tempfile::tempdir().unwrap();
+    let unused: SocketAddr = "127.0.0.1:9".parse().unwrap();
+    let text = with_server(
+        daemon_config(unused, &dir.path().join("data"), IDLE, AVAILABILITY_SLO),
+        "  header_timeout: 1ms\n  max_connections: 0\n",
+    );
+    let err = match sloburn::config::from_str(&text, "t.yaml", dir.path(), &test_env()) {
+        Ok(_) => panic!("accepted header_timeout 1ms and max_connections 0"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        err.contains("t.yaml:2:19") && err.contains("at least 100ms"),
+        "{err}"
+    );
+    assert!(
+        err.contains("t.yaml:3:20") && err.contains("between 1 and"),
+        "{err}"
+    );
 }
