@@ -133,6 +133,11 @@ pub struct Server {
     pub grace_period: Duration,
     /// Cap on in-flight requests across all profiles.
     pub max_in_flight: u32,
+    /// How long the daemon's own server waits for a request head: on a new connection, and
+    /// between requests on a kept-alive one (so also its idle timeout).
+    pub header_timeout: Duration,
+    /// Cap on the daemon's own open HTTP connections (lowered further to fit the fd limit).
+    pub max_connections: u32,
 }
 
 #[derive(Debug, Clone)]

@@ -1,5 +1,5 @@
-//! The `server` section: listen address, admin token, read protection, shutdown grace and the
-//! in-flight cap.
+//! The `server` section: listen address, admin token, read protection, shutdown grace, the
+//! in-flight cap, and the limits of the daemon's own HTTP server (header timeout, connections).
 
 use super::secrets::secret;
 use super::walk::{self, Ctx};
@@ -16,6 +16,8 @@ pub fn server(ctx: &mut Ctx, node: Option<&Node>, base: &Path, env: &Env) -> Opt
         protect_reads: false,
         grace_period: Duration::from_secs(30),
         max_in_flight: 20_000,
+        header_timeout: Duration::from_secs(10),
+        max_connections: 512,
     };
     let Some(node) = node else {
         return Some(server);
@@ -30,6 +32,8 @@ pub fn server(ctx: &mut Ctx, node: Option<&Node>, base: &Path, env: &Env) -> Opt
             "protect_reads",
             "grace_period",
             "max_in_flight",
+            "header_timeout",
+            "max_connections",
         ],
     )?;
     if let Some(n) = f.get("listen") {
@@ -60,6 +64,22 @@ pub fn server(ctx: &mut Ctx, node: Option<&Node>, base: &Path, env: &Env) -> Opt
         match walk::unsigned(ctx, n, &path) {
             Some(v) if v >= 1 && v <= u32::MAX as u64 => server.max_in_flight = v as u32,
             Some(_) => ctx.error(n.pos, &path, "must be at least 1"),
+            None => {}
+        }
+    }
+    if let Some(n) = f.get("header_timeout") {
+        let path = f.path_of("header_timeout");
+        match walk::duration(ctx, n, &path) {
+            Some(d) if d >= Duration::from_millis(100) => server.header_timeout = d,
+            Some(_) => ctx.error(n.pos, &path, "must be at least 100ms"),
+            None => {}
+        }
+    }
+    if let Some(n) = f.get("max_connections") {
+        let path = f.path_of("max_connections");
+        match walk::unsigned(ctx, n, &path) {
+            Some(v) if (1..=1_000_000).contains(&v) => server.max_connections = v as u32,
+            Some(_) => ctx.error(n.pos, &path, "must be between 1 and 1000000"),
             None => {}
         }
     }

@@ -3,7 +3,9 @@
 //!
 //! Write endpoints need `Authorization: Bearer <server.admin_token>`, compared in constant
 //! time; without a configured token they are disabled (403). Reads are open unless
-//! `server.protect_reads` is set.
+//! `server.protect_reads` is set; then `/readyz` answers its status to anyone but its reason
+//! only with the token. Wrong tokens are logged (at most a line a second, with a count) and,
+//! past a few a second, every token check answers 429 for the rest of that second.
 
 use super::reload::reload as reload_config;
 use super::runs::{StartError, start_run};
@@ -42,7 +44,13 @@ struct ApiError(StatusCode, String);
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.0, axum::Json(json!({ "error": self.1 }))).into_response()
+        let mut response = (self.0, axum::Json(json!({ "error": self.1 }))).into_response();
+        if self.0 == StatusCode::TOO_MANY_REQUESTS {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+        }
+        response
     }
 }
 
@@ -57,6 +65,13 @@ fn authorize(shared: &Shared, headers: &HeaderMap, write: bool) -> Result<(), Ap
             "write endpoints are disabled: set server.admin_token".into(),
         ));
     };
+    let now = tokio::time::Instant::now();
+    if shared.auth_failures.limited(now) {
+        return Err(ApiError(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too many wrong bearer tokens; retry in a second".into(),
+        ));
+    }
     let given = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -66,15 +81,28 @@ fn authorize(shared: &Shared, headers: &HeaderMap, write: bool) -> Result<(), Ap
         // `subtle` compares in constant time for equal lengths; the length of a token is not
         // secret.
         Some(g) if bool::from(g.as_bytes().ct_eq(token.expose().as_bytes())) => Ok(()),
-        Some(_) => Err(ApiError(
-            StatusCode::UNAUTHORIZED,
-            "wrong bearer token".into(),
-        )),
+        Some(_) => {
+            if let Some(count) = shared.auth_failures.record(now) {
+                log_auth_failures(count);
+            }
+            Err(ApiError(
+                StatusCode::UNAUTHORIZED,
+                "wrong bearer token".into(),
+            ))
+        }
         None => Err(ApiError(
             StatusCode::UNAUTHORIZED,
             "missing `Authorization: Bearer <token>`".into(),
         )),
     }
+}
+
+/// One warn line for `count` wrong tokens (the daemon's tick logs the rest of a burst).
+pub(super) fn log_auth_failures(count: u64) {
+    tracing::warn!(
+        count,
+        "admin API: wrong bearer token ({count} since the last such line)"
+    );
 }
 
 async fn metrics(State(shared): State<AppState>, headers: HeaderMap) -> Response {
@@ -83,14 +111,17 @@ async fn metrics(State(shared): State<AppState>, headers: HeaderMap) -> Response
     ([(header::CONTENT_TYPE, Metrics::content_type(om))], body).into_response()
 }
 
-async fn readyz(State(shared): State<AppState>) -> Response {
+/// The status for anyone; the reason (which may name the store's path) only where reads are
+/// open or with the token.
+async fn readyz(State(shared): State<AppState>, headers: HeaderMap) -> Response {
     match shared.readiness() {
         Ok(()) => (StatusCode::OK, "ready\n").into_response(),
-        Err(why) => (
+        Err(why) if authorize(&shared, &headers, false).is_ok() => (
             StatusCode::SERVICE_UNAVAILABLE,
             format!("not ready: {why}\n"),
         )
             .into_response(),
+        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "not ready\n").into_response(),
     }
 }
 

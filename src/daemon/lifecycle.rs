@@ -3,7 +3,13 @@
 //! Start-up order (linkerd2-proxy's): read and validate the config before binding any port
 //! (bad config → exit 78), open the SLO store, bind, then start the schedules and mark ready.
 //! SIGTERM or SIGINT drains: no new runs, runs in progress finish within the grace period, the
-//! SLO state is flushed; a second signal exits at once. SIGHUP reloads.
+//! SLO state is flushed; a second signal flushes the SLO state (for at most 2 s) and exits 130.
+//! SIGHUP reloads.
+//!
+//! The daemon's own HTTP server is HTTP/1.1 on hyper with two limits, so idle or half-sent
+//! connections cannot use up the process's file descriptors and lock out `/metrics`: a header
+//! timeout (`server.header_timeout`) and a cap on open connections (`server.max_connections`,
+//! lowered to a quarter of the fd limit).
 
 use super::reload::{load_text, reload, watch};
 use super::schedules::apply;
@@ -46,7 +52,7 @@ pub struct Daemon {
 pub async fn start(opts: Options) -> Result<Daemon, Startup> {
     let (cfg, text) = match &opts.source {
         Source::File(path) => {
-            let text = std::fs::read_to_string(path).map_err(|e| {
+            let text = crate::config::read_config(path).map_err(|e| {
                 Startup::Config(format!(
                     "{}:1:1: cannot read the config file: {e}",
                     path.display()
@@ -76,15 +82,13 @@ pub async fn start(opts: Options) -> Result<Daemon, Startup> {
         text,
     ));
     let app = super::api::app(shared.clone());
-    let token = shared.shutdown.clone();
-    shared.tracker.spawn(async move {
-        let result = axum::serve(listener, app)
-            .with_graceful_shutdown(async move { token.cancelled().await })
-            .await;
-        if let Err(e) = result {
-            tracing::error!(error = %e, "HTTP server failed");
-        }
-    });
+    let limits = Limits {
+        header_timeout: cfg.server.header_timeout,
+        max_connections: connection_cap(cfg.server.max_connections),
+    };
+    shared
+        .tracker
+        .spawn(serve(listener, app, limits, shared.clone()));
     apply(&shared, Arc::new(cfg));
     shared.metrics.reload(true);
     shared
@@ -98,7 +102,122 @@ pub async fn start(opts: Options) -> Result<Daemon, Startup> {
     Ok(Daemon { shared, addr })
 }
 
-/// The once-a-second SLO tick, periodic flushes and prunes.
+/// The limits of the daemon's own HTTP server.
+struct Limits {
+    header_timeout: Duration,
+    max_connections: usize,
+}
+
+/// `server.max_connections`, lowered to a quarter of the soft fd limit: the rest is for the
+/// load's own connections, the store and the process.
+fn connection_cap(configured: u32) -> usize {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we pass and reads nothing else.
+    let fds = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
+        lim.rlim_cur
+    } else {
+        1024
+    };
+    let fit = usize::try_from(fds / 4).unwrap_or(usize::MAX).max(8);
+    (configured as usize).min(fit)
+}
+
+/// How often the accept loop may log the same kind of trouble.
+const LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// Counts events and says when a log line is due: the first one, then at most one per
+/// `LOG_EVERY`, with the count since the last line.
+#[derive(Default)]
+struct LogEvery {
+    last: Option<tokio::time::Instant>,
+    count: u64,
+}
+
+impl LogEvery {
+    fn note(&mut self) -> Option<u64> {
+        self.count += 1;
+        let now = tokio::time::Instant::now();
+        if self.last.is_none_or(|l| now.duration_since(l) >= LOG_EVERY) {
+            self.last = Some(now);
+            Some(std::mem::take(&mut self.count))
+        } else {
+            None
+        }
+    }
+}
+
+/// Accepts until the shutdown token, one task per connection under the connection cap;
+/// connections over the cap are closed at once. An accept error (EMFILE: the fds are used up)
+/// pauses the loop for 50 ms rather than spinning on it; the kernel's backlog waits meanwhile.
+/// On shutdown each connection finishes its request in flight and closes (hyper's graceful
+/// shutdown); the tracker waits for them.
+async fn serve(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    limits: Limits,
+    shared: Arc<Shared>,
+) {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout);
+    let http = Arc::new(http);
+    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+    let (mut accept_errors, mut refused) = (LogEvery::default(), LogEvery::default());
+    let shutdown = shared.shutdown.clone();
+    loop {
+        let accepted = tokio::select! {
+            r = listener.accept() => r,
+            _ = shutdown.cancelled() => return,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                if let Some(n) = accept_errors.note() {
+                    tracing::warn!(error = %e, count = n, "HTTP server: cannot accept a connection; retrying in 50 ms");
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis(50)) => continue,
+                    _ = shutdown.cancelled() => return,
+                }
+            }
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            drop(stream);
+            if let Some(n) = refused.note() {
+                tracing::warn!(
+                    max_connections = limits.max_connections,
+                    count = n,
+                    "HTTP server: connection cap reached; closing new connections"
+                );
+            }
+            continue;
+        };
+        let (http, app, shutdown) = (http.clone(), app.clone(), shutdown.clone());
+        shared.tracker.spawn(async move {
+            let _slot = slot;
+            let service = hyper_util::service::TowerToHyperService::new(app);
+            let conn = http.serve_connection(TokioIo::new(stream), service);
+            let mut conn = std::pin::pin!(conn);
+            let result = tokio::select! {
+                r = conn.as_mut() => r,
+                _ = shutdown.cancelled() => {
+                    conn.as_mut().graceful_shutdown();
+                    conn.await
+                }
+            };
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "HTTP connection closed");
+            }
+        });
+    }
+}
+
+/// The once-a-second SLO tick, periodic flushes and prunes; also writes the count of the
+/// last burst of wrong tokens, which the API logs at most once a second.
 async fn budget_loop(shared: Arc<Shared>, flush_every: Duration) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     let mut last_flush = tokio::time::Instant::now();
@@ -109,6 +228,12 @@ async fn budget_loop(shared: Arc<Shared>, flush_every: Duration) {
             _ = shared.shutdown.cancelled() => return,
         }
         shared.budget.tick(unix_now() as i64);
+        if let Some(n) = shared
+            .auth_failures
+            .take_unlogged(tokio::time::Instant::now())
+        {
+            super::api::log_auth_failures(n);
+        }
         if last_flush.elapsed() >= flush_every {
             last_flush = tokio::time::Instant::now();
             let s = shared.clone();
@@ -156,6 +281,25 @@ impl Daemon {
     }
 }
 
+/// Folds the counters into the SLO windows and writes them to the store, waiting at most
+/// `SECOND_SIGNAL_FLUSH`; a store that does not answer in time is given up on (logged).
+async fn flush_now(shared: &Arc<Shared>) {
+    let s = shared.clone();
+    let flush = tokio::task::spawn_blocking(move || {
+        s.budget.tick(unix_now() as i64);
+        s.budget.flush()
+    });
+    match tokio::time::timeout(SECOND_SIGNAL_FLUSH, flush).await {
+        Ok(Ok(Ok(minutes))) => tracing::info!(minutes, "SLO state flushed"),
+        Ok(Ok(Err(e))) => tracing::error!(error = %e, "SLO state not flushed"),
+        Ok(Err(e)) => tracing::error!(error = %e, "SLO state not flushed"),
+        Err(_) => tracing::error!(
+            limit = ?SECOND_SIGNAL_FLUSH,
+            "SLO state not flushed: the store did not answer in time"
+        ),
+    }
+}
+
 /// `sloburn serve`: runs until SIGTERM/SIGINT; SIGHUP reloads. Returns the exit code.
 pub fn command(opts: Options) -> i32 {
     with_signals(|mut signals| async move {
@@ -191,7 +335,7 @@ where
             return crate::exit::ERROR;
         }
     };
-    runtime.block_on(async move {
+    let code = runtime.block_on(async move {
         let signals = match Signals::new() {
             Ok(s) => s,
             Err(e) => {
@@ -200,7 +344,11 @@ where
             }
         };
         main(signals).await
-    })
+    });
+    // A blocking task still running (a store write stuck after a second signal) must not
+    // hold the exit.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    code
 }
 
 /// SIGTERM, SIGINT and SIGHUP as one stream.
@@ -234,8 +382,13 @@ impl Signals {
     }
 }
 
-/// Serves until a stop signal, reloading on SIGHUP; a second stop signal exits at once.
+/// How long a second signal waits for the SLO state to reach the store.
+const SECOND_SIGNAL_FLUSH: Duration = Duration::from_secs(2);
+
+/// Serves until a stop signal, reloading on SIGHUP; a second stop signal flushes the SLO
+/// state (bounded by `SECOND_SIGNAL_FLUSH`) and exits 130 without waiting for runs.
 pub async fn run_until_signal(daemon: Daemon, signals: &mut Signals) -> i32 {
+    let shared = daemon.shared.clone();
     loop {
         match signals.next().await {
             Sig::Reload => {
@@ -244,7 +397,7 @@ pub async fn run_until_signal(daemon: Daemon, signals: &mut Signals) -> i32 {
             Sig::Stop(name) => {
                 tracing::info!(
                     signal = name,
-                    "shutting down; a second signal exits at once"
+                    "shutting down; a second signal flushes the SLO state and exits"
                 );
                 break;
             }
@@ -255,7 +408,8 @@ pub async fn run_until_signal(daemon: Daemon, signals: &mut Signals) -> i32 {
         tokio::select! {
             _ = &mut shutdown => return crate::exit::OK,
             sig = signals.next() => if let Sig::Stop(name) = sig {
-                tracing::warn!(signal = name, "second signal: exiting now");
+                tracing::warn!(signal = name, "second signal: flushing the SLO state, then exiting");
+                flush_now(&shared).await;
                 return crate::exit::SECOND_SIGNAL;
             },
         }

@@ -7,6 +7,7 @@ mod daemon;
 mod dashboards;
 mod deploy;
 mod fuzz;
+mod hardening;
 mod http;
 mod load;
 mod metrics;

@@ -2,8 +2,8 @@
 //! store that never stops the load, and the budget guard.
 
 use crate::support::{
-    AVAILABILITY_SLO, BackgroundTarget, Daemon, daemon_config, eventually, get_blocking,
-    metric_sum, write_config,
+    AVAILABILITY_SLO, BackgroundTarget, Daemon, IDLE, daemon_config, eventually, get_blocking,
+    metric_sum, period_events, write_config,
 };
 use sloburn::target::TargetOptions;
 use std::path::Path;
@@ -15,16 +15,6 @@ fn config(target: std::net::SocketAddr, data: &Path, profile: &str) -> String {
 
 const STEADY: &str = "  steady:\n    target: api\n    every: 1h\n    run_on_start: true\n    executor: constant-arrival-rate\n    rate: 100/s\n    duration: 1h\n";
 const FIXED: &str = "  fixed:\n    target: api\n    every: 1h\n    run_on_start: true\n    executor: shared-iterations\n    vus: 4\n    iterations: 700\n";
-const IDLE: &str =
-    "  idle:\n    target: api\n    executor: constant-vus\n    vus: 1\n    duration: 1s\n";
-
-/// good + bad over the SLO's whole period, from the API.
-fn period_events(d: &Daemon) -> u64 {
-    let (_, body) = get_blocking(&format!("{}/api/slos", d.base));
-    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
-    let p = &v["slos"][0]["period"];
-    p["good"].as_u64().unwrap_or(0) + p["bad"].as_u64().unwrap_or(0)
-}
 
 #[test]
 fn kill_9_loses_at_most_the_unflushed_seconds_and_sigterm_loses_nothing() {

@@ -235,6 +235,18 @@ pub fn write_config(dir: &Path, body: &str) -> PathBuf {
 /// 50 requests a second for an hour, from the start.
 pub const STEADY_50: &str = "  steady:\n    target: api\n    every: 1h\n    run_on_start: true\n    executor: constant-arrival-rate\n    rate: 50/s\n    duration: 1h\n";
 
+/// A profile that never runs by itself (no schedule): a daemon that restores and serves.
+pub const IDLE: &str =
+    "  idle:\n    target: api\n    executor: constant-vus\n    vus: 1\n    duration: 1s\n";
+
+/// good + bad over the first SLO's whole period, from the daemon's API.
+pub fn period_events(d: &Daemon) -> u64 {
+    let (_, body) = get_blocking(&format!("{}/api/slos", d.base));
+    let v: Value = serde_json::from_str(&body).unwrap();
+    let p = &v["slos"][0]["period"];
+    p["good"].as_u64().unwrap_or(0) + p["bad"].as_u64().unwrap_or(0)
+}
+
 /// The `api-availability` SLO on target `api`: 99.9 % over a day.
 pub const AVAILABILITY_SLO: &str = "  api-availability:\n    target: api\n    sli: availability\n    objective: 99.9\n    period: 1d\n";
 
@@ -295,22 +307,52 @@ pub struct Daemon {
 
 impl Daemon {
     pub fn start(config: &Path, extra: &[&str]) -> Daemon {
-        let mut child = sloburn()
-            .args([
-                "serve",
-                "--log-format",
-                "json",
-                "--listen",
-                "127.0.0.1:0",
-                "--config",
-            ])
-            .arg(config)
-            .args(extra)
-            .env("TEST_ADMIN_TOKEN", ADMIN_TOKEN)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        Daemon::spawn(Daemon::command(config, extra))
+    }
+
+    /// Like `start`, with the child's `RLIMIT_NOFILE` (soft and hard) set to `nofile`.
+    pub fn start_with_fd_limit(config: &Path, extra: &[&str], nofile: u64) -> Daemon {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = Daemon::command(config, extra);
+        // SAFETY: setrlimit is async-signal-safe; the closure allocates nothing.
+        unsafe {
+            cmd.pre_exec(move || {
+                let lim = libc::rlimit {
+                    rlim_cur: nofile,
+                    rlim_max: nofile,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0 {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            });
+        }
+        Daemon::spawn(cmd)
+    }
+
+    /// `sloburn serve` on 127.0.0.1:0 with JSON logs and the test token, not yet started.
+    pub fn command(config: &Path, extra: &[&str]) -> Command {
+        let mut cmd = sloburn();
+        cmd.args([
+            "serve",
+            "--log-format",
+            "json",
+            "--listen",
+            "127.0.0.1:0",
+            "--config",
+        ])
+        .arg(config)
+        .args(extra)
+        .env("TEST_ADMIN_TOKEN", ADMIN_TOKEN)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+        cmd
+    }
+
+    /// Spawns `cmd` (from `Daemon::command`) and waits for its "sloburn ready" line.
+    pub fn spawn(mut cmd: Command) -> Daemon {
+        let mut child = cmd.spawn().unwrap();
         let logs = Arc::new(Mutex::new(Vec::new()));
         let (tx, rx) = std::sync::mpsc::channel();
         let stderr = child.stderr.take().unwrap();
@@ -357,6 +399,22 @@ impl Daemon {
         }
         None
     }
+}
+
+/// Raises this process's soft fd limit to its hard limit (tests that open many sockets).
+pub fn raise_fd_limit() -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit read and write only the struct passed.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim), 0);
+        lim.rlim_cur = lim.rlim_max;
+        let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+    }
+    lim.rlim_cur
 }
 
 impl Drop for Daemon {

@@ -1,0 +1,274 @@
+//! The daemon under hostile clients and rough signals: idle sockets that would use up its file
+//! descriptors, a flood of wrong tokens, `/readyz` details under `protect_reads`, and a second
+//! SIGTERM that must still flush the SLO state; and the server limits as config.
+
+use crate::support::{
+    ADMIN_TOKEN, AVAILABILITY_SLO, BackgroundTarget, Daemon, IDLE, daemon_config, eventually,
+    metric_sum, period_events, raise_fd_limit, request, runtime, serve_in_process, test_env,
+    write_config,
+};
+use serde_json::Value;
+use sloburn::target::TargetOptions;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+/// `daemon_config` with extra lines at the top of its `server:` section.
+fn with_server(config: String, lines: &str) -> String {
+    config.replacen("server:\n", &format!("server:\n{lines}"), 1)
+}
+
+/// `GET path` over a fresh connection with `Connection: close`, every step bounded by
+/// `limit`: the status line, or the error.
+fn raw_get(addr: SocketAddr, path: &str, limit: Duration) -> Result<String, String> {
+    let mut s = TcpStream::connect_timeout(&addr, limit).map_err(|e| format!("connect: {e}"))?;
+    s.set_read_timeout(Some(limit)).unwrap();
+    s.set_write_timeout(Some(limit)).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+    )
+    .map_err(|e| format!("write: {e}"))?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).map_err(|e| format!("read: {e}"))?;
+    let text = String::from_utf8_lossy(&buf);
+    Ok(text.lines().next().unwrap_or("").to_string())
+}
+
+#[test]
+fn idle_connections_do_not_lock_out_metrics() {
+    assert!(
+        raise_fd_limit() >= 1024,
+        "the test needs 400 sockets of its own"
+    );
+    let target = BackgroundTarget::start(TargetOptions::default());
+    let dir = tempfile::tempdir().unwrap();
+    let text = with_server(
+        daemon_config(
+            target.addr,
+            &dir.path().join("data"),
+            IDLE,
+            AVAILABILITY_SLO,
+        ),
+        "  header_timeout: 2s\n",
+    );
+    let path = write_config(dir.path(), &text);
+    let d = Daemon::start_with_fd_limit(&path, &["--no-watch"], 256);
+    let addr: SocketAddr = d.base.trim_start_matches("http://").parse().unwrap();
+
+    // 400 connections that never send a byte: more than the daemon has descriptors.
+    let mut idle = Vec::new();
+    let opening = Instant::now();
+    for _ in 0..400 {
+        if opening.elapsed() > Duration::from_secs(15) {
+            break;
+        }
+        if let Ok(s) = TcpStream::connect_timeout(&addr, Duration::from_secs(2)) {
+            idle.push(s);
+        }
+    }
+    assert!(idle.len() >= 300, "only {} connections opened", idle.len());
+    // Past the header timeout (2 s, counted from the last connection's accept) with a margin,
+    // the idle ones are closed and `/metrics` answers quickly although the test still holds
+    // every socket open. (Connecting takes a few seconds itself: some SYNs are retried.)
+    std::thread::sleep(Duration::from_secs(4));
+    let asked = Instant::now();
+    let status = raw_get(addr, "/metrics", Duration::from_secs(2));
+    assert_eq!(
+        status.as_deref(),
+        Ok("HTTP/1.1 200 OK"),
+        "after {:?}; logs: {:?}",
+        asked.elapsed(),
+        d.logs
+            .lock()
+            .unwrap()
+            .iter()
+            .rev()
+            .take(5)
+            .collect::<Vec<_>>()
+    );
+    assert!(asked.elapsed() < Duration::from_secs(2));
+    // The daemon logs a full server at most once per period, never once per connection.
+    let warnings = d
+        .logs
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.contains("HTTP server:"))
+        .count();
+    assert!(warnings <= 4, "{warnings} warn lines for 400 connections");
+    drop(idle);
+}
+
+#[test]
+fn wrong_tokens_are_counted_and_limited() {
+    let target = BackgroundTarget::start(TargetOptions::default());
+    let dir = tempfile::tempdir().unwrap();
+    let text = daemon_config(
+        target.addr,
+        &dir.path().join("data"),
+        IDLE,
+        AVAILABILITY_SLO,
+    );
+    let path = write_config(dir.path(), &text);
+    let d = Daemon::start(&path, &["--no-watch"]);
+    let url = format!("{}/api/reload", d.base);
+    let rt = runtime();
+    let (mut wrong, mut limited) = (0u64, 0u64);
+    let started = Instant::now();
+    // Wrong tokens as fast as one client sends them, until the daemon pushes back.
+    for _ in 0..500 {
+        if started.elapsed() > Duration::from_secs(10) {
+            break;
+        }
+        let (code, body) = rt.block_on(request("POST", &url, Some("guess")));
+        match code {
+            401 => wrong += 1,
+            429 => {
+                limited += 1;
+                assert!(body.contains("too many wrong bearer tokens"), "{body}");
+                if limited >= 20 {
+                    break;
+                }
+            }
+            other => panic!("{other}: {body}"),
+        }
+    }
+    assert!(limited > 0, "{wrong} wrong tokens and never a 429");
+    // At most 20 wrong tokens are checked per second.
+    let seconds = started.elapsed().as_secs_f64().ceil() as u64 + 1;
+    assert!(
+        wrong <= 20 * seconds,
+        "{wrong} tokens checked in {seconds} s"
+    );
+
+    // A second later the right token works again.
+    std::thread::sleep(Duration::from_millis(1100));
+    let (code, body) = rt.block_on(request("POST", &url, Some(ADMIN_TOKEN)));
+    assert_eq!(code, 200, "{body}");
+
+    // Every wrong token is in the log, in at most a line a second.
+    let logged = eventually(Duration::from_secs(5), || {
+        let lines: Vec<Value> = d
+            .logs
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.contains("wrong bearer token"))
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        let total: u64 = lines
+            .iter()
+            .filter_map(|v| v["fields"]["count"].as_u64().or(v["count"].as_u64()))
+            .sum();
+        (total == wrong).then_some(lines.len() as u64)
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "{wrong} wrong tokens not all logged: {:?}",
+            d.logs.lock().unwrap()
+        )
+    });
+    let seconds = started.elapsed().as_secs_f64().ceil() as u64 + 1;
+    assert!(logged <= seconds, "{logged} log lines in {seconds} s");
+}
+
+#[test]
+fn readyz_details_need_the_token_under_protect_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    // A corrupt store: not ready, and the reason names the store's path.
+    std::fs::write(data.join("sloburn.db"), b"not a database\n".repeat(100)).unwrap();
+    let unused: SocketAddr = "127.0.0.1:9".parse().unwrap();
+    let text = with_server(
+        daemon_config(unused, &data, IDLE, AVAILABILITY_SLO),
+        "  protect_reads: true\n",
+    );
+    runtime().block_on(async {
+        let d = serve_in_process(&text, dir.path()).await;
+        let base = format!("http://{}", d.addr);
+        let secret = data.display().to_string();
+
+        let (code, body) = request("GET", &format!("{base}/readyz"), None).await;
+        assert_eq!((code, body.as_str()), (503, "not ready\n"));
+        let (code, body) = request("GET", &format!("{base}/readyz"), Some("wrong")).await;
+        assert_eq!((code, body.as_str()), (503, "not ready\n"));
+        let (code, body) = request("GET", &format!("{base}/readyz"), Some(ADMIN_TOKEN)).await;
+        assert_eq!(code, 503);
+        assert!(body.contains("corrupt") && body.contains(&secret), "{body}");
+        // `/metrics` and `/healthz` stay open.
+        let (code, _) = request("GET", &format!("{base}/metrics"), None).await;
+        assert_eq!(code, 200);
+        let (code, body) = request("GET", &format!("{base}/healthz"), None).await;
+        assert_eq!((code, body.as_str()), (200, "ok\n"));
+        d.shutdown().await;
+    });
+}
+
+#[test]
+fn a_double_sigterm_flushes_before_exit() {
+    // Slow answers keep requests in flight, so the first SIGTERM is still draining them when
+    // the second one comes.
+    let target = BackgroundTarget::start(TargetOptions {
+        latency: Duration::from_millis(1500),
+        ..TargetOptions::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let steady = "  steady:\n    target: api\n    every: 1h\n    run_on_start: true\n    executor: constant-arrival-rate\n    rate: 100/s\n    duration: 1h\n    max_vus: 400\n";
+    let config = |profile: &str| {
+        daemon_config(target.addr, &data, profile, AVAILABILITY_SLO)
+            .replace("flush_interval: 1s", "flush_interval: 10s")
+    };
+    let path = write_config(dir.path(), &config(steady));
+    let mut d = Daemon::start(&path, &["--no-watch"]);
+    let started = Instant::now();
+    let seen = eventually(Duration::from_secs(8), || {
+        let n = metric_sum(
+            &d.metrics(),
+            "sloburn_slo_events_total{slo=\"api-availability\"",
+        );
+        (n >= 200.0).then_some(n as u64)
+    })
+    .expect("no SLO events counted");
+    // Well before the first periodic flush (10 s): nothing is in the store yet.
+    assert!(started.elapsed() < Duration::from_secs(9));
+    d.signal(libc::SIGTERM);
+    std::thread::sleep(Duration::from_millis(100));
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait(Duration::from_secs(5)), Some(130));
+    let logs = d.logs.lock().unwrap().join("\n");
+    drop(d);
+
+    let path = write_config(dir.path(), &config(IDLE));
+    let d2 = Daemon::start(&path, &["--no-watch"]);
+    let restored = period_events(&d2);
+    assert!(
+        restored >= seen,
+        "restored {restored}, counted {seen} before the signals"
+    );
+    assert!(logs.contains("SLO state flushed"), "{logs}");
+}
+
+#[test]
+fn server_limits_out_of_range_are_config_errors_with_positions() {
+    let dir = tempfile::tempdir().unwrap();
+    let unused: SocketAddr = "127.0.0.1:9".parse().unwrap();
+    let text = with_server(
+        daemon_config(unused, &dir.path().join("data"), IDLE, AVAILABILITY_SLO),
+        "  header_timeout: 1ms\n  max_connections: 0\n",
+    );
+    let err = match sloburn::config::from_str(&text, "t.yaml", dir.path(), &test_env()) {
+        Ok(_) => panic!("accepted header_timeout 1ms and max_connections 0"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        err.contains("t.yaml:2:19") && err.contains("at least 100ms"),
+        "{err}"
+    );
+    assert!(
+        err.contains("t.yaml:3:20") && err.contains("between 1 and"),
+        "{err}"
+    );
+}
