@@ -42,6 +42,12 @@ profiles:
     thresholds:
       http_req_duration: ["p(95)<200ms"]
       http_req_failed: ["rate<0.01"]
+  checkout-spike:
+    target: checkout
+    executor: constant-arrival-rate
+    rate: 100/s
+    duration: 10s
+    max_vus: 50
   search-steady:
     target: search
     every: 30s
@@ -83,24 +89,37 @@ pub fn config(
         .map_err(|e| anyhow::anyhow!("the built-in demo config is invalid:\n{e}"))
 }
 
+/// `sloburn-demo-<pid>` under the system temp dir: one store per demo process.
+fn default_data_dir() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("sloburn-demo-{}", std::process::id()))
+}
+
 pub fn command(listen: Option<SocketAddr>) -> i32 {
-    daemon::with_signals(|mut signals| async move {
-        match start(listen, None).await {
-            Ok((d, target_stop)) => {
-                let code = daemon::run_until_signal(d, &mut signals).await;
-                target_stop.cancel();
-                code
-            }
-            Err(e) => {
-                eprintln!("error: {e:#}");
-                crate::exit::ERROR
+    // Each demo has a store of its own, so two demos, or a demo after another, never show each
+    // other's figures; it goes when the demo stops.
+    let data = default_data_dir();
+    let code = daemon::with_signals(|mut signals| {
+        let data = data.clone();
+        async move {
+            match start(listen, Some(data)).await {
+                Ok((d, target_stop)) => {
+                    let code = daemon::run_until_signal(d, &mut signals).await;
+                    target_stop.cancel();
+                    code
+                }
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    crate::exit::ERROR
+                }
             }
         }
-    })
+    });
+    let _ = std::fs::remove_dir_all(&data);
+    code
 }
 
 /// Starts the target and the daemon; prints the URLs. `data` is the SLO store directory
-/// (default: `sloburn-demo` under the system temp dir, kept across demo runs).
+/// (default: `sloburn-demo-<pid>` under the system temp dir).
 pub async fn start(
     listen: Option<SocketAddr>,
     data: Option<std::path::PathBuf>,
@@ -114,7 +133,7 @@ pub async fn start(
         stop.clone(),
     )
     .await?;
-    let data = data.unwrap_or_else(|| std::env::temp_dir().join("sloburn-demo"));
+    let data = data.unwrap_or_else(default_data_dir);
     // A token the user can try the write API with; only this process knows it.
     let token = format!("{:032x}", rand::random::<u128>());
     let cfg = config(t.addr, &data, &token)?;
@@ -132,9 +151,9 @@ pub async fn start(
             opts.listen = Some("127.0.0.1:0".parse()?);
             daemon::start(opts)
                 .await
-                .map_err(|e| anyhow::anyhow!("{e:?}"))?
+                .map_err(|e| anyhow::anyhow!("{e}"))?
         }
-        Err(e) => anyhow::bail!("{e:?}"),
+        Err(e) => anyhow::bail!("{e}"),
     };
     let base = format!("http://{}", daemon.addr);
     println!("sloburn demo is running (Ctrl-C stops it)");
@@ -143,9 +162,9 @@ pub async fn start(
     println!("  SLOs (JSON)   {base}/api/slos");
     println!("  runs (JSON)   {base}/api/runs");
     println!("  demo target   http://{}/  (stats: /stats)", t.addr);
-    println!("  run a profile now:");
+    println!("  run the on-demand spike now:");
     println!(
-        "    curl -X POST -H 'Authorization: Bearer {token}' {base}/api/profiles/checkout-canary/run"
+        "    curl -X POST -H 'Authorization: Bearer {token}' {base}/api/profiles/checkout-spike/run"
     );
     println!("  SLO state is kept in {}", data.display());
     Ok((daemon, stop))

@@ -41,6 +41,15 @@ pub enum Startup {
     Bind(String),
 }
 
+impl std::fmt::Display for Startup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Startup::Config(diagnostics) => f.write_str(diagnostics),
+            Startup::Bind(why) => f.write_str(why),
+        }
+    }
+}
+
 /// A running daemon, for `serve`, `demo` and tests.
 pub struct Daemon {
     pub shared: Arc<Shared>,

@@ -221,10 +221,34 @@ fn fill(record: &mut RunRecord, report: &RunReport, shared: &Shared, profile: &s
         Some(Abort::Threshold(t)) => ("aborted", Some(format!("threshold `{t}` failed"))),
         Some(Abort::Stopped(why)) => ("aborted", Some(why.clone())),
         None if report.thresholds_passed() => ("passed", None),
-        None => ("failed", None),
+        None => ("failed", Some(failed_thresholds(report))),
     };
     record.result = result.into();
     record.reason = reason;
+}
+
+/// Names every failed threshold with what was observed, for the run record and its log line.
+fn failed_thresholds(report: &RunReport) -> String {
+    let failed: Vec<String> = report
+        .thresholds
+        .iter()
+        .filter(|(_, r)| !r.passed)
+        .map(|(spec, r)| {
+            let observed = if r.no_data {
+                "no data".to_string()
+            } else {
+                format!(
+                    "observed {}",
+                    crate::load::summary::observed(&spec.threshold.metric, r.observed)
+                )
+            };
+            format!(
+                "{} `{}` failed ({observed})",
+                spec.threshold.metric, spec.threshold.source
+            )
+        })
+        .collect();
+    failed.join("; ")
 }
 
 /// Records how the run ended; starts the next one when the overlap policy queued it.

@@ -57,6 +57,18 @@ fn row(out: &mut String, name: &str, value: &str) {
     let _ = writeln!(out, "  {name}{}: {value}", ".".repeat(dots.max(1)));
 }
 
+/// A threshold's observed value with its unit: a duration for trend metrics (evaluated in
+/// milliseconds), a plain number otherwise.
+pub fn observed(metric: &str, value: f64) -> String {
+    if metric.starts_with("http_req_") && metric != "http_req_failed"
+        || metric == "iteration_duration"
+    {
+        fmt_duration(Duration::from_secs_f64(value.max(0.0) / 1000.0))
+    } else {
+        format!("{value:.4}")
+    }
+}
+
 /// The full text summary printed at the end of `sloburn run`.
 pub fn text(profile: &str, report: &RunReport) -> String {
     let s = &report.stats;
@@ -88,13 +100,7 @@ pub fn text(profile: &str, report: &RunReport) -> String {
         for (spec, result) in &report.thresholds {
             let mark = if result.passed { "✓" } else { "✗" };
             let t = &spec.threshold;
-            let observed = if t.metric.starts_with("http_req_") && t.metric != "http_req_failed"
-                || t.metric == "iteration_duration"
-            {
-                fmt_duration(Duration::from_secs_f64(result.observed.max(0.0) / 1000.0))
-            } else {
-                format!("{:.4}", result.observed)
-            };
+            let observed = observed(&t.metric, result.observed);
             let _ = writeln!(
                 out,
                 "    {mark} {} {}  (observed {observed}{})",

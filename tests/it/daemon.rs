@@ -509,3 +509,102 @@ fn reloads_of_an_unchanged_config_start_no_extra_runs() {
     assert_eq!(runs("once"), 1.0);
     assert_eq!(runs("added"), 1.0);
 }
+
+/// Issue 12, items 5 and 7: two demos at once keep stores of their own (removed when they
+/// stop), the printed curl starts the on-demand profile (202, not 409), and a taken port is a
+/// sentence, not a Rust debug dump.
+#[test]
+fn two_demos_keep_separate_stores_and_the_printed_curl_starts_a_run() {
+    use crate::support::Proc;
+    let start = || {
+        let p = Proc::start(["demo", "--listen", "127.0.0.1:0"]);
+        let out = eventually(Duration::from_secs(20), || {
+            let s = p.stdout();
+            s.contains("SLO state is kept in").then_some(s)
+        })
+        .unwrap_or_else(|| panic!("the demo never printed its URLs: {}", p.stderr()));
+        (p, out)
+    };
+    let (mut a, out_a) = start();
+    let (mut b, out_b) = start();
+    let store = |out: &str| {
+        out.lines()
+            .find_map(|l| l.trim().strip_prefix("SLO state is kept in "))
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    let (store_a, store_b) = (store(&out_a), store(&out_b));
+    assert_ne!(store_a, store_b, "two demos share a store");
+    // The printed curl, taken apart and sent as printed.
+    let curl = out_a
+        .lines()
+        .find(|l| l.trim_start().starts_with("curl -X POST"))
+        .expect("no curl line");
+    let token = curl
+        .split("Bearer ")
+        .nth(1)
+        .and_then(|r| r.split('\'').next())
+        .unwrap();
+    let url = curl.split_whitespace().last().unwrap();
+    let (code, body) = runtime().block_on(request("POST", url, Some(token)));
+    assert_eq!(code, 202, "{curl}: {body}");
+    // A taken port is said plainly.
+    let taken = url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    let mut c = Proc::start(["demo", "--listen", taken.as_str()]);
+    let status = c
+        .wait(Duration::from_secs(20))
+        .expect("demo on a taken port kept running");
+    assert_eq!(status.code(), Some(1));
+    let err = c.stderr();
+    assert!(
+        err.contains("cannot listen on") && !err.contains("Bind("),
+        "{err}"
+    );
+    for p in [&mut a, &mut b] {
+        p.signal(libc::SIGTERM);
+        assert_eq!(
+            p.wait(Duration::from_secs(15)).and_then(|s| s.code()),
+            Some(0)
+        );
+    }
+    assert!(!Path::new(&store_a).exists() && !Path::new(&store_b).exists());
+}
+
+/// Issue 12, item 7: a failed run names the threshold that failed and what it saw.
+#[test]
+fn a_failed_run_names_its_failed_threshold() {
+    let rt = runtime();
+    rt.block_on(async {
+        let (addr, stop) = spawn_target(TargetOptions::default()).await;
+        let dir = tempfile::tempdir().unwrap();
+        let text = format!(
+            "storage:\n  path: \"{}\"\ntargets:\n  api:\n    url: http://{addr}/\nprofiles:\n  strict:\n    target: api\n    run_on_start: true\n    executor: shared-iterations\n    vus: 1\n    iterations: 5\n    thresholds:\n      http_req_duration: [\"p(95)<1us\"]\n      http_reqs: [\"count>1\"]\n",
+            dir.path().join("data").display()
+        );
+        let d = serve_in_process(&text, dir.path()).await;
+        let mut run = serde_json::Value::Null;
+        for _ in 0..100 {
+            let (_, body) = request("GET", &format!("http://{}/api/runs", d.addr), None).await;
+            let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+            if v["runs"][0]["result"] == "failed" {
+                run = v["runs"][0].clone();
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let reason = run["reason"].as_str().unwrap_or_default();
+        assert!(
+            reason.contains("http_req_duration `p(95)<1us` failed (observed ")
+                && !reason.contains("count>1"),
+            "{run}"
+        );
+        d.shutdown().await;
+        stop.cancel();
+    });
+}

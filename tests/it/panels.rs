@@ -351,12 +351,12 @@ fn every_panel_query_returns_data_after_a_minute_of_the_demo() {
         ),
         (
             "overview.json $profile",
-            &["checkout-canary", "search-steady"][..],
+            &["checkout-canary", "checkout-spike", "search-steady"][..],
         ),
         ("overview.json $target", &["checkout", "search"][..]),
         (
             "load-runs.json $profile",
-            &["checkout-canary", "search-steady"][..],
+            &["checkout-canary", "checkout-spike", "search-steady"][..],
         ),
         ("load-runs.json $target", &["checkout", "search"][..]),
         ("slo-detail.json $slo", &["checkout-availability"][..]),
