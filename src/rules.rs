@@ -337,10 +337,11 @@ fn tier_alert(
             num(tier.factor)
         ),
     );
-    let what = if slo.description.is_empty() {
+    // The description is the user's sentence; its own full stop must not double ours.
+    let what = if slo.description.trim().is_empty() {
         format!("SLO {} of {}", slo.name, slo.service)
     } else {
-        slo.description.clone()
+        slo.description.trim().trim_end_matches('.').to_string()
     };
     let budget_share = tier.factor * tier.long.as_secs_f64() / slo.period.as_secs_f64();
     annotations.insert(
@@ -359,7 +360,7 @@ fn tier_alert(
     if !opts.runbook_base.is_empty() {
         annotations.insert(
             "runbook_url".to_string(),
-            template_literal(&format!("{}#{}", opts.runbook_base, tier.name)),
+            template_literal(&format!("{}#{}-{}", opts.runbook_base, slo.name, tier.name)),
         );
     }
     Rule::Alert {
@@ -551,6 +552,25 @@ mod tests {
         assert_eq!(sanitize_label_name("9lives"), "_9lives");
         assert_eq!(sanitize_label_name("__x"), "_x");
         assert!(label_name_is_valid(&sanitize_label_name("")));
+    }
+
+    /// Issue 12, item 7: "correctly.. Objective" and runbook links without the SLO's name.
+    #[test]
+    fn descriptions_end_once_and_runbook_links_name_the_slo() {
+        let mut s = slo();
+        s.description = "The checkout canary gets a correct answer. ".into();
+        let opts = RulesOptions {
+            runbook_base: "https://runbooks.example/sloburn".into(),
+            ..RulesOptions::default()
+        };
+        let out = generate(&[s], &opts);
+        assert!(out.contains("a correct answer. Objective 99.9%"), "{out}");
+        assert!(!out.contains(".."), "{out}");
+        assert!(
+            out.contains("https://runbooks.example/sloburn#checkout-availability-page-1h"),
+            "{out}"
+        );
+        assert!(!out.contains("sloburn#page-1h"), "{out}");
     }
 
     #[test]
