@@ -17,6 +17,7 @@ pub mod metrics;
 pub mod rules;
 pub mod run;
 pub mod schedule;
+pub mod signals;
 pub mod slo;
 pub mod store;
 pub mod target;

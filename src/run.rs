@@ -15,6 +15,7 @@ use crate::load::runner::{self, Abort, RunReport, RunSpec, Stopper};
 use crate::load::spec::Executor;
 use crate::load::stats::RunStats;
 use crate::load::summary;
+use crate::signals::{Caught, Signals};
 use crate::thresholds::ThresholdSpec;
 use anyhow::{Context, anyhow, bail};
 use std::io::{IsTerminal, Write};
@@ -360,7 +361,7 @@ pub async fn execute(
     let mut tasks = tokio::task::JoinSet::new();
     if handle_signals {
         tasks.spawn(watch_signals(
-            Signals::install()?,
+            Signals::install().context("installing the signal handlers")?,
             stopper.clone(),
             caught.clone(),
             cut.clone(),
@@ -447,24 +448,6 @@ pub async fn execute(
     })
 }
 
-/// The signals `sloburn run` answers, installed up front.
-struct Signals {
-    term: tokio::signal::unix::Signal,
-    int: tokio::signal::unix::Signal,
-    hup: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    fn install() -> anyhow::Result<Signals> {
-        use tokio::signal::unix::{SignalKind, signal};
-        Ok(Signals {
-            term: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
-            int: signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
-            hup: signal(SignalKind::hangup()).context("installing the SIGHUP handler")?,
-        })
-    }
-}
-
 /// Stops the run on the first SIGTERM or SIGINT, naming it in `caught`; a second one cuts the
 /// graceful stop short (`cut`), as a CI cancel does before it kills. SIGHUP only logs.
 async fn watch_signals(
@@ -475,14 +458,13 @@ async fn watch_signals(
 ) {
     let mut seen = 0;
     loop {
-        let name = tokio::select! {
-            Some(()) = s.term.recv() => "SIGTERM",
-            Some(()) = s.int.recv() => "SIGINT",
-            Some(()) = s.hup.recv() => {
+        let name = match s.next().await {
+            Some(Caught::Stop(name)) => name,
+            Some(Caught::Hangup) => {
                 tracing::info!("SIGHUP ignored; the run goes on");
                 continue;
             }
-            else => return,
+            None => return,
         };
         seen += 1;
         if seen == 1 {

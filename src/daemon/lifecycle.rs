@@ -18,6 +18,7 @@ use crate::budget::Budget;
 use crate::load::plan::Shard;
 use crate::load::runner::Abort;
 use crate::metrics::Metrics;
+use crate::signals::{Caught, Signals};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -345,7 +346,7 @@ where
         }
     };
     let code = runtime.block_on(async move {
-        let signals = match Signals::new() {
+        let signals = match Signals::install() {
             Ok(s) => s,
             Err(e) => {
                 eprintln!("error: cannot install signal handlers: {e}");
@@ -360,34 +361,17 @@ where
     code
 }
 
-/// SIGTERM, SIGINT and SIGHUP as one stream.
-pub struct Signals {
-    term: tokio::signal::unix::Signal,
-    int: tokio::signal::unix::Signal,
-    hup: tokio::signal::unix::Signal,
-}
-
 enum Sig {
     Stop(&'static str),
     Reload,
 }
 
-impl Signals {
-    pub fn new() -> std::io::Result<Signals> {
-        use tokio::signal::unix::{SignalKind, signal};
-        Ok(Signals {
-            term: signal(SignalKind::terminate())?,
-            int: signal(SignalKind::interrupt())?,
-            hup: signal(SignalKind::hangup())?,
-        })
-    }
-
-    async fn next(&mut self) -> Sig {
-        tokio::select! {
-            _ = self.term.recv() => Sig::Stop("SIGTERM"),
-            _ = self.int.recv() => Sig::Stop("SIGINT"),
-            _ = self.hup.recv() => Sig::Reload,
-        }
+/// SIGHUP reloads; SIGTERM and SIGINT stop. With no more signals possible, waits forever.
+async fn next(signals: &mut Signals) -> Sig {
+    match signals.next().await {
+        Some(Caught::Stop(name)) => Sig::Stop(name),
+        Some(Caught::Hangup) => Sig::Reload,
+        None => std::future::pending().await,
     }
 }
 
@@ -399,7 +383,7 @@ const SECOND_SIGNAL_FLUSH: Duration = Duration::from_secs(2);
 pub async fn run_until_signal(daemon: Daemon, signals: &mut Signals) -> i32 {
     let shared = daemon.shared.clone();
     loop {
-        match signals.next().await {
+        match next(signals).await {
             Sig::Reload => {
                 let _ = reload(&daemon.shared);
             }
@@ -416,7 +400,7 @@ pub async fn run_until_signal(daemon: Daemon, signals: &mut Signals) -> i32 {
     loop {
         tokio::select! {
             _ = &mut shutdown => return crate::exit::OK,
-            sig = signals.next() => if let Sig::Stop(name) = sig {
+            sig = next(signals) => if let Sig::Stop(name) = sig {
                 tracing::warn!(signal = name, "second signal: flushing the SLO state, then exiting");
                 flush_now(&shared).await;
                 return crate::exit::SECOND_SIGNAL;

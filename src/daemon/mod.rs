@@ -21,9 +21,7 @@ mod runs;
 mod schedules;
 mod state;
 
-pub use lifecycle::{
-    Daemon, Options, Signals, Startup, command, run_until_signal, start, with_signals,
-};
+pub use lifecycle::{Daemon, Options, Startup, command, run_until_signal, start, with_signals};
 pub use reload::{WATCH_INTERVAL, reload};
 pub use runs::{StartError, start_run};
 pub use state::{ProfileView, RunRecord, Shared, Source, ThresholdRecord};

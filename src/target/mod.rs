@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use crate::signals::{Caught, Signals};
 use anyhow::Context as _;
 use bytes::Bytes;
 use http::header::{CONTENT_TYPE, HeaderValue};
@@ -280,14 +281,14 @@ pub fn run_blocking(opts: TargetOptions) -> anyhow::Result<()> {
         .context("starting the tokio runtime")?;
     runtime.block_on(async {
         // Installed before the address is printed: whoever reads it may signal at once.
-        let signals = Signals::install()?;
+        let signals = Signals::install().context("installing the signal handlers")?;
         let shutdown = CancellationToken::new();
         let listen = opts.listen;
         let target = spawn(opts, shutdown.clone())
             .await
             .with_context(|| format!("starting the target on {listen}"))?;
         println!("sloburn target listening on http://{}", target.addr);
-        signals.wait_for_stop().await;
+        wait_for_stop(signals).await;
         shutdown.cancel();
         if tokio::time::timeout(SHUTDOWN_GRACE, target.wait())
             .await
@@ -299,31 +300,12 @@ pub fn run_blocking(opts: TargetOptions) -> anyhow::Result<()> {
     })
 }
 
-/// The standalone command's signals: SIGTERM and SIGINT stop it, SIGHUP does not.
-struct Signals {
-    term: tokio::signal::unix::Signal,
-    int: tokio::signal::unix::Signal,
-    hup: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    fn install() -> anyhow::Result<Signals> {
-        use tokio::signal::unix::{SignalKind, signal};
-        Ok(Signals {
-            term: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
-            int: signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
-            hup: signal(SignalKind::hangup()).context("installing the SIGHUP handler")?,
-        })
-    }
-
-    async fn wait_for_stop(mut self) {
-        loop {
-            tokio::select! {
-                Some(()) = self.term.recv() => return,
-                Some(()) = self.int.recv() => return,
-                Some(()) = self.hup.recv() => tracing::info!("SIGHUP ignored; still serving"),
-                else => return,
-            }
+/// The standalone command stops on SIGTERM or SIGINT; SIGHUP does not stop it.
+async fn wait_for_stop(mut signals: Signals) {
+    loop {
+        match signals.next().await {
+            Some(Caught::Hangup) => tracing::info!("SIGHUP ignored; still serving"),
+            Some(Caught::Stop(_)) | None => return,
         }
     }
 }
