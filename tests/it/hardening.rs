@@ -4,8 +4,7 @@
 
 use crate::support::{
     ADMIN_TOKEN, AVAILABILITY_SLO, BackgroundTarget, Daemon, IDLE, daemon_config, eventually,
-    metric_sum, period_events, raise_fd_limit, request, runtime, serve_in_process, test_env,
-    write_config,
+    period_events, raise_fd_limit, request, runtime, serve_in_process, test_env, write_config,
 };
 use serde_json::Value;
 use sloburn::target::TargetOptions;
@@ -224,14 +223,7 @@ fn a_double_sigterm_flushes_before_exit() {
     let path = write_config(dir.path(), &config(steady));
     let mut d = Daemon::start(&path, &["--no-watch"]);
     let started = Instant::now();
-    let seen = eventually(Duration::from_secs(8), || {
-        let n = metric_sum(
-            &d.metrics(),
-            "sloburn_slo_events_total{slo=\"api-availability\"",
-        );
-        (n >= 200.0).then_some(n as u64)
-    })
-    .expect("no SLO events counted");
+    let seen = d.slo_events_at_least(200, Duration::from_secs(8));
     // Well before the first periodic flush (10 s): nothing is in the store yet.
     assert!(started.elapsed() < Duration::from_secs(9));
     d.signal(libc::SIGTERM);

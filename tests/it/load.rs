@@ -442,25 +442,12 @@ fn a_body_phase_error_is_counted_once_in_the_status_table() {
 /// raise its own limit; its sockets fail as `local_fd_exhausted`.
 #[test]
 fn a_low_fd_limit_reports_local_fd_exhausted() {
-    use std::os::unix::process::CommandExt;
     let target = crate::support::BackgroundTarget::start(TargetOptions::default());
     let url = format!("http://{}/?latency=200ms", target.addr);
     let mut cmd = sloburn();
     cmd.args(["run", "--url", &url, "--vus", "60", "--duration", "2s"])
         .arg("--no-keep-alive");
-    // SAFETY: between fork and exec only async-signal-safe calls; setrlimit is one.
-    unsafe {
-        cmd.pre_exec(|| {
-            let limit = libc::rlimit {
-                rlim_cur: 32,
-                rlim_max: 32,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    crate::support::with_nofile(&mut cmd, 32, 32);
     let out = cmd.output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);

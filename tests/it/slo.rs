@@ -25,14 +25,7 @@ fn kill_9_loses_at_most_the_unflushed_seconds_and_sigterm_loses_nothing() {
     // Phase 1: steady load, then SIGKILL.
     let path = write_config(dir.path(), &config(target.addr, &data, STEADY));
     let mut d = Daemon::start(&path, &["--no-watch"]);
-    let pre = eventually(Duration::from_secs(15), || {
-        let n = metric_sum(
-            &d.metrics(),
-            "sloburn_slo_events_total{slo=\"api-availability\"",
-        );
-        (n >= 500.0).then_some(n as u64)
-    })
-    .expect("no SLO events counted");
+    let pre = d.slo_events_at_least(500, Duration::from_secs(15));
     d.signal(libc::SIGKILL);
     assert_eq!(
         d.wait(Duration::from_secs(5)),
@@ -142,14 +135,7 @@ fn a_store_replaced_by_rename_is_detected_reported_and_loses_nothing() {
     let data = dir.path().join("data");
     let path = write_config(dir.path(), &config(target.addr, &data, STEADY));
     let mut d = Daemon::start(&path, &["--no-watch"]);
-    let pre = eventually(Duration::from_secs(15), || {
-        let n = metric_sum(
-            &d.metrics(),
-            "sloburn_slo_events_total{slo=\"api-availability\"",
-        );
-        (n >= 300.0).then_some(n as u64)
-    })
-    .expect("no SLO events counted");
+    let pre = d.slo_events_at_least(300, Duration::from_secs(15));
     // Swap: our file goes away, a stranger's takes its name (as `mv other.db sloburn.db`).
     let db = data.join("sloburn.db");
     std::fs::rename(&db, dir.path().join("taken-away.db")).unwrap();

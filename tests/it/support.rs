@@ -312,22 +312,8 @@ impl Daemon {
 
     /// Like `start`, with the child's `RLIMIT_NOFILE` (soft and hard) set to `nofile`.
     pub fn start_with_fd_limit(config: &Path, extra: &[&str], nofile: u64) -> Daemon {
-        use std::os::unix::process::CommandExt;
         let mut cmd = Daemon::command(config, extra);
-        // SAFETY: setrlimit is async-signal-safe; the closure allocates nothing.
-        unsafe {
-            cmd.pre_exec(move || {
-                let lim = libc::rlimit {
-                    rlim_cur: nofile,
-                    rlim_max: nofile,
-                };
-                if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0 {
-                    Ok(())
-                } else {
-                    Err(std::io::Error::last_os_error())
-                }
-            });
-        }
+        with_nofile(&mut cmd, nofile, nofile);
         Daemon::spawn(cmd)
     }
 
@@ -380,6 +366,19 @@ impl Daemon {
 
     pub fn metrics(&self) -> String {
         get_blocking(&format!("{}/metrics", self.base)).1
+    }
+
+    /// Waits up to `limit` until `/metrics` counts at least `n` events of the `api-availability`
+    /// SLO; returns the count seen, or fails the test.
+    pub fn slo_events_at_least(&self, n: u64, limit: Duration) -> u64 {
+        eventually(limit, || {
+            let seen = metric_sum(
+                &self.metrics(),
+                "sloburn_slo_events_total{slo=\"api-availability\"",
+            );
+            (seen >= n as f64).then_some(seen as u64)
+        })
+        .expect("no SLO events counted")
     }
 
     pub fn signal(&self, sig: i32) {
@@ -666,22 +665,7 @@ pub fn sloburn() -> Command {
 /// so a child that tries to allocate without bound fails inside the limit instead of taking
 /// the machine's memory.
 pub fn limit_address_space(cmd: &mut Command, bytes: u64) -> &mut Command {
-    use std::os::unix::process::CommandExt;
-    let limit = libc::rlimit {
-        rlim_cur: bytes,
-        rlim_max: bytes,
-    };
-    // SAFETY: between fork and exec only setrlimit runs, which is async-signal-safe, and
-    // `limit` is a plain value copied into the closure.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::setrlimit(libc::RLIMIT_AS, &limit) == 0 {
-                Ok(())
-            } else {
-                Err(std::io::Error::last_os_error())
-            }
-        })
-    }
+    with_rlimit(cmd, libc::RLIMIT_AS, bytes, bytes)
 }
 
 /// Runs `cmd`; fails the test with its output unless it succeeds. Returns stdout.
@@ -755,15 +739,26 @@ pub fn golden(path: &Path, actual: &str) {
 
 /// Starts `cmd` with `RLIMIT_NOFILE` set to `soft`/`hard` in the child only.
 pub fn with_nofile(cmd: &mut Command, soft: u64, hard: u64) -> &mut Command {
+    with_rlimit(cmd, libc::RLIMIT_NOFILE, soft, hard)
+}
+
+/// Starts `cmd` with `resource` limited to `soft`/`hard` in the child only.
+fn with_rlimit(
+    cmd: &mut Command,
+    resource: libc::__rlimit_resource_t,
+    soft: u64,
+    hard: u64,
+) -> &mut Command {
     use std::os::unix::process::CommandExt;
-    // SAFETY: between fork and exec the closure only calls setrlimit, which is async-signal-safe.
+    // SAFETY: between fork and exec the closure only calls setrlimit, which is async-signal-safe,
+    // on a plain value copied into it.
     unsafe {
         cmd.pre_exec(move || {
             let rl = libc::rlimit {
                 rlim_cur: soft,
                 rlim_max: hard,
             };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &rl) != 0 {
+            if libc::setrlimit(resource, &rl) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
             Ok(())
