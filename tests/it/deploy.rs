@@ -20,7 +20,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::support::{golden, root, sloburn, stdout_of, which};
+use crate::support::{all_output, golden, pipe_through, root, sloburn, stdout_of, which};
 use serde_json::{Value, json};
 
 /// The Kubernetes version the manifests are validated against (shipped by kubernetes-validate).
@@ -251,11 +251,7 @@ fn kubernetes_validate(docs: &[Value]) -> (bool, String) {
         .arg(&file)
         .output()
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = all_output(&out);
     // One "passed" line per object: a kind it has no schema for only warns, which is a failure.
     let passed = text.matches(" passed for resource ").count();
     (out.status.success() && passed == docs.len(), text)
@@ -301,26 +297,11 @@ sys.exit(1 if bad else 0)
 "#;
 
 fn crd_validate(docs: &[Value]) -> (bool, String) {
-    use std::io::Write;
-    let mut child = Command::new("python3")
-        .args(["-c", CRD_VALIDATOR])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(Value::Array(docs.to_vec()).to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    let out = pipe_through(
+        Command::new("python3").args(["-c", CRD_VALIDATOR]),
+        Value::Array(docs.to_vec()).to_string().as_bytes(),
     );
+    let text = all_output(&out);
     (
         out.status.success() && text.matches(": ok").count() == docs.len(),
         text,

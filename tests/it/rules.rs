@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use crate::support::{root, sloburn, sloburn_rules, stdout_of, which};
+use crate::support::{all_output, root, sloburn, sloburn_rules, stdout_of, which};
 use sloburn::rules::{K8sMeta, RulesOptions, generate, generate_k8s};
 use sloburn::slo::{SloDef, Windows, default_tiers, evaluate};
 
@@ -47,11 +47,7 @@ fn options() -> RulesOptions {
 
 fn run(cmd: &mut Command) -> String {
     let out = cmd.output().expect("promtool runs");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = all_output(&out);
     assert!(out.status.success(), "{cmd:?} failed:\n{text}");
     text
 }

@@ -55,14 +55,7 @@ fn signal_stops_run_with_results(sig: i32, name: &str) {
     );
 
     run.signal(sig);
-    let status = run.wait(Duration::from_secs(15));
-    let stdout = run.stdout();
-    assert_eq!(
-        status.and_then(|s| s.code()),
-        Some(sloburn::exit::INTERRUPTED),
-        "{status:?}\n{stdout}\n{}",
-        run.stderr()
-    );
+    let stdout = exits_interrupted(&mut run, Duration::from_secs(15));
     assert!(
         stdout.contains(&format!("stopped: interrupted by {name}")),
         "{stdout}"
@@ -92,6 +85,19 @@ fn signal_stops_run_with_results(sig: i32, name: &str) {
     assert_eq!(last["signal"], name, "{last}");
     let summed: u64 = lines.iter().map(|l| l["http_reqs"].as_u64().unwrap()).sum();
     assert_eq!(summed, reqs, "the --out buckets against the export");
+}
+
+/// Waits up to `limit` for `run` to exit with the interrupted code; returns its stdout.
+fn exits_interrupted(run: &mut Proc, limit: Duration) -> String {
+    let status = run.wait(limit);
+    let stdout = run.stdout();
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(sloburn::exit::INTERRUPTED),
+        "{status:?}\n{stdout}\n{}",
+        run.stderr()
+    );
+    stdout
 }
 
 #[test]
@@ -219,14 +225,7 @@ fn a_second_signal_cuts_the_graceful_stop_short_and_still_writes_the_export() {
     let early = run.wait(Duration::from_secs(1));
     assert!(early.is_none(), "the first signal did not wait: {early:?}");
     run.signal(libc::SIGINT);
-    let status = run.wait(Duration::from_secs(10));
-    let stdout = run.stdout();
-    assert_eq!(
-        status.and_then(|s| s.code()),
-        Some(sloburn::exit::INTERRUPTED),
-        "{status:?}\n{stdout}\n{}",
-        run.stderr()
-    );
+    let stdout = exits_interrupted(&mut run, Duration::from_secs(10));
     assert!(
         stdout.contains("interrupted by SIGTERM; a second signal cut the graceful stop short"),
         "{stdout}"

@@ -686,27 +686,34 @@ pub fn sloburn_rules<S: AsRef<OsStr>>(args: impl IntoIterator<Item = S>) -> Stri
     stdout_of(sloburn().arg("rules").args(args))
 }
 
-/// `promtool check metrics` on `text`: (success, what it said).
-pub fn promtool_check_metrics(text: &str) -> (bool, String) {
-    let mut child = Command::new(which("promtool"))
-        .args(["check", "metrics"])
+/// A finished child's stdout followed by its stderr, as text.
+pub fn all_output(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Runs `cmd` with `input` on its standard input; its whole output.
+pub fn pipe_through(cmd: &mut Command, input: &[u8]) -> std::process::Output {
+    let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+        .unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// `promtool check metrics` on `text`: (success, what it said).
+pub fn promtool_check_metrics(text: &str) -> (bool, String) {
+    let out = pipe_through(
+        Command::new(which("promtool")).args(["check", "metrics"]),
+        text.as_bytes(),
     );
+    let said = all_output(&out);
     (out.status.success(), said)
 }
 
