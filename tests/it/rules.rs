@@ -188,8 +188,13 @@ fn prometheus_rule_passes_promtool_check_after_unwrapping() {
         .lines()
         .map(|l| format!("{}\n", l.strip_prefix("  ").unwrap_or(l)))
         .collect();
+    // The one difference, as in Sloth: `sloth_slo_info` says which generator wrote it.
+    assert_eq!(unwrapped.matches("sloth_mode: \"cli-gen-k8s\"").count(), 1);
     assert_eq!(
-        unwrapped,
+        unwrapped.replace(
+            "sloth_mode: \"cli-gen-k8s\"",
+            "sloth_mode: \"cli-gen-prom\""
+        ),
         generate(&[checkout()], &options())
             .split_once('\n')
             .expect("header line")
@@ -275,4 +280,221 @@ fn output_dir_writes_one_file_per_slo_and_the_daemon_alerts_once() {
             .count();
     }
     assert_eq!(absent, 1, "the daemon absence alert is written once");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sloth compatibility: `sloth_slo_info` and the queries Sloth's dashboards and UI send.
+
+/// How a query is sent: Grafana's `label_values(SELECTOR, LABEL)` variable query (the label
+/// values API with `match[]`), or an instant PromQL query.
+enum SlothQuery {
+    LabelValues(&'static str, &'static str),
+    Instant(&'static str),
+}
+
+/// The queries Sloth's consumers send, with `$service` and `$slo` as Grafana substitutes them
+/// (the picked values). Each must return the SLO.
+///
+/// - Sloth's own UI backend (internal/http/backend/storage/prometheus in slok/sloth, its tests
+///   name the exact strings): the SLO list from `sloth_slo_info` joined with the metadata
+///   records. Verbatim.
+/// - Grafana 14348 ("SLO / Detail") and 14643 ("High level Sloth SLOs"): the `service` and `slo`
+///   pickers (`label_values` over `sloth_slo_info`) and the selectors their panels put on the
+///   metadata and SLI records, keyed on `sloth_service`, `sloth_slo` and `sloth_id` (Sloth's
+///   conventions, internal/prometheus/conventions.go). The dashboards' JSON was not in the
+///   references this was written from, so these follow the dashboards' documented variables
+///   rather than a byte-for-byte copy of the published files.
+const SLOTH_QUERIES: &[(&str, SlothQuery)] = &[
+    (
+        "14348 $service",
+        SlothQuery::LabelValues("sloth_slo_info", "sloth_service"),
+    ),
+    (
+        "14348 $slo",
+        SlothQuery::LabelValues(r#"sloth_slo_info{sloth_service="$service"}"#, "sloth_slo"),
+    ),
+    (
+        "14348 SLI error ratio",
+        SlothQuery::Instant(
+            r#"slo:sli_error:ratio_rate5m{sloth_service="$service", sloth_slo="$slo"}"#,
+        ),
+    ),
+    (
+        "14348 objective",
+        SlothQuery::Instant(r#"slo:objective:ratio{sloth_service="$service", sloth_slo="$slo"}"#),
+    ),
+    (
+        "14348 remaining budget",
+        SlothQuery::Instant(
+            r#"slo:period_error_budget_remaining:ratio{sloth_service="$service", sloth_slo="$slo"}"#,
+        ),
+    ),
+    (
+        "14348 current burn rate",
+        SlothQuery::Instant(
+            r#"slo:current_burn_rate:ratio{sloth_service="$service", sloth_slo="$slo"}"#,
+        ),
+    ),
+    (
+        "14348 period burn rate",
+        SlothQuery::Instant(
+            r#"slo:period_burn_rate:ratio{sloth_service="$service", sloth_slo="$slo"}"#,
+        ),
+    ),
+    (
+        "14643 services",
+        SlothQuery::LabelValues("sloth_slo_info", "sloth_service"),
+    ),
+    (
+        "14643 SLOs",
+        SlothQuery::LabelValues(r#"sloth_slo_info{sloth_service=~"$service"}"#, "sloth_slo"),
+    ),
+    (
+        "14643 SLO table",
+        SlothQuery::Instant(r#"sloth_slo_info{sloth_service=~"$service"}"#),
+    ),
+    (
+        "14643 budget per SLO",
+        SlothQuery::Instant(
+            r#"slo:period_error_budget_remaining:ratio{sloth_service=~"$service"} * on (sloth_id) group_left (sloth_objective) sloth_slo_info"#,
+        ),
+    ),
+    (
+        "ui SLO details",
+        SlothQuery::Instant(
+            r#"max(sloth_slo_info{sloth_id!=""}) by (sloth_service, sloth_id, sloth_objective, sloth_slo)"#,
+        ),
+    ),
+    (
+        "ui period",
+        SlothQuery::Instant(r#"max(slo:time_period:days{sloth_id!=""}) by (sloth_id)"#),
+    ),
+    (
+        "ui budget",
+        SlothQuery::Instant(
+            r#"max(slo:period_error_budget_remaining:ratio{sloth_id!=""}) by (sloth_id)"#,
+        ),
+    ),
+    (
+        "ui burn rate",
+        SlothQuery::Instant(r#"max(slo:current_burn_rate:ratio{sloth_id!=""}) by (sloth_id)"#),
+    ),
+    (
+        "ui SLI windows",
+        SlothQuery::Instant(
+            r#"count({__name__=~"^slo:sli_error:ratio_rate.*"}) by (__name__, sloth_id)"#,
+        ),
+    ),
+];
+
+/// What one Sloth query answers, reduced to the values that name the SLO: label values, or
+/// each series' `sloth_slo` (else `sloth_id`).
+fn sloth_answer(
+    prom: &crate::support::Server,
+    q: &SlothQuery,
+    service: &str,
+    slo: &str,
+) -> Vec<String> {
+    let sub = |s: &str| s.replace("$service", service).replace("$slo", slo);
+    match q {
+        SlothQuery::LabelValues(selector, label) => {
+            let v = prom.api(&format!(
+                "/api/v1/label/{label}/values?match[]={}",
+                crate::support::urlencode(&sub(selector))
+            ));
+            v["data"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|x| x.as_str().map(String::from))
+                .collect()
+        }
+        SlothQuery::Instant(expr) => prom
+            .query(&sub(expr))
+            .into_iter()
+            .filter(|(_, v)| v.is_finite())
+            .filter_map(|(labels, _)| {
+                labels["sloth_slo"]
+                    .as_str()
+                    .or(labels["sloth_id"].as_str())
+                    .map(String::from)
+            })
+            .collect(),
+    }
+}
+
+#[test]
+fn sloth_slo_info_and_sloths_dashboard_queries_return_the_slo() {
+    use crate::support::{BackgroundTarget, Daemon, Server, eventually, write_config};
+    let target = BackgroundTarget::start(sloburn::target::TargetOptions {
+        error_ratio: 0.05,
+        ..Default::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        "storage:\n  path: \"{}\"\n  flush_interval: 1s\ntargets:\n  api:\n    url: http://{}/\n    checks:\n      - status: 200\nprofiles:\n  steady:\n    target: api\n    every: 1h\n    run_on_start: true\n    executor: constant-arrival-rate\n    rate: 20/s\n    duration: 40s\nslos:\n  api-availability:\n    target: api\n    sli: availability\n    objective: 99.5\n    period: 7d\n",
+        dir.path().join("data").display(),
+        target.addr
+    );
+    let path = write_config(dir.path(), &config);
+    let rules = dir.path().join("rules.yml");
+    std::fs::write(&rules, sloburn_rules([&path])).unwrap();
+    let daemon = Daemon::start(&path, &["--no-watch"]);
+    let scrape = daemon.base.trim_start_matches("http://").to_string();
+    let prom = Server::prometheus(&scrape, Some(&rules), "1s", None);
+
+    // The info series itself, with Sloth's labels.
+    let info = eventually(Duration::from_secs(30), || {
+        let r = prom.query("sloth_slo_info");
+        (!r.is_empty()).then_some(r)
+    })
+    .unwrap_or_else(|| panic!("no sloth_slo_info:\n{}", prom.log_tail()));
+    assert_eq!(info.len(), 1, "{info:?}");
+    let (labels, value) = &info[0];
+    assert_eq!(*value, 1.0);
+    for (k, v) in [
+        ("sloth_id", "api-api-availability"),
+        ("sloth_service", "api"),
+        ("sloth_slo", "api-availability"),
+        ("sloth_objective", "99.5"),
+        ("sloth_mode", "cli-gen-prom"),
+        ("sloth_spec", "sloburn/v1"),
+    ] {
+        assert_eq!(labels[k], v, "{k}: {labels}");
+    }
+    assert!(
+        labels["sloth_version"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("sloburn-v")),
+        "{labels}"
+    );
+
+    // Every query returns the SLO once the SLI rules have two scrapes of events to rate.
+    let wanted = |name: &str| match name {
+        n if n.ends_with("$service") || n == "14643 services" => "api",
+        n if n.starts_with("ui ") && !n.ends_with("details") => "api-api-availability",
+        _ => "api-availability",
+    };
+    let mut last = Vec::new();
+    let ok = eventually(Duration::from_secs(45), || {
+        last = SLOTH_QUERIES
+            .iter()
+            .map(|(name, q)| {
+                let got = sloth_answer(&prom, q, "api", "api-availability");
+                (*name, got.iter().any(|g| g == wanted(name)), got)
+            })
+            .collect::<Vec<_>>();
+        last.iter().all(|(_, ok, _)| *ok).then_some(())
+    });
+    let report: Vec<String> = last
+        .iter()
+        .map(|(n, ok, got)| format!("{} {n}: {got:?}", if *ok { "ok  " } else { "FAIL" }))
+        .collect();
+    println!("{}", report.join("\n"));
+    assert!(
+        ok.is_some(),
+        "Sloth queries without the SLO:\n{}",
+        report.join("\n")
+    );
+    drop(daemon);
 }
