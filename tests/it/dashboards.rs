@@ -193,6 +193,16 @@ pub(crate) fn panels(d: &Value) -> Vec<&Value> {
     out
 }
 
+/// The dashboard's Prometheus annotation queries (Grafana's built-in one excluded).
+pub(crate) fn prometheus_annotations(d: &Value) -> Vec<&Value> {
+    d["annotations"]["list"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|a| a["builtIn"] != 1)
+        .collect()
+}
+
 fn variables(d: &Value) -> Vec<&Value> {
     d["templating"]["list"].as_array().unwrap().iter().collect()
 }
@@ -233,6 +243,12 @@ fn expressions(d: &Value) -> Vec<(String, String)> {
                 e.to_string(),
             ));
         }
+    }
+    for a in prometheus_annotations(d) {
+        out.push((
+            format!("annotation `{}`", a["name"]),
+            a["expr"].as_str().unwrap().to_string(),
+        ));
     }
     let lv = regex::Regex::new(r"^label_values\((.+),\s*(\w+)\)$").unwrap();
     for v in variables(d).into_iter().filter(|v| v["type"] == "query") {
@@ -383,4 +399,48 @@ fn the_checker_rejects_unknown_metrics_bad_promql_and_stray_variables() {
     );
     let stray = std::panic::catch_unwind(|| substitute("a{x=\"$nope\"}", &vars));
     assert!(stray.is_err(), "an undefined variable must fail");
+}
+
+/// Issue 12, item 13: every dashboard marks each run, from its start to its end, and the moment
+/// it finished with its result, from the daemon's own gauges.
+#[test]
+fn dashboards_annotate_run_start_end_and_result() {
+    for (file, d) in dashboards() {
+        let annotations = prometheus_annotations(&d);
+        let by_name = |name: &str| {
+            *annotations
+                .iter()
+                .find(|a| a["name"] == name)
+                .unwrap_or_else(|| panic!("{file}: no `{name}` annotation"))
+        };
+        for a in &annotations {
+            assert_eq!(a["datasource"]["type"], "prometheus", "{file}");
+            assert_eq!(a["datasource"]["uid"], "${datasource}", "{file}");
+            assert_eq!(a["enable"], true, "{file}");
+        }
+        // A region per run: Grafana joins the steps where the series has a value.
+        let runs = by_name("Runs");
+        let expr = runs["expr"].as_str().unwrap();
+        assert!(
+            expr.contains("sloburn_run_active") && expr.ends_with("> 0"),
+            "{file}: {expr}"
+        );
+        assert!(
+            expr.starts_with("max by (profile) ("),
+            "{file}: one region per profile, not per pod"
+        );
+        assert_eq!(runs["useValueForTime"], false, "{file}");
+        // A point where a run ended: the gauge's value (ms) is the time.
+        let done = by_name("Run finished");
+        let expr = done["expr"].as_str().unwrap();
+        assert!(
+            expr.contains("sloburn_last_run_timestamp_seconds") && expr.ends_with("* 1000"),
+            "{file}: {expr}"
+        );
+        assert_eq!(done["useValueForTime"], true, "{file}");
+        assert!(
+            done["titleFormat"].as_str().unwrap().contains("{{result}}"),
+            "{file}"
+        );
+    }
 }

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::dashboards::{dashboards, panels};
+use crate::dashboards::{dashboards, panels, prometheus_annotations};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -96,7 +96,11 @@ fn demo_rules(dir: &Path) -> PathBuf {
     rules
 }
 
-/// (panel title, refId, expr) of every panel target, rows' nested panels included.
+/// The refId given to annotation queries, which Grafana sends as range queries.
+const ANNOTATION: &str = "Anno";
+
+/// (panel title, refId, expr) of every panel target, rows' nested panels included, and of every
+/// Prometheus annotation (as `annotation NAME`, refId [`ANNOTATION`]).
 fn targets(d: &Value) -> Vec<(String, String, String)> {
     let mut out = Vec::new();
     for p in panels(d) {
@@ -108,7 +112,38 @@ fn targets(d: &Value) -> Vec<(String, String, String)> {
             ));
         }
     }
+    for a in prometheus_annotations(d) {
+        out.push((
+            format!("annotation {}", a["name"].as_str().unwrap()),
+            ANNOTATION.to_string(),
+            a["expr"].as_str().unwrap().to_string(),
+        ));
+    }
     out
+}
+
+/// A range query over the last `minutes` at a 1 s step, as Grafana asks for annotations:
+/// (labels, last value) per series that has any point.
+fn query_range(prom: &Server, q: &str, minutes: u64) -> Vec<(Value, f64)> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let v = prom.api(&format!(
+        "/api/v1/query_range?query={}&start={}&end={now}&step=1",
+        urlencode(q),
+        now - minutes * 60
+    ));
+    v["data"]["result"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|r| {
+            let last = r["values"].as_array()?.last()?[1].as_str()?.parse().ok()?;
+            Some((r["metric"].clone(), last))
+        })
+        .collect()
 }
 
 /// A template variable's selection: its values and whether Grafana lets it hold several.
@@ -256,7 +291,11 @@ fn query_all(prom: &Server) -> (Vec<Row>, BTreeMap<String, Vec<String>>) {
         for (title, ref_id, expr) in targets(&d) {
             let (query, result) = if complete {
                 let q = substitute(&expr, &vars);
-                let r = prom.query(&q);
+                let r = if ref_id == ANNOTATION {
+                    query_range(prom, &q, 5)
+                } else {
+                    prom.query(&q)
+                };
                 (q, r)
             } else {
                 (expr.clone(), Vec::new())
@@ -404,4 +443,185 @@ fn every_panel_query_returns_data_after_a_minute_of_the_demo() {
             .any(|(l, v)| l["target"] == "checkout" && l["error"] == "status" && *v > 0.0),
         "no `status` class for checkout: {classes:?}"
     );
+}
+
+/// A real Prometheus scraping each address in `scrapes` every second (one job, so the series of
+/// two daemons differ only in `instance`), evaluating `rules` every second.
+fn prometheus_scraping(scrapes: &[String], rules: &Path) -> Server {
+    use crate::support::{free_port, wait_ready, which};
+    let dir = tempfile::tempdir().unwrap();
+    let targets: Vec<String> = scrapes.iter().map(|s| format!("\"{s}\"")).collect();
+    let cfg = format!(
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files: [\"{}\"]\nscrape_configs:\n  - job_name: sloburn\n    static_configs:\n      - targets: [{}]\n",
+        rules.display(),
+        targets.join(", ")
+    );
+    let cfg_path = dir.path().join("prometheus.yml");
+    std::fs::write(&cfg_path, cfg).unwrap();
+    let port = free_port();
+    let mut cmd = std::process::Command::new(which("prometheus"));
+    cmd.arg(format!("--config.file={}", cfg_path.display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.path().join("tsdb").display()
+        ))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"));
+    let prom = Server::spawn(&mut cmd, dir, port);
+    let ready = wait_ready(
+        &format!("{}/-/ready", prom.base),
+        port,
+        Duration::from_secs(30),
+    );
+    assert!(ready, "prometheus did not start:\n{}", prom.log_tail());
+    prom
+}
+
+/// Panels that show one value per key (tables, stats, bar gauges), where a series per pod would
+/// be a row or a value per pod.
+fn is_one_value_per_key(panel_type: &str) -> bool {
+    matches!(panel_type, "table" | "stat" | "bargauge" | "gauge")
+}
+
+/// Issue 12, item 13: with the shard overlay every pod exports its own SLO gauges. Two sharded
+/// daemons scraped by one Prometheus: the overview's SLO table has one row per SLO, and no
+/// table, stat or bar gauge of any dashboard splits by instance.
+#[test]
+fn slo_tables_and_stats_show_one_row_per_slo_across_two_shards() {
+    use crate::support::{BackgroundTarget, Daemon, eventually, write_config};
+    let target = BackgroundTarget::start(sloburn::target::TargetOptions {
+        error_ratio: 0.2,
+        ..Default::default()
+    });
+    let root_dir = tempfile::tempdir().unwrap();
+    let config = |data: &Path| {
+        format!(
+            "storage:\n  path: \"{}\"\n  flush_interval: 1s\ntargets:\n  api:\n    url: http://{}/\n    checks:\n      - status: 200\nprofiles:\n  canary:\n    target: api\n    every: 1h\n    run_on_start: true\n    executor: constant-arrival-rate\n    rate: 40/s\n    duration: 6s\n    thresholds:\n      http_req_failed: [\"rate<0.01\"]\nslos:\n  api-availability:\n    target: api\n    sli: availability\n    objective: 99.9\n    period: 30d\n",
+            data.display(),
+            target.addr
+        )
+    };
+    let mut daemons = Vec::new();
+    for i in 0..2 {
+        let dir = root_dir.path().join(format!("shard{i}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = write_config(&dir, &config(&dir.join("data")));
+        let shard = format!("{i}/2");
+        daemons.push(Daemon::start(&path, &["--no-watch", "--shard", &shard]));
+    }
+    let rules = root_dir.path().join("rules.yml");
+    std::fs::write(
+        &rules,
+        stdout_of(
+            sloburn()
+                .arg("rules")
+                .arg(root_dir.path().join("shard0/sloburn.yaml")),
+        ),
+    )
+    .unwrap();
+    let scrapes: Vec<String> = daemons
+        .iter()
+        .map(|d| d.base.trim_start_matches("http://").to_string())
+        .collect();
+    let prom = prometheus_scraping(&scrapes, &rules);
+
+    // Both shards scraped, both burning (so every SLO gauge exists), both runs finished.
+    let both = |q: &str| prom.query(q).len() == 2;
+    let ready = eventually(Duration::from_secs(40), || {
+        (both("sloburn_slo_objective_ratio")
+            && both("sloburn_slo_time_to_exhaustion_seconds")
+            && both("sloburn_threshold_passed")
+            && both("sloburn_last_run_timestamp_seconds"))
+        .then_some(())
+    });
+    assert!(
+        ready.is_some(),
+        "two shards never both reported:\n{:?}",
+        prom.query("sloburn_slo_objective_ratio")
+    );
+
+    // Every one-value-per-key target has data (the rules need a few evaluations) and none is
+    // split by instance.
+    let check = || {
+        let mut checked = 0;
+        let mut problems = Vec::new();
+        for (file, d) in dashboards() {
+            let vars = resolve(&prom, &d);
+            for p in panels(&d) {
+                if !is_one_value_per_key(p["type"].as_str().unwrap_or_default()) {
+                    continue;
+                }
+                let title = p["title"].as_str().unwrap();
+                for t in p["targets"].as_array().into_iter().flatten() {
+                    let expr = t["expr"].as_str().unwrap();
+                    let at = format!("{file} / {title} / {}", t["refId"].as_str().unwrap());
+                    if uses_empty(expr, &vars) {
+                        problems.push(format!("{at}: a variable has no values"));
+                        continue;
+                    }
+                    let q = substitute(expr, &vars);
+                    let r = prom.query(&q);
+                    if r.is_empty() {
+                        problems.push(format!("{at}: no data: {q}"));
+                    }
+                    if r.iter().any(|(l, _)| l.get("instance").is_some()) {
+                        problems.push(format!("{at}: one series per instance: {q}"));
+                    }
+                    checked += 1;
+                }
+            }
+        }
+        (checked, problems)
+    };
+    let mut last = (0, Vec::new());
+    let done = eventually(Duration::from_secs(40), || {
+        last = check();
+        last.1.is_empty().then_some(())
+    });
+    let (checked, problems) = last;
+    assert!(done.is_some(), "{}", problems.join("\n"));
+    assert!(checked >= 15, "only {checked} targets checked");
+
+    // The SLO table: one row, whatever each target's aggregation.
+    let overview = dashboards()
+        .into_iter()
+        .find(|(f, _)| f == "overview.json")
+        .unwrap()
+        .1;
+    let vars = resolve(&prom, &overview);
+    let table = panels(&overview)
+        .into_iter()
+        .find(|p| p["title"] == "SLOs: SLI vs objective, budget, burn")
+        .unwrap();
+    for t in table["targets"].as_array().unwrap() {
+        let q = substitute(t["expr"].as_str().unwrap(), &vars);
+        let r = prom.query(&q);
+        assert_eq!(r.len(), 1, "{q}: {r:?}");
+        assert_eq!(r[0].0["slo"], "api-availability", "{q}");
+    }
+    // The table's budget is the mean of the shards' budgets, both read at one instant.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let at = |q: &str| -> Vec<f64> {
+        let v = prom.api(&format!("/api/v1/query?query={}&time={now}", urlencode(q)));
+        v["data"]["result"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["value"][1].as_str().unwrap().parse().unwrap())
+            .collect()
+    };
+    let per_shard = at("sloburn_slo_error_budget_remaining_ratio");
+    let shown = at(&substitute(
+        table["targets"][2]["expr"].as_str().unwrap(),
+        &vars,
+    ));
+    assert_eq!((per_shard.len(), shown.len()), (2, 1));
+    let mean = (per_shard[0] + per_shard[1]) / 2.0;
+    assert!(
+        (shown[0] - mean).abs() <= 1e-9 * mean.abs().max(1.0),
+        "{shown:?} vs {per_shard:?}"
+    );
+    drop(daemons);
 }
