@@ -360,6 +360,10 @@ const SLOTH_QUERIES: &[(&str, SlothQuery)] = &[
         ),
     ),
     (
+        "ui SLO list",
+        SlothQuery::Instant(r#"sloth_slo_info{sloth_id!=""}"#),
+    ),
+    (
         "ui SLO details",
         SlothQuery::Instant(
             r#"max(sloth_slo_info{sloth_id!=""}) by (sloth_service, sloth_id, sloth_objective, sloth_slo)"#,
@@ -472,7 +476,9 @@ fn sloth_slo_info_and_sloths_dashboard_queries_return_the_slo() {
     // Every query returns the SLO once the SLI rules have two scrapes of events to rate.
     let wanted = |name: &str| match name {
         n if n.ends_with("$service") || n == "14643 services" => "api",
-        n if n.starts_with("ui ") && !n.ends_with("details") => "api-api-availability",
+        n if n.starts_with("ui ") && !n.ends_with("details") && !n.ends_with("list") => {
+            "api-api-availability"
+        }
         _ => "api-availability",
     };
     let mut last = Vec::new();
