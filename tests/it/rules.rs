@@ -286,77 +286,81 @@ fn output_dir_writes_one_file_per_slo_and_the_daemon_alerts_once() {
 // Sloth compatibility: `sloth_slo_info` and the queries Sloth's dashboards and UI send.
 
 /// How a query is sent: Grafana's `label_values(SELECTOR, LABEL)` variable query (the label
-/// values API with `match[]`), or an instant PromQL query.
+/// values API with `match[]`), an instant PromQL query whose series name the SLO, or an instant
+/// query that aggregates the labels away (a count: it must be at least 1).
 enum SlothQuery {
     LabelValues(&'static str, &'static str),
     Instant(&'static str),
+    Count(&'static str),
 }
 
-/// The queries Sloth's consumers send, with `$service` and `$slo` as Grafana substitutes them
-/// (the picked values). Each must return the SLO.
+/// The queries Sloth's consumers send, with `${service}`, `${slo}`, `${sli_window}` and
+/// `${min_burning_rate}` as Grafana substitutes them (the picked values, the 5m window and
+/// the dashboards' default 1). Each must return the SLO.
 ///
+/// - Grafana dashboard 14348 ("Detailed Sloth slos", gnetId 14348): its two pickers and its
+///   panels' queries, as written in its published JSON (the `templating` list and the panels'
+///   `expr`s). Left out: the month burn-down panel (it needs Grafana's `${__to:date:M}`) and
+///   the SLI panel's `1 - (max(..) OR on() vector(0))`, which answers 1 with no SLO at all, so
+///   it could not fail here.
+/// - Grafana dashboard 14643 ("High level Sloth SLOs", gnetId 14643): its stat and table
+///   queries from the published JSON, which count `sloth_slo_info`.
 /// - Sloth's own UI backend (internal/http/backend/storage/prometheus in slok/sloth, its tests
 ///   name the exact strings): the SLO list from `sloth_slo_info` joined with the metadata
 ///   records. Verbatim.
-/// - Grafana 14348 ("SLO / Detail") and 14643 ("High level Sloth SLOs"): the `service` and `slo`
-///   pickers (`label_values` over `sloth_slo_info`) and the selectors their panels put on the
-///   metadata and SLI records, keyed on `sloth_service`, `sloth_slo` and `sloth_id` (Sloth's
-///   conventions, internal/prometheus/conventions.go). The dashboards' JSON was not in the
-///   references this was written from, so these follow the dashboards' documented variables
-///   rather than a byte-for-byte copy of the published files.
 const SLOTH_QUERIES: &[(&str, SlothQuery)] = &[
     (
         "14348 $service",
-        SlothQuery::LabelValues("sloth_slo_info", "sloth_service"),
+        SlothQuery::LabelValues("slo:objective:ratio", "sloth_service"),
     ),
     (
         "14348 $slo",
-        SlothQuery::LabelValues(r#"sloth_slo_info{sloth_service="$service"}"#, "sloth_slo"),
+        SlothQuery::LabelValues(
+            r#"slo:objective:ratio{sloth_service="${service}"}"#,
+            "sloth_slo",
+        ),
     ),
     (
-        "14348 SLI error ratio",
-        SlothQuery::Instant(
-            r#"slo:sli_error:ratio_rate5m{sloth_service="$service", sloth_slo="$slo"}"#,
-        ),
+        "14348 exceeded burning rate",
+        SlothQuery::Instant("slo:current_burn_rate:ratio > ${min_burning_rate}"),
     ),
     (
         "14348 objective",
-        SlothQuery::Instant(r#"slo:objective:ratio{sloth_service="$service", sloth_slo="$slo"}"#),
-    ),
-    (
-        "14348 remaining budget",
         SlothQuery::Instant(
-            r#"slo:period_error_budget_remaining:ratio{sloth_service="$service", sloth_slo="$slo"}"#,
+            r#"slo:objective:ratio{sloth_service="${service}", sloth_slo="${slo}"}"#,
         ),
     ),
     (
-        "14348 current burn rate",
+        "14348 current burning budget",
         SlothQuery::Instant(
-            r#"slo:current_burn_rate:ratio{sloth_service="$service", sloth_slo="$slo"}"#,
+            r#"slo:current_burn_rate:ratio{sloth_service="${service}", sloth_slo="${slo}"} or on() vector(0)"#,
         ),
     ),
     (
-        "14348 period burn rate",
+        "14348 remaining error budget",
         SlothQuery::Instant(
-            r#"slo:period_burn_rate:ratio{sloth_service="$service", sloth_slo="$slo"}"#,
+            r#"slo:period_error_budget_remaining:ratio{sloth_service="${service}", sloth_slo="${slo}"} or on() vector(1)"#,
         ),
     ),
+    (
+        "14348 burn rate magnitude",
+        SlothQuery::Instant(
+            r#"slo:current_burn_rate:ratio{sloth_service="${service}", sloth_slo="${slo}"} > 0"#,
+        ),
+    ),
+    ("14643 SLOs", SlothQuery::Count("count(sloth_slo_info)")),
     (
         "14643 services",
-        SlothQuery::LabelValues("sloth_slo_info", "sloth_service"),
+        SlothQuery::Count("count(max(sloth_slo_info) by (sloth_service))"),
     ),
     (
-        "14643 SLOs",
-        SlothQuery::LabelValues(r#"sloth_slo_info{sloth_service=~"$service"}"#, "sloth_slo"),
+        "14643 burning rate",
+        SlothQuery::Instant("slo:current_burn_rate:ratio > ${min_burning_rate}"),
     ),
     (
-        "14643 SLO table",
-        SlothQuery::Instant(r#"sloth_slo_info{sloth_service=~"$service"}"#),
-    ),
-    (
-        "14643 budget per SLO",
+        "14643 budget remaining",
         SlothQuery::Instant(
-            r#"slo:period_error_budget_remaining:ratio{sloth_service=~"$service"} * on (sloth_id) group_left (sloth_objective) sloth_slo_info"#,
+            "avg(slo:period_error_budget_remaining:ratio) by (owner,sloth_id,sloth_service,sloth_slo,sloth_window)",
         ),
     ),
     (
@@ -399,7 +403,12 @@ fn sloth_answer(
     service: &str,
     slo: &str,
 ) -> Vec<String> {
-    let sub = |s: &str| s.replace("$service", service).replace("$slo", slo);
+    let sub = |s: &str| {
+        s.replace("${service}", service)
+            .replace("${slo}", slo)
+            .replace("${sli_window}", "5m")
+            .replace("${min_burning_rate}", "1")
+    };
     match q {
         SlothQuery::LabelValues(selector, label) => {
             let v = prom.api(&format!(
@@ -423,6 +432,13 @@ fn sloth_answer(
                     .or(labels["sloth_id"].as_str())
                     .map(String::from)
             })
+            .collect(),
+        // One SLO in the config: the count is that one, and nothing made up.
+        SlothQuery::Count(expr) => prom
+            .query(&sub(expr))
+            .into_iter()
+            .filter(|(_, v)| v.is_finite() && *v > 0.0)
+            .map(|_| "counted".to_string())
             .collect(),
     }
 }
@@ -475,7 +491,8 @@ fn sloth_slo_info_and_sloths_dashboard_queries_return_the_slo() {
 
     // Every query returns the SLO once the SLI rules have two scrapes of events to rate.
     let wanted = |name: &str| match name {
-        n if n.ends_with("$service") || n == "14643 services" => "api",
+        n if n.ends_with("$service") => "api",
+        "14643 SLOs" | "14643 services" => "counted",
         n if n.starts_with("ui ") && !n.ends_with("details") && !n.ends_with("list") => {
             "api-api-availability"
         }
