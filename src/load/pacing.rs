@@ -1,0 +1,229 @@
+//! How the open model protects the target from the generator's own hiccups. Pure: no clock,
+//! no I/O; the runner passes in how late an arrival is and the time since the run started.
+//!
+//! - An arrival the scheduler reaches more than [`Pacing::max_lateness`] after its intended
+//!   start is dropped, not sent: after a CPU stall the generator would otherwise fire every
+//!   missed arrival at once. When a VU was free, the lateness is the scheduler's own (the
+//!   generator is overloaded, [`DropReason::Late`]); with none free it is the usual k6 drop
+//!   ([`DropReason::NoVu`]).
+//! - An arrival on schedule may open a new connection when no idle one is open: that is the
+//!   plan (a slow target needs more connections), bounded by the arrival rate and `max_vus`.
+//!   An arrival behind schedule (later than [`CATCH_UP`]) is catching up after a hiccup: it
+//!   reuses an idle open connection, or opens one only with a token of a [`ConnectBucket`], and
+//!   is otherwise dropped ([`DropReason::ConnectPaced`]). So a stall's backlog goes out over
+//!   the connections already open, not over thousands of new ones.
+
+use std::time::Duration;
+
+/// Why an arrival-rate iteration was not started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DropReason {
+    /// No VU (or no daemon-wide in-flight slot) was free: k6's `dropped_iterations`.
+    NoVu,
+    /// The scheduler reached it later than the lateness bound while VUs were free: the
+    /// generator itself fell behind, not the target.
+    Late,
+    /// It needed a new connection and the connect budget was spent.
+    ConnectPaced,
+}
+
+impl DropReason {
+    pub const ALL: [DropReason; 3] = [DropReason::NoVu, DropReason::Late, DropReason::ConnectPaced];
+
+    /// The label value (`reason=".."`) and summary word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DropReason::NoVu => "no_vu",
+            DropReason::Late => "late",
+            DropReason::ConnectPaced => "connect_paced",
+        }
+    }
+
+    /// Whether the generator, not the target, is the cause.
+    pub fn is_generator(self) -> bool {
+        matches!(self, DropReason::Late)
+    }
+}
+
+/// An arrival later than this is dropped (k6 has no bound and catches up as far as its VUs
+/// allow; wrk2 sends every late request at once). Half a second is far past any timer or
+/// runtime delay of a healthy generator, and short enough that a stall's backlog is not
+/// replayed at the target.
+pub const DEFAULT_MAX_LATENESS: Duration = Duration::from_millis(500);
+
+/// An arrival later than this is catching up: it opens a new connection only with a token.
+/// Ten timer ticks: a healthy generator releases arrivals within one.
+pub const CATCH_UP: Duration = Duration::from_millis(10);
+
+/// New connections per second never go below this, whatever the rate.
+pub const MIN_CONNECT_RATE: f64 = 200.0;
+
+/// New connections that may open at once (the bucket's depth).
+pub const CONNECT_BURST: u32 = 64;
+
+/// The open model's protections, fixed for a run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pacing {
+    /// Arrivals later than this are dropped.
+    pub max_lateness: Duration,
+    /// Arrivals later than this need a connect token to open a connection.
+    pub catch_up: Duration,
+    /// New connections per second for arrivals behind schedule.
+    pub connect_rate: f64,
+    /// New connections that may open at once.
+    pub connect_burst: u32,
+}
+
+impl Pacing {
+    /// The defaults for a run that peaks at `peak_rate` iterations per second: connects at a
+    /// twentieth of the rate (at least [`MIN_CONNECT_RATE`]/s), so a target answering in under
+    /// 50 ms is served by connections opened within the first second.
+    pub fn for_rate(peak_rate: f64, max_lateness: Option<Duration>) -> Pacing {
+        let rate = if peak_rate.is_finite() {
+            peak_rate
+        } else {
+            0.0
+        };
+        Pacing {
+            max_lateness: max_lateness.unwrap_or(DEFAULT_MAX_LATENESS),
+            catch_up: CATCH_UP,
+            connect_rate: (rate / 20.0).max(MIN_CONNECT_RATE),
+            connect_burst: CONNECT_BURST,
+        }
+    }
+
+    /// What to do with an arrival the scheduler reached `lateness` after its intended start,
+    /// when `vu_free` says whether a VU (and global slot) is free for it.
+    pub fn admit(&self, lateness: Duration, vu_free: bool) -> Result<(), DropReason> {
+        match (vu_free, lateness > self.max_lateness) {
+            (false, _) => Err(DropReason::NoVu),
+            (true, true) => Err(DropReason::Late),
+            (true, false) => Ok(()),
+        }
+    }
+
+    /// Whether an arrival this late may open a new connection without a token.
+    pub fn on_schedule(&self, lateness: Duration) -> bool {
+        lateness <= self.catch_up
+    }
+
+    pub fn bucket(&self) -> ConnectBucket {
+        ConnectBucket::new(self.connect_rate, self.connect_burst)
+    }
+}
+
+/// A token bucket over new connections. Time is an offset from the run start, passed in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConnectBucket {
+    per_ns: f64,
+    burst: f64,
+    tokens: f64,
+    last: Duration,
+}
+
+impl ConnectBucket {
+    /// Full at the start: `burst` connections may open at once, then `rate` per second.
+    pub fn new(rate: f64, burst: u32) -> ConnectBucket {
+        let rate = if rate.is_finite() { rate.max(0.0) } else { 0.0 };
+        let burst = f64::from(burst.max(1));
+        ConnectBucket {
+            per_ns: rate / 1e9,
+            burst,
+            tokens: burst,
+            last: Duration::ZERO,
+        }
+    }
+
+    /// Takes one token at `now` if there is one. A `now` before the last one (never, from a
+    /// monotonic clock) adds nothing.
+    pub fn try_take(&mut self, now: Duration) -> bool {
+        let elapsed = now.saturating_sub(self.last).as_nanos() as f64;
+        self.last = self.last.max(now);
+        self.tokens = (self.tokens + elapsed * self.per_ns).min(self.burst);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
+    #[test]
+    fn late_arrivals_with_a_free_vu_are_the_generators_and_dropped() {
+        let p = Pacing::for_rate(15_000.0, None);
+        assert_eq!(p.max_lateness, DEFAULT_MAX_LATENESS);
+        assert_eq!(p.admit(Duration::ZERO, true), Ok(()));
+        assert_eq!(p.admit(ms(500), true), Ok(()));
+        assert_eq!(p.admit(ms(501), true), Err(DropReason::Late));
+        assert!(DropReason::Late.is_generator());
+        // No VU free: the target holds them all, so it is the usual k6 drop, late or not.
+        assert_eq!(p.admit(ms(2_000), false), Err(DropReason::NoVu));
+        assert_eq!(p.admit(Duration::ZERO, false), Err(DropReason::NoVu));
+        assert!(!DropReason::NoVu.is_generator());
+        let strict = Pacing::for_rate(10.0, Some(ms(20)));
+        assert_eq!(strict.admit(ms(21), true), Err(DropReason::Late));
+    }
+
+    #[test]
+    fn only_arrivals_behind_schedule_are_paced() {
+        let p = Pacing::for_rate(2_000.0, None);
+        assert!(p.on_schedule(Duration::ZERO));
+        assert!(p.on_schedule(CATCH_UP));
+        assert!(!p.on_schedule(CATCH_UP + Duration::from_nanos(1)));
+    }
+
+    #[test]
+    fn connect_rate_follows_the_arrival_rate_above_a_floor() {
+        assert_eq!(Pacing::for_rate(15_000.0, None).connect_rate, 750.0);
+        assert_eq!(Pacing::for_rate(10.0, None).connect_rate, MIN_CONNECT_RATE);
+        assert_eq!(
+            Pacing::for_rate(f64::NAN, None).connect_rate,
+            MIN_CONNECT_RATE
+        );
+    }
+
+    #[test]
+    fn the_bucket_allows_its_burst_then_its_rate() {
+        let mut b = ConnectBucket::new(1000.0, 64);
+        let burst = (0..1000).filter(|_| b.try_take(Duration::ZERO)).count();
+        assert_eq!(burst, 64);
+        // 10 ms at 1000/s refills 10.
+        let more = (0..100).filter(|_| b.try_take(ms(10))).count();
+        assert_eq!(more, 10);
+        // A long quiet spell refills only to the burst, never beyond.
+        let after = (0..1000).filter(|_| b.try_take(ms(60_000))).count();
+        assert_eq!(after, 64);
+        // Time going backwards adds nothing.
+        assert!(!b.try_take(ms(1)));
+    }
+
+    #[test]
+    fn a_storm_of_arrivals_opens_at_most_burst_plus_rate_times_time() {
+        // 2 s of 15,000/s arrivals all needing a connection: the bucket lets through at most
+        // burst + rate × 2 s, not 30,000.
+        let p = Pacing::for_rate(15_000.0, None);
+        let mut b = p.bucket();
+        let opened = (0..30_000u64)
+            .filter(|k| b.try_take(Duration::from_nanos(k * 66_667)))
+            .count() as f64;
+        let bound = f64::from(p.connect_burst) + p.connect_rate * 2.0;
+        assert!(opened <= bound + 1.0, "{opened} > {bound}");
+        assert!(opened >= bound - 2.0, "{opened} < {bound}");
+    }
+
+    #[test]
+    fn a_zero_or_broken_rate_still_gives_the_burst() {
+        let mut b = ConnectBucket::new(f64::INFINITY, 0);
+        assert!(b.try_take(Duration::ZERO));
+        assert!(!b.try_take(ms(1_000)));
+    }
+}
