@@ -4,6 +4,7 @@
 //! other; bounds are generous where the machine's noise matters, tight where the plan decides.
 
 use crate::support::{runtime, sloburn, spawn_target};
+use sloburn::load::pacing::DropReason;
 use sloburn::load::runner::Abort;
 use sloburn::run::{RunArgs, execute, resolve};
 use sloburn::target::TargetOptions;
@@ -137,7 +138,15 @@ fn a_stalling_target_shows_in_the_tail_of_an_open_model_run() {
         // A closed-loop tool would send only a handful of requests during the stall and report
         // a tiny p99; the open model keeps sending, so every request of the stall waits.
         assert!(p99 >= Duration::from_millis(900), "p99 {p99:?}");
-        assert_eq!(s.dropped, 0, "4000 VUs cover one second at 2000/s");
+        // Opening 2,000 connections in a second keeps a debug build's one worker busy enough to
+        // fall behind, the more so on a loaded machine: what it drops then is its own lateness
+        // or its connect pace (counted by reason, `load::pacing`), never for want of a VU.
+        assert_eq!(
+            s.dropped_by(DropReason::NoVu),
+            0,
+            "4000 VUs cover one second at 2000/s (dropped by reason: {:?})",
+            s.dropped_by
+        );
     });
 }
 
