@@ -112,6 +112,44 @@ impl Pacing {
     pub fn bucket(&self) -> ConnectBucket {
         ConnectBucket::new(self.connect_rate, self.connect_burst)
     }
+
+    pub fn connects(&self) -> Connects {
+        Connects {
+            on_schedule: self.catch_up,
+            bucket: self.bucket(),
+            peak: 0,
+        }
+    }
+}
+
+/// Whether an arrival that found no idle open connection may open one. On schedule: yes (the
+/// plan needs it), and the number of VUs then busy is remembered. Behind schedule: only while
+/// fewer than twice the most VUs ever busy on schedule (at least the burst) are busy, and only
+/// with a token.
+/// A generator short of CPU makes every request look slow; growing the pool then would only
+/// feed the spiral (more connections, more CPU, slower still) and flood the target.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Connects {
+    on_schedule: Duration,
+    bucket: ConnectBucket,
+    peak: u32,
+}
+
+impl Connects {
+    /// `busy`: VUs busy now, this arrival's included; `now`: time since the start.
+    pub fn may_open(&mut self, lateness: Duration, busy: u32, now: Duration) -> bool {
+        if lateness <= self.on_schedule {
+            self.peak = self.peak.max(busy);
+            return true;
+        }
+        let cap = self.peak.saturating_mul(2).max(CONNECT_BURST);
+        busy <= cap && self.bucket.try_take(now)
+    }
+
+    /// The most VUs busy at once on schedule.
+    pub fn peak(&self) -> u32 {
+        self.peak
+    }
 }
 
 /// A token bucket over new connections. Time is an offset from the run start, passed in.
@@ -181,6 +219,43 @@ mod tests {
         assert!(p.on_schedule(Duration::ZERO));
         assert!(p.on_schedule(CATCH_UP));
         assert!(!p.on_schedule(CATCH_UP + Duration::from_nanos(1)));
+    }
+
+    #[test]
+    fn behind_schedule_connections_open_for_up_to_twice_the_vus_busy_on_schedule() {
+        let p = Pacing::for_rate(15_000.0, None);
+        let late = Duration::from_millis(300);
+        // On schedule, 20 VUs were busy at most.
+        let mut c = p.connects();
+        for busy in 1..=20 {
+            assert!(c.may_open(Duration::ZERO, busy, Duration::ZERO));
+        }
+        assert_eq!(c.peak(), 20);
+        // Behind schedule: connections open while at most max(2 × 20, burst) = 64 VUs are
+        // busy, however long it lasts.
+        let mut busy = 20;
+        for k in 0..10_000u64 {
+            if c.may_open(late, busy + 1, Duration::from_millis(k)) {
+                busy += 1;
+            }
+        }
+        assert_eq!(busy, CONNECT_BURST);
+        // A slow target kept 500 busy on schedule: behind it, up to 1,000.
+        let mut c = p.connects();
+        assert!(c.may_open(Duration::ZERO, 500, Duration::ZERO));
+        let mut busy = 500;
+        for k in 0..10_000u64 {
+            if c.may_open(late, busy + 1, Duration::from_millis(k)) {
+                busy += 1;
+            }
+        }
+        assert_eq!(busy, 1_000);
+        // Within the cap, the token bucket still sets the pace.
+        let mut c = p.connects();
+        let opened = (0..1_000)
+            .filter(|_| c.may_open(late, 1, Duration::ZERO))
+            .count();
+        assert_eq!(opened, CONNECT_BURST as usize);
     }
 
     #[test]

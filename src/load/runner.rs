@@ -250,7 +250,7 @@ async fn open_model(
     ctx.events.vus_allocated(allocated.load(Relaxed));
     // Without keep-alive every request opens a connection by the user's choice: nothing to pace.
     let paced = client.options().keep_alive;
-    let mut bucket = pacing.bucket();
+    let mut connects = pacing.connects();
     let mut set = JoinSet::new();
     let mut j = 0u64;
     let mut prev_due = start;
@@ -318,20 +318,19 @@ async fn open_model(
                 continue;
             }
         };
-        // An idle open connection first; a new one freely on schedule, behind it only with a
-        // connect token.
-        let may_connect = |bucket: &mut super::pacing::ConnectBucket| {
-            !paced || pacing.on_schedule(late) || bucket.try_take(now - start)
-        };
+        // An idle open connection first; a new one freely on schedule, behind it only within
+        // the connect budget (`Connects::may_open`).
+        let elapsed = now - start;
+        let busy = max_vus.saturating_sub(permits.available_permits() as u32);
         let conn = match pool.lock() {
             Ok(mut idle) => match idle.pop() {
                 Some(c) if !paced || c.is_open() => Some(c),
-                Some(c) if may_connect(&mut bucket) => Some(c),
+                Some(c) if connects.may_open(late, busy, elapsed) => Some(c),
                 Some(c) => {
                     idle.push(c);
                     None
                 }
-                None if may_connect(&mut bucket) => {
+                None if !paced || connects.may_open(late, busy, elapsed) => {
                     let n = allocated.fetch_add(1, Relaxed) + 1;
                     ctx.events.vus_allocated(n);
                     Some(client.conn())
