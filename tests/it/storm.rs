@@ -293,3 +293,34 @@ fn the_daemon_reports_generator_overload_and_charges_no_slo_with_it() {
         stop.cancel();
     });
 }
+
+/// `max_lateness` is a profile key (default 500 ms, never zero), and an arrival-rate profile
+/// without `max_vus` gets 100 ms of arrivals, not one second.
+#[test]
+fn max_lateness_and_the_default_max_vus_come_from_the_config() {
+    let env = crate::support::test_env();
+    let profile = |extra: &str| {
+        format!(
+            "targets:\n  api:\n    url: http://127.0.0.1:9/\nprofiles:\n  p:\n    target: api\n    executor: constant-arrival-rate\n    rate: 15000/s\n    duration: 5s\n{extra}"
+        )
+    };
+    let dir = std::env::temp_dir();
+    let cfg = sloburn::config::from_str(&profile(""), "t.yaml", &dir, &env)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .config;
+    let p = &cfg.profiles["p"];
+    assert_eq!(p.max_lateness, sloburn::load::pacing::DEFAULT_MAX_LATENESS);
+    assert_eq!(sloburn::load::plan::max_vus(&p.executor), 1500);
+    let cfg = sloburn::config::from_str(&profile("    max_lateness: 50ms\n"), "t.yaml", &dir, &env)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .config;
+    assert_eq!(cfg.profiles["p"].max_lateness, Duration::from_millis(50));
+    let err = sloburn::config::from_str(&profile("    max_lateness: 0s\n"), "t.yaml", &dir, &env)
+        .err()
+        .expect("zero is refused");
+    let text = err.to_string();
+    assert!(
+        text.contains("t.yaml:10:19") && text.contains("max_lateness"),
+        "{text}"
+    );
+}
