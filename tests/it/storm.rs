@@ -315,9 +315,11 @@ fn max_lateness_and_the_default_max_vus_come_from_the_config() {
         .unwrap_or_else(|e| panic!("{e}"))
         .config;
     assert_eq!(cfg.profiles["p"].max_lateness, Duration::from_millis(50));
-    let err = sloburn::config::from_str(&profile("    max_lateness: 0s\n"), "t.yaml", &dir, &env)
-        .err()
-        .expect("zero is refused");
+    let Err(err) =
+        sloburn::config::from_str(&profile("    max_lateness: 0s\n"), "t.yaml", &dir, &env)
+    else {
+        panic!("max_lateness: 0s is refused");
+    };
     let text = err.to_string();
     assert!(
         text.contains("t.yaml:10:19") && text.contains("max_lateness"),
