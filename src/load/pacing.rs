@@ -3,9 +3,12 @@
 //!
 //! - An arrival the scheduler reaches more than [`Pacing::max_lateness`] after its intended
 //!   start is dropped, not sent: after a CPU stall the generator would otherwise fire every
-//!   missed arrival at once. When a VU was free, the lateness is the scheduler's own (the
-//!   generator is overloaded, [`DropReason::Late`]); with none free it is the usual k6 drop
-//!   ([`DropReason::NoVu`]).
+//!   missed arrival at once. The scheduler never waits for a VU, so this lateness is always
+//!   the generator's own ([`DropReason::Late`], generator overload), whether or not a VU is
+//!   free. With no VU free it is also the generator's when the runtime's lag (how long a VU
+//!   task waits to be polled once spawned, smoothed by [`smooth_lag`]) passes the bound: the
+//!   VUs are busy because sloburn is slow to read their responses. Otherwise an arrival that
+//!   finds no VU free is the usual k6 drop ([`DropReason::NoVu`]).
 //! - An arrival on schedule may open a new connection when no idle one is open: that is the
 //!   plan (a slow target needs more connections), bounded by the arrival rate and `max_vus`.
 //!   An arrival behind schedule (later than [`CATCH_UP`]) is catching up after a hiccup: it
@@ -20,8 +23,8 @@ use std::time::Duration;
 pub enum DropReason {
     /// No VU (or no daemon-wide in-flight slot) was free: k6's `dropped_iterations`.
     NoVu,
-    /// The scheduler reached it later than the lateness bound while VUs were free: the
-    /// generator itself fell behind, not the target.
+    /// It would have started later than the lateness bound: the generator itself fell
+    /// behind (the scheduler or the runtime), not the target.
     Late,
     /// It needed a new connection and the connect budget was spent.
     ConnectPaced,
@@ -94,13 +97,17 @@ impl Pacing {
         }
     }
 
-    /// What to do with an arrival the scheduler reached `lateness` after its intended start,
-    /// when `vu_free` says whether a VU (and global slot) is free for it.
-    pub fn admit(&self, lateness: Duration, vu_free: bool) -> Result<(), DropReason> {
-        match (vu_free, lateness > self.max_lateness) {
-            (false, _) => Err(DropReason::NoVu),
-            (true, true) => Err(DropReason::Late),
-            (true, false) => Ok(()),
+    /// What to do with an arrival the scheduler reached `late` after its intended start, with
+    /// the runtime lagging by `lag`, when `vu_free` says whether a VU (and global slot) is free
+    /// for it. The lag alone never drops an arrival that has a VU: a lag measured before a
+    /// stall would otherwise stop every dispatch, and with it every new measurement.
+    pub fn admit(&self, late: Duration, lag: Duration, vu_free: bool) -> Result<(), DropReason> {
+        if late > self.max_lateness || (!vu_free && late + lag > self.max_lateness) {
+            Err(DropReason::Late)
+        } else if vu_free {
+            Ok(())
+        } else {
+            Err(DropReason::NoVu)
         }
     }
 
@@ -152,6 +159,13 @@ impl Connects {
     }
 }
 
+/// The runtime's lag, smoothed: `old` moved an eighth of the way to a new `sample` (both in
+/// nanoseconds), so one slow poll does not count as overload but a run of them does within a
+/// few dozen arrivals.
+pub fn smooth_lag(old: u64, sample: u64) -> u64 {
+    old - old / 8 + sample / 8
+}
+
 /// A token bucket over new connections. Time is an offset from the run start, passed in.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConnectBucket {
@@ -201,16 +215,25 @@ mod tests {
     fn late_arrivals_with_a_free_vu_are_the_generators_and_dropped() {
         let p = Pacing::for_rate(15_000.0, None);
         assert_eq!(p.max_lateness, DEFAULT_MAX_LATENESS);
-        assert_eq!(p.admit(Duration::ZERO, true), Ok(()));
-        assert_eq!(p.admit(ms(500), true), Ok(()));
-        assert_eq!(p.admit(ms(501), true), Err(DropReason::Late));
+        let z = Duration::ZERO;
+        assert_eq!(p.admit(z, z, true), Ok(()));
+        assert_eq!(p.admit(ms(500), z, true), Ok(()));
+        assert_eq!(p.admit(ms(501), z, true), Err(DropReason::Late));
+        // A lagging runtime alone does not drop an arrival that has a VU.
+        assert_eq!(p.admit(z, ms(2_000), true), Ok(()));
         assert!(DropReason::Late.is_generator());
-        // No VU free: the target holds them all, so it is the usual k6 drop, late or not.
-        assert_eq!(p.admit(ms(2_000), false), Err(DropReason::NoVu));
-        assert_eq!(p.admit(Duration::ZERO, false), Err(DropReason::NoVu));
+        // On time with no VU free: the target holds them all, the usual k6 drop. Too late with
+        // none free: the lateness is still the generator's own (the scheduler never waits for
+        // a VU), so it is its overload.
+        assert_eq!(p.admit(z, z, false), Err(DropReason::NoVu));
+        assert_eq!(p.admit(ms(500), z, false), Err(DropReason::NoVu));
+        assert_eq!(p.admit(ms(2_000), z, false), Err(DropReason::Late));
+        // No VU free while the runtime lags past the bound: the VUs wait on sloburn.
+        assert_eq!(p.admit(ms(100), ms(450), false), Err(DropReason::Late));
+        assert_eq!(p.admit(ms(10), ms(100), false), Err(DropReason::NoVu));
         assert!(!DropReason::NoVu.is_generator());
         let strict = Pacing::for_rate(10.0, Some(ms(20)));
-        assert_eq!(strict.admit(ms(21), true), Err(DropReason::Late));
+        assert_eq!(strict.admit(ms(21), z, true), Err(DropReason::Late));
     }
 
     #[test]
@@ -256,6 +279,26 @@ mod tests {
             .filter(|_| c.may_open(late, 1, Duration::ZERO))
             .count();
         assert_eq!(opened, CONNECT_BURST as usize);
+    }
+
+    #[test]
+    fn the_lag_follows_a_run_of_slow_polls_not_one() {
+        let ms_ns = 1_000_000u64;
+        let once = smooth_lag(0, 800 * ms_ns);
+        assert_eq!(once, 100 * ms_ns);
+        let mut lag = 0;
+        for _ in 0..40 {
+            lag = smooth_lag(lag, 800 * ms_ns);
+        }
+        assert!(lag > 790 * ms_ns, "{lag}");
+        for _ in 0..40 {
+            lag = smooth_lag(lag, 0);
+        }
+        assert!(lag < 10 * ms_ns, "{lag}");
+        assert_eq!(
+            smooth_lag(u64::MAX, u64::MAX),
+            u64::MAX - u64::MAX / 8 + u64::MAX / 8
+        );
     }
 
     #[test]

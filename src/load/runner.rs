@@ -251,6 +251,8 @@ async fn open_model(
     // Without keep-alive every request opens a connection by the user's choice: nothing to pace.
     let paced = client.options().keep_alive;
     let mut connects = pacing.connects();
+    // How long a spawned VU task waits to be polled (ns, smoothed): the runtime's own lag.
+    let lag = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let mut set = JoinSet::new();
     let mut j = 0u64;
     let mut prev_due = start;
@@ -293,6 +295,7 @@ async fn open_model(
         while set.try_join_next().is_some() {}
         let now = Instant::now();
         let late = now.saturating_duration_since(due);
+        let lagging = Duration::from_nanos(lag.load(Relaxed));
         // A VU, and the daemon-wide cap: an arrival that finds it full is dropped like one
         // without a VU.
         let slot = permits
@@ -307,7 +310,7 @@ async fn open_model(
                     .map(|g| (permit, Some(g))),
                 None => Some((permit, None)),
             });
-        let (permit, global) = match (pacing.admit(late, slot.is_some()), slot) {
+        let (permit, global) = match (pacing.admit(late, lagging, slot.is_some()), slot) {
             (Ok(()), Some(slot)) => slot,
             (Err(reason), _) => {
                 ctx.events.iteration_dropped(reason);
@@ -319,18 +322,20 @@ async fn open_model(
             }
         };
         // An idle open connection first; a new one freely on schedule, behind it only within
-        // the connect budget (`Connects::may_open`).
+        // the connect budget (`Connects::may_open`). Behind means the scheduler is late or the
+        // runtime is slow to start what it dispatches.
+        let behind = late + lagging;
         let elapsed = now - start;
         let busy = max_vus.saturating_sub(permits.available_permits() as u32);
         let conn = match pool.lock() {
             Ok(mut idle) => match idle.pop() {
                 Some(c) if !paced || c.is_open() => Some(c),
-                Some(c) if connects.may_open(late, busy, elapsed) => Some(c),
+                Some(c) if connects.may_open(behind, busy, elapsed) => Some(c),
                 Some(c) => {
                     idle.push(c);
                     None
                 }
-                None if !paced || connects.may_open(late, busy, elapsed) => {
+                None if !paced || connects.may_open(behind, busy, elapsed) => {
                     let n = allocated.fetch_add(1, Relaxed) + 1;
                     ctx.events.vus_allocated(n);
                     Some(client.conn())
@@ -345,7 +350,14 @@ async fn open_model(
         };
         let ctx = ctx.clone();
         let pool = pool.clone();
+        let lag = lag.clone();
         set.spawn(async move {
+            let polled = Instant::now();
+            let waited = u64::try_from(polled.saturating_duration_since(now).as_nanos());
+            lag.store(
+                super::pacing::smooth_lag(lag.load(Relaxed), waited.unwrap_or(u64::MAX)),
+                Relaxed,
+            );
             let _busy = ctx.events.busy();
             let mut conn = conn;
             let lateness = Instant::now().saturating_duration_since(due);
