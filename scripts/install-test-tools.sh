@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the tools the test suite drives for real, only when they are missing: promtool and
 # prometheus (Debian `prometheus`) and Alertmanager (Debian `prometheus-alertmanager`, which
-# installs /usr/bin/prometheus-alertmanager; upstream tarballs call it `alertmanager`).
+# installs /usr/bin/prometheus-alertmanager; upstream tarballs call it `alertmanager`), and nginx
+# (Debian `nginx`, the stall test's target).
 # Idempotent; safe to run on every `make test`.
 set -euo pipefail
 
@@ -12,6 +13,8 @@ if ! command -v prometheus-alertmanager >/dev/null 2>&1 &&
   ! command -v alertmanager >/dev/null 2>&1; then
   need+=(prometheus-alertmanager)
 fi
+# nginx: the fast target of the CPU-stall test (tests/it/storm.rs starts its own on 127.0.0.1).
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need+=(nginx)
 
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""

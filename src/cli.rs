@@ -49,6 +49,8 @@ pub fn init_logging(format: LogFormat, default_level: &str) {
     };
 }
 
+/// Parsed once per process, so the size of its largest variant (`run`'s flags) costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// The daemon with a built-in config and an in-process demo target; prints its URLs.

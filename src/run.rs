@@ -48,9 +48,14 @@ pub struct RunArgs {
     /// Open model: iterations per time unit, e.g. `2000/s`.
     #[arg(long)]
     pub rate: Option<String>,
-    /// Upper bound on VUs for --rate (default: one second's worth of iterations).
+    /// Upper bound on VUs for --rate (default: 100 ms of arrivals, sized for a 50 ms target
+    /// with 2x headroom; at least 100).
     #[arg(long)]
     pub max_vus: Option<u32>,
+    /// With --rate: drop arrivals the generator reaches later than this behind schedule
+    /// (default 500ms), counted as dropped iterations and as generator overload.
+    #[arg(long)]
+    pub max_lateness: Option<String>,
     /// Test duration, e.g. `30s` (default 10s).
     #[arg(long)]
     pub duration: Option<String>,
@@ -109,7 +114,7 @@ pub fn resolve(args: &RunArgs, out: &mut impl Write) -> anyhow::Result<Option<Re
         Some(s) => parse_shard(s)?,
         None => Shard::WHOLE,
     };
-    let (name, target, executor, mut thresholds, graceful_stop, start_time) =
+    let (name, target, executor, mut thresholds, graceful_stop, start_time, lateness) =
         match (&args.file, &args.url) {
             (Some(_), Some(_)) => bail!("give a config file or --url, not both"),
             (None, None) => bail!("give a config file (and --profile) or --url for an ad-hoc run"),
@@ -150,6 +155,7 @@ pub fn resolve(args: &RunArgs, out: &mut impl Write) -> anyhow::Result<Option<Re
                     profile.thresholds.clone(),
                     profile.graceful_stop,
                     profile.start_time,
+                    profile.max_lateness,
                 )
             }
             (None, Some(url)) => {
@@ -161,6 +167,7 @@ pub fn resolve(args: &RunArgs, out: &mut impl Write) -> anyhow::Result<Option<Re
                     Vec::new(),
                     Duration::from_secs(30),
                     Duration::ZERO,
+                    crate::load::pacing::DEFAULT_MAX_LATENESS,
                 )
             }
         };
@@ -176,6 +183,14 @@ pub fn resolve(args: &RunArgs, out: &mut impl Write) -> anyhow::Result<Option<Re
             delay_abort_eval: Duration::ZERO,
         });
     }
+    let max_lateness = match &args.max_lateness {
+        Some(s) => match crate::units::parse_duration(s) {
+            Ok(d) if d.is_zero() => bail!("--max-lateness must be longer than zero"),
+            Ok(d) => d,
+            Err(e) => bail!("--max-lateness: {e}"),
+        },
+        None => lateness,
+    };
     let planned = crate::load::plan::planned_duration(&executor);
     let spec = RunSpec {
         profile: name.clone(),
@@ -187,6 +202,7 @@ pub fn resolve(args: &RunArgs, out: &mut impl Write) -> anyhow::Result<Option<Re
         shard,
         global: None,
         start_time,
+        max_lateness,
     };
     Ok(Some(Resolved {
         name,
@@ -255,12 +271,9 @@ fn ad_hoc(args: &RunArgs, url: &str) -> anyhow::Result<(Target, Executor)> {
             if rate <= 0.0 {
                 bail!("--rate must be above zero");
             }
-            let pre = args
-                .vus
-                .unwrap_or_else(|| (rate / 10.0).ceil().clamp(1.0, 1000.0) as u32);
-            let max = args
-                .max_vus
-                .unwrap_or_else(|| (rate.ceil() as u32).clamp(pre.max(100), 100_000));
+            let (default_pre, default_max) = crate::load::spec::default_vu_pool(rate);
+            let pre = args.vus.unwrap_or(default_pre);
+            let max = args.max_vus.unwrap_or_else(|| default_max.max(pre));
             if max < pre {
                 bail!("--max-vus ({max}) is below the pre-allocated VUs ({pre})");
             }

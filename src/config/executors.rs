@@ -251,15 +251,16 @@ fn executor(ctx: &mut Ctx, f: &Fields, name: &str) -> Option<Executor> {
     }
 }
 
-/// `pre_allocated_vus` and `max_vus`, defaulting from the rate so a plain profile works.
+/// `pre_allocated_vus` and `max_vus`, defaulting from the rate so a plain profile works
+/// (`load::spec::default_vu_pool`: `max_vus` sized for a 50 ms target with 2× headroom).
 fn vu_pool(ctx: &mut Ctx, f: &Fields, peak_rate: f64) -> (Option<u32>, Option<u32>) {
-    let guess = (peak_rate / 10.0).ceil().clamp(1.0, 1000.0) as u32;
+    let (guess, sized) = crate::load::spec::default_vu_pool(peak_rate);
     let pre = optional(ctx, f, "pre_allocated_vus", guess, count_u32);
     let max = optional(
         ctx,
         f,
         "max_vus",
-        pre.unwrap_or(guess).max(guess * 10).min(100_000),
+        pre.unwrap_or(guess).max(sized),
         count_u32,
     );
     if let (Some(p), Some(m), Some(n)) = (pre, max, f.get("max_vus"))

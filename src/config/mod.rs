@@ -206,6 +206,8 @@ pub struct Profile {
     pub thresholds: Vec<ThresholdSpec>,
     pub graceful_stop: Duration,
     pub start_time: Duration,
+    /// Arrival-rate only: an arrival the scheduler reaches later than this is dropped.
+    pub max_lateness: Duration,
     pub guard: Option<Guard>,
 }
 

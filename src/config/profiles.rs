@@ -27,6 +27,7 @@ const PROFILE_COMMON: &[&str] = &[
     "abort_on_fail",
     "graceful_stop",
     "start_time",
+    "max_lateness",
     "guard",
     "description",
 ];
@@ -171,6 +172,13 @@ pub fn profile(
     }
     let graceful_stop = opt_duration(ctx, &f, "graceful_stop", Duration::from_secs(30), false);
     let start_time = opt_duration(ctx, &f, "start_time", Duration::ZERO, false);
+    let max_lateness = opt_duration(
+        ctx,
+        &f,
+        "max_lateness",
+        crate::load::pacing::DEFAULT_MAX_LATENESS,
+        true,
+    );
     let guard = f
         .get("guard")
         .and_then(|n| guard(ctx, n, &f.path_of("guard")));
@@ -185,6 +193,7 @@ pub fn profile(
         thresholds,
         graceful_stop,
         start_time,
+        max_lateness,
         guard,
     })
 }

@@ -9,7 +9,7 @@
 
 use super::reload::reload as reload_config;
 use super::runs::{StartError, start_run};
-use super::state::Shared;
+use super::state::{Shared, unix_now};
 use crate::metrics::Metrics;
 use axum::Router;
 use axum::extract::{Path, State};
@@ -115,13 +115,35 @@ async fn metrics(State(shared): State<AppState>, headers: HeaderMap) -> Response
 /// open or with the token.
 async fn readyz(State(shared): State<AppState>, headers: HeaderMap) -> Response {
     match shared.readiness() {
-        Ok(()) => (StatusCode::OK, "ready\n").into_response(),
+        Ok(()) => (StatusCode::OK, ready_text(&shared, &headers)).into_response(),
         Err(why) if authorize(&shared, &headers, false).is_ok() => (
             StatusCode::SERVICE_UNAVAILABLE,
             format!("not ready: {why}\n"),
         )
             .into_response(),
         Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "not ready\n").into_response(),
+    }
+}
+
+/// How long `/readyz` keeps saying "generator overloaded" after the last late arrival.
+const OVERLOAD_SHOWN_FOR: u64 = 10;
+
+/// "ready", and while the generator falls behind on some profile (it dropped late arrivals in
+/// the last [`OVERLOAD_SHOWN_FOR`] seconds) a line saying so; it stays ready, since its own
+/// surface still works and nothing of this counts against an SLO. Profile names only where
+/// reads are open or with the token.
+fn ready_text(shared: &AppState, headers: &HeaderMap) -> String {
+    let since = (unix_now() as u64).saturating_sub(OVERLOAD_SHOWN_FOR);
+    let profiles = shared.metrics.overloaded_since(since);
+    if profiles.is_empty() {
+        "ready\n".into()
+    } else if authorize(shared, headers, false).is_ok() {
+        format!(
+            "ready\ngenerator overloaded: {} (late arrivals dropped in the last {OVERLOAD_SHOWN_FOR} s, not counted against any SLO)\n",
+            profiles.join(", ")
+        )
+    } else {
+        "ready\ngenerator overloaded\n".into()
     }
 }
 

@@ -7,6 +7,7 @@ use crate::checks::Check;
 use crate::config::{self, Profile};
 use crate::http::Outcome;
 use crate::load::observe::{Observer, Observers};
+use crate::load::pacing::DropReason;
 use crate::load::runner::{self, Abort, RunReport, RunSpec, Stopper};
 use crate::load::stats::RunStats;
 use crate::metrics::ProfileMetrics;
@@ -96,8 +97,13 @@ impl Observer for Live {
         }
     }
 
-    fn iteration_dropped(&self) {
-        self.metrics.dropped();
+    fn iteration_dropped(&self, reason: DropReason) {
+        // A drop is never an SLO event: the watchers see only requests that were sent.
+        if reason.is_generator() {
+            self.metrics.generator_overloaded(unix_now() as u64);
+        } else {
+            self.metrics.dropped();
+        }
     }
 
     fn vus_changed(&self, delta: i32) {
@@ -165,6 +171,7 @@ async fn execute(
         shard: shared.shard,
         global: Some(shared.in_flight.clone()),
         start_time: profile.start_time,
+        max_lateness: profile.max_lateness,
     };
     let client = target.client(shared.resolver.clone());
     shared.metrics.run_started(&profile.name);

@@ -388,6 +388,11 @@ impl Conn {
         out
     }
 
+    /// Whether a connection is open and usable: the next request then connects nothing.
+    pub fn is_open(&self) -> bool {
+        self.live.as_ref().is_some_and(|l| !l.sender.is_closed())
+    }
+
     /// Drops the open connection, if any; the next request connects afresh.
     pub fn close(&mut self) {
         self.live = None;

@@ -2,6 +2,7 @@
 
 pub mod hist;
 pub mod observe;
+pub mod pacing;
 pub mod plan;
 pub mod presets;
 pub mod runner;

@@ -7,6 +7,7 @@
 //! Events are called on the request path: an observer does atomics only, never a lock or an
 //! allocation.
 
+use super::pacing::DropReason;
 use super::stats::RunStats;
 use crate::http::Outcome;
 use std::sync::Arc;
@@ -18,8 +19,9 @@ pub trait Observer: Send + Sync {
     /// closed-model executors); `checks` are its check results, in check order.
     fn request_finished(&self, outcome: &Outcome, lateness: Duration, checks: &[bool]);
 
-    /// An arrival-rate iteration found no free VU (or no global slot) and was dropped.
-    fn iteration_dropped(&self) {}
+    /// An arrival-rate iteration was dropped: no free VU (or no global slot), too late to send
+    /// (the generator fell behind), or no connection and no connect budget.
+    fn iteration_dropped(&self, _reason: DropReason) {}
 
     /// One more VU is busy (`+1`) or one is idle again (`-1`).
     fn vus_changed(&self, _delta: i32) {}
@@ -56,10 +58,10 @@ impl Observers {
         }
     }
 
-    pub fn iteration_dropped(&self) {
-        self.stats.iteration_dropped();
+    pub fn iteration_dropped(&self, reason: DropReason) {
+        self.stats.iteration_dropped(reason);
         for o in &self.others {
-            o.iteration_dropped();
+            o.iteration_dropped(reason);
         }
     }
 
@@ -111,7 +113,7 @@ mod tests {
         fn request_finished(&self, _: &Outcome, _: Duration, _: &[bool]) {
             self.requests.fetch_add(1, Relaxed);
         }
-        fn iteration_dropped(&self) {
+        fn iteration_dropped(&self, _: DropReason) {
             self.dropped.fetch_add(1, Relaxed);
         }
         fn vus_changed(&self, delta: i32) {
@@ -128,7 +130,8 @@ mod tests {
         let (a, b) = (Arc::new(Count::default()), Arc::new(Count::default()));
         let obs = Observers::new(stats.clone(), vec![a.clone(), b.clone()]);
         obs.request_finished(&Outcome::default(), Duration::ZERO, &[]);
-        obs.iteration_dropped();
+        obs.iteration_dropped(DropReason::NoVu);
+        obs.iteration_dropped(DropReason::Late);
         obs.vus_allocated(3);
         {
             let _one = obs.busy();
@@ -138,11 +141,14 @@ mod tests {
         }
         for c in [&a, &b] {
             assert_eq!(c.requests.load(Relaxed), 1);
-            assert_eq!(c.dropped.load(Relaxed), 1);
+            assert_eq!(c.dropped.load(Relaxed), 2);
             assert_eq!(c.vus.load(Relaxed), 0);
             assert_eq!(c.allocated.load(Relaxed), 3);
         }
         let s = stats.snapshot(Duration::from_secs(1));
-        assert_eq!((s.requests, s.dropped, s.vus, s.vus_max), (1, 1, 0, 3));
+        assert_eq!((s.requests, s.dropped, s.vus, s.vus_max), (1, 2, 0, 3));
+        assert_eq!(s.dropped_by(DropReason::Late), 1);
+        assert_eq!(s.dropped_by(DropReason::NoVu), 1);
+        assert_eq!(s.dropped_by(DropReason::ConnectPaced), 0);
     }
 }

@@ -116,8 +116,8 @@ impl Preset {
 
     /// The executor for this preset. With `arrival_rate`, `peak` is iterations/s and the open
     /// model is used; otherwise `peak` is a VU count (rounded). For arrival rates the VU pool is
-    /// sized for iterations of up to one second (`max_vus = ceil(peak)`, a tenth of that
-    /// pre-allocated); a profile that knows its latency should set the pool itself.
+    /// the default of [`super::spec::default_vu_pool`]; a profile that knows its latency
+    /// should set the pool itself.
     pub fn executor(
         self,
         peak: f64,
@@ -171,8 +171,7 @@ fn vus(v: f64) -> u32 {
 }
 
 fn pool(rate: f64) -> (u32, u32) {
-    let max = (rate.ceil() as u32).max(1);
-    ((max / 10).max(1), max)
+    super::spec::default_vu_pool(rate)
 }
 
 fn sum(stages: &[Stage]) -> Duration {

@@ -4,12 +4,16 @@
 //!   iteration to a free VU (a semaphore permit plus a pooled connection) and never waits for
 //!   one. With no VU free the iteration is dropped and counted, as in k6. A VU that starts late
 //!   adds its lateness to the measured duration (wrk2), so a stalled target shows in the tail.
+//!   The generator's own hiccups are kept off the target (`load::pacing`): an arrival reached
+//!   later than `max_lateness` is dropped as the generator's overload, and one behind schedule
+//!   opens a new connection only within the connect budget.
 //! - Closed model (VU and iteration executors): each VU loops on its own connection.
 //!
 //! One [`CancellationToken`] stops everything; in-flight requests get `graceful_stop` to finish.
 //! Thresholds with `abort_on_fail` are evaluated every [`EVAL_INTERVAL`].
 
 use super::observe::Observers;
+use super::pacing::{DropReason, Pacing};
 use super::plan::{ArrivalPlan, IterationMode, IterationPlan, Plan, Shard, VuPlan};
 use super::spec::Executor;
 use super::stats::{RunStats, StatsSnapshot};
@@ -43,6 +47,8 @@ pub struct RunSpec {
     pub global: Option<Arc<tokio::sync::Semaphore>>,
     /// k6's `startTime`: wait this long before the plan's time zero.
     pub start_time: Duration,
+    /// Arrival-rate only: arrivals the scheduler reaches later than this are dropped.
+    pub max_lateness: Duration,
 }
 
 /// Why a run ended before its plan did.
@@ -135,7 +141,11 @@ pub async fn run(
         stopper.clone(),
     ));
     match plan {
-        Plan::Arrival(p) => open_model(p, client, &ctx, &stopper, spec.graceful_stop, start).await,
+        Plan::Arrival(p) => {
+            let pacing = Pacing::for_rate(spec.executor.peak_rate(), Some(spec.max_lateness));
+            let grace = spec.graceful_stop;
+            open_model(p, client, &ctx, &stopper, grace, start, pacing).await
+        }
         Plan::Vus(p) => closed_vus(p, client, &ctx, &stopper, spec.graceful_stop, start).await,
         Plan::Iterations(p) => {
             iterations(p, client, &ctx, &stopper, spec.graceful_stop, start).await
@@ -212,6 +222,10 @@ async fn drain(set: &mut JoinSet<()>, grace: Duration) {
     }
 }
 
+/// How many arrivals the scheduler handles in a row without a wait before it yields, so that
+/// VU tasks on the same worker finish and hand their connections back while it catches up.
+const YIELD_EVERY: u32 = 64;
+
 async fn open_model(
     plan: ArrivalPlan,
     client: &Client,
@@ -219,10 +233,12 @@ async fn open_model(
     stopper: &Stopper,
     grace: Duration,
     start: Instant,
+    pacing: Pacing,
 ) {
     let max_vus = plan.max_vus().max(1);
     let permits = Arc::new(tokio::sync::Semaphore::new(max_vus as usize));
-    // LIFO keeps the warmest connections busy; pre-allocated VUs are idle connection slots.
+    // LIFO keeps the warmest connections busy; pre-allocated VUs are idle connection slots
+    // (with no connection open until their first request).
     let pool: Arc<Mutex<Vec<Conn>>> = Arc::new(Mutex::new(
         (0..plan.pre_allocated_vus().min(max_vus))
             .map(|_| client.conn())
@@ -232,9 +248,15 @@ async fn open_model(
         plan.pre_allocated_vus().min(max_vus),
     ));
     ctx.events.vus_allocated(allocated.load(Relaxed));
+    // Without keep-alive every request opens a connection by the user's choice: nothing to pace.
+    let paced = client.options().keep_alive;
+    let mut connects = pacing.connects();
+    // How long a spawned VU task waits to be polled (ns, smoothed): the runtime's own lag.
+    let lag = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let mut set = JoinSet::new();
     let mut j = 0u64;
     let mut prev_due = start;
+    let mut unbroken = 0u32;
     let cancel = stopper.token();
     while let Some(offset) = plan.start_of(j) {
         j += 1;
@@ -249,47 +271,93 @@ async fn open_model(
         let gap = due.saturating_duration_since(prev_due);
         prev_due = due;
         if gap >= crate::timer::FINE_WINDOW && due > now {
+            unbroken = 0;
             tokio::select! {
                 _ = crate::timer::sleep_until(due) => {}
                 _ = cancel.cancelled() => break,
             }
         } else if due > now + DISPATCH_WINDOW {
+            unbroken = 0;
             tokio::select! {
                 _ = tokio::time::sleep_until(due - DISPATCH_WINDOW) => {}
                 _ = cancel.cancelled() => break,
             }
         } else if cancel.is_cancelled() {
             break;
+        } else {
+            unbroken += 1;
+            if unbroken >= YIELD_EVERY {
+                unbroken = 0;
+                tokio::task::yield_now().await;
+            }
         }
         // Reap finished tasks so the set's memory stays bounded by max_vus.
         while set.try_join_next().is_some() {}
-        let Ok(permit) = permits.clone().try_acquire_owned() else {
-            ctx.events.iteration_dropped();
-            continue;
-        };
-        // The daemon-wide cap: an arrival that finds it full is dropped like one without a VU.
-        let global = match &ctx.global {
-            Some(g) => match g.clone().try_acquire_owned() {
-                Ok(p) => Some(p),
-                Err(_) => {
-                    ctx.events.iteration_dropped();
-                    continue;
-                }
-            },
-            None => None,
-        };
-        let conn = pool.lock().ok().and_then(|mut p| p.pop());
-        let conn = match conn {
-            Some(c) => c,
-            None => {
-                let n = allocated.fetch_add(1, Relaxed) + 1;
-                ctx.events.vus_allocated(n);
-                client.conn()
+        let now = Instant::now();
+        let late = now.saturating_duration_since(due);
+        let lagging = Duration::from_nanos(lag.load(Relaxed));
+        // A VU, and the daemon-wide cap: an arrival that finds it full is dropped like one
+        // without a VU.
+        let slot = permits
+            .clone()
+            .try_acquire_owned()
+            .ok()
+            .and_then(|permit| match &ctx.global {
+                Some(g) => g
+                    .clone()
+                    .try_acquire_owned()
+                    .ok()
+                    .map(|g| (permit, Some(g))),
+                None => Some((permit, None)),
+            });
+        let (permit, global) = match (pacing.admit(late, lagging, slot.is_some()), slot) {
+            (Ok(()), Some(slot)) => slot,
+            (Err(reason), _) => {
+                ctx.events.iteration_dropped(reason);
+                continue;
             }
+            (Ok(()), None) => {
+                ctx.events.iteration_dropped(DropReason::NoVu);
+                continue;
+            }
+        };
+        // An idle open connection first; a new one freely on schedule, behind it only within
+        // the connect budget (`Connects::may_open`). Behind means the scheduler is late or the
+        // runtime is slow to start what it dispatches.
+        let behind = late + lagging;
+        let elapsed = now - start;
+        let busy = max_vus.saturating_sub(permits.available_permits() as u32);
+        let conn = match pool.lock() {
+            Ok(mut idle) => match idle.pop() {
+                Some(c) if !paced || c.is_open() => Some(c),
+                Some(c) if connects.may_open(behind, busy, elapsed) => Some(c),
+                Some(c) => {
+                    idle.push(c);
+                    None
+                }
+                None if !paced || connects.may_open(behind, busy, elapsed) => {
+                    let n = allocated.fetch_add(1, Relaxed) + 1;
+                    ctx.events.vus_allocated(n);
+                    Some(client.conn())
+                }
+                None => None,
+            },
+            Err(_) => None,
+        };
+        let Some(conn) = conn else {
+            ctx.events.iteration_dropped(DropReason::ConnectPaced);
+            continue;
         };
         let ctx = ctx.clone();
         let pool = pool.clone();
+        let lag = lag.clone();
         set.spawn(async move {
+            let polled = Instant::now();
+            let waited = u64::try_from(polled.saturating_duration_since(now).as_nanos());
+            lag.store(
+                super::pacing::smooth_lag(lag.load(Relaxed), waited.unwrap_or(u64::MAX)),
+                Relaxed,
+            );
             let _busy = ctx.events.busy();
             let mut conn = conn;
             let lateness = Instant::now().saturating_duration_since(due);

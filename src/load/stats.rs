@@ -4,6 +4,7 @@
 
 use super::hist::{HistSnapshot, Histogram};
 use super::observe::Observer;
+use super::pacing::DropReason;
 use crate::checks::{Check, CheckKind};
 use crate::http::{ErrorClass, Outcome, Phase};
 use crate::thresholds::{CounterValue, MetricSource, RateValue, Trend};
@@ -32,6 +33,8 @@ pub struct RunStats {
     pub data_received: AtomicU64,
     pub iterations: AtomicU64,
     pub dropped: AtomicU64,
+    /// Dropped iterations by `DropReason as usize`.
+    dropped_by: [AtomicU64; DropReason::ALL.len()],
     pub vus: AtomicU32,
     pub vus_max: AtomicU32,
 }
@@ -64,6 +67,7 @@ impl RunStats {
             data_received: AtomicU64::new(0),
             iterations: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
+            dropped_by: std::array::from_fn(|_| AtomicU64::new(0)),
             vus: AtomicU32::new(0),
             vus_max: AtomicU32::new(0),
         }
@@ -162,6 +166,7 @@ impl RunStats {
             data_received: self.data_received.load(Relaxed),
             iterations: self.iterations.load(Relaxed),
             dropped: self.dropped.load(Relaxed),
+            dropped_by: std::array::from_fn(|i| self.dropped_by[i].load(Relaxed)),
             vus: self.vus.load(Relaxed),
             vus_max: self.vus_max.load(Relaxed),
         }
@@ -173,8 +178,9 @@ impl Observer for RunStats {
         self.record(outcome, checks, lateness);
     }
 
-    fn iteration_dropped(&self) {
+    fn iteration_dropped(&self, reason: DropReason) {
         self.dropped.fetch_add(1, Relaxed);
+        self.dropped_by[reason as usize].fetch_add(1, Relaxed);
     }
 
     fn vus_changed(&self, delta: i32) {
@@ -209,6 +215,8 @@ pub struct StatsSnapshot {
     pub data_received: u64,
     pub iterations: u64,
     pub dropped: u64,
+    /// Dropped iterations by `DropReason as usize`; they sum to `dropped`.
+    pub dropped_by: [u64; DropReason::ALL.len()],
     pub vus: u32,
     pub vus_max: u32,
 }
@@ -217,6 +225,20 @@ impl StatsSnapshot {
     pub fn per_second(&self, n: u64) -> f64 {
         let secs = self.elapsed.as_secs_f64();
         if secs > 0.0 { n as f64 / secs } else { 0.0 }
+    }
+
+    pub fn dropped_by(&self, reason: DropReason) -> u64 {
+        self.dropped_by[reason as usize]
+    }
+
+    /// Iterations dropped because the generator itself fell behind (a CPU stall, an overloaded
+    /// runtime): not the target's doing, never an SLO event.
+    pub fn generator_overloaded(&self) -> u64 {
+        DropReason::ALL
+            .into_iter()
+            .filter(|r| r.is_generator())
+            .map(|r| self.dropped_by(r))
+            .sum()
     }
 
     pub fn errors_total(&self) -> u64 {

@@ -95,6 +95,7 @@ pub fn text(profile: &str, report: &RunReport) -> String {
             s.requests
         );
     }
+    overload(&mut out, s);
     if !report.thresholds.is_empty() {
         let _ = writeln!(out, "\n  thresholds:");
         for (spec, result) in &report.thresholds {
@@ -194,6 +195,28 @@ pub fn text(profile: &str, report: &RunReport) -> String {
     let _ = writeln!(out);
     vegeta(&mut out, s);
     out
+}
+
+/// Why iterations were dropped, and whether the generator itself fell behind: those drops are
+/// sloburn's, never the target's, and never SLO events.
+fn overload(out: &mut String, s: &StatsSnapshot) {
+    use super::pacing::DropReason;
+    let late = s.generator_overloaded();
+    if late > 0 {
+        let _ = writeln!(
+            out,
+            "  generator overloaded: {late} arrivals were dropped because sloburn fell behind its \
+             own schedule (not the target's doing); give it more CPU or a lower rate"
+        );
+    }
+    if s.dropped > 0 {
+        let reasons: Vec<String> = DropReason::ALL
+            .into_iter()
+            .filter(|r| s.dropped_by(*r) > 0)
+            .map(|r| format!("{} {}", r.as_str(), s.dropped_by(r)))
+            .collect();
+        let _ = writeln!(out, "  dropped iterations: {}", reasons.join(", "));
+    }
 }
 
 /// vegeta's text report, which many users read first.
@@ -305,6 +328,10 @@ pub fn export_json(report: &RunReport, interrupted_by: Option<&str>) -> Value {
     metrics.insert("http_reqs".into(), counter(s.requests));
     metrics.insert("iterations".into(), counter(s.iterations));
     metrics.insert("dropped_iterations".into(), counter(s.dropped));
+    metrics.insert(
+        "generator_overloaded_iterations".into(),
+        counter(s.generator_overloaded()),
+    );
     metrics.insert("data_sent".into(), counter(s.data_sent));
     metrics.insert("data_received".into(), counter(s.data_received));
     let rate = |hits: u64, total: u64| {

@@ -66,6 +66,7 @@ fn source(f: &Family) -> Option<Source> {
         DATA_RECEIVED => PerProfile(|p| p.data_received.load(Relaxed)),
         DATA_SENT => PerProfile(|p| p.data_sent.load(Relaxed)),
         DROPPED_ITERATIONS => PerProfile(|p| p.dropped.load(Relaxed)),
+        GENERATOR_OVERLOADED => PerProfile(|p| p.overloaded.load(Relaxed)),
         HTTP_REQ_DURATION => Histograms(|p| vec![(&p.labels, p.duration.read())]),
         HTTP_REQ_PHASE => Histograms(phase_histograms),
         HTTP_REQS => Labelled(reqs),

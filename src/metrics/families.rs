@@ -104,7 +104,15 @@ pub const DROPPED_ITERATIONS: Family = family(
     "sloburn_dropped_iterations",
     Kind::Counter,
     None,
-    "Arrival-rate iterations not started because no VU was free.",
+    "Arrival-rate iterations not started: no VU was free, sloburn fell behind its schedule, or \
+     a new connection was over the connect budget.",
+);
+pub const GENERATOR_OVERLOADED: Family = family(
+    "sloburn_generator_overloaded_iterations",
+    Kind::Counter,
+    None,
+    "Arrival-rate iterations dropped because sloburn itself fell behind its schedule (later than \
+     max_lateness with a VU free); also in sloburn_dropped_iterations_total, never SLO events.",
 );
 pub const HTTP_REQ_DURATION: Family = family(
     "sloburn_http_req_duration_seconds",
@@ -242,7 +250,7 @@ pub const VUS_MAX: Family = family(
 );
 
 /// Every family, in exposition order (sorted by name).
-pub const FAMILIES: [Family; 36] = [
+pub const FAMILIES: [Family; 37] = [
     PROCESS_CPU,
     PROCESS_MAX_FDS,
     PROCESS_OPEN_FDS,
@@ -257,6 +265,7 @@ pub const FAMILIES: [Family; 36] = [
     DATA_RECEIVED,
     DATA_SENT,
     DROPPED_ITERATIONS,
+    GENERATOR_OVERLOADED,
     HTTP_REQ_DURATION,
     HTTP_REQ_PHASE,
     HTTP_REQS,

@@ -261,6 +261,10 @@ pub struct ProfileMetrics {
     pub(super) check_labels: Vec<String>,
     pub(super) iterations: AtomicU64,
     pub(super) dropped: AtomicU64,
+    /// Dropped because the generator fell behind (also in `dropped`).
+    pub(super) overloaded: AtomicU64,
+    /// Unix seconds of the last such drop (0: never), for `/readyz`.
+    overloaded_at: AtomicU64,
     pub(super) data_sent: AtomicU64,
     pub(super) data_received: AtomicU64,
     pub(super) vus: AtomicU32,
@@ -311,6 +315,8 @@ impl ProfileMetrics {
                 .collect(),
             iterations: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
+            overloaded: AtomicU64::new(0),
+            overloaded_at: AtomicU64::new(0),
             data_sent: AtomicU64::new(0),
             data_received: AtomicU64::new(0),
             vus: AtomicU32::new(0),
@@ -369,6 +375,20 @@ impl ProfileMetrics {
     /// An arrival-rate iteration that found no free VU (k6's `dropped_iterations`).
     pub fn dropped(&self) {
         self.dropped.fetch_add(1, Relaxed);
+    }
+
+    /// An arrival-rate iteration dropped because sloburn itself fell behind, at `unix_secs`;
+    /// counted in `sloburn_dropped_iterations_total` too.
+    pub fn generator_overloaded(&self, unix_secs: u64) {
+        self.dropped();
+        self.overloaded.fetch_add(1, Relaxed);
+        self.overloaded_at.fetch_max(unix_secs, Relaxed);
+    }
+
+    /// Whether the generator fell behind on this profile at or after `unix_secs`.
+    pub fn overloaded_since(&self, unix_secs: u64) -> bool {
+        let at = self.overloaded_at.load(Relaxed);
+        at > 0 && at >= unix_secs
     }
 
     pub fn set_vus(&self, n: u32) {

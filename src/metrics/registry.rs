@@ -129,6 +129,19 @@ impl Metrics {
         lock(&self.inner.state).retain_profiles(&names);
     }
 
+    /// The profiles whose generator fell behind (dropped late arrivals) at or after
+    /// `unix_secs`, sorted, for `/readyz`.
+    pub fn overloaded_since(&self, unix_secs: u64) -> Vec<String> {
+        let mut names: Vec<String> = lock(&self.inner.profiles)
+            .values()
+            .filter(|p| p.overloaded_since(unix_secs))
+            .map(|p| p.profile().to_string())
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
     /// Get-or-create one SLO's series; its good/bad counters are pre-created at 0. A changed
     /// objective updates the kept series.
     pub fn slo(&self, name: &str, objective_ratio: f64) -> Arc<SloMetrics> {

@@ -4,6 +4,7 @@
 //! other; bounds are generous where the machine's noise matters, tight where the plan decides.
 
 use crate::support::{runtime, sloburn, spawn_target};
+use sloburn::load::pacing::DropReason;
 use sloburn::load::runner::Abort;
 use sloburn::run::{RunArgs, execute, resolve};
 use sloburn::target::TargetOptions;
@@ -31,10 +32,14 @@ fn arrival_rate_2000_per_second_is_achieved_within_one_percent() {
     let _g = heavy();
     runtime().block_on(async {
         let (url, stop) = target(TargetOptions::default()).await;
+        // The rate is the point here, not the pool: the default (100 ms of arrivals) would
+        // drop arrivals whenever a loaded machine slows this in-process debug target past
+        // 100 ms, so the pool is one second of arrivals, as the default used to be.
         let report = run(RunArgs {
             url: Some(url),
             rate: Some("2000/s".into()),
             duration: Some("5s".into()),
+            max_vus: Some(2000),
             quiet: true,
             ..RunArgs::default()
         })
@@ -44,10 +49,11 @@ fn arrival_rate_2000_per_second_is_achieved_within_one_percent() {
         let achieved = s.requests as f64 / s.elapsed.as_secs_f64();
         assert!(
             (1980.0..=2020.0).contains(&achieved),
-            "achieved {achieved:.1} req/s ({} requests in {:?}, {} dropped)",
+            "achieved {achieved:.1} req/s ({} requests in {:?}, {} dropped by reason {:?})",
             s.requests,
             s.elapsed,
-            s.dropped
+            s.dropped,
+            s.dropped_by
         );
         assert_eq!(
             s.requests + s.dropped,
@@ -137,7 +143,15 @@ fn a_stalling_target_shows_in_the_tail_of_an_open_model_run() {
         // A closed-loop tool would send only a handful of requests during the stall and report
         // a tiny p99; the open model keeps sending, so every request of the stall waits.
         assert!(p99 >= Duration::from_millis(900), "p99 {p99:?}");
-        assert_eq!(s.dropped, 0, "4000 VUs cover one second at 2000/s");
+        // Opening 2,000 connections in a second keeps a debug build's one worker busy enough to
+        // fall behind, the more so on a loaded machine: what it drops then is its own lateness
+        // or its connect pace (counted by reason, `load::pacing`), never for want of a VU.
+        assert_eq!(
+            s.dropped_by(DropReason::NoVu),
+            0,
+            "4000 VUs cover one second at 2000/s (dropped by reason: {:?})",
+            s.dropped_by
+        );
     });
 }
 

@@ -15,5 +15,6 @@ mod panels;
 mod rules;
 mod signals;
 mod slo;
+mod storm;
 mod support;
 mod target;

@@ -82,6 +82,8 @@ fn scenario() -> Metrics {
     body_broke.error = Some(ErrorClass::Body);
     p.observe(&body_broke, Duration::ZERO, &[true, false]);
     p.dropped();
+    // Late by sloburn's own fault: in both the drops and the overload counter.
+    p.generator_overloaded(1_700_000_000);
     p.set_vus(3);
     p.set_vus_max(10);
     m.init_profile("canary");
@@ -154,7 +156,8 @@ fn key_lines_are_exact() {
         r#"sloburn_checks_total{target="checkout",profile="canary",check="body",result="fail"} 3"#,
         r#"sloburn_checks_total{target="checkout",profile="canary",check="status",result="pass"} 3"#,
         r#"sloburn_iterations_total{target="checkout",profile="canary"} 5"#,
-        r#"sloburn_dropped_iterations_total{target="checkout",profile="canary"} 1"#,
+        r#"sloburn_dropped_iterations_total{target="checkout",profile="canary"} 2"#,
+        r#"sloburn_generator_overloaded_iterations_total{target="checkout",profile="canary"} 1"#,
         r#"sloburn_data_sent_bytes_total{target="checkout",profile="canary"} 400"#,
         r#"sloburn_vus_max{target="checkout",profile="canary"} 10"#,
         r#"sloburn_runs_total{profile="canary",result="failed"} 0"#,

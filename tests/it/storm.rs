@@ -1,0 +1,328 @@
+//! The generator's own hiccups stay off the target (issue 11, defect 3): a CPU stall on the load
+//! machine during a 15,000/s run against nginx must not turn into a connection storm, must not
+//! charge the target with errors, and must be reported as the generator's overload.
+//!
+//! nginx (Debian `nginx`, installed by `scripts/install-test-tools.sh`) runs as a child with its
+//! own config in a temp dir, on 127.0.0.1 and a free port, one worker, pinned to another CPU
+//! than the run. The stall is a busy child pinned to the run's CPU for 2 s: `SCHED_FIFO` where
+//! the test may set it (the run then gets next to no CPU), else eight busy children at normal
+//! priority (a ninth of the CPU).
+
+use crate::support::{eventually, free_port, sloburn};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const RATE: f64 = 15_000.0;
+
+fn nginx_binary() -> PathBuf {
+    crate::support::find_in_path("nginx")
+        .or_else(|| Some(PathBuf::from("/usr/sbin/nginx")).filter(|p| p.is_file()))
+        .unwrap_or_else(|| {
+            panic!("nginx not found: run `bash scripts/install-test-tools.sh` (make test does)")
+        })
+}
+
+/// The CPUs this process may run on.
+fn cpus() -> Vec<usize> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity fills it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let rc =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    assert_eq!(rc, 0, "sched_getaffinity");
+    (0..libc::CPU_SETSIZE as usize)
+        .filter(|c| unsafe { libc::CPU_ISSET(*c, &set) })
+        .collect()
+}
+
+/// Pins the child `cmd` starts to `cpu`, and with `fifo` asks for `SCHED_FIFO` priority 1 (left
+/// at normal priority when that is not permitted; the caller checks).
+fn pinned(cmd: &mut Command, cpu: usize, fifo: bool) -> &mut Command {
+    // SAFETY: only async-signal-safe libc calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if fifo {
+                let param = libc::sched_param { sched_priority: 1 };
+                let _ = libc::sched_setscheduler(0, libc::SCHED_FIFO, &param);
+            }
+            Ok(())
+        })
+    }
+}
+
+/// Children killed (and reaped) on drop, so a failing test leaves no busy loop behind.
+struct Kids(Vec<Child>);
+
+impl Drop for Kids {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A busy loop on `cpu`. It ends by itself after 4 s should the test not kill it first.
+fn busy(cpu: usize, fifo: bool) -> Child {
+    pinned(
+        Command::new("perl").args(["-e", "$e = time + 4; 1 while time < $e"]),
+        cpu,
+        fifo,
+    )
+    .stdin(Stdio::null())
+    .spawn()
+    .expect("perl (Debian's perl-base) for the busy loop")
+}
+
+/// `accepts` from nginx's stub_status: connections it accepted so far (this request's own
+/// included).
+fn accepts(port: u16) -> Option<u64> {
+    std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    let (status, body) = crate::support::get_blocking(&format!("http://127.0.0.1:{port}/status"));
+    if status != 200 {
+        return None;
+    }
+    // "Active connections: 1 \nserver accepts handled requests\n 5 5 9 \n..."
+    let line = body.lines().nth(2)?;
+    line.split_whitespace().next()?.parse().ok()
+}
+
+fn start_nginx(dir: &Path, port: u16, cpu: usize) -> Child {
+    for sub in ["logs", "tmp"] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+    }
+    let d = dir.display();
+    // One worker with room for far more connections than the run may open, so that the count
+    // below measures sloburn, not nginx's limit; no access log, so nginx stays fast.
+    let conf = format!(
+        "worker_processes 1;
+daemon off;
+pid {d}/nginx.pid;
+error_log {d}/logs/error.log warn;
+events {{ worker_connections 8192; }}
+http {{
+    access_log off;
+    client_body_temp_path {d}/tmp/body;
+    proxy_temp_path {d}/tmp/proxy;
+    fastcgi_temp_path {d}/tmp/fastcgi;
+    uwsgi_temp_path {d}/tmp/uwsgi;
+    scgi_temp_path {d}/tmp/scgi;
+    keepalive_timeout 65;
+    keepalive_requests 1000000;
+    server {{
+        listen 127.0.0.1:{port} backlog=4096;
+        location = /status {{ stub_status; }}
+        location / {{ return 200 \"ok\\n\"; }}
+    }}
+}}
+"
+    );
+    let path = dir.join("nginx.conf");
+    std::fs::write(&path, conf).unwrap();
+    pinned(
+        Command::new(nginx_binary())
+            .arg("-p")
+            .arg(dir)
+            .arg("-c")
+            .arg(&path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+        cpu,
+        false,
+    )
+    .spawn()
+    .unwrap()
+}
+
+/// Regression for issue 11, defect 3: at 15,000/s a 2 s CPU stall made sloburn open a
+/// connection per late arrival (max_vus was one second of arrivals), past nginx's
+/// `worker_connections`; 56.8 % of requests failed as `reset`, charged to the target.
+#[test]
+fn a_cpu_stall_during_a_15000_per_second_run_is_no_connection_storm_and_the_generators() {
+    let cpus = cpus();
+    let gen_cpu = cpus[0];
+    let nginx_cpu = *cpus.last().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut kids = Kids(vec![start_nginx(dir.path(), port, nginx_cpu)]);
+    let before = eventually(Duration::from_secs(10), || accepts(port)).unwrap_or_else(|| {
+        panic!(
+            "nginx did not come up: {}",
+            crate::support::log_tail(&dir.path().join("logs/error.log"))
+        )
+    });
+
+    let export = dir.path().join("summary.json");
+    let out = dir.path().join("run.out");
+    let mut run = pinned(
+        sloburn()
+            .args(["run", "--url"])
+            .arg(format!("http://127.0.0.1:{port}/"))
+            .args(["--rate", "15000/s", "--duration", "5s", "--quiet"])
+            .arg("--summary-export")
+            .arg(&export)
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&out).unwrap())
+            .stderr(Stdio::inherit()),
+        gen_cpu,
+        false,
+    )
+    .spawn()
+    .unwrap();
+
+    // The stall, 1.5 s into the run, for 2 s.
+    std::thread::sleep(Duration::from_millis(1500));
+    let first = busy(gen_cpu, true);
+    // SAFETY: reads the policy of our own child.
+    let fifo = unsafe { libc::sched_getscheduler(first.id() as i32) } == libc::SCHED_FIFO;
+    let mut stall = Kids(vec![first]);
+    if !fifo {
+        stall.0.extend((0..7).map(|_| busy(gen_cpu, false)));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    drop(stall);
+
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = run.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > Duration::from_secs(120) {
+            let _ = run.kill();
+            panic!("the run did not end within 2 minutes of the stall");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let summary = std::fs::read_to_string(&out).unwrap();
+    let after = accepts(port).expect("nginx still answers");
+    let errors = std::fs::read_to_string(dir.path().join("logs/error.log")).unwrap_or_default();
+    kids.0.iter_mut().for_each(|c| {
+        // SAFETY: SIGQUIT to our own nginx child: a graceful stop.
+        unsafe { libc::kill(c.id() as i32, libc::SIGQUIT) };
+    });
+
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&export).unwrap()).unwrap();
+    let m = &json["metrics"];
+    let requests = m["http_reqs"]["count"].as_u64().unwrap();
+    let failed = m["http_req_failed"]["passes"].as_u64().unwrap();
+    let dropped = m["dropped_iterations"]["count"].as_u64().unwrap();
+    let overloaded = m["generator_overloaded_iterations"]["count"]
+        .as_u64()
+        .unwrap();
+    let vus_max = m["vus_max"]["value"].as_u64().unwrap();
+    // The probe connection and status request before the run, and the one after it, are
+    // nginx's only other clients.
+    let connections = after - before - 2;
+    let max_vus = sloburn::load::spec::default_vu_pool(RATE).1;
+    eprintln!(
+        "stall by {}: {requests} requests, {failed} failed, {dropped} dropped ({overloaded} as \
+         generator overload), {connections} connections at nginx, {vus_max} VUs allocated, \
+         max_vus {max_vus}\n{summary}",
+        if fifo {
+            "SCHED_FIFO"
+        } else {
+            "8 busy children"
+        }
+    );
+    assert!(status.success(), "sloburn run exited {status}:\n{summary}");
+    assert!(requests > 1000, "the run sent {requests} requests");
+    // No storm: the target saw at most max_vus connections (the old default opened one per
+    // late arrival, up to 15,000).
+    assert!(
+        connections <= u64::from(max_vus),
+        "{connections} connections for max_vus {max_vus}"
+    );
+    assert!(
+        !errors.contains("worker_connections are not enough"),
+        "nginx ran out of connections:\n{errors}"
+    );
+    // Nothing charged to the target.
+    assert_eq!(failed, 0, "{summary}");
+    // The generator's own overload is reported as such.
+    assert!(overloaded > 0, "no overload reported:\n{summary}");
+    assert!(summary.contains("generator overloaded"), "{summary}");
+}
+
+/// In the daemon, arrivals the generator starts too late are counted on `/metrics` as its own
+/// overload, shown on `/readyz` while it happens, and never reach an SLO. `max_lateness: 1ns`
+/// makes every arrival late, which no real stall does as surely.
+#[test]
+fn the_daemon_reports_generator_overload_and_charges_no_slo_with_it() {
+    use crate::support::{
+        ADMIN_TOKEN, AVAILABILITY_SLO, daemon_config, metric_sum, request, runtime,
+        serve_in_process, spawn_target,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    runtime().block_on(async {
+        let (addr, stop) = spawn_target(sloburn::target::TargetOptions::default()).await;
+        let late = "  late:\n    target: api\n    every: 1h\n    run_on_start: true\n    executor: constant-arrival-rate\n    rate: 50/s\n    duration: 1h\n    max_lateness: 1ns\n";
+        let text = daemon_config(addr, &data, late, AVAILABILITY_SLO);
+        let d = serve_in_process(&text, dir.path()).await;
+        let base = format!("http://{}", d.addr);
+        let overloaded = r#"sloburn_generator_overloaded_iterations_total{target="api",profile="late""#;
+        let mut seen = 0.0;
+        for _ in 0..100 {
+            let (_, m) = request("GET", &format!("{base}/metrics"), None).await;
+            seen = metric_sum(&m, overloaded);
+            if seen >= 20.0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(seen >= 20.0, "overloaded iterations: {seen}");
+        let (_, m) = request("GET", &format!("{base}/metrics"), None).await;
+        assert_eq!(metric_sum(&m, "sloburn_slo_events_total"), 0.0, "{m}");
+        assert_eq!(metric_sum(&m, "sloburn_iterations_total"), 0.0);
+        assert!(
+            metric_sum(&m, r#"sloburn_dropped_iterations_total{target="api",profile="late""#)
+                >= seen
+        );
+        let (code, body) = request("GET", &format!("{base}/readyz"), Some(ADMIN_TOKEN)).await;
+        assert_eq!(code, 200, "{body}");
+        assert!(body.contains("generator overloaded: late"), "{body}");
+        d.shutdown().await;
+        stop.cancel();
+    });
+}
+
+/// `max_lateness` is a profile key (default 500 ms, never zero), and an arrival-rate profile
+/// without `max_vus` gets 100 ms of arrivals, not one second.
+#[test]
+fn max_lateness_and_the_default_max_vus_come_from_the_config() {
+    let env = crate::support::test_env();
+    let profile = |extra: &str| {
+        format!(
+            "targets:\n  api:\n    url: http://127.0.0.1:9/\nprofiles:\n  p:\n    target: api\n    executor: constant-arrival-rate\n    rate: 15000/s\n    duration: 5s\n{extra}"
+        )
+    };
+    let dir = std::env::temp_dir();
+    let cfg = sloburn::config::from_str(&profile(""), "t.yaml", &dir, &env)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .config;
+    let p = &cfg.profiles["p"];
+    assert_eq!(p.max_lateness, sloburn::load::pacing::DEFAULT_MAX_LATENESS);
+    assert_eq!(sloburn::load::plan::max_vus(&p.executor), 1500);
+    let cfg = sloburn::config::from_str(&profile("    max_lateness: 50ms\n"), "t.yaml", &dir, &env)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .config;
+    assert_eq!(cfg.profiles["p"].max_lateness, Duration::from_millis(50));
+    let Err(err) =
+        sloburn::config::from_str(&profile("    max_lateness: 0s\n"), "t.yaml", &dir, &env)
+    else {
+        panic!("max_lateness: 0s is refused");
+    };
+    let text = err.to_string();
+    assert!(
+        text.contains("t.yaml:10:19") && text.contains("max_lateness"),
+        "{text}"
+    );
+}
