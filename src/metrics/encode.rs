@@ -58,6 +58,13 @@ fn source(f: &Family) -> Option<Source> {
         PROCESS_RESIDENT => Floats(|s| one(s.process.resident_memory_bytes)),
         PROCESS_START => Floats(|s| one(s.process.start_time_seconds)),
         PROCESS_VIRTUAL => Floats(|s| one(s.process.virtual_memory_bytes)),
+        ADMIN_AUTH_FAILURES => Counts(|s| {
+            let [missing, wrong] = s.state.auth_failures;
+            vec![
+                (label_set(&[("reason", "missing")]), missing),
+                (label_set(&[("reason", "wrong")]), wrong),
+            ]
+        }),
         BUILD_INFO => Floats(|s| vec![(s.build_labels.to_string(), 1.0)]),
         CHECKS => Labelled(checks),
         RELOAD_SUCCESS_TIME => Floats(|s| one(s.state.last_reload_success)),

@@ -58,6 +58,13 @@ pub const PROCESS_VIRTUAL: Family = family(
     BYTES,
     "Virtual memory size in bytes.",
 );
+pub const ADMIN_AUTH_FAILURES: Family = family(
+    "sloburn_admin_auth_failures",
+    Kind::Counter,
+    None,
+    "Admin and protected requests refused for their bearer token, by reason (wrong or \
+     missing); requests answered 429 while wrong tokens are limited are not checked.",
+);
 pub const BUILD_INFO: Family = family(
     "sloburn_build_info",
     Kind::Gauge,
@@ -242,13 +249,14 @@ pub const VUS_MAX: Family = family(
 );
 
 /// Every family, in exposition order (sorted by name).
-pub const FAMILIES: [Family; 36] = [
+pub const FAMILIES: [Family; 37] = [
     PROCESS_CPU,
     PROCESS_MAX_FDS,
     PROCESS_OPEN_FDS,
     PROCESS_RESIDENT,
     PROCESS_START,
     PROCESS_VIRTUAL,
+    ADMIN_AUTH_FAILURES,
     BUILD_INFO,
     CHECKS,
     RELOAD_SUCCESS_TIME,

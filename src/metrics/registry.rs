@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use super::accept;
 use super::encode::{self, Snapshot};
 use super::process::{self, ProcessStats};
-use super::profile::ProfileMetrics;
+use super::profile::{LocalTotals, ProfileMetrics};
 use super::slo::SloMetrics;
 use super::text::label_set;
 
@@ -47,6 +47,8 @@ pub(super) struct State {
     pub(super) store_healthy: Option<bool>,
     /// [success, failure].
     pub(super) store_flushes: [u64; 2],
+    /// Refused bearer tokens: [missing, wrong].
+    pub(super) auth_failures: [u64; 2],
 }
 
 impl State {
@@ -62,6 +64,9 @@ impl State {
 
 struct Inner {
     build_labels: String,
+    /// Local errors of every series ever created, by `ErrorClass as usize`: a series dropped
+    /// by a reload takes its own counts with it, these stay (for `/readyz`).
+    local_totals: Arc<LocalTotals>,
     profiles: Mutex<BTreeMap<(String, String), Arc<ProfileMetrics>>>,
     slos: Mutex<BTreeMap<String, Arc<SloMetrics>>>,
     state: Mutex<State>,
@@ -87,6 +92,7 @@ impl Metrics {
         Metrics {
             inner: Arc::new(Inner {
                 build_labels: label_set(&[("version", version)]),
+                local_totals: Arc::default(),
                 profiles: Mutex::new(BTreeMap::new()),
                 slos: Mutex::new(BTreeMap::new()),
                 state: Mutex::new(State::default()),
@@ -113,7 +119,13 @@ impl Metrics {
         {
             return Arc::clone(p);
         }
-        let p = Arc::new(ProfileMetrics::new(target, profile, buckets, checks));
+        let p = Arc::new(ProfileMetrics::new(
+            target,
+            profile,
+            buckets,
+            checks,
+            Arc::clone(&self.inner.local_totals),
+        ));
         profiles.insert(key, Arc::clone(&p));
         p
     }
@@ -205,6 +217,17 @@ impl Metrics {
 
     pub fn set_store_healthy(&self, ok: bool) {
         lock(&self.inner.state).store_healthy = Some(ok);
+    }
+
+    /// A bearer token refused: `missing` when none was sent, else a wrong one.
+    pub fn admin_auth_failure(&self, missing: bool) {
+        lock(&self.inner.state).auth_failures[usize::from(!missing)] += 1;
+    }
+
+    /// `(class, count)` of every local error class since the registry was made, across all
+    /// profiles (those a reload removed included), zeros too, in label order.
+    pub fn local_errors(&self) -> Vec<(&'static str, u64)> {
+        self.inner.local_totals.read()
     }
 
     pub fn store_flush(&self, ok: bool) {

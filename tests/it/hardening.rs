@@ -264,3 +264,158 @@ fn server_limits_out_of_range_are_config_errors_with_positions() {
         "{err}"
     );
 }
+
+/// Out of descriptors, a lookup that needs a nameserver failed as `dns`: a local limit charged
+/// to the name. The resolver runs in a child of this test binary (this test's twin below) whose
+/// descriptors are used up; nothing else in this process is touched.
+#[test]
+fn dns_lookup_out_of_descriptors_is_local_fd_exhausted() {
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "hardening::dns_lookup_out_of_descriptors_child",
+        "--exact",
+        "--ignored",
+        "--nocapture",
+        "--test-threads",
+        "1",
+    ])
+    .env(FD_CHILD, "1");
+    crate::support::with_nofile(&mut cmd, 64, 64);
+    let out = cmd.output().unwrap();
+    let all = crate::support::all_output(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(
+        all.contains("dns child: done") && all.contains("1 passed"),
+        "{all}"
+    );
+}
+
+/// Set by the test above for the child half of it.
+const FD_CHILD: &str = "SLOBURN_TEST_FD_CHILD";
+
+#[test]
+#[ignore = "the child half of dns_lookup_out_of_descriptors_is_local_fd_exhausted"]
+fn dns_lookup_out_of_descriptors_child() {
+    use sloburn::http::{
+        Client, ClientOptions, DnsError, ErrorClass, HostsFile, RequestSpec, Resolver,
+        ResolverConfig,
+    };
+    if std::env::var_os(FD_CHILD).is_none() {
+        return;
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        // A nameserver on loopback that never answers: with descriptors to spare a lookup
+        // times out, which is `dns`.
+        let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let resolver = std::sync::Arc::new(Resolver::new(
+            ResolverConfig {
+                nameservers: vec![silent.local_addr().unwrap()],
+                search: vec![],
+                ndots: 1,
+                timeout: Duration::from_millis(200),
+                attempts: 1,
+            },
+            HostsFile::default(),
+        ));
+        let client = Client::new(ClientOptions::default(), resolver.clone());
+        let req = RequestSpec {
+            method: http::Method::GET,
+            uri: "http://api.test:9/".parse().unwrap(),
+            headers: http::HeaderMap::new(),
+            body: bytes::Bytes::new(),
+        };
+        let before = client.conn().send(&req).await;
+        assert_eq!(before.error, Some(ErrorClass::Dns), "{before:?}");
+
+        let mut held = Vec::new();
+        let full = loop {
+            match std::fs::File::open("/dev/null") {
+                Ok(f) if held.len() < 10_000 => held.push(f),
+                Ok(_) => panic!("the fd limit of 64 did not hold"),
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(full.raw_os_error(), Some(libc::EMFILE), "{full}");
+        let err = resolver.lookup("api.test").await.unwrap_err();
+        assert!(matches!(err, DnsError::LocalFdExhausted), "{err}");
+        let after = client.conn().send(&req).await;
+        assert_eq!(after.error, Some(ErrorClass::LocalFdExhausted), "{after:?}");
+        drop(held);
+    });
+    println!("dns child: done");
+}
+
+/// Local errors are never SLO events, so `/readyz` is where they show beside `/metrics`:
+/// counts by class since start, as a detail (behind the token under `protect_reads`). And a
+/// refused token is counted on `/metrics`; a probe without one is not.
+#[test]
+fn readyz_shows_local_errors_and_refused_tokens_are_counted() {
+    let target = BackgroundTarget::start(TargetOptions {
+        latency: Duration::from_millis(200),
+        ..TargetOptions::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    // 120 VUs, a new connection per request, at 64 descriptors: most cannot get a socket.
+    let burst = "  burst:\n    target: api\n    every: 1h\n    run_on_start: true\n    executor: constant-vus\n    vus: 120\n    duration: 2s\n";
+    let text = with_server(
+        daemon_config(
+            target.addr,
+            &dir.path().join("data"),
+            burst,
+            AVAILABILITY_SLO,
+        ),
+        "  protect_reads: true\n",
+    )
+    .replace("    checks:", "    keep_alive: false\n    checks:");
+    let path = write_config(dir.path(), &text);
+    let d = Daemon::start_with_fd_limit(&path, &["--no-watch"], 64);
+    let metric = |name: &str| crate::support::metric_sum(&d.metrics(), name);
+    eventually(Duration::from_secs(20), || {
+        (metric("sloburn_runs_total{profile=\"burst\"") >= 1.0).then_some(())
+    })
+    .expect("the burst run never finished");
+
+    let base = &d.base;
+    let rt = runtime();
+    let (code, body) = rt.block_on(request("GET", &format!("{base}/readyz"), None));
+    assert_eq!((code, body.as_str()), (200, "ready\n"));
+    let (code, body) = rt.block_on(request("GET", &format!("{base}/readyz"), Some(ADMIN_TOKEN)));
+    assert_eq!(code, 200, "{body}");
+    let line = body
+        .lines()
+        .find_map(|l| l.strip_prefix("local errors since start: "))
+        .unwrap_or_else(|| panic!("{body}"));
+    let fd: f64 = line
+        .split(", ")
+        .find_map(|c| c.strip_prefix("local_fd_exhausted "))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{body}"));
+    assert!(fd > 0.0, "{body}");
+    assert_eq!(
+        fd,
+        metric(
+            "sloburn_local_errors_total{target=\"api\",profile=\"burst\",class=\"local_fd_exhausted\""
+        ),
+        "{body}"
+    );
+    // Not one of them is an SLO event.
+    assert_eq!(
+        metric("sloburn_slo_events_total{slo=\"api-availability\",result=\"bad\""),
+        0.0
+    );
+
+    for token in [None, Some("guess"), Some("guess-again")] {
+        let (code, _) = rt.block_on(request("GET", &format!("{base}/api/runs"), token));
+        assert_eq!(code, 401);
+    }
+    let refused = |reason: &str| {
+        metric(&format!(
+            "sloburn_admin_auth_failures_total{{reason=\"{reason}\""
+        ))
+    };
+    assert_eq!((refused("missing"), refused("wrong")), (1.0, 2.0));
+}
