@@ -419,3 +419,147 @@ fn readyz_shows_local_errors_and_refused_tokens_are_counted() {
     };
     assert_eq!((refused("missing"), refused("wrong")), (1.0, 2.0));
 }
+
+/// `vus: 1000000` passed `check` and `run` sent nothing useful: `run` refuses, as `check`
+/// does, VUs that cannot all hold a connection under the open-file limit, before a request is
+/// sent. Flags exit 2, a config's profile 78 with `check`'s line.
+#[test]
+fn run_refuses_vus_beyond_the_fd_limit() {
+    let target = BackgroundTarget::start(TargetOptions::default());
+    let url = format!("http://{}/", target.addr);
+    let limited = |cmd: &mut std::process::Command| {
+        crate::support::with_nofile(cmd, 100, 100);
+        cmd.output().unwrap()
+    };
+
+    let out = limited(crate::support::sloburn().args([
+        "run",
+        "--url",
+        &url,
+        "--vus",
+        "60",
+        "--duration",
+        "2s",
+    ]));
+    let all = crate::support::all_output(&out);
+    assert_eq!(out.status.code(), Some(2), "{all}");
+    assert!(
+        all.contains("up to 60 VUs need 60 connections")
+            && all.contains("open-file limit is 100")
+            && all.contains("--ignore-fd-limit"),
+        "{all}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let burst =
+        "  burst:\n    target: api\n    executor: constant-vus\n    vus: 60\n    duration: 2s\n";
+    let path = write_config(
+        dir.path(),
+        &daemon_config(
+            target.addr,
+            &dir.path().join("data"),
+            burst,
+            AVAILABILITY_SLO,
+        ),
+    );
+    let out = limited(
+        crate::support::sloburn()
+            .env("TEST_ADMIN_TOKEN", ADMIN_TOKEN)
+            .arg("run")
+            .arg(&path),
+    );
+    let all = crate::support::all_output(&out);
+    assert_eq!(out.status.code(), Some(78), "{all}");
+    let line = format!("{}: profiles.burst: up to 60 VUs", path.display());
+    assert!(all.contains(&line), "{all}");
+    let out = limited(
+        crate::support::sloburn()
+            .env("TEST_ADMIN_TOKEN", ADMIN_TOKEN)
+            .arg("check")
+            .arg(&path),
+    );
+    let all = crate::support::all_output(&out);
+    assert_eq!(out.status.code(), Some(78), "{all}");
+    assert!(all.contains(&line), "{all}");
+    assert_eq!(target.stats().requests, 0, "a refused run sent requests");
+    // 36 VUs fit 100 descriptors with 64 kept for sloburn: that run goes ahead.
+    let out = limited(crate::support::sloburn().args([
+        "run",
+        "--url",
+        &url,
+        "--vus",
+        "36",
+        "--duration",
+        "1s",
+        "--quiet",
+    ]));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        crate::support::all_output(&out)
+    );
+    assert!(target.stats().requests > 0);
+}
+
+/// The alias bomb written over the live config killed `serve` (exit 134) on hot reload. Under
+/// an address space of 512 MB (a bound on expansion, not a timeout) the daemon rejects it,
+/// from the file watch and from `POST /api/reload`, counts the failures and keeps serving.
+#[test]
+fn alias_bomb_over_the_live_config_is_rejected_and_the_daemon_keeps_running() {
+    let target = BackgroundTarget::start(TargetOptions::default());
+    let dir = tempfile::tempdir().unwrap();
+    let text = daemon_config(
+        target.addr,
+        &dir.path().join("data"),
+        IDLE,
+        AVAILABILITY_SLO,
+    );
+    let path = write_config(dir.path(), &text);
+    let mut cmd = Daemon::command(&path, &[]);
+    crate::support::limit_address_space(&mut cmd, 512 << 20);
+    let mut d = Daemon::spawn(cmd);
+    let failures = |d: &Daemon| {
+        crate::support::metric_sum(
+            &d.metrics(),
+            "sloburn_config_reloads_total{result=\"failure\"",
+        )
+    };
+    assert_eq!(failures(&d), 0.0);
+
+    let bomb =
+        std::fs::read_to_string(crate::support::root().join("tests/it/fuzz/alias_bomb.yaml"))
+            .unwrap();
+    assert!(bomb.len() < 600);
+    write_config(dir.path(), &bomb);
+    // The watch polls every 2 s.
+    eventually(Duration::from_secs(10), || {
+        (failures(&d) >= 1.0).then_some(())
+    })
+    .expect("the watch never rejected the bomb");
+    let rt = runtime();
+    let (code, body) = rt.block_on(request(
+        "POST",
+        &format!("{}/api/reload", d.base),
+        Some(ADMIN_TOKEN),
+    ));
+    assert_eq!(code, 422, "{body}");
+    assert!(
+        body.contains("sloburn.yaml:4:45") && body.contains("aliases"),
+        "{body}"
+    );
+    assert!(failures(&d) >= 2.0);
+    assert_eq!(d.child.try_wait().unwrap(), None, "the daemon died");
+    // Still serving under the old config, and a good config is taken again.
+    let (code, _) = crate::support::get_blocking(&format!("{}/metrics", d.base));
+    assert_eq!(code, 200);
+    write_config(dir.path(), &text.replace("vus: 1\n", "vus: 2\n"));
+    let (code, body) = rt.block_on(request(
+        "POST",
+        &format!("{}/api/reload", d.base),
+        Some(ADMIN_TOKEN),
+    ));
+    assert_eq!(code, 200, "{body}");
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait(Duration::from_secs(10)), Some(0));
+}
