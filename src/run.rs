@@ -368,7 +368,15 @@ fn refuse_fd_shortfall(args: &RunArgs, r: &Resolved) -> Option<i32> {
         return None;
     }
     let limit = crate::limits::nofile().ok()?;
-    let why = config::fd_fits(&r.spec.executor, r.spec.shard, limit).err()?;
+    let why = match (&args.file, args.max_vus.or(args.vus)) {
+        (Some(_), _) => config::fd_fits(&r.spec.executor, r.spec.shard, limit).err()?,
+        // Flags: only VUs asked for are refused; a defaulted `--max-vus` is not the user's
+        // choice (past the limit its shortfall shows as `local_fd_exhausted`).
+        (None, Some(vus)) => {
+            crate::limits::fits(u64::from(r.spec.shard.share_u32(vus)), limit).err()?
+        }
+        (None, None) => return None,
+    };
     let why = format!("{why}; or pass --ignore-fd-limit to measure the shortfall");
     match &args.file {
         Some(file) => {
