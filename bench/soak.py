@@ -5,9 +5,8 @@ minute it prints the daemon's RSS, open descriptors, threads, the time one `/met
 takes and the runs finished so far; at the end a table at minutes 1, 10 and 30. Flat is the bar:
 a leak of memory, descriptors or tasks shows as a rising column.
 
-Tokio's task count is not exposed without `tokio_unstable`; every task sloburn spawns is owned
-by a run or the daemon (ARCHITECTURE.md, invariants), so threads and descriptors are the
-figures read here, from /proc.
+RSS, descriptors and threads are read from /proc; tasks are the daemon's own
+`sloburn_runtime_alive_tasks` (tokio's alive-task count) from the same scrape that is timed.
 
     python3 -u bench/soak.py [--sloburn target/release/sloburn] [--minutes 30] [--profiles 20]
 
@@ -41,6 +40,9 @@ TARGET_PATHS = {
     "flaky": "/?error_ratio=0.1",
     "big": "/?body_size=16KiB",
 }
+
+
+SAMPLE_EVERY = 5  # seconds between /proc samples within a minute
 
 
 def free_port() -> int:
@@ -135,26 +137,41 @@ def main() -> int:
             start = time.time()
             print(f"soak: {args.profiles} profiles, {args.minutes} min, daemon pid {daemon.pid}, "
                   f"binary {binary}")
-            print("| minute | RSS MiB | open fds | threads | scrape ms | scrape KiB | runs done "
-                  "| requests |\n|---:|---:|---:|---:|---:|---:|---:|---:|", flush=True)
+            print("RSS and threads at the minute; fds as min-max over the minute's samples (every "
+                  f"{SAMPLE_EVERY} s: connections come and go with the runs); scrape = best of 3")
+            print("| minute | RSS MiB | RSS max MiB | open fds | threads | tasks | scrape ms "
+                  "| scrape KiB | runs done | requests |\n"
+                  "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|", flush=True)
             rows = {}
             for minute in range(1, args.minutes + 1):
-                time.sleep(max(0.0, start + 60 * minute - time.time()))
-                if daemon.poll() is not None:
-                    raise SystemExit(f"the daemon exited with {daemon.returncode}")
-                p = proc_figures(daemon.pid)
+                samples = []
+                while True:
+                    due = start + 60 * (minute - 1) + SAMPLE_EVERY * (len(samples) + 1)
+                    if due > start + 60 * minute + 0.01:
+                        break
+                    time.sleep(max(0.0, due - time.time()))
+                    if daemon.poll() is not None:
+                        raise SystemExit(f"the daemon exited with {daemon.returncode}")
+                    samples.append(proc_figures(daemon.pid))
+                p = samples[-1]
+                rss_max = max(x["rss"] for x in samples)
+                fds = (min(x["fds"] for x in samples), max(x["fds"] for x in samples))
+                threads = max(x["threads"] for x in samples)
                 ms, size, text = scrape(port)
+                tasks = metric_sum(text, "sloburn_runtime_alive_tasks")
                 runs = metric_sum(text, "sloburn_runs_total")
                 reqs = metric_sum(text, "sloburn_http_reqs_total")
-                rows[minute] = (p, ms, size, runs, reqs)
-                print(f"| {minute} | {p['rss']:.1f} | {p['fds']} | {p['threads']} | {ms:.1f} "
-                      f"| {size / 1024:.0f} | {runs:.0f} | {reqs:.0f} |", flush=True)
-            print("\nfinal:\n| minute | RSS MiB | open fds | threads | scrape ms |\n"
-                  "|---:|---:|---:|---:|---:|")
+                rows[minute] = (p["rss"], rss_max, fds, threads, tasks, ms)
+                print(f"| {minute} | {p['rss']:.1f} | {rss_max:.1f} | {fds[0]}-{fds[1]} "
+                      f"| {threads} | {tasks:.0f} | {ms:.1f} | {size / 1024:.0f} | {runs:.0f} "
+                      f"| {reqs:.0f} |", flush=True)
+            print("\nfinal:\n| minute | RSS MiB | RSS max MiB | open fds | threads | tasks "
+                  "| scrape ms |\n|---:|---:|---:|---:|---:|---:|---:|")
             for m in (1, 10, 30):
                 if m in rows:
-                    p, ms, _, _, _ = rows[m]
-                    print(f"| {m} | {p['rss']:.1f} | {p['fds']} | {p['threads']} | {ms:.1f} |")
+                    rss, rss_max, fds, threads, tasks, ms = rows[m]
+                    print(f"| {m} | {rss:.1f} | {rss_max:.1f} | {fds[0]}-{fds[1]} | {threads} "
+                          f"| {tasks:.0f} | {ms:.1f} |")
             errors = sum(1 for line in Path(work, "serve.log").read_text().splitlines()
                          if '"level":"ERROR"' in line)
             print(f"\ndaemon log lines at ERROR: {errors}", flush=True)

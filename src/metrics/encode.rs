@@ -20,6 +20,8 @@ use super::text::{Encoder, Family, Value, label_set};
 pub(super) struct Snapshot<'a> {
     pub build_labels: &'a str,
     pub process: &'a ProcessStats,
+    /// Tasks alive in the runtime that serves the scrape, when there is one.
+    pub runtime_tasks: Option<f64>,
     pub profiles: Vec<Arc<ProfileMetrics>>,
     /// Each SLO with a copy of its last report, if it has one yet.
     pub slos: Vec<(Arc<SloMetrics>, Option<ReportGauges>)>,
@@ -107,6 +109,7 @@ fn source(f: &Family) -> Option<Source> {
                 .map(|((p, r), n)| (label_set(&[("profile", p), ("result", r)]), *n))
                 .collect()
         }),
+        RUNTIME_TASKS => Floats(|s| one(s.runtime_tasks)),
         SLO_ALERT_ACTIVE => Floats(|s| {
             s.reports()
                 .flat_map(|(_, r)| &r.alerts)

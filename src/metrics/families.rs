@@ -175,6 +175,13 @@ pub const RUNS: Family = family(
     None,
     "Finished runs by result (passed, failed, aborted, aborted_by_guard, error, skipped).",
 );
+pub const RUNTIME_TASKS: Family = family(
+    "sloburn_runtime_alive_tasks",
+    Kind::Gauge,
+    None,
+    "Tasks alive in the daemon's tokio runtime (run VUs, connection drivers, server \
+     connections, schedules); flat between runs when nothing leaks.",
+);
 pub const SLO_ALERT_ACTIVE: Family = family(
     "sloburn_slo_alert_active",
     Kind::Gauge,
@@ -249,7 +256,7 @@ pub const VUS_MAX: Family = family(
 );
 
 /// Every family, in exposition order (sorted by name).
-pub const FAMILIES: [Family; 37] = [
+pub const FAMILIES: [Family; 38] = [
     PROCESS_CPU,
     PROCESS_MAX_FDS,
     PROCESS_OPEN_FDS,
@@ -275,6 +282,7 @@ pub const FAMILIES: [Family; 37] = [
     NEXT_RUN_TIME,
     RUN_ACTIVE,
     RUNS,
+    RUNTIME_TASKS,
     SLO_ALERT_ACTIVE,
     SLO_BURN_RATE,
     SLO_BUDGET_REMAINING,

@@ -242,19 +242,33 @@ impl Metrics {
         accept::wants_openmetrics(accept_header)
     }
 
-    /// The whole exposition, with the process figures read now.
+    /// The whole exposition, with the process figures and the runtime's task count read now.
     pub fn encode(&self, openmetrics: bool) -> String {
-        self.encode_with(openmetrics, &process::read())
+        let tasks = tokio::runtime::Handle::try_current()
+            .ok()
+            .map(|h| h.metrics().num_alive_tasks() as f64);
+        self.encode_full(openmetrics, &process::read(), tasks)
     }
 
-    /// [`Metrics::encode`] with given process figures (tests pass fixed ones for golden text).
+    /// [`Metrics::encode`] with given process figures (tests pass fixed ones for golden text)
+    /// and no task count.
     pub fn encode_with(&self, openmetrics: bool, process: &ProcessStats) -> String {
+        self.encode_full(openmetrics, process, None)
+    }
+
+    fn encode_full(
+        &self,
+        openmetrics: bool,
+        process: &ProcessStats,
+        runtime_tasks: Option<f64>,
+    ) -> String {
         // Copy the handles and values out so no lock is held while formatting.
         let profiles = lock(&self.inner.profiles).values().cloned().collect();
         let slos: Vec<Arc<SloMetrics>> = lock(&self.inner.slos).values().cloned().collect();
         let snapshot = Snapshot {
             build_labels: &self.inner.build_labels,
             process,
+            runtime_tasks,
             profiles,
             slos: slos
                 .into_iter()

@@ -402,6 +402,8 @@ fn readyz_shows_local_errors_and_refused_tokens_are_counted() {
         ),
         "{body}"
     );
+    // The runtime's tasks are exposed (the soak reads them): at least the server and the tick.
+    assert!(metric("sloburn_runtime_alive_tasks") >= 2.0);
     // Not one of them is an SLO event.
     assert_eq!(
         metric("sloburn_slo_events_total{slo=\"api-availability\",result=\"bad\""),
