@@ -223,7 +223,7 @@ fn ad_hoc(args: &RunArgs, url: &str) -> anyhow::Result<(Target, Executor)> {
     let expanded = config::expand_flag(url, &env).map_err(|e| anyhow!("--url: {e}"))?;
     let uri: http::Uri = expanded
         .parse()
-        .map_err(|_| anyhow!("--url `{url}` is not a URL"))?;
+        .map_err(|e| anyhow!("--url `{url}` is not a URL: {e}"))?;
     if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
         bail!("--url `{url}` must be an absolute http:// or https:// URL");
     }

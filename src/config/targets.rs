@@ -302,4 +302,18 @@ mod tests {
         assert!(!warning.contains("hidden-host"), "{warning}");
         assert!(!format!("{t:?}").contains("hidden-host"), "{t:?}");
     }
+
+    #[test]
+    fn a_file_reference_in_a_url_is_read_beside_the_config() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("key.txt"), "k3y\n").unwrap();
+        let env = Env::from_map(BTreeMap::new(), 1);
+        let text = "targets:\n  api:\n    url: \"http://127.0.0.1/?k=${file:key.txt}\"\n";
+        let root = super::super::yaml::parse(text).unwrap();
+        let mut ctx = Ctx::default();
+        let node = entry(entry(&root, "targets"), "api");
+        let t = target(&mut ctx, "api", node, dir.path(), &env).unwrap();
+        assert_eq!(t.uri.query(), Some("k=k3y"));
+        assert_eq!(t.display_url, "http://127.0.0.1/?k=${file:key.txt}");
+    }
 }
