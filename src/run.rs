@@ -31,7 +31,8 @@ pub struct RunArgs {
     /// Which profile of the config to run (optional when it has only one).
     #[arg(long)]
     pub profile: Option<String>,
-    /// Ad-hoc target URL.
+    /// Ad-hoc target URL; `${env:NAME}` and `${file:PATH}` are expanded (also in -H), and
+    /// messages show them as written.
     #[arg(long)]
     pub url: Option<String>,
     #[arg(long, default_value = "GET")]
@@ -92,6 +93,10 @@ pub struct RunArgs {
     /// No progress line even on a terminal.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Run even when the VUs cannot all hold a connection under the open-file limit (the
+    /// shortfall then shows as `local_fd_exhausted` errors).
+    #[arg(long)]
+    pub ignore_fd_limit: bool,
 }
 
 /// How a run ended: its report, and the signal that stopped it, if one did.
@@ -228,9 +233,13 @@ pub fn parse_shard(s: &str) -> anyhow::Result<Shard> {
 }
 
 fn ad_hoc(args: &RunArgs, url: &str) -> anyhow::Result<(Target, Executor)> {
-    let uri: http::Uri = url
+    // `${env:NAME}` and `${file:PATH}` work as in a config, so a secret need not be on the
+    // command line; messages show the URL as written.
+    let env = config::Env::process();
+    let expanded = config::expand_flag(url, &env).map_err(|e| anyhow!("--url: {e}"))?;
+    let uri: http::Uri = expanded
         .parse()
-        .with_context(|| format!("--url `{url}` is not a URL"))?;
+        .map_err(|e| anyhow!("--url `{url}` is not a URL: {e}"))?;
     if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
         bail!("--url `{url}` must be an absolute http:// or https:// URL");
     }
@@ -248,9 +257,13 @@ fn ad_hoc(args: &RunArgs, url: &str) -> anyhow::Result<(Target, Executor)> {
             .ok_or_else(|| anyhow!("-H `{h}`: write it as `Name: value`"))?;
         let name = http::HeaderName::from_bytes(name.trim().as_bytes())
             .map_err(|_| anyhow!("-H `{h}`: `{}` is not a header name", name.trim()))?;
-        let value = http::HeaderValue::from_str(value.trim()).map_err(|_| {
+        let written = value.trim();
+        let expanded =
+            config::expand_flag(written, &env).map_err(|e| anyhow!("-H `{name}`: {e}"))?;
+        let mut value = http::HeaderValue::from_str(&expanded).map_err(|_| {
             anyhow!("-H: the value for `{name}` holds characters HTTP does not allow")
         })?;
+        value.set_sensitive(written.contains("${"));
         headers.append(name, value);
     }
     let dur = |s: &Option<String>, what: &str, default: Duration| -> anyhow::Result<Duration> {
@@ -297,6 +310,7 @@ fn ad_hoc(args: &RunArgs, url: &str) -> anyhow::Result<(Target, Executor)> {
     let target = Target {
         name: "adhoc".into(),
         uri,
+        display_url: url.to_string(),
         method,
         headers,
         body: args
@@ -326,6 +340,9 @@ pub fn command(args: RunArgs) -> i32 {
             return crate::exit::ERROR;
         }
     };
+    if let Some(code) = refuse_fd_shortfall(&args, &resolved) {
+        return code;
+    }
     let runtime = if args.workers <= 1 {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -352,6 +369,37 @@ pub fn command(args: RunArgs) -> i32 {
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "error: {e:#}");
             crate::exit::ERROR
+        }
+    }
+}
+
+/// Refuses, as `check` does, a run whose VUs cannot all hold a connection under the open-file
+/// limit: its errors would be sloburn's, not the target's. Returns the exit code when refused:
+/// 78 for a config's profile (with the `check` line), 2 for flags.
+fn refuse_fd_shortfall(args: &RunArgs, r: &Resolved) -> Option<i32> {
+    if args.ignore_fd_limit {
+        return None;
+    }
+    let limit = crate::limits::nofile().ok()?;
+    let why = match (&args.file, args.max_vus.or(args.vus)) {
+        (Some(_), _) => config::fd_fits(&r.spec.executor, r.spec.shard, limit).err()?,
+        // Flags: only VUs asked for are refused; a defaulted `--max-vus` is not the user's
+        // choice (past the limit its shortfall shows as `local_fd_exhausted`).
+        (None, Some(vus)) => {
+            crate::limits::fits(u64::from(r.spec.shard.share_u32(vus)), limit).err()?
+        }
+        (None, None) => return None,
+    };
+    let why = format!("{why}; or pass --ignore-fd-limit to measure the shortfall");
+    match &args.file {
+        Some(file) => {
+            let name = file.display().to_string();
+            println!("{name}: profiles.{}: {why}\n{name}: 1 error(s)", r.name);
+            Some(crate::exit::CONFIG)
+        }
+        None => {
+            eprintln!("error: --vus/--max-vus: {why}");
+            Some(crate::exit::USAGE)
         }
     }
 }

@@ -7,6 +7,8 @@
 
 mod build;
 mod capacity;
+pub use capacity::fits as fd_fits;
+pub use secrets::expand_flag;
 mod checks;
 mod executors;
 mod files;
@@ -165,10 +167,14 @@ impl fmt::Debug for Secret {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Target {
     pub name: String,
+    /// The URL the requests go to, its references expanded: never shown (see `display_url`).
     pub uri: http::Uri,
+    /// The URL as written, `${env:..}` and `${file:..}` kept as references: what messages,
+    /// logs and `Debug` show.
+    pub display_url: String,
     pub method: http::Method,
     /// Header values that came from `${env:..}` or `${file:..}` are marked sensitive.
     pub headers: http::HeaderMap,
@@ -181,6 +187,23 @@ pub struct Target {
     pub checks: Vec<Check>,
     /// Histogram bucket upper bounds in seconds, ascending.
     pub buckets: Vec<f64>,
+}
+
+/// Like the derived one, with the URL as written in place of the expanded one (headers from
+/// references are sensitive, which `HeaderMap`'s own `Debug` hides).
+impl fmt::Debug for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Target")
+            .field("name", &self.name)
+            .field("url", &self.display_url)
+            .field("method", &self.method)
+            .field("headers", &self.headers)
+            .field("body_bytes", &self.body.len())
+            .field("timeout", &self.timeout)
+            .field("keep_alive", &self.keep_alive)
+            .field("checks", &self.checks.len())
+            .finish_non_exhaustive()
+    }
 }
 
 pub use crate::schedule::{Overlap, Schedule};

@@ -84,3 +84,16 @@ pub fn secret(ctx: &mut Ctx, node: &Node, path: &str, base: &Path, env: &Env) ->
     }
     Some(value)
 }
+
+/// Expands the references in a command-line value (`run --url`, `-H`) from `env`, relative
+/// paths from the working directory. The error is the first problem, never a resolved value.
+pub fn expand_flag(text: &str, env: &Env) -> Result<String, String> {
+    let mut ctx = Ctx::default();
+    let pos = Pos { line: 1, col: 1 };
+    expand(&mut ctx, text, pos, "", Path::new("."), env).ok_or_else(|| {
+        ctx.errors
+            .first()
+            .map(|d| d.message.clone())
+            .unwrap_or_default()
+    })
+}

@@ -27,13 +27,14 @@ const TARGET_FIELDS: &[&str] = &[
 pub fn target(ctx: &mut Ctx, name: &str, node: &Node, base: &Path, env: &Env) -> Option<Target> {
     let path = join("targets", name);
     let f = walk::fields(ctx, node, &path, TARGET_FIELDS)?;
-    let uri = match f.get("url") {
-        Some(n) => url(ctx, n, &f.path_of("url"), env),
+    let url = match f.get("url") {
+        Some(n) => url(ctx, n, &f.path_of("url"), base, env),
         None => {
             ctx.error(node.pos, &path, "missing `url`");
             None
         }
     };
+    let (uri, display_url) = url.unzip();
     let method = match f.get("method") {
         Some(n) => {
             let p = f.path_of("method");
@@ -140,16 +141,23 @@ pub fn target(ctx: &mut Ctx, name: &str, node: &Node, base: &Path, env: &Env) ->
         .get("buckets")
         .map(|n| buckets(ctx, n, &f.path_of("buckets")))
         .unwrap_or_else(|| DEFAULT_BUCKETS.to_vec());
-    if let Some(uri) = &uri
+    if let (Some(uri), Some(shown)) = (&uri, &display_url)
         && let Some(host) = uri.host()
         && let Some(n) = f.get("url")
         && let Some(msg) = crate::http::ndots_warning(host, env.ndots)
     {
+        // A host that came from a reference is named as written.
+        let msg = if shown.contains("${") {
+            msg.replace(host, written_host(shown))
+        } else {
+            msg
+        };
         ctx.warn(n.pos, &f.path_of("url"), msg);
     }
     Some(Target {
         name: name.to_string(),
         uri: uri?,
+        display_url: display_url?,
         method: method?,
         headers,
         body,
@@ -170,19 +178,32 @@ fn is_sensitive_header(name: &http::HeaderName) -> bool {
     )
 }
 
-fn url(ctx: &mut Ctx, node: &Node, path: &str, env: &Env) -> Option<http::Uri> {
-    let text = walk::string(ctx, node, path)?;
-    let text = expand(ctx, &text, node.pos, path, Path::new("."), env)?;
+/// The URL, expanded, and as written (its `${env:..}` and `${file:..}` references kept), for
+/// every message and display: an expanded value may be a secret (`?api_key=${env:KEY}`).
+fn url(
+    ctx: &mut Ctx,
+    node: &Node,
+    path: &str,
+    base: &Path,
+    env: &Env,
+) -> Option<(http::Uri, String)> {
+    let written = walk::string(ctx, node, path)?;
+    let text = expand(ctx, &written, node.pos, path, base, env)?;
     let uri: http::Uri = match text.parse() {
         Ok(u) => u,
         Err(e) => {
-            ctx.error(node.pos, path, format!("`{text}` is not a URL: {e}"));
+            ctx.error(node.pos, path, format!("`{written}` is not a URL: {e}"));
             return None;
         }
     };
     match uri.scheme_str() {
         Some("http") | Some("https") => {}
         Some(other) => {
+            let other = if written.contains("${") {
+                written.split("://").next().unwrap_or_default()
+            } else {
+                other
+            };
             ctx.error(
                 node.pos,
                 path,
@@ -194,16 +215,27 @@ fn url(ctx: &mut Ctx, node: &Node, path: &str, env: &Env) -> Option<http::Uri> {
             ctx.error(
                 node.pos,
                 path,
-                format!("`{text}` has no scheme: write `http://{text}`"),
+                format!("`{written}` has no scheme: write `http://{written}`"),
             );
             return None;
         }
     }
     if uri.host().is_none_or(|h| h.is_empty()) {
-        ctx.error(node.pos, path, format!("`{text}` has no host"));
+        ctx.error(node.pos, path, format!("`{written}` has no host"));
         return None;
     }
-    Some(uri)
+    Some((uri, written))
+}
+
+/// The host of a URL as written, before its references are expanded (`${env:HOST}` stays).
+fn written_host(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    match host_port.rsplit_once(':') {
+        Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => host,
+        _ => host_port,
+    }
 }
 
 fn buckets(ctx: &mut Ctx, node: &Node, path: &str) -> Vec<f64> {
@@ -233,4 +265,55 @@ fn buckets(ctx: &mut Ctx, node: &Node, path: &str) -> Vec<f64> {
         ctx.error(node.pos, path, "at most 50 buckets (each is a time series)");
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn the_host_as_written_keeps_its_reference() {
+        assert_eq!(written_host("http://${env:HOST}:8080/x?k=1"), "${env:HOST}");
+        assert_eq!(written_host("https://u:${env:PW}@api.shop/x"), "api.shop");
+        assert_eq!(written_host("http://[::1]:9/"), "[::1]");
+        assert_eq!(written_host("api.shop"), "api.shop");
+    }
+
+    fn entry<'a>(node: &'a Node, key: &str) -> &'a Node {
+        match &node.value {
+            Value::Map(entries) => &entries.iter().find(|(k, _)| k.name == key).unwrap().1,
+            _ => panic!("not a mapping"),
+        }
+    }
+
+    #[test]
+    fn messages_and_debug_show_the_url_as_written() {
+        let env = Env::from_map(BTreeMap::from([("H".into(), "hidden-host".into())]), 5);
+        let text = "targets:\n  api:\n    url: \"http://${env:H}/?k=1\"\n";
+        let root = super::super::yaml::parse(text).unwrap();
+        let node = entry(entry(&root, "targets"), "api");
+        let mut ctx = Ctx::default();
+        let t = target(&mut ctx, "api", node, Path::new("."), &env).unwrap();
+        assert_eq!(t.uri.host(), Some("hidden-host"));
+        assert_eq!(t.display_url, "http://${env:H}/?k=1");
+        let warning = &ctx.warnings[0].message;
+        assert!(warning.contains("`${env:H}`"), "{warning}");
+        assert!(!warning.contains("hidden-host"), "{warning}");
+        assert!(!format!("{t:?}").contains("hidden-host"), "{t:?}");
+    }
+
+    #[test]
+    fn a_file_reference_in_a_url_is_read_beside_the_config() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("key.txt"), "k3y\n").unwrap();
+        let env = Env::from_map(BTreeMap::new(), 1);
+        let text = "targets:\n  api:\n    url: \"http://127.0.0.1/?k=${file:key.txt}\"\n";
+        let root = super::super::yaml::parse(text).unwrap();
+        let mut ctx = Ctx::default();
+        let node = entry(entry(&root, "targets"), "api");
+        let t = target(&mut ctx, "api", node, dir.path(), &env).unwrap();
+        assert_eq!(t.uri.query(), Some("k=k3y"));
+        assert_eq!(t.display_url, "http://127.0.0.1/?k=${file:key.txt}");
+    }
 }

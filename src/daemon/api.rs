@@ -82,6 +82,7 @@ fn authorize(shared: &Shared, headers: &HeaderMap, write: bool) -> Result<(), Ap
         // secret.
         Some(g) if bool::from(g.as_bytes().ct_eq(token.expose().as_bytes())) => Ok(()),
         Some(_) => {
+            shared.metrics.admin_auth_failure(false);
             if let Some(count) = shared.auth_failures.record(now) {
                 log_auth_failures(count);
             }
@@ -90,10 +91,13 @@ fn authorize(shared: &Shared, headers: &HeaderMap, write: bool) -> Result<(), Ap
                 "wrong bearer token".into(),
             ))
         }
-        None => Err(ApiError(
-            StatusCode::UNAUTHORIZED,
-            "missing `Authorization: Bearer <token>`".into(),
-        )),
+        None => {
+            shared.metrics.admin_auth_failure(true);
+            Err(ApiError(
+                StatusCode::UNAUTHORIZED,
+                "missing `Authorization: Bearer <token>`".into(),
+            ))
+        }
     }
 }
 
@@ -111,39 +115,66 @@ async fn metrics(State(shared): State<AppState>, headers: HeaderMap) -> Response
     ([(header::CONTENT_TYPE, Metrics::content_type(om))], body).into_response()
 }
 
-/// The status for anyone; the reason (which may name the store's path) only where reads are
-/// open or with the token.
+/// The status for anyone; the details (the reason, which may name the store's path, and the
+/// local errors) only where reads are open or with the token.
 async fn readyz(State(shared): State<AppState>, headers: HeaderMap) -> Response {
-    match shared.readiness() {
-        Ok(()) => (StatusCode::OK, ready_text(&shared, &headers)).into_response(),
-        Err(why) if authorize(&shared, &headers, false).is_ok() => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("not ready: {why}\n"),
-        )
-            .into_response(),
-        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "not ready\n").into_response(),
+    let status = shared.readiness();
+    let code = if status.is_ok() {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    // A probe without a token (the kubelet's) is no failed login: only a token sent is checked.
+    let probe =
+        shared.config().server.protect_reads && !headers.contains_key(header::AUTHORIZATION);
+    let details = !probe && authorize(&shared, &headers, false).is_ok();
+    if !details {
+        let short = if status.is_ok() {
+            "ready\n"
+        } else {
+            "not ready\n"
+        };
+        return (code, format!("{short}{}", overload_line(&shared, false))).into_response();
     }
+    let head = match status {
+        Ok(()) => "ready".to_string(),
+        Err(why) => format!("not ready: {why}"),
+    };
+    let overload = overload_line(&shared, true);
+    (code, format!("{head}\n{overload}{}\n", local_errors_line(&shared))).into_response()
+}
+
+/// Requests that failed because of sloburn itself since the daemon started, by class: they
+/// are no SLO event, so this is where an operator sees the generator's own limits.
+fn local_errors_line(shared: &Shared) -> String {
+    let counts: Vec<String> = shared
+        .metrics
+        .local_errors()
+        .iter()
+        .map(|(class, n)| format!("{class} {n}"))
+        .collect();
+    format!("local errors since start: {}", counts.join(", "))
 }
 
 /// How long `/readyz` keeps saying "generator overloaded" after the last late arrival.
 const OVERLOAD_SHOWN_FOR: u64 = 10;
 
-/// "ready", and while the generator falls behind on some profile (it dropped late arrivals in
-/// the last [`OVERLOAD_SHOWN_FOR`] seconds) a line saying so; it stays ready, since its own
-/// surface still works and nothing of this counts against an SLO. Profile names only where
-/// reads are open or with the token.
-fn ready_text(shared: &AppState, headers: &HeaderMap) -> String {
+/// While the generator falls behind on some profile (it dropped late arrivals in the last
+/// [`OVERLOAD_SHOWN_FOR`] seconds) a line saying so, else nothing; the daemon stays ready,
+/// since its own surface still works and nothing of this counts against an SLO. Profile names
+/// only with the details (reads open, or the token).
+fn overload_line(shared: &Shared, details: bool) -> String {
     let since = (unix_now() as u64).saturating_sub(OVERLOAD_SHOWN_FOR);
     let profiles = shared.metrics.overloaded_since(since);
     if profiles.is_empty() {
-        "ready\n".into()
-    } else if authorize(shared, headers, false).is_ok() {
+        String::new()
+    } else if details {
         format!(
-            "ready\ngenerator overloaded: {} (late arrivals dropped in the last {OVERLOAD_SHOWN_FOR} s, not counted against any SLO)\n",
+            "generator overloaded: {} (late arrivals dropped in the last {OVERLOAD_SHOWN_FOR} s, not counted against any SLO)\n",
             profiles.join(", ")
         )
     } else {
-        "ready\ngenerator overloaded\n".into()
+        "generator overloaded\n".into()
     }
 }
 

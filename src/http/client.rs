@@ -152,6 +152,8 @@ impl Client {
         phases.dns = t.elapsed();
         let addrs = match resolved {
             Ok(Ok(addrs)) if !addrs.is_empty() => addrs,
+            // No socket for the nameserver: sloburn's own limit, not the name's fault.
+            Ok(Err(DnsError::LocalFdExhausted)) => return Err(ErrorClass::LocalFdExhausted),
             _ => return Err(ErrorClass::Dns),
         };
 

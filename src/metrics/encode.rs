@@ -20,6 +20,8 @@ use super::text::{Encoder, Family, Value, label_set};
 pub(super) struct Snapshot<'a> {
     pub build_labels: &'a str,
     pub process: &'a ProcessStats,
+    /// Tasks alive in the runtime that serves the scrape, when there is one.
+    pub runtime_tasks: Option<f64>,
     pub profiles: Vec<Arc<ProfileMetrics>>,
     /// Each SLO with a copy of its last report, if it has one yet.
     pub slos: Vec<(Arc<SloMetrics>, Option<ReportGauges>)>,
@@ -58,6 +60,13 @@ fn source(f: &Family) -> Option<Source> {
         PROCESS_RESIDENT => Floats(|s| one(s.process.resident_memory_bytes)),
         PROCESS_START => Floats(|s| one(s.process.start_time_seconds)),
         PROCESS_VIRTUAL => Floats(|s| one(s.process.virtual_memory_bytes)),
+        ADMIN_AUTH_FAILURES => Counts(|s| {
+            let [missing, wrong] = s.state.auth_failures;
+            vec![
+                (label_set(&[("reason", "missing")]), missing),
+                (label_set(&[("reason", "wrong")]), wrong),
+            ]
+        }),
         BUILD_INFO => Floats(|s| vec![(s.build_labels.to_string(), 1.0)]),
         CHECKS => Labelled(checks),
         RELOAD_SUCCESS_TIME => Floats(|s| one(s.state.last_reload_success)),
@@ -101,6 +110,7 @@ fn source(f: &Family) -> Option<Source> {
                 .map(|((p, r), n)| (label_set(&[("profile", p), ("result", r)]), *n))
                 .collect()
         }),
+        RUNTIME_TASKS => Floats(|s| one(s.runtime_tasks)),
         SLO_ALERT_ACTIVE => Floats(|s| {
             s.reports()
                 .flat_map(|(_, r)| &r.alerts)

@@ -58,6 +58,13 @@ pub const PROCESS_VIRTUAL: Family = family(
     BYTES,
     "Virtual memory size in bytes.",
 );
+pub const ADMIN_AUTH_FAILURES: Family = family(
+    "sloburn_admin_auth_failures",
+    Kind::Counter,
+    None,
+    "Admin and protected requests refused for their bearer token, by reason (wrong or \
+     missing); requests answered 429 while wrong tokens are limited are not checked.",
+);
 pub const BUILD_INFO: Family = family(
     "sloburn_build_info",
     Kind::Gauge,
@@ -176,6 +183,13 @@ pub const RUNS: Family = family(
     None,
     "Finished runs by result (passed, failed, aborted, aborted_by_guard, error, skipped).",
 );
+pub const RUNTIME_TASKS: Family = family(
+    "sloburn_runtime_alive_tasks",
+    Kind::Gauge,
+    None,
+    "Tasks alive in the daemon's tokio runtime (run VUs, connection drivers, server \
+     connections, schedules); flat between runs when nothing leaks.",
+);
 pub const SLO_ALERT_ACTIVE: Family = family(
     "sloburn_slo_alert_active",
     Kind::Gauge,
@@ -250,13 +264,14 @@ pub const VUS_MAX: Family = family(
 );
 
 /// Every family, in exposition order (sorted by name).
-pub const FAMILIES: [Family; 37] = [
+pub const FAMILIES: [Family; 39] = [
     PROCESS_CPU,
     PROCESS_MAX_FDS,
     PROCESS_OPEN_FDS,
     PROCESS_RESIDENT,
     PROCESS_START,
     PROCESS_VIRTUAL,
+    ADMIN_AUTH_FAILURES,
     BUILD_INFO,
     CHECKS,
     RELOAD_SUCCESS_TIME,
@@ -276,6 +291,7 @@ pub const FAMILIES: [Family; 37] = [
     NEXT_RUN_TIME,
     RUN_ACTIVE,
     RUNS,
+    RUNTIME_TASKS,
     SLO_ALERT_ACTIVE,
     SLO_BURN_RATE,
     SLO_BUDGET_REMAINING,

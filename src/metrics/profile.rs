@@ -2,6 +2,7 @@
 //! a lookup or an allocation. The label sets are escaped once here, when the series are created,
 //! so a scrape only pastes strings and loads atomics.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
@@ -251,6 +252,8 @@ pub struct ProfileMetrics {
     /// Requests with a local error class, indexed by `ErrorClass as usize` (only local slots
     /// move).
     local_errors: [AtomicU64; ErrorClass::ALL.len()],
+    /// The registry's totals of the same, shared by every series.
+    local_totals: Arc<LocalTotals>,
     /// The check names as given, to compare layouts on reload.
     pub(super) check_names: Vec<String>,
     /// For each check result index, its counter slot (duplicate names share one).
@@ -271,12 +274,49 @@ pub struct ProfileMetrics {
     pub(super) vus_max: AtomicU32,
 }
 
+/// Local errors by class across every series of a registry: one more relaxed add per local
+/// error (never on a request that went well).
+#[derive(Debug, Default)]
+pub(super) struct LocalTotals([AtomicU64; ErrorClass::ALL.len()]);
+
+impl LocalTotals {
+    fn add(&self, e: ErrorClass) {
+        if let Some(n) = self.0.get(e as usize) {
+            n.fetch_add(1, Relaxed);
+        }
+    }
+
+    pub(super) fn read(&self) -> Vec<(&'static str, u64)> {
+        local_counts(&self.0)
+    }
+}
+
+/// `(class, count)` of the local classes in `slots` (indexed by `ErrorClass as usize`), in
+/// label order.
+fn local_counts(slots: &[AtomicU64; ErrorClass::ALL.len()]) -> Vec<(&'static str, u64)> {
+    let mut local: Vec<ErrorClass> = ErrorClass::ALL
+        .into_iter()
+        .filter(|e| e.is_local())
+        .collect();
+    local.sort_by_key(|e| e.as_str());
+    local
+        .into_iter()
+        .map(|e| {
+            (
+                e.as_str(),
+                slots.get(e as usize).map_or(0, |n| n.load(Relaxed)),
+            )
+        })
+        .collect()
+}
+
 impl ProfileMetrics {
     pub(super) fn new(
         target: &str,
         profile: &str,
         buckets: &[f64],
         checks: &[String],
+        local_totals: Arc<LocalTotals>,
     ) -> ProfileMetrics {
         let bounds = Bounds::new(buckets);
         let mut distinct: Vec<&String> = checks.iter().collect();
@@ -303,6 +343,7 @@ impl ProfileMetrics {
             bounds,
             reqs: ReqTable::new(),
             local_errors: std::array::from_fn(|_| AtomicU64::new(0)),
+            local_totals,
             check_names: checks.to_vec(),
             check_slot,
             checks: distinct
@@ -352,6 +393,7 @@ impl ProfileMetrics {
             && let Some(n) = self.local_errors.get(e as usize)
         {
             n.fetch_add(1, Relaxed);
+            self.local_totals.add(e);
         }
         if outcome.status.is_some() {
             self.duration.record(
@@ -424,18 +466,7 @@ impl ProfileMetrics {
 
     /// `(class, count)` for every local error class, zeros included, in label order.
     pub(super) fn local_errors(&self) -> impl Iterator<Item = (&'static str, u64)> {
-        let mut local: Vec<ErrorClass> = ErrorClass::ALL
-            .into_iter()
-            .filter(|e| e.is_local())
-            .collect();
-        local.sort_by_key(|e| e.as_str());
-        local.into_iter().map(|e| {
-            let n = self
-                .local_errors
-                .get(e as usize)
-                .map_or(0, |n| n.load(Relaxed));
-            (e.as_str(), n)
-        })
+        local_counts(&self.local_errors).into_iter()
     }
 
     /// `(label set with check, pass, fail)` sorted by check name.
@@ -475,8 +506,26 @@ mod tests {
     }
 
     #[test]
+    fn local_error_totals_outlive_the_series_that_counted_them() {
+        let totals: Arc<LocalTotals> = Arc::default();
+        let failed = Outcome {
+            error: Some(ErrorClass::LocalPortsExhausted),
+            ..Outcome::default()
+        };
+        for name in ["a", "b"] {
+            let p = ProfileMetrics::new("t", name, &[0.1], &[], Arc::clone(&totals));
+            p.observe(&failed, Duration::ZERO, &[]);
+            p.observe(&Outcome::default(), Duration::ZERO, &[]);
+        }
+        assert_eq!(
+            totals.read(),
+            [("local_fd_exhausted", 0), ("local_ports_exhausted", 2)]
+        );
+    }
+
+    #[test]
     fn local_errors_are_counted_by_class_beside_http_reqs() {
-        let p = ProfileMetrics::new("t", "p", &[0.1], &[]);
+        let p = ProfileMetrics::new("t", "p", &[0.1], &[], Arc::default());
         let failed = |e| Outcome {
             error: Some(e),
             ..Outcome::default()

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use super::accept;
 use super::encode::{self, Snapshot};
 use super::process::{self, ProcessStats};
-use super::profile::ProfileMetrics;
+use super::profile::{LocalTotals, ProfileMetrics};
 use super::slo::SloMetrics;
 use super::text::label_set;
 
@@ -47,6 +47,8 @@ pub(super) struct State {
     pub(super) store_healthy: Option<bool>,
     /// [success, failure].
     pub(super) store_flushes: [u64; 2],
+    /// Refused bearer tokens: [missing, wrong].
+    pub(super) auth_failures: [u64; 2],
 }
 
 impl State {
@@ -62,6 +64,9 @@ impl State {
 
 struct Inner {
     build_labels: String,
+    /// Local errors of every series ever created, by `ErrorClass as usize`: a series dropped
+    /// by a reload takes its own counts with it, these stay (for `/readyz`).
+    local_totals: Arc<LocalTotals>,
     profiles: Mutex<BTreeMap<(String, String), Arc<ProfileMetrics>>>,
     slos: Mutex<BTreeMap<String, Arc<SloMetrics>>>,
     state: Mutex<State>,
@@ -87,6 +92,7 @@ impl Metrics {
         Metrics {
             inner: Arc::new(Inner {
                 build_labels: label_set(&[("version", version)]),
+                local_totals: Arc::default(),
                 profiles: Mutex::new(BTreeMap::new()),
                 slos: Mutex::new(BTreeMap::new()),
                 state: Mutex::new(State::default()),
@@ -113,7 +119,13 @@ impl Metrics {
         {
             return Arc::clone(p);
         }
-        let p = Arc::new(ProfileMetrics::new(target, profile, buckets, checks));
+        let p = Arc::new(ProfileMetrics::new(
+            target,
+            profile,
+            buckets,
+            checks,
+            Arc::clone(&self.inner.local_totals),
+        ));
         profiles.insert(key, Arc::clone(&p));
         p
     }
@@ -220,6 +232,17 @@ impl Metrics {
         lock(&self.inner.state).store_healthy = Some(ok);
     }
 
+    /// A bearer token refused: `missing` when none was sent, else a wrong one.
+    pub fn admin_auth_failure(&self, missing: bool) {
+        lock(&self.inner.state).auth_failures[usize::from(!missing)] += 1;
+    }
+
+    /// `(class, count)` of every local error class since the registry was made, across all
+    /// profiles (those a reload removed included), zeros too, in label order.
+    pub fn local_errors(&self) -> Vec<(&'static str, u64)> {
+        self.inner.local_totals.read()
+    }
+
     pub fn store_flush(&self, ok: bool) {
         lock(&self.inner.state).store_flushes[usize::from(!ok)] += 1;
     }
@@ -232,19 +255,33 @@ impl Metrics {
         accept::wants_openmetrics(accept_header)
     }
 
-    /// The whole exposition, with the process figures read now.
+    /// The whole exposition, with the process figures and the runtime's task count read now.
     pub fn encode(&self, openmetrics: bool) -> String {
-        self.encode_with(openmetrics, &process::read())
+        let tasks = tokio::runtime::Handle::try_current()
+            .ok()
+            .map(|h| h.metrics().num_alive_tasks() as f64);
+        self.encode_full(openmetrics, &process::read(), tasks)
     }
 
-    /// [`Metrics::encode`] with given process figures (tests pass fixed ones for golden text).
+    /// [`Metrics::encode`] with given process figures (tests pass fixed ones for golden text)
+    /// and no task count.
     pub fn encode_with(&self, openmetrics: bool, process: &ProcessStats) -> String {
+        self.encode_full(openmetrics, process, None)
+    }
+
+    fn encode_full(
+        &self,
+        openmetrics: bool,
+        process: &ProcessStats,
+        runtime_tasks: Option<f64>,
+    ) -> String {
         // Copy the handles and values out so no lock is held while formatting.
         let profiles = lock(&self.inner.profiles).values().cloned().collect();
         let slos: Vec<Arc<SloMetrics>> = lock(&self.inner.slos).values().cloned().collect();
         let snapshot = Snapshot {
             build_labels: &self.inner.build_labels,
             process,
+            runtime_tasks,
             profiles,
             slos: slos
                 .into_iter()

@@ -264,3 +264,304 @@ fn server_limits_out_of_range_are_config_errors_with_positions() {
         "{err}"
     );
 }
+
+/// Out of descriptors, a lookup that needs a nameserver failed as `dns`: a local limit charged
+/// to the name. The resolver runs in a child of this test binary (this test's twin below) whose
+/// descriptors are used up; nothing else in this process is touched.
+#[test]
+fn dns_lookup_out_of_descriptors_is_local_fd_exhausted() {
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "hardening::dns_lookup_out_of_descriptors_child",
+        "--exact",
+        "--ignored",
+        "--nocapture",
+        "--test-threads",
+        "1",
+    ])
+    .env(FD_CHILD, "1");
+    crate::support::with_nofile(&mut cmd, 64, 64);
+    let out = cmd.output().unwrap();
+    let all = crate::support::all_output(&out);
+    assert!(out.status.success(), "{all}");
+    assert!(
+        all.contains("dns child: done") && all.contains("1 passed"),
+        "{all}"
+    );
+}
+
+/// Set by the test above for the child half of it.
+const FD_CHILD: &str = "SLOBURN_TEST_FD_CHILD";
+
+#[test]
+#[ignore = "the child half of dns_lookup_out_of_descriptors_is_local_fd_exhausted"]
+fn dns_lookup_out_of_descriptors_child() {
+    use sloburn::http::{
+        Client, ClientOptions, DnsError, ErrorClass, HostsFile, RequestSpec, Resolver,
+        ResolverConfig,
+    };
+    if std::env::var_os(FD_CHILD).is_none() {
+        return;
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        // A nameserver on loopback that never answers: with descriptors to spare a lookup
+        // times out, which is `dns`.
+        let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let resolver = std::sync::Arc::new(Resolver::new(
+            ResolverConfig {
+                nameservers: vec![silent.local_addr().unwrap()],
+                search: vec![],
+                ndots: 1,
+                timeout: Duration::from_millis(200),
+                attempts: 1,
+            },
+            HostsFile::default(),
+        ));
+        let client = Client::new(ClientOptions::default(), resolver.clone());
+        let req = RequestSpec {
+            method: http::Method::GET,
+            uri: "http://api.test:9/".parse().unwrap(),
+            headers: http::HeaderMap::new(),
+            body: bytes::Bytes::new(),
+        };
+        let before = client.conn().send(&req).await;
+        assert_eq!(before.error, Some(ErrorClass::Dns), "{before:?}");
+
+        let mut held = Vec::new();
+        let full = loop {
+            match std::fs::File::open("/dev/null") {
+                Ok(f) if held.len() < 10_000 => held.push(f),
+                Ok(_) => panic!("the fd limit of 64 did not hold"),
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(full.raw_os_error(), Some(libc::EMFILE), "{full}");
+        let err = resolver.lookup("api.test").await.unwrap_err();
+        assert!(matches!(err, DnsError::LocalFdExhausted), "{err}");
+        let after = client.conn().send(&req).await;
+        assert_eq!(after.error, Some(ErrorClass::LocalFdExhausted), "{after:?}");
+        drop(held);
+    });
+    println!("dns child: done");
+}
+
+/// Local errors are never SLO events, so `/readyz` is where they show beside `/metrics`:
+/// counts by class since start, as a detail (behind the token under `protect_reads`). And a
+/// refused token is counted on `/metrics`; a probe without one is not.
+#[test]
+fn readyz_shows_local_errors_and_refused_tokens_are_counted() {
+    let target = BackgroundTarget::start(TargetOptions {
+        latency: Duration::from_millis(200),
+        ..TargetOptions::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    // 120 VUs, a new connection per request, at 64 descriptors: most cannot get a socket.
+    let burst = "  burst:\n    target: api\n    every: 1h\n    run_on_start: true\n    executor: constant-vus\n    vus: 120\n    duration: 2s\n";
+    let text = with_server(
+        daemon_config(
+            target.addr,
+            &dir.path().join("data"),
+            burst,
+            AVAILABILITY_SLO,
+        ),
+        "  protect_reads: true\n",
+    )
+    .replace("    checks:", "    keep_alive: false\n    checks:");
+    let path = write_config(dir.path(), &text);
+    let d = Daemon::start_with_fd_limit(&path, &["--no-watch"], 64);
+    let metric = |name: &str| crate::support::metric_sum(&d.metrics(), name);
+    eventually(Duration::from_secs(20), || {
+        (metric("sloburn_runs_total{profile=\"burst\"") >= 1.0).then_some(())
+    })
+    .expect("the burst run never finished");
+
+    let base = &d.base;
+    let rt = runtime();
+    let (code, body) = rt.block_on(request("GET", &format!("{base}/readyz"), None));
+    assert_eq!((code, body.as_str()), (200, "ready\n"));
+    let (code, body) = rt.block_on(request("GET", &format!("{base}/readyz"), Some(ADMIN_TOKEN)));
+    assert_eq!(code, 200, "{body}");
+    let line = body
+        .lines()
+        .find_map(|l| l.strip_prefix("local errors since start: "))
+        .unwrap_or_else(|| panic!("{body}"));
+    let fd: f64 = line
+        .split(", ")
+        .find_map(|c| c.strip_prefix("local_fd_exhausted "))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{body}"));
+    assert!(fd > 0.0, "{body}");
+    assert_eq!(
+        fd,
+        metric(
+            "sloburn_local_errors_total{target=\"api\",profile=\"burst\",class=\"local_fd_exhausted\""
+        ),
+        "{body}"
+    );
+    // The runtime's tasks are exposed (the soak reads them): at least the server and the tick.
+    assert!(metric("sloburn_runtime_alive_tasks") >= 2.0);
+    // Not one of them is an SLO event.
+    assert_eq!(
+        metric("sloburn_slo_events_total{slo=\"api-availability\",result=\"bad\""),
+        0.0
+    );
+
+    for token in [None, Some("guess"), Some("guess-again")] {
+        let (code, _) = rt.block_on(request("GET", &format!("{base}/api/runs"), token));
+        assert_eq!(code, 401);
+    }
+    let refused = |reason: &str| {
+        metric(&format!(
+            "sloburn_admin_auth_failures_total{{reason=\"{reason}\""
+        ))
+    };
+    assert_eq!((refused("missing"), refused("wrong")), (1.0, 2.0));
+}
+
+/// `vus: 1000000` passed `check` and `run` sent nothing useful: `run` refuses, as `check`
+/// does, VUs that cannot all hold a connection under the open-file limit, before a request is
+/// sent. Flags exit 2, a config's profile 78 with `check`'s line.
+#[test]
+fn run_refuses_vus_beyond_the_fd_limit() {
+    let target = BackgroundTarget::start(TargetOptions::default());
+    let url = format!("http://{}/", target.addr);
+    let limited = |cmd: &mut std::process::Command| {
+        crate::support::with_nofile(cmd, 100, 100);
+        cmd.output().unwrap()
+    };
+
+    let out = limited(crate::support::sloburn().args([
+        "run",
+        "--url",
+        &url,
+        "--vus",
+        "60",
+        "--duration",
+        "2s",
+    ]));
+    let all = crate::support::all_output(&out);
+    assert_eq!(out.status.code(), Some(2), "{all}");
+    assert!(
+        all.contains("up to 60 VUs need 60 connections")
+            && all.contains("open-file limit is 100")
+            && all.contains("--ignore-fd-limit"),
+        "{all}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let burst =
+        "  burst:\n    target: api\n    executor: constant-vus\n    vus: 60\n    duration: 2s\n";
+    let path = write_config(
+        dir.path(),
+        &daemon_config(
+            target.addr,
+            &dir.path().join("data"),
+            burst,
+            AVAILABILITY_SLO,
+        ),
+    );
+    let out = limited(
+        crate::support::sloburn()
+            .env("TEST_ADMIN_TOKEN", ADMIN_TOKEN)
+            .arg("run")
+            .arg(&path),
+    );
+    let all = crate::support::all_output(&out);
+    assert_eq!(out.status.code(), Some(78), "{all}");
+    let line = format!("{}: profiles.burst: up to 60 VUs", path.display());
+    assert!(all.contains(&line), "{all}");
+    let out = limited(
+        crate::support::sloburn()
+            .env("TEST_ADMIN_TOKEN", ADMIN_TOKEN)
+            .arg("check")
+            .arg(&path),
+    );
+    let all = crate::support::all_output(&out);
+    assert_eq!(out.status.code(), Some(78), "{all}");
+    assert!(all.contains(&line), "{all}");
+    assert_eq!(target.stats().requests, 0, "a refused run sent requests");
+    // 36 VUs fit 100 descriptors with 64 kept for sloburn: that run goes ahead.
+    let out = limited(crate::support::sloburn().args([
+        "run",
+        "--url",
+        &url,
+        "--vus",
+        "36",
+        "--duration",
+        "1s",
+        "--quiet",
+    ]));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        crate::support::all_output(&out)
+    );
+    assert!(target.stats().requests > 0);
+}
+
+/// The alias bomb written over the live config killed `serve` (exit 134) on hot reload. Under
+/// an address space of 512 MB (a bound on expansion, not a timeout) the daemon rejects it,
+/// from the file watch and from `POST /api/reload`, counts the failures and keeps serving.
+#[test]
+fn alias_bomb_over_the_live_config_is_rejected_and_the_daemon_keeps_running() {
+    let target = BackgroundTarget::start(TargetOptions::default());
+    let dir = tempfile::tempdir().unwrap();
+    let text = daemon_config(
+        target.addr,
+        &dir.path().join("data"),
+        IDLE,
+        AVAILABILITY_SLO,
+    );
+    let path = write_config(dir.path(), &text);
+    let mut cmd = Daemon::command(&path, &[]);
+    crate::support::limit_address_space(&mut cmd, 512 << 20);
+    let mut d = Daemon::spawn(cmd);
+    let failures = |d: &Daemon| {
+        crate::support::metric_sum(
+            &d.metrics(),
+            "sloburn_config_reloads_total{result=\"failure\"",
+        )
+    };
+    assert_eq!(failures(&d), 0.0);
+
+    let bomb =
+        std::fs::read_to_string(crate::support::root().join("tests/it/fuzz/alias_bomb.yaml"))
+            .unwrap();
+    assert!(bomb.len() < 600);
+    write_config(dir.path(), &bomb);
+    // The watch polls every 2 s.
+    eventually(Duration::from_secs(10), || {
+        (failures(&d) >= 1.0).then_some(())
+    })
+    .expect("the watch never rejected the bomb");
+    let rt = runtime();
+    let (code, body) = rt.block_on(request(
+        "POST",
+        &format!("{}/api/reload", d.base),
+        Some(ADMIN_TOKEN),
+    ));
+    assert_eq!(code, 422, "{body}");
+    assert!(
+        body.contains("sloburn.yaml:4:45") && body.contains("aliases"),
+        "{body}"
+    );
+    assert!(failures(&d) >= 2.0);
+    assert_eq!(d.child.try_wait().unwrap(), None, "the daemon died");
+    // Still serving under the old config, and a good config is taken again.
+    let (code, _) = crate::support::get_blocking(&format!("{}/metrics", d.base));
+    assert_eq!(code, 200);
+    write_config(dir.path(), &text.replace("vus: 1\n", "vus: 2\n"));
+    let (code, body) = rt.block_on(request(
+        "POST",
+        &format!("{}/api/reload", d.base),
+        Some(ADMIN_TOKEN),
+    ));
+    assert_eq!(code, 200, "{body}");
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait(Duration::from_secs(10)), Some(0));
+}

@@ -13,6 +13,7 @@ mod load;
 mod metrics;
 mod panels;
 mod rules;
+mod secrets;
 mod signals;
 mod slo;
 mod storm;

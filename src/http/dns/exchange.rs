@@ -154,14 +154,72 @@ fn read_reply(bytes: &[u8], qname: &Name) -> Option<Reply> {
     })
 }
 
-/// One nameserver, both queries on one UDP socket. `None` means ask the next nameserver.
-pub(super) async fn query_one(ns: SocketAddr, q: &Queries) -> Option<Answer> {
+/// Whether a socket could not be made because sloburn is out of file descriptors (its own
+/// limit or the system's): that is no nameserver's fault, and no other nameserver would do
+/// better.
+fn fd_exhausted(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+}
+
+/// One nameserver, both queries on one UDP socket. `Ok(None)` means ask the next nameserver;
+/// the error is [`DnsError::LocalFdExhausted`], when no socket could be opened.
+pub(super) async fn query_one(ns: SocketAddr, q: &Queries) -> Result<Option<Answer>, DnsError> {
     let bind: SocketAddr = if ns.is_ipv4() {
         (Ipv4Addr::UNSPECIFIED, 0).into()
     } else {
         (Ipv6Addr::UNSPECIFIED, 0).into()
     };
-    let sock = UdpSocket::bind(bind).await.ok()?;
+    let sock = match UdpSocket::bind(bind).await {
+        Ok(s) => s,
+        Err(e) if fd_exhausted(&e) => return Err(DnsError::LocalFdExhausted),
+        Err(_) => return Ok(None),
+    };
+    let mut replies = match udp_exchange(&sock, ns, q).await {
+        Some(Udp::Replies(r)) => r,
+        Some(Udp::NoSuchName) => return Ok(Some(Answer::NoSuchName)),
+        None => return Ok(None),
+    };
+    for (reply, out) in replies.iter_mut().zip([&q.a, &q.aaaa]) {
+        if reply.truncated {
+            let Some(again) = query_tcp(ns, out, &q.name).await? else {
+                return Ok(None);
+            };
+            *reply = again;
+            if reply.rcode == ResponseCode::NXDomain {
+                return Ok(Some(Answer::NoSuchName));
+            }
+        }
+    }
+    let [a, aaaa] = replies;
+    if a.rcode != ResponseCode::NoError && aaaa.rcode != ResponseCode::NoError {
+        return Ok(None);
+    }
+    let mut addrs = a.addrs;
+    addrs.extend(aaaa.addrs);
+    let ttl = match (a.ttl, aaaa.ttl) {
+        (Some(x), Some(y)) => x.min(y),
+        (Some(x), None) | (None, Some(x)) => x,
+        (None, None) => 0,
+    };
+    Ok(Some(if addrs.is_empty() {
+        Answer::NoSuchName
+    } else {
+        Answer::Found {
+            addrs,
+            ttl: Duration::from_secs(u64::from(ttl)),
+        }
+    }))
+}
+
+/// What the UDP exchange gave: both replies, or an NXDOMAIN to either (the name does not
+/// exist, whatever the other says).
+enum Udp {
+    Replies([Reply; 2]),
+    NoSuchName,
+}
+
+/// Both queries over `sock`; `None` when the nameserver gave no usable answer.
+async fn udp_exchange(sock: &UdpSocket, ns: SocketAddr, q: &Queries) -> Option<Udp> {
     // Connecting makes the kernel drop datagrams from anyone but the nameserver.
     sock.connect(ns).await.ok()?;
     sock.send(&q.a.bytes).await.ok()?;
@@ -183,52 +241,37 @@ pub(super) async fn query_one(ns: SocketAddr, q: &Queries) -> Option<Answer> {
             continue;
         };
         if reply.rcode == ResponseCode::NXDomain {
-            return Some(Answer::NoSuchName);
+            return Some(Udp::NoSuchName);
         }
         slot.get_or_insert(reply);
     }
-    let mut replies = [a?, aaaa?];
-    for (reply, out) in replies.iter_mut().zip([&q.a, &q.aaaa]) {
-        if reply.truncated {
-            *reply = query_tcp(ns, out, &q.name).await?;
-            if reply.rcode == ResponseCode::NXDomain {
-                return Some(Answer::NoSuchName);
-            }
-        }
-    }
-    let [a, aaaa] = replies;
-    if a.rcode != ResponseCode::NoError && aaaa.rcode != ResponseCode::NoError {
-        return None;
-    }
-    let mut addrs = a.addrs;
-    addrs.extend(aaaa.addrs);
-    let ttl = match (a.ttl, aaaa.ttl) {
-        (Some(x), Some(y)) => x.min(y),
-        (Some(x), None) | (None, Some(x)) => x,
-        (None, None) => 0,
-    };
-    if addrs.is_empty() {
-        Some(Answer::NoSuchName)
-    } else {
-        Some(Answer::Found {
-            addrs,
-            ttl: Duration::from_secs(u64::from(ttl)),
-        })
-    }
+    Some(Udp::Replies([a?, aaaa?]))
 }
 
 /// One query over TCP to the same nameserver, each message behind its 2-byte length.
-async fn query_tcp(ns: SocketAddr, out: &Outgoing, qname: &Name) -> Option<Reply> {
-    let mut stream = TcpStream::connect(ns).await.ok()?;
-    let len = u16::try_from(out.bytes.len()).ok()?;
-    let mut framed = Vec::with_capacity(2 + out.bytes.len());
-    framed.extend_from_slice(&len.to_be_bytes());
-    framed.extend_from_slice(&out.bytes);
-    stream.write_all(&framed).await.ok()?;
-    let len = stream.read_u16().await.ok()?;
-    let mut msg = vec![0u8; usize::from(len)];
-    stream.read_exact(&mut msg).await.ok()?;
-    read_reply(&msg, qname).filter(|reply| reply.id == out.id)
+/// `Ok(None)` when it gave no usable reply.
+async fn query_tcp(
+    ns: SocketAddr,
+    out: &Outgoing,
+    qname: &Name,
+) -> Result<Option<Reply>, DnsError> {
+    let mut stream = match TcpStream::connect(ns).await {
+        Ok(s) => s,
+        Err(e) if fd_exhausted(&e) => return Err(DnsError::LocalFdExhausted),
+        Err(_) => return Ok(None),
+    };
+    let exchange = async {
+        let len = u16::try_from(out.bytes.len()).ok()?;
+        let mut framed = Vec::with_capacity(2 + out.bytes.len());
+        framed.extend_from_slice(&len.to_be_bytes());
+        framed.extend_from_slice(&out.bytes);
+        stream.write_all(&framed).await.ok()?;
+        let len = stream.read_u16().await.ok()?;
+        let mut msg = vec![0u8; usize::from(len)];
+        stream.read_exact(&mut msg).await.ok()?;
+        read_reply(&msg, qname).filter(|reply| reply.id == out.id)
+    };
+    Ok(exchange.await)
 }
 
 #[cfg(test)]

@@ -179,6 +179,10 @@ pub enum DnsError {
     InvalidName(String),
     #[error("no nameservers configured")]
     NoNameservers,
+    /// EMFILE or ENFILE when opening a socket to a nameserver: sloburn's own limit, so the
+    /// request fails as `local_fd_exhausted`, not as `dns`.
+    #[error("out of file descriptors (EMFILE/ENFILE) while resolving")]
+    LocalFdExhausted,
 }
 
 /// A glibc-like stub resolver. Holds no cache: the HTTP client caches with its own TTL policy.
@@ -241,7 +245,7 @@ impl Resolver {
                 continue;
             };
             tried.push(name);
-            match self.query_all(&queries).await {
+            match self.query_all(&queries).await? {
                 Some(Answer::Found { addrs, ttl }) => {
                     return Ok(Lookup {
                         addrs,
@@ -264,19 +268,22 @@ impl Resolver {
     }
 
     /// `attempts` rounds over the nameservers, stopping at the first definite answer. `None`
-    /// when every nameserver timed out or failed (SERVFAIL, REFUSED, garbage).
-    async fn query_all(&self, queries: &Queries) -> Option<Answer> {
+    /// when every nameserver timed out or failed (SERVFAIL, REFUSED, garbage); an error when
+    /// sloburn had no descriptor left for a socket (no nameserver would do better).
+    async fn query_all(&self, queries: &Queries) -> Result<Option<Answer>, DnsError> {
         for _ in 0..self.config.attempts.max(1) {
             for ns in &self.config.nameservers {
                 let reply =
                     tokio::time::timeout(self.config.timeout, exchange::query_one(*ns, queries))
                         .await;
-                if let Ok(Some(answer)) = reply {
-                    return Some(answer);
+                match reply {
+                    Ok(Ok(Some(answer))) => return Ok(Some(answer)),
+                    Ok(Err(e)) => return Err(e),
+                    Ok(Ok(None)) | Err(_) => {}
                 }
             }
         }
-        None
+        Ok(None)
     }
 }
 
