@@ -141,7 +141,11 @@ async fn readyz(State(shared): State<AppState>, headers: HeaderMap) -> Response 
         Err(why) => format!("not ready: {why}"),
     };
     let overload = overload_line(&shared, true);
-    (code, format!("{head}\n{overload}{}\n", local_errors_line(&shared))).into_response()
+    (
+        code,
+        format!("{head}\n{overload}{}\n", local_errors_line(&shared)),
+    )
+        .into_response()
 }
 
 /// Requests that failed because of sloburn itself since the daemon started, by class: they

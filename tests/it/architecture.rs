@@ -314,3 +314,30 @@ fn the_checker_catches_an_upward_import_and_an_unplaced_module() {
     ));
     assert!(violations(&files).is_empty());
 }
+
+/// A merge left undone once reached README on main: no tracked text file may hold a conflict
+/// marker line.
+#[test]
+fn no_tracked_file_holds_a_merge_conflict_marker() {
+    let out = std::process::Command::new("git")
+        .args(["ls-files", "-z"])
+        .current_dir(root())
+        .output()
+        .expect("git ls-files");
+    assert!(out.status.success(), "git ls-files failed");
+    let mut found = Vec::new();
+    for rel in out.stdout.split(|b| *b == 0).filter(|p| !p.is_empty()) {
+        let rel = String::from_utf8_lossy(rel).into_owned();
+        let Ok(text) = std::fs::read_to_string(root().join(&rel)) else {
+            continue; // binary, or removed in the work tree
+        };
+        for (i, line) in text.lines().enumerate() {
+            let marker = ["<<<<<<< ", ">>>>>>> "].iter().any(|m| line.starts_with(m))
+                || line == "=======" && text.contains("\n<<<<<<< ");
+            if marker {
+                found.push(format!("{rel}:{}: {line}", i + 1));
+            }
+        }
+    }
+    assert!(found.is_empty(), "conflict markers:\n{}", found.join("\n"));
+}
