@@ -255,6 +255,14 @@ pub fn load(path: &Path) -> Result<Loaded, ConfigError> {
     load_with(path, &Env::process())
 }
 
+/// Reads and validates a config file for `sloburn run`: the daemon's own secrets
+/// (`server.admin_token`) are checked for shape but not read, since a run never serves the API.
+pub fn load_for_run(path: &Path) -> Result<Loaded, ConfigError> {
+    let mut env = Env::process();
+    env.resolve_server_secrets = false;
+    load_with(path, &env)
+}
+
 /// Reads and validates a config file without reading secrets (for `sloburn rules`).
 pub fn load_without_secrets(path: &Path) -> Result<Loaded, ConfigError> {
     let mut env = Env::process();
@@ -288,6 +296,8 @@ pub struct Env {
     /// False for commands that never send traffic (`rules`): secret references are then
     /// checked for shape but not read, so generating rules needs no credentials.
     pub resolve_secrets: bool,
+    /// False for `run`: the `server` section's secrets belong to the daemon only.
+    pub resolve_server_secrets: bool,
 }
 
 impl Env {
@@ -296,6 +306,7 @@ impl Env {
             vars: Box::new(|name| std::env::var(name).ok()),
             ndots: crate::http::system_ndots(),
             resolve_secrets: true,
+            resolve_server_secrets: true,
         }
     }
 
@@ -304,6 +315,7 @@ impl Env {
             vars: Box::new(move |name| map.get(name).cloned()),
             ndots,
             resolve_secrets: true,
+            resolve_server_secrets: true,
         }
     }
 

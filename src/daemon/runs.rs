@@ -150,7 +150,12 @@ async fn execute(
         checks: checks.clone(),
     };
     let events = Observers::new(
-        Arc::new(RunStats::new(&target.checks)),
+        Arc::new(RunStats::for_run(
+            &target.checks,
+            &profile.thresholds,
+            &profile.name,
+            target.method.as_str(),
+        )),
         vec![Arc::new(live)],
     );
     let spec = RunSpec {
