@@ -217,6 +217,10 @@ pub enum Sli {
     Latency {
         under: Duration,
         exclude_failures: bool,
+        /// Measure from the iteration's intended start (`http_req_corrected_duration`, the
+        /// default: a stalled target shows, no coordinated omission), or k6's
+        /// `http_req_duration` from the request's actual start (`measure: duration`).
+        corrected: bool,
     },
 }
 

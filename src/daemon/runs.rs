@@ -92,7 +92,7 @@ impl Observer for Live {
     fn request_finished(&self, outcome: &Outcome, lateness: Duration, results: &[bool]) {
         self.metrics.observe(outcome, lateness, results);
         for w in &self.watchers {
-            w.observe(outcome, &self.checks, results);
+            w.observe(outcome, lateness, &self.checks, results);
         }
     }
 

@@ -256,7 +256,10 @@ fn a_failed_threshold_exits_99_and_a_passing_one_exits_0() {
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(99), "{stdout}");
-    assert!(stdout.contains("    http_req_duration\n    ✗ 'p(95)<1' p(95)="), "{stdout}");
+    assert!(
+        stdout.contains("    http_req_duration\n    ✗ 'p(95)<1' p(95)="),
+        "{stdout}"
+    );
     assert!(
         stdout.contains("Latencies     [min, mean, 50, 90, 95, 99, max]"),
         "{stdout}"
