@@ -90,8 +90,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub out: Vec<String>,
     /// Fraction of requests written to `--out json` (0 < f ≤ 1, every k-th request), e.g. 0.1.
-    #[arg(long, default_value_t = 1.0)]
-    pub out_sample: f64,
+    #[arg(long)]
+    pub out_sample: Option<f64>,
     /// Runtime worker threads (1 measured fastest per request on small machines).
     #[arg(long, default_value_t = 1)]
     pub workers: usize,
@@ -413,7 +413,7 @@ pub async fn execute(
             cut.clone(),
         ));
     }
-    let outs = Outs::parse(&args.out, args.out_sample)?;
+    let outs = Outs::parse(&args.out, args.out_sample.unwrap_or(1.0))?;
     let out_file = outs.agg.as_ref().map(create_out).transpose()?;
     let mut others: Vec<Arc<dyn crate::load::observe::Observer>> = Vec::new();
     let ndjson = match &outs.json {

@@ -133,10 +133,12 @@ fn a_stalling_target_shows_in_the_tail_of_an_open_model_run() {
         .await;
         stop.cancel();
         let s = &report.stats;
-        let p99 = s.duration.quantile(0.99);
+        let p99 = s.corrected.quantile(0.99);
         // A closed-loop tool would send only a handful of requests during the stall and report
-        // a tiny p99; the open model keeps sending, so every request of the stall waits.
+        // a tiny p99; the open model keeps sending, so every request of the stall waits. The
+        // corrected duration counts that wait from each request's intended start.
         assert!(p99 >= Duration::from_millis(900), "p99 {p99:?}");
+        assert!(s.corrected.quantile(0.99) >= s.duration.quantile(0.99));
         assert_eq!(s.dropped, 0, "4000 VUs cover one second at 2000/s");
     });
 }
