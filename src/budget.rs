@@ -396,4 +396,28 @@ mod tests {
             assert_eq!(w.metrics.events(), (0, 1));
         }
     }
+
+    /// A latency SLI counts the corrected latency by default: a request that waited 80 ms for
+    /// its late start and took 50 ms is bad under 100 ms; with `measure: duration`, k6's
+    /// duration (50 ms) makes it good.
+    #[test]
+    fn latency_slis_count_the_lateness_unless_told_not_to() {
+        let outcome = Outcome {
+            status: Some(200),
+            phases: crate::http::Phases {
+                waiting: Duration::from_millis(50),
+                ..Default::default()
+            },
+            ..Outcome::default()
+        };
+        for (corrected, events) in [(true, (0, 1)), (false, (1, 0))] {
+            let w = watcher(Sli::Latency {
+                under: Duration::from_millis(100),
+                exclude_failures: false,
+                corrected,
+            });
+            w.observe(&outcome, Duration::from_millis(80), &[], &[]);
+            assert_eq!(w.metrics.events(), events, "corrected: {corrected}");
+        }
+    }
 }
