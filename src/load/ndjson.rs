@@ -217,6 +217,43 @@ impl<W: Write> Lines<W> {
     }
 }
 
+/// k6's `submetrics` of a metric definition: `{expected_response:true}` on
+/// `http_req_duration`, and every sub-metric a threshold names; `null` when there is none.
+fn submetrics(name: &str, thresholds: &[(String, String)]) -> Value {
+    let mut keys: Vec<String> = thresholds
+        .iter()
+        .filter_map(|(m, _)| crate::thresholds::parse_metric(m).ok())
+        .filter(|m| m.base == name && !m.tags.is_empty())
+        .map(|m| m.key())
+        .collect();
+    if name == "http_req_duration" {
+        keys.insert(0, super::stats::EXPECTED_DURATION.to_string());
+    }
+    keys.dedup();
+    let subs: Vec<Value> = keys
+        .iter()
+        .filter_map(|key| {
+            let metric = crate::thresholds::parse_metric(key).ok()?;
+            let tags: serde_json::Map<String, Value> = metric
+                .tags
+                .iter()
+                .filter_map(|t| {
+                    let text = t.to_string();
+                    let (k, v) = text.split_once(':')?;
+                    Some((k.to_string(), Value::String(v.to_string())))
+                })
+                .collect();
+            let suffix = key.strip_prefix(name)?.trim_matches(['{', '}']).to_string();
+            Some(json!({ "name": key, "suffix": suffix, "tags": tags }))
+        })
+        .collect();
+    if subs.is_empty() {
+        Value::Null
+    } else {
+        Value::Array(subs)
+    }
+}
+
 fn write_all(
     rx: Receiver<Record>,
     file: std::fs::File,
@@ -238,12 +275,14 @@ fn write_all(
             "type": "Metric",
             "data": {
                 "name": name, "type": kind, "contains": contains,
-                "thresholds": own, "submetrics": null,
+                "thresholds": own, "submetrics": submetrics(name, thresholds),
             },
             "metric": name,
         }))?;
     }
     let base = json!({ "group": "", "scenario": tags.scenario });
+    // k6's VU gauges carry no tags.
+    let none = json!({});
     let mut last_gauge = std::time::Instant::now();
     loop {
         let record = match rx.recv_timeout(Duration::from_secs(1)) {
@@ -255,12 +294,12 @@ fn write_all(
             last_gauge = std::time::Instant::now();
             let now = rfc3339(SystemTime::now());
             let vus = stats.vus.load(Relaxed);
-            w.point("vus", &now, f64::from(vus), &base)?;
+            w.point("vus", &now, f64::from(vus), &none)?;
             w.point(
                 "vus_max",
                 &now,
                 f64::from(stats.vus_max.load(Relaxed)),
-                &base,
+                &none,
             )?;
         }
         match record {
@@ -288,8 +327,16 @@ fn write_all(
                     "status": status.to_string(),
                     "url": tags.url,
                 });
-                if let (Some(e), Value::Object(m)) = (error, &mut http) {
-                    m.insert("error".into(), Value::String(e.as_str().into()));
+                if let Value::Object(m) = &mut http {
+                    // k6's error codes: 1000 + the status for a 4xx or 5xx answer, 1000 (its
+                    // generic code) for a transport error, named in `error`.
+                    if let Some(e) = error {
+                        m.insert("error".into(), Value::String(e.as_str().into()));
+                        m.insert("error_code".into(), Value::String("1000".into()));
+                    } else if status >= 400 {
+                        let code = 1000 + u32::from(status);
+                        m.insert("error_code".into(), Value::String(code.to_string()));
+                    }
                 }
                 w.point("http_reqs", &t, 1.0, &http)?;
                 if status != 0 {
@@ -328,12 +375,12 @@ fn write_all(
         }
     }
     let now = rfc3339(SystemTime::now());
-    w.point("vus", &now, f64::from(stats.vus.load(Relaxed)), &base)?;
+    w.point("vus", &now, f64::from(stats.vus.load(Relaxed)), &none)?;
     w.point(
         "vus_max",
         &now,
         f64::from(stats.vus_max.load(Relaxed)),
-        &base,
+        &none,
     )?;
     w.out.flush()?;
     w.out.get_ref().sync_all()?;

@@ -129,6 +129,11 @@ fn run_k6(k6: &Path, dir: &Path, name: &str, url: &str, thresholds: &[(&str, &st
     let out = Command::new(k6)
         .args(["run", "--quiet", "--no-color", "--summary-export"])
         .arg(&export)
+        .arg("--out")
+        .arg(format!(
+            "json={}",
+            dir.join(format!("{name}.k6.ndjson")).display()
+        ))
         .arg(&script)
         .env("K6_NO_USAGE_REPORT", "true")
         .output()
@@ -144,6 +149,11 @@ fn run_sloburn(dir: &Path, name: &str, url: &str, thresholds: &[(&str, &str)]) -
         .arg(&config)
         .arg("--summary-export")
         .arg(&export)
+        .arg("--out")
+        .arg(format!(
+            "json={}",
+            dir.join(format!("{name}.sloburn.ndjson")).display()
+        ))
         .output()
         .unwrap();
     finished(out, &export)
@@ -192,6 +202,26 @@ fn structure(v: &Value, extras: &[&str]) -> BTreeSet<String> {
                 .any(|x| p == x || p.starts_with(&format!("{x}.")) || p.contains(&format!(".{x}")))
         })
         .collect()
+}
+
+/// The shape of an NDJSON output: per (line type, metric), the keys of `data` and of its tags.
+fn ndjson_shape(path: &Path) -> BTreeMap<(String, String), BTreeSet<String>> {
+    let mut shape: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
+    for line in std::fs::read_to_string(path).unwrap().lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        let key = (
+            v["type"].as_str().unwrap_or_default().to_string(),
+            v["metric"].as_str().unwrap_or_default().to_string(),
+        );
+        let keys = shape.entry(key).or_default();
+        if let Value::Object(data) = &v["data"] {
+            keys.extend(data.keys().map(|k| format!("data.{k}")));
+        }
+        if let Value::Object(tags) = &v["data"]["tags"] {
+            keys.extend(tags.keys().map(|k| format!("tag.{k}")));
+        }
+    }
+    shape
 }
 
 /// Per threshold: did it fail (k6's export value)?
@@ -268,6 +298,21 @@ fn k6_and_sloburn_agree_on_the_summary_export_and_the_thresholds() {
     let s = run_sloburn(dir.path(), "passing", &url, &passing);
     assert_eq!(k.code, Some(0), "{}", k.output);
     assert_eq!(s.code, k.code, "{}", s.output);
+
+    // `--out json`: every kind of line k6 wrote, sloburn wrote with the same keys and tags;
+    // sloburn adds its own metrics' lines, and defines dropped_iterations before any drop.
+    let k_shape = ndjson_shape(&dir.path().join("passing.k6.ndjson"));
+    let mut s_shape = ndjson_shape(&dir.path().join("passing.sloburn.ndjson"));
+    let k_has = |m: &str| k_shape.keys().any(|(_, km)| km == m);
+    s_shape.retain(|(_, m), _| match m.as_str() {
+        "http_req_corrected_duration" | "http_req_dns" => false,
+        "dropped_iterations" => k_has(m),
+        _ => true,
+    });
+    assert_eq!(
+        s_shape, k_shape,
+        "--out json lines differ from k6's (left sloburn, right k6)"
+    );
 
     // Invalid thresholds: k6 refuses them (104); sloburn as a config error with its position,
     // and as a usage error on the command line.
