@@ -461,4 +461,35 @@ mod tests {
             "c.yaml:2:3: targets.\\u{202e}a: `naïve\\tvalue\\r\\n\\u{9b}31m` €"
         );
     }
+
+    fn slo_config(latency: &str) -> Result<Loaded, ConfigError> {
+        let text = format!(
+            "targets:\n  t:\n    url: http://127.0.0.1:1/\nslos:\n  s:\n    target: t\n    \
+             sli: {{ latency: {latency} }}\n    objective: 99\n"
+        );
+        from_str(
+            &text,
+            "c.yaml",
+            Path::new("."),
+            &Env::from_map(BTreeMap::new(), 1),
+        )
+    }
+
+    #[test]
+    fn latency_slis_measure_the_corrected_latency_unless_told() {
+        let sli = |latency: &str| slo_config(latency).map(|l| l.config.slos["s"].sli.clone());
+        let corrected = |latency: &str| match sli(latency) {
+            Ok(Sli::Latency { corrected, .. }) => corrected,
+            other => panic!("{other:?}"),
+        };
+        assert!(corrected("{ under: 300ms }"));
+        assert!(corrected("{ under: 300ms, measure: corrected }"));
+        assert!(!corrected("{ under: 300ms, measure: duration }"));
+        let err = slo_config("{ under: 300ms, measure: wall }").unwrap_err();
+        assert!(
+            err.errors[0].message.contains("use `corrected`"),
+            "{:?}",
+            err.errors
+        );
+    }
 }
