@@ -424,7 +424,7 @@ pub async fn execute(
                 ndjson::Tags {
                     scenario: r.name.clone(),
                     method: r.target.method.to_string(),
-                    url: r.target.uri.to_string(),
+                    url: sample_url(&r.target.uri),
                     check_names: r.spec.checks.iter().map(|c| c.name.clone()).collect(),
                 },
                 r.spec
@@ -577,6 +577,15 @@ impl Outs {
         }
         Ok(outs)
     }
+}
+
+/// The URL in `--out json` tags: scheme, host, port and path. The user part and the query are
+/// left out: a `${env:..}` reference may have put a secret there.
+fn sample_url(uri: &http::Uri) -> String {
+    let scheme = uri.scheme_str().unwrap_or("http");
+    let host = uri.host().unwrap_or_default();
+    let port = uri.port_u16().map(|p| format!(":{p}")).unwrap_or_default();
+    format!("{scheme}://{host}{port}{}", uri.path())
 }
 
 fn create_out(path: &String) -> anyhow::Result<std::fs::File> {
