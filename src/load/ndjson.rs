@@ -148,7 +148,7 @@ impl Observer for NdjsonOut {
             status: outcome.status.unwrap_or(0),
             error: outcome.error,
             failed: self.stats.is_failed(outcome),
-            phases: Phase::ALL.map(|p| outcome.phases.get(p)),
+            phases: Phase::ALL.map(|p| super::stats::k6_phase(&outcome.phases, p)),
             duration: outcome.phases.duration(),
             lateness,
             sent: outcome.bytes_sent,
@@ -364,7 +364,11 @@ fn write_all(
                 }
                 w.point("data_sent", &t, sent as f64, &base)?;
                 w.point("data_received", &t, received as f64, &base)?;
-                let iteration: Duration = phases[..4].iter().sum::<Duration>() + duration;
+                // `phases` holds k6's blocked (DNS included): leave the DNS slot out here.
+                let iteration = phases[Phase::Blocked as usize]
+                    + phases[Phase::Connecting as usize]
+                    + phases[Phase::TlsHandshaking as usize]
+                    + duration;
                 w.point("iteration_duration", &t, ms(iteration), &base)?;
                 w.point("iterations", &t, 1.0, &base)?;
             }

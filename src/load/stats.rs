@@ -3,7 +3,8 @@
 //! Memory is fixed per run whatever its length: nothing here stores a sample.
 //!
 //! The k6 names mean what they mean in k6: `http_req_duration` is sending + waiting +
-//! receiving, and `iteration_duration` is the iteration's own time. The latency from the
+//! receiving, `http_req_blocked` includes the DNS lookup (shown alone as `http_req_dns`), and
+//! `iteration_duration` is the iteration's own time. The latency from the
 //! intended start of an arrival-rate iteration, its lateness included (wrk2's corrected
 //! latency, free of coordinated omission), is `http_req_corrected_duration`.
 //!
@@ -270,7 +271,7 @@ impl RunStats {
             self.duration.record(outcome.phases.duration());
             self.corrected.record(outcome.phases.duration() + lateness);
             for phase in Phase::ALL {
-                self.phases[phase as usize].record(outcome.phases.get(phase));
+                self.phases[phase as usize].record(k6_phase(&outcome.phases, phase));
             }
         }
         self.iteration_duration.record(
@@ -398,6 +399,15 @@ impl RunStats {
     }
 }
 
+/// A phase as its k6 metric means it: k6's `http_req_blocked` holds the DNS lookup (k6 has no
+/// DNS phase), so sloburn's does too; `http_req_dns` shows the lookup alone.
+pub fn k6_phase(p: &crate::http::Phases, phase: Phase) -> Duration {
+    match phase {
+        Phase::Blocked => p.blocked + p.dns,
+        other => p.get(other),
+    }
+}
+
 /// The value one request adds to trend metric `base`, if it adds one.
 fn trend_sample(base: &str, outcome: &Outcome, lateness: Duration) -> Option<Duration> {
     let p = &outcome.phases;
@@ -413,7 +423,7 @@ fn trend_sample(base: &str, outcome: &Outcome, lateness: Duration) -> Option<Dur
             Phase::ALL
                 .iter()
                 .find(|ph| ph.as_str() == name)
-                .map(|ph| p.get(*ph))
+                .map(|ph| k6_phase(p, *ph))
         }
     }
 }
@@ -642,5 +652,73 @@ mod tests {
             stats.snapshot(Duration::ZERO).local_errors_dominate(),
             "16 of 31"
         );
+    }
+
+    fn outcome(status: Option<u16>, waiting_ms: u64, dns_ms: u64) -> Outcome {
+        Outcome {
+            status,
+            error: status.is_none().then_some(ErrorClass::ConnectRefused),
+            phases: crate::http::Phases {
+                blocked: Duration::from_millis(1),
+                dns: Duration::from_millis(dns_ms),
+                waiting: Duration::from_millis(waiting_ms),
+                ..Default::default()
+            },
+            ..Outcome::default()
+        }
+    }
+
+    /// k6's names keep k6's meanings: the duration leaves the lateness out (the corrected
+    /// duration has it), `http_req_blocked` holds the DNS lookup.
+    #[test]
+    fn k6_names_mean_what_k6_means() {
+        let stats = RunStats::new(&[]);
+        stats.request_finished(&outcome(Some(200), 10, 5), Duration::from_millis(40), &[]);
+        let s = stats.snapshot(Duration::from_secs(1));
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        assert!((ms(s.duration.max()) - 10.0).abs() < 0.1);
+        assert!((ms(s.corrected.max()) - 50.0).abs() < 0.3);
+        assert!((ms(s.phases[Phase::Blocked as usize].max()) - 6.0).abs() < 0.1);
+        assert!((ms(s.phases[Phase::Dns as usize].max()) - 5.0).abs() < 0.1);
+        assert!((ms(s.iteration_duration.max()) - 16.0).abs() < 0.1);
+    }
+
+    #[test]
+    fn sub_metrics_record_what_their_tags_select() {
+        let names = |list: &[&str]| -> Vec<ThresholdSpec> {
+            list.iter()
+                .map(|m| {
+                    let (metric, expr) = m.split_once('=').unwrap();
+                    ThresholdSpec::parse(metric, expr, false, None).unwrap()
+                })
+                .collect()
+        };
+        let thresholds = names(&[
+            "http_req_duration{status:500}=p(95)<1",
+            "http_req_failed{status:500}=rate<1",
+            "http_reqs{expected_response:false}=count<1",
+            "http_req_waiting{method:POST}=p(95)<1",
+            "http_req_waiting{method:get,scenario:canary}=p(95)<1",
+        ]);
+        let stats = RunStats::for_run(&[], &thresholds, "canary", "GET");
+        stats.request_finished(&outcome(Some(200), 10, 0), Duration::ZERO, &[]);
+        stats.request_finished(&outcome(Some(500), 30, 0), Duration::ZERO, &[]);
+        stats.request_finished(&outcome(None, 0, 0), Duration::ZERO, &[]);
+        let s = stats.snapshot(Duration::from_secs(1));
+        let h = s.trend_of("http_req_duration{status:500}").unwrap();
+        assert_eq!(h.count(), 1);
+        let ok = s.trend_of(EXPECTED_DURATION).unwrap();
+        assert_eq!(ok.count(), 1);
+        assert_eq!(
+            s.rate_of("http_req_failed{status:500}"),
+            Some(RateValue { hits: 1, total: 1 })
+        );
+        assert_eq!(s.count_of("http_reqs{expected_response:false}"), Some(2));
+        // A static tag that differs: nothing; one that matches: the whole metric.
+        assert!(s.trend_of("http_req_waiting{method:POST}").is_none());
+        let all = s
+            .trend_of("http_req_waiting{method:get,scenario:canary}")
+            .unwrap();
+        assert_eq!(all.count(), 2);
     }
 }
