@@ -357,6 +357,21 @@ fn the_rate_divides_by_the_planned_duration() {
     assert!((rate - 1.0).abs() <= 0.01, "http_reqs.rate {rate}\n{text}");
     let iterations = json["metrics"]["iterations"]["rate"].as_f64().unwrap();
     assert!((iterations - 1.0).abs() <= 0.01, "{iterations}");
+    // k6's shape without checks: no `checks` (a `checks.value>=0.99` gate must not see 0),
+    // but the VU gauges, k6's expected-response sub-metric and the root group's id.
+    let m = &json["metrics"];
+    assert!(m.get("checks").is_none(), "{m}");
+    assert!(
+        m.get("dropped_iterations").is_none(),
+        "nothing dropped, no threshold"
+    );
+    for key in ["vus", "vus_max"] {
+        for field in ["value", "min", "max"] {
+            assert!(m[key][field].is_number(), "{key}.{field}");
+        }
+    }
+    assert!(m["http_req_duration{expected_response:true}"]["p(95)"].is_number());
+    assert_eq!(json["root_group"]["id"], "d41d8cd98f00b204e9800998ecf8427e");
     assert!(
         text.contains("Requests      [total, rate, throughput]         20, 1.00,"),
         "{text}"
