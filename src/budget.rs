@@ -28,7 +28,14 @@ impl Watcher {
     /// Classifies one finished request for this SLO and counts it. A request that failed
     /// because of sloburn itself (a local error class) is no event at all: the target never
     /// saw it, so it neither spends nor earns budget.
-    pub fn observe(&self, outcome: &Outcome, target_checks: &[checks::Check], results: &[bool]) {
+    /// `lateness` is how late the iteration started; a corrected latency SLI counts it.
+    pub fn observe(
+        &self,
+        outcome: &Outcome,
+        lateness: Duration,
+        target_checks: &[checks::Check],
+        results: &[bool],
+    ) {
         if outcome.error.is_some_and(|e| e.is_local()) {
             return;
         }
@@ -38,13 +45,19 @@ impl Watcher {
             Sli::Latency {
                 under,
                 exclude_failures,
+                corrected,
             } => {
                 if !succeeded {
                     if !exclude_failures {
                         self.metrics.event(false);
                     }
                 } else {
-                    self.metrics.event(outcome.phases.duration() < *under);
+                    let latency = if *corrected {
+                        outcome.phases.duration().saturating_add(lateness)
+                    } else {
+                        outcome.phases.duration()
+                    };
+                    self.metrics.event(latency < *under);
                 }
             }
         }
@@ -361,6 +374,7 @@ mod tests {
             Sli::Latency {
                 under: Duration::from_millis(100),
                 exclude_failures: false,
+                corrected: true,
             },
         ];
         for sli in slis {
@@ -370,7 +384,7 @@ mod tests {
                     error: Some(class),
                     ..Outcome::default()
                 };
-                w.observe(&outcome, &[], &[]);
+                w.observe(&outcome, Duration::ZERO, &[], &[]);
             }
             assert_eq!(w.metrics.events(), (0, 0));
             // The target's own failure is still a bad event.
@@ -378,8 +392,32 @@ mod tests {
                 error: Some(ErrorClass::Reset),
                 ..Outcome::default()
             };
-            w.observe(&reset, &[], &[]);
+            w.observe(&reset, Duration::ZERO, &[], &[]);
             assert_eq!(w.metrics.events(), (0, 1));
+        }
+    }
+
+    /// A latency SLI counts the corrected latency by default: a request that waited 80 ms for
+    /// its late start and took 50 ms is bad under 100 ms; with `measure: duration`, k6's
+    /// duration (50 ms) makes it good.
+    #[test]
+    fn latency_slis_count_the_lateness_unless_told_not_to() {
+        let outcome = Outcome {
+            status: Some(200),
+            phases: crate::http::Phases {
+                waiting: Duration::from_millis(50),
+                ..Default::default()
+            },
+            ..Outcome::default()
+        };
+        for (corrected, events) in [(true, (0, 1)), (false, (1, 0))] {
+            let w = watcher(Sli::Latency {
+                under: Duration::from_millis(100),
+                exclude_failures: false,
+                corrected,
+            });
+            w.observe(&outcome, Duration::from_millis(80), &[], &[]);
+            assert_eq!(w.metrics.events(), events, "corrected: {corrected}");
         }
     }
 }

@@ -1,5 +1,11 @@
 //! `sloburn run`: one profile from a config file, or an ad-hoc run from flags, with a live
-//! progress line on a terminal, the k6 + vegeta summary, `--summary-export` and `--out json`.
+//! progress line on a terminal, the k6 + vegeta summary, `--summary-export`, `--out json`
+//! (k6's per-sample NDJSON) and `--out json-agg` (one aggregate line a second).
+//!
+//! A run reads its profile's config but never the daemon's settings: `server.admin_token` is
+//! not resolved, so a run needs no daemon secret. A bad `--threshold` is a usage error (exit 2),
+//! a bad threshold in the config a config error (exit 78, with file:line:col); k6 exits 104 for
+//! both.
 //!
 //! SIGTERM and SIGINT stop the run as an abort does (in-flight requests get the graceful stop);
 //! the summary, the export and the last `--out json` line are still written, marked with the
@@ -14,7 +20,7 @@ use crate::load::plan::Shard;
 use crate::load::runner::{self, Abort, RunReport, RunSpec, Stopper};
 use crate::load::spec::Executor;
 use crate::load::stats::RunStats;
-use crate::load::summary;
+use crate::load::{ndjson, summary};
 use crate::signals::{Caught, Signals};
 use crate::thresholds::ThresholdSpec;
 use anyhow::{Context, anyhow, bail};
@@ -72,7 +78,8 @@ pub struct RunArgs {
     /// Skip TLS certificate verification.
     #[arg(long)]
     pub insecure: bool,
-    /// Threshold `metric=expression`, e.g. `http_req_duration=p(95)<300ms` (repeatable).
+    /// Threshold `metric=expression` in k6 syntax, e.g. `http_req_duration=p(95)<300` (ms) or
+    /// `http_req_duration{status:200}=p(99)<500` (repeatable).
     #[arg(long = "threshold")]
     pub thresholds: Vec<String>,
     /// Stop the run as soon as a --threshold fails.
@@ -84,9 +91,13 @@ pub struct RunArgs {
     /// Write k6's summary-export JSON here.
     #[arg(long)]
     pub summary_export: Option<PathBuf>,
-    /// Stream one JSON line per second: `json=FILE`.
+    /// Outputs (repeatable): `json=FILE` writes k6's per-sample NDJSON (Metric and Point
+    /// lines); `json-agg=FILE` one aggregate JSON line per second.
     #[arg(long)]
-    pub out: Option<String>,
+    pub out: Vec<String>,
+    /// Fraction of requests written to `--out json` (0 < f ≤ 1, every k-th request), e.g. 0.1.
+    #[arg(long)]
+    pub out_sample: Option<f64>,
     /// Runtime worker threads (1 measured fastest per request on small machines).
     #[arg(long, default_value_t = 1)]
     pub workers: usize,
@@ -124,7 +135,7 @@ pub fn resolve(args: &RunArgs, out: &mut impl Write) -> anyhow::Result<Option<Re
             (Some(_), Some(_)) => bail!("give a config file or --url, not both"),
             (None, None) => bail!("give a config file (and --profile) or --url for an ad-hoc run"),
             (Some(file), None) => {
-                let loaded = match config::load(file) {
+                let loaded = match config::load_for_run(file) {
                     Ok(l) => l,
                     Err(e) => {
                         config::report(&file.display().to_string(), Err(e), out);
@@ -177,11 +188,13 @@ pub fn resolve(args: &RunArgs, out: &mut impl Write) -> anyhow::Result<Option<Re
             }
         };
     for t in &args.thresholds {
-        let (metric, expr) = t
-            .split_once('=')
-            .ok_or_else(|| anyhow!("--threshold `{t}`: write it as metric=expression, e.g. http_req_duration=p(95)<300ms"))?;
+        let (metric, expr) = split_threshold(t).ok_or_else(|| {
+            Usage(format!(
+                "--threshold `{t}`: write it as metric=expression, e.g. http_req_duration=p(95)<300"
+            ))
+        })?;
         let threshold = crate::thresholds::parse(metric.trim(), expr.trim())
-            .map_err(|e| anyhow!("--threshold `{t}`: {e}"))?;
+            .map_err(|e| Usage(format!("--threshold `{t}`: {e}")))?;
         thresholds.push(ThresholdSpec {
             threshold,
             abort_on_fail: args.abort_on_fail,
@@ -215,6 +228,26 @@ pub fn resolve(args: &RunArgs, out: &mut impl Write) -> anyhow::Result<Option<Re
         spec,
         planned,
     }))
+}
+
+/// A command-line mistake: exits [`crate::exit::USAGE`] as clap's own errors do.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Usage(pub String);
+
+/// `metric=expression`, split at the first `=` outside the metric's tag filter and before the
+/// operator (`checks{check:a=b}=rate>0.9` keeps its check name).
+fn split_threshold(t: &str) -> Option<(&str, &str)> {
+    let mut depth = 0usize;
+    for (i, c) in t.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth = depth.saturating_sub(1),
+            '=' if depth == 0 => return Some((&t[..i], &t[i + 1..])),
+            _ => {}
+        }
+    }
+    None
 }
 
 pub fn parse_shard(s: &str) -> anyhow::Result<Shard> {
@@ -337,7 +370,11 @@ pub fn command(args: RunArgs) -> i32 {
         Ok(None) => return crate::exit::CONFIG,
         Err(e) => {
             eprintln!("error: {e:#}");
-            return crate::exit::ERROR;
+            return if e.downcast_ref::<Usage>().is_some() {
+                crate::exit::USAGE
+            } else {
+                crate::exit::ERROR
+            };
         }
     };
     if let Some(code) = refuse_fd_shortfall(&args, &resolved) {
@@ -368,7 +405,11 @@ pub fn command(args: RunArgs) -> i32 {
         Ok(_) => crate::exit::THRESHOLDS,
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "error: {e:#}");
-            crate::exit::ERROR
+            if e.downcast_ref::<Usage>().is_some() {
+                crate::exit::USAGE
+            } else {
+                crate::exit::ERROR
+            }
         }
     }
 }
@@ -412,7 +453,12 @@ pub async fn execute(
     handle_signals: bool,
 ) -> anyhow::Result<Finished> {
     let client = r.target.client(Arc::new(Resolver::system()));
-    let stats = Arc::new(RunStats::new(&r.spec.checks));
+    let stats = Arc::new(RunStats::for_run(
+        &r.spec.checks,
+        &r.spec.thresholds,
+        &r.name,
+        r.target.method.as_str(),
+    ));
     let stopper = Stopper::new();
     let caught: Arc<OnceLock<&'static str>> = Arc::default();
     let cut = CancellationToken::new();
@@ -428,15 +474,29 @@ pub async fn execute(
             cut.clone(),
         ));
     }
-    let out_file = match &args.out {
-        Some(spec) => {
-            let path = spec
-                .strip_prefix("json=")
-                .ok_or_else(|| anyhow!("--out `{spec}`: only json=FILE is supported"))?;
-            Some(
-                std::fs::File::create(path)
-                    .with_context(|| format!("cannot create --out file `{path}`"))?,
-            )
+    let outs = Outs::parse(&args.out, args.out_sample.unwrap_or(1.0))?;
+    let out_file = outs.agg.as_ref().map(create_out).transpose()?;
+    let mut others: Vec<Arc<dyn crate::load::observe::Observer>> = Vec::new();
+    let ndjson = match &outs.json {
+        Some(path) => {
+            let (out, writer) = ndjson::start(
+                create_out(path)?,
+                stats.clone(),
+                ndjson::Tags {
+                    scenario: r.name.clone(),
+                    method: r.target.method.to_string(),
+                    url: sample_url(&r.target.uri),
+                    check_names: r.spec.checks.iter().map(|c| c.name.clone()).collect(),
+                },
+                r.spec
+                    .thresholds
+                    .iter()
+                    .map(|t| (t.threshold.metric.clone(), t.threshold.source.clone()))
+                    .collect(),
+                outs.sample,
+            );
+            others.push(out);
+            Some(writer)
         }
         None => None,
     };
@@ -462,7 +522,7 @@ pub async fn execute(
     let run = runner::run(
         &r.spec,
         &client,
-        Observers::stats_only(stats.clone()),
+        Observers::new(stats.clone(), others),
         stopper,
     );
     // Dropping the run aborts its VUs (their sets die with it); what they had finished stays.
@@ -487,6 +547,23 @@ pub async fn execute(
             );
         }
     }
+    // The run and its observers are gone, so the NDJSON writer sees its channel close.
+    if let Some(writer) = ndjson {
+        match writer.finish() {
+            Ok(done) if done.dropped > 0 => {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "warning: --out json: {} samples dropped, the writer fell behind; use \
+                     --out-sample to write fewer",
+                    done.dropped
+                );
+            }
+            Ok(_) => {}
+            Err(e) => {
+                let _ = writeln!(std::io::stderr(), "warning: --out json: {e}");
+            }
+        }
+    }
     let exported = match &args.summary_export {
         Some(path) => {
             let json =
@@ -500,13 +577,80 @@ pub async fn execute(
     // panic there. The files above are written first, and a summary nobody can read is skipped.
     let mut stdout = std::io::stdout().lock();
     let _ = if tty { writeln!(stdout) } else { Ok(()) }
-        .and_then(|()| writeln!(stdout, "{}", summary::text(&r.name, &report)))
+        .and_then(|()| {
+            let header = summary::Header {
+                profile: &r.name,
+                executor: Some(&r.spec.executor),
+                graceful_stop: r.spec.graceful_stop,
+                outputs: &args.out,
+            };
+            writeln!(stdout, "{}", summary::text_with(&header, &report))
+        })
         .and_then(|()| stdout.flush());
     exported?;
     Ok(Finished {
         report,
         interrupted_by,
     })
+}
+
+/// Where `--out` goes: k6's NDJSON, the per-second aggregate, or both.
+struct Outs {
+    json: Option<String>,
+    agg: Option<String>,
+    sample: f64,
+}
+
+impl Outs {
+    fn parse(specs: &[String], sample: f64) -> anyhow::Result<Outs> {
+        if !(sample > 0.0 && sample <= 1.0) {
+            return Err(Usage(format!(
+                "--out-sample {sample}: give a fraction in (0, 1], e.g. 0.1"
+            ))
+            .into());
+        }
+        let mut outs = Outs {
+            json: None,
+            agg: None,
+            sample,
+        };
+        for spec in specs {
+            let (kind, path) = spec.split_once('=').unwrap_or((spec, ""));
+            let slot = match kind {
+                "json" => &mut outs.json,
+                "json-agg" => &mut outs.agg,
+                _ => {
+                    return Err(Usage(format!(
+                        "--out `{spec}`: use json=FILE (k6's NDJSON samples) or json-agg=FILE \
+                         (one aggregate line a second)"
+                    ))
+                    .into());
+                }
+            };
+            if path.is_empty() {
+                return Err(
+                    Usage(format!("--out `{spec}`: give a file, as in {kind}=FILE")).into(),
+                );
+            }
+            if slot.replace(path.to_string()).is_some() {
+                return Err(Usage(format!("--out {kind}= is given twice")).into());
+            }
+        }
+        Ok(outs)
+    }
+}
+
+/// The URL in `--out json` tags: scheme, host, port and path. The user part and the query are
+/// left out: a `${env:..}` reference may have put a secret there.
+fn sample_url(uri: &http::Uri) -> String {
+    let scheme = uri.scheme_str().unwrap_or("http");
+    let host = uri.host().unwrap_or_default();
+    let port = uri.port_u16().map(|p| format!(":{p}")).unwrap_or_default();
+    format!("{scheme}://{host}{port}{}", uri.path())
+}
+
+fn create_out(path: &String) -> anyhow::Result<std::fs::File> {
+    std::fs::File::create(path).with_context(|| format!("cannot create --out file `{path}`"))
 }
 
 /// Stops the run on the first SIGTERM or SIGINT, naming it in `caught`; a second one cuts the

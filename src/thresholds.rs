@@ -1,17 +1,26 @@
-//! k6 thresholds: parsing `p(95)<300ms`-style expressions against sloburn's built-in metrics and
-//! evaluating them against a run's aggregates. Pure: the runner supplies a [`MetricSource`].
+//! k6 thresholds: parsing `p(95)<300`-style expressions against sloburn's built-in metrics and
+//! their tag-filtered sub-metrics, and evaluating them against a run's aggregates, with k6's
+//! semantics. Pure: the runner supplies a [`MetricSource`].
 //!
 //! Grammar (whitespace allowed between tokens): `aggregation operator value`, where
-//! - trend metrics (`http_req_duration`, `http_req_<phase>`, `iteration_duration`) take
-//!   `avg|min|max|med|p(N)` and a duration: `300ms`, `1.5s`, `500us`, or a bare number of
-//!   milliseconds as in k6;
+//! - trend metrics (`http_req_duration`, `http_req_corrected_duration`, `http_req_<phase>`,
+//!   `iteration_duration`) take `avg|min|max|med|p(N)` and a plain number of milliseconds;
 //! - rate metrics (`http_req_failed`, `checks`) take `rate` and a plain number;
 //! - counters (`http_reqs`, `iterations`, `dropped_iterations`, `data_sent`, `data_received`)
 //!   take `count` or `rate` (per second) and a plain number;
+//! - gauges (`vus`, `vus_max`) take `value`;
 //! - operators are `<`, `<=`, `>`, `>=`, `==`, `!=`.
 //!
-//! Trend values and observations are in milliseconds, k6's unit for trends. Tag filters
-//! (`http_req_duration{status:200}`) and custom metrics are not supported.
+//! As in k6, the limit is a bare number: `p(95)<20ms` is an error (k6 exits 104 on it, "failed
+//! parsing threshold expression's right hand side"), and the message says to write `p(95)<20`.
+//!
+//! A metric name may carry a tag filter, a k6 sub-metric: `http_req_duration{status:200}`,
+//! `http_req_failed{expected_response:false}`, `checks{check:status is 200}`, and the tags every
+//! request of a profile shares (`method`, `scenario`, the profile's name).
+//!
+//! No data, as k6 decides it: a trend with no sample evaluates its aggregates as 0, a counter or
+//! gauge as 0, and a rate threshold with no sample passes (k6 finds no `rate` in the empty sink
+//! and does not fail it). The result says `no_data`, so nobody prints a made-up `0ns`.
 
 use std::fmt;
 use std::time::Duration;
@@ -26,14 +35,16 @@ pub enum MetricKind {
     Trend,
     Rate,
     Counter,
+    Gauge,
 }
 
 impl MetricKind {
-    fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             MetricKind::Trend => "trend",
             MetricKind::Rate => "rate",
             MetricKind::Counter => "counter",
+            MetricKind::Gauge => "gauge",
         }
     }
 
@@ -42,6 +53,7 @@ impl MetricKind {
             MetricKind::Trend => "avg, min, max, med or p(N)",
             MetricKind::Rate => "rate",
             MetricKind::Counter => "count or rate",
+            MetricKind::Gauge => "value",
         }
     }
 }
@@ -49,6 +61,7 @@ impl MetricKind {
 /// Every metric a threshold may name. The phase names mirror `http::Phase::as_str`.
 pub const METRICS: &[(&str, MetricKind)] = &[
     ("http_req_duration", MetricKind::Trend),
+    ("http_req_corrected_duration", MetricKind::Trend),
     ("http_req_blocked", MetricKind::Trend),
     ("http_req_dns", MetricKind::Trend),
     ("http_req_connecting", MetricKind::Trend),
@@ -64,13 +77,175 @@ pub const METRICS: &[(&str, MetricKind)] = &[
     ("dropped_iterations", MetricKind::Counter),
     ("data_sent", MetricKind::Counter),
     ("data_received", MetricKind::Counter),
+    ("vus", MetricKind::Gauge),
+    ("vus_max", MetricKind::Gauge),
 ];
 
+/// The kind of a base metric (no tag filter).
 pub fn metric_kind(metric: &str) -> Option<MetricKind> {
     METRICS
         .iter()
         .find(|(name, _)| *name == metric)
         .map(|&(_, kind)| kind)
+}
+
+/// One tag of a sub-metric filter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Tag {
+    /// `status:200`: the response's status (`0`: no response).
+    Status(u16),
+    /// `expected_response:true`: the request did not count in `http_req_failed`.
+    Expected(bool),
+    /// `check:NAME`: one check's results (on `checks`).
+    Check(String),
+    /// `method:GET`: every request of a profile has the same method.
+    Method(String),
+    /// `scenario:NAME`: the profile's name.
+    Scenario(String),
+}
+
+impl Tag {
+    fn key(&self) -> &'static str {
+        match self {
+            Tag::Status(_) => "status",
+            Tag::Expected(_) => "expected_response",
+            Tag::Check(_) => "check",
+            Tag::Method(_) => "method",
+            Tag::Scenario(_) => "scenario",
+        }
+    }
+}
+
+impl fmt::Display for Tag {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Tag::Status(s) => write!(f, "status:{s}"),
+            Tag::Expected(b) => write!(f, "expected_response:{b}"),
+            Tag::Check(c) => write!(f, "check:{c}"),
+            Tag::Method(m) => write!(f, "method:{m}"),
+            Tag::Scenario(s) => write!(f, "scenario:{s}"),
+        }
+    }
+}
+
+/// The tags a metric's samples carry in sloburn (and in k6).
+fn tags_of(base: &str) -> &'static [&'static str] {
+    match base {
+        "checks" => &["check", "scenario"],
+        "http_reqs" | "http_req_failed" => &["status", "expected_response", "method", "scenario"],
+        b if b.starts_with("http_req_") => &["status", "expected_response", "method", "scenario"],
+        "vus" | "vus_max" => &[],
+        _ => &["scenario"],
+    }
+}
+
+/// A metric a threshold names: a built-in metric, optionally narrowed by tags (k6's sub-metric).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetricRef {
+    /// The built-in metric.
+    pub base: &'static str,
+    pub kind: MetricKind,
+    /// The filter, in the order written; empty for the whole metric.
+    pub tags: Vec<Tag>,
+}
+
+impl MetricRef {
+    pub fn whole(base: &'static str) -> MetricRef {
+        MetricRef {
+            base,
+            kind: metric_kind(base).unwrap_or(MetricKind::Counter),
+            tags: Vec::new(),
+        }
+    }
+
+    /// The name k6 gives the sub-metric: `base{tag:value,…}`; the base name without tags.
+    pub fn key(&self) -> String {
+        if self.tags.is_empty() {
+            return self.base.to_string();
+        }
+        let tags: Vec<String> = self.tags.iter().map(Tag::to_string).collect();
+        format!("{}{{{}}}", self.base, tags.join(","))
+    }
+}
+
+impl fmt::Display for MetricRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.key())
+    }
+}
+
+/// Parses a threshold's metric name: `http_req_duration` or `http_req_duration{status:200}`.
+pub fn parse_metric(name: &str) -> Result<MetricRef, ThresholdError> {
+    let name = name.trim();
+    let (base_text, filter) = match name.find('{') {
+        Some(brace) => {
+            let Some(inner) = name[brace + 1..].strip_suffix('}') else {
+                return Err(ThresholdError::BadFilter {
+                    metric: name.to_string(),
+                    message: "a tag filter is written `{tag:value}` and ends with `}`".into(),
+                });
+            };
+            (name[..brace].trim(), Some(inner))
+        }
+        None => (name, None),
+    };
+    let (base, kind) = METRICS
+        .iter()
+        .find(|(m, _)| *m == base_text)
+        .copied()
+        .ok_or_else(|| ThresholdError::UnknownMetric {
+            metric: base_text.to_string(),
+            did_you_mean: closest(base_text, METRICS.iter().map(|&(m, _)| m)),
+        })?;
+    let mut tags = Vec::new();
+    if let Some(inner) = filter {
+        let allowed = tags_of(base);
+        let bad = |message: String| ThresholdError::BadFilter {
+            metric: name.to_string(),
+            message,
+        };
+        if inner.trim().is_empty() {
+            return Err(bad("an empty tag filter; write e.g. `{status:200}`".into()));
+        }
+        for part in inner.split(',') {
+            let Some((key, value)) = part.split_once(':') else {
+                return Err(bad(format!("`{}` is not `tag:value`", part.trim())));
+            };
+            let (key, value) = (key.trim(), value.trim().trim_matches(['"', '\'']));
+            if !allowed.contains(&key) {
+                let takes = if allowed.is_empty() {
+                    "takes no tag filter".to_string()
+                } else {
+                    format!("can be filtered by {}", allowed.join(", "))
+                };
+                return Err(bad(format!(
+                    "sloburn does not record the tag `{key}` on `{base}`; it {takes}"
+                )));
+            }
+            let tag = match key {
+                "status" => Tag::Status(
+                    value
+                        .parse::<u16>()
+                        .ok()
+                        .filter(|s| *s < 600)
+                        .ok_or_else(|| bad(format!("`{value}` is not a status code")))?,
+                ),
+                "expected_response" => Tag::Expected(match value {
+                    "true" => true,
+                    "false" => false,
+                    _ => return Err(bad(format!("`{value}` is not true or false"))),
+                }),
+                "check" => Tag::Check(value.to_string()),
+                "method" => Tag::Method(value.to_string()),
+                _ => Tag::Scenario(value.to_string()),
+            };
+            if tags.iter().any(|t: &Tag| t.key() == tag.key()) {
+                return Err(bad(format!("the tag `{key}` is given twice")));
+            }
+            tags.push(tag);
+        }
+    }
+    Ok(MetricRef { base, kind, tags })
 }
 
 /// How a threshold reduces a metric to one number.
@@ -85,6 +260,8 @@ pub enum Aggregation {
     /// Rate metrics: fraction of true samples. Counters: per second.
     Rate,
     Count,
+    /// Gauges: the last value.
+    Value,
 }
 
 impl Aggregation {
@@ -95,8 +272,9 @@ impl Aggregation {
             | Aggregation::Max
             | Aggregation::Med
             | Aggregation::Percentile(_) => kind == MetricKind::Trend,
-            Aggregation::Rate => kind != MetricKind::Trend,
+            Aggregation::Rate => matches!(kind, MetricKind::Rate | MetricKind::Counter),
             Aggregation::Count => kind == MetricKind::Counter,
+            Aggregation::Value => kind == MetricKind::Gauge,
         }
     }
 }
@@ -111,6 +289,7 @@ impl fmt::Display for Aggregation {
             Aggregation::Percentile(n) => write!(f, "p({n})"),
             Aggregation::Rate => f.write_str("rate"),
             Aggregation::Count => f.write_str("count"),
+            Aggregation::Value => f.write_str("value"),
         }
     }
 }
@@ -158,7 +337,11 @@ impl fmt::Display for Op {
 /// A parsed threshold. `value` is in milliseconds for trend metrics.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Threshold {
+    /// The metric's name as k6 writes it: `http_req_duration` or `http_req_duration{status:200}`
+    /// (the key in the summary export and the `metric` label).
     pub metric: String,
+    /// What `metric` names, parsed.
+    pub target: MetricRef,
     pub aggregation: Aggregation,
     pub op: Op,
     pub value: f64,
@@ -178,11 +361,8 @@ pub enum ThresholdError {
         metric: String,
         did_you_mean: Option<&'static str>,
     },
-    #[error(
-        "tag filters such as `{metric}` are not supported; write the threshold on `{base}` \
-         or give the differently-tagged traffic its own profile"
-    )]
-    TagFilter { metric: String, base: String },
+    #[error("`{metric}`: {message}")]
+    BadFilter { metric: String, message: String },
     #[error("column {column}: {message}")]
     Syntax { column: usize, message: String },
     #[error("invalid delayAbortEval `{value}`: {message}")]
@@ -214,18 +394,11 @@ fn closest(word: &str, candidates: impl IntoIterator<Item = &'static str>) -> Op
         .map(|(_, c)| c)
 }
 
-/// Parse one threshold expression for `metric`.
+/// Parse one threshold expression for `metric` (which may carry a tag filter).
 pub fn parse(metric: &str, expr: &str) -> Result<Threshold, ThresholdError> {
-    if let Some(brace) = metric.find('{') {
-        return Err(ThresholdError::TagFilter {
-            metric: metric.to_string(),
-            base: metric[..brace].trim().to_string(),
-        });
-    }
-    let kind = metric_kind(metric).ok_or_else(|| ThresholdError::UnknownMetric {
-        metric: metric.to_string(),
-        did_you_mean: closest(metric, METRICS.iter().map(|&(m, _)| m)),
-    })?;
+    let target = parse_metric(metric)?;
+    let kind = target.kind;
+    let metric = target.key();
     let mut p = Parser {
         chars: expr.chars().collect(),
         pos: 0,
@@ -235,14 +408,15 @@ pub fn parse(metric: &str, expr: &str) -> Result<Threshold, ThresholdError> {
         return Err(p.error(format!(
             "empty threshold; expected e.g. `{}`",
             match kind {
-                MetricKind::Trend => "p(95)<300ms",
+                MetricKind::Trend => "p(95)<300",
                 MetricKind::Rate => "rate<0.01",
                 MetricKind::Counter => "count>0",
+                MetricKind::Gauge => "value<100",
             }
         )));
     }
     let agg_col = p.pos;
-    let aggregation = p.aggregation(metric, kind)?;
+    let aggregation = p.aggregation(&metric, kind)?;
     if !aggregation.valid_for(kind) {
         return Err(ThresholdError::Syntax {
             column: agg_col + 1,
@@ -256,9 +430,7 @@ pub fn parse(metric: &str, expr: &str) -> Result<Threshold, ThresholdError> {
     p.skip_ws();
     let op = p.op(&aggregation)?;
     p.skip_ws();
-    let value_start = p.pos;
     let value = p.value(kind, op)?;
-    let value_text: String = p.chars[value_start..p.pos].iter().collect();
     p.skip_ws();
     if !p.at_end() {
         let rest: String = p.chars[p.pos..].iter().collect();
@@ -270,10 +442,7 @@ pub fn parse(metric: &str, expr: &str) -> Result<Threshold, ThresholdError> {
             )));
         }
         if kind == MetricKind::Trend && units::duration_unit(rest.trim_end()).is_some() {
-            return Err(p.error(format!(
-                "remove the space before the unit: `{value_text}{}`",
-                rest.trim_end()
-            )));
+            return Err(p.error(unit_message(value, rest.trim_end())));
         }
         return Err(p.error(format!(
             "unexpected `{}` after the value; write one expression per threshold entry",
@@ -281,12 +450,29 @@ pub fn parse(metric: &str, expr: &str) -> Result<Threshold, ThresholdError> {
         )));
     }
     Ok(Threshold {
-        metric: metric.to_string(),
+        metric,
+        target,
         aggregation,
         op,
         value,
         source: expr.to_string(),
     })
+}
+
+/// k6 takes trend limits as bare milliseconds and rejects a unit; say what to write instead.
+fn unit_message(number: f64, unit: &str) -> String {
+    match units::duration_unit(unit) {
+        Some(d) => {
+            let ms = number * d.as_nanos() as f64 / 1e6;
+            format!(
+                "k6 thresholds take a plain number of milliseconds, not a unit: write `{ms}` \
+                 for {number}{unit} (k6 rejects `{number}{unit}`)"
+            )
+        }
+        None => format!(
+            "unknown unit `{unit}`; k6 thresholds take a plain number (milliseconds for trends)"
+        ),
+    }
 }
 
 struct Parser {
@@ -342,6 +528,7 @@ impl Parser {
             "med" => Aggregation::Med,
             "rate" => Aggregation::Rate,
             "count" => Aggregation::Count,
+            "value" => Aggregation::Value,
             "p" => return self.percentile(),
             "" => {
                 return Err(self.error(format!(
@@ -358,7 +545,7 @@ impl Parser {
                 ));
             }
             w => {
-                let names = ["avg", "min", "max", "med", "rate", "count"];
+                let names = ["avg", "min", "max", "med", "rate", "count", "value"];
                 let hint = closest(w, names)
                     .map(|c| format!(" (did you mean `{c}`?)"))
                     .unwrap_or_default();
@@ -434,8 +621,8 @@ impl Parser {
         let start = self.pos;
         let text =
             self.take_while(|c| c.is_ascii_digit() || matches!(c, '.' | '-' | '+' | 'e' | 'E'));
-        // `e` may start a unit only if no digits precede it; numbers here always start with a
-        // digit, sign or dot, so "1e3" is an exponent and "5" followed by letters is a unit.
+        // Numbers here always start with a digit, sign or dot, so "1e3" is an exponent and
+        // "5" followed by letters is a unit.
         if text.is_empty() {
             return Err(self.error(match self.peek() {
                 Some(c) => format!("expected a number after `{op}`, found `{c}`"),
@@ -449,46 +636,35 @@ impl Parser {
             .ok_or_else(|| self.error_at(start, format!("`{text}` is not a number")))?;
         let unit_pos = self.pos;
         let unit = self.take_while(|c| c.is_alphabetic());
-        // Every built-in metric is a duration, a fraction or a count: none is ever below zero,
-        // so a negative limit is a typo that would make the threshold always pass or fail.
+        // Every built-in metric is a duration, a fraction, a count or a number of VUs: none is
+        // ever below zero, so a negative limit is a typo that would make the threshold always
+        // pass or fail.
         if text.starts_with('-') {
             let what = match kind {
                 MetricKind::Trend => "a duration",
                 MetricKind::Rate => "a rate (between 0 and 1)",
                 MetricKind::Counter => "a count or a per-second rate",
+                MetricKind::Gauge => "a number of VUs",
             };
             return Err(self.error_at(
                 start,
                 format!("`{text}{unit}` is negative; the limit is {what}, never below zero"),
             ));
         }
-        if kind != MetricKind::Trend {
-            if !unit.is_empty() {
-                return Err(self.error_at(
-                    unit_pos,
+        if !unit.is_empty() {
+            return Err(self.error_at(
+                unit_pos,
+                if kind == MetricKind::Trend {
+                    unit_message(number, &unit)
+                } else {
                     format!(
                         "{} metrics take a plain number; remove the unit `{unit}`",
                         kind.name()
-                    ),
-                ));
-            }
-            return Ok(number);
+                    )
+                },
+            ));
         }
-        // A bare number is milliseconds, as in k6.
-        let per_ms = if unit.is_empty() {
-            1.0
-        } else {
-            match units::duration_unit(&unit) {
-                Some(d) => d.as_nanos() as f64 / 1e6,
-                None => {
-                    return Err(self.error_at(
-                        unit_pos,
-                        format!("unknown duration unit `{unit}`; use ns, us, ms, s, m or h"),
-                    ));
-                }
-            }
-        };
-        Ok(number * per_ms)
+        Ok(number)
     }
 }
 
@@ -518,20 +694,23 @@ pub trait Trend {
     fn quantile(&self, q: f64) -> Duration;
 }
 
-/// The run's aggregates, as the runner holds them. `None` means no sample was ever recorded,
-/// which evaluates like k6's empty sinks (every aggregate is 0).
+/// The run's aggregates, as the runner holds them, looked up by the metric's k6 name
+/// ([`MetricRef::key`], so sub-metrics too). `None` means the run never recorded the metric,
+/// which evaluates like k6's empty sinks.
 pub trait MetricSource {
     fn trend(&self, metric: &str) -> Option<&dyn Trend>;
     fn rate(&self, metric: &str) -> Option<RateValue>;
     fn counter(&self, metric: &str) -> Option<CounterValue>;
+    fn gauge(&self, metric: &str) -> Option<f64>;
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ThresholdResult {
     pub passed: bool,
-    /// The aggregate compared with the limit (milliseconds for trends).
+    /// The aggregate compared with the limit (milliseconds for trends); 0 when `no_data`.
     pub observed: f64,
-    /// The metric had no samples; `observed` is then k6's empty-sink value, 0.
+    /// The metric had no samples. Trends (and metrics the run does not know) were then
+    /// compared as 0, as in k6; a rate threshold passed without a comparison.
     pub no_data: bool,
 }
 
@@ -541,12 +720,13 @@ fn millis(d: Duration) -> f64 {
 
 impl Threshold {
     pub fn evaluate(&self, src: &dyn MetricSource) -> ThresholdResult {
-        let (observed, no_data) = match self.aggregation {
-            Aggregation::Avg
-            | Aggregation::Min
-            | Aggregation::Max
-            | Aggregation::Med
-            | Aggregation::Percentile(_) => match src.trend(&self.metric) {
+        let compare = |observed: f64, no_data: bool| ThresholdResult {
+            passed: self.op.holds(observed, self.value),
+            observed,
+            no_data,
+        };
+        match self.target.kind {
+            MetricKind::Trend => match src.trend(&self.metric) {
                 Some(h) if h.count() > 0 => {
                     let d = match self.aggregation {
                         Aggregation::Avg => h.mean(),
@@ -554,31 +734,36 @@ impl Threshold {
                         Aggregation::Max => h.max(),
                         Aggregation::Med => h.median(),
                         Aggregation::Percentile(n) => h.quantile(n / 100.0),
-                        Aggregation::Rate | Aggregation::Count => Duration::ZERO,
+                        _ => Duration::ZERO,
                     };
-                    (millis(d), false)
+                    compare(millis(d), false)
                 }
-                _ => (0.0, true),
+                _ => compare(0.0, true),
             },
-            Aggregation::Rate if metric_kind(&self.metric) == Some(MetricKind::Counter) => {
-                match src.counter(&self.metric) {
-                    Some(c) => (c.per_second, false),
-                    None => (0.0, true),
-                }
-            }
-            Aggregation::Rate => match src.rate(&self.metric) {
-                Some(r) if r.total > 0 => (r.hits as f64 / r.total as f64, false),
-                _ => (0.0, true),
+            MetricKind::Counter => match src.counter(&self.metric) {
+                // A count of 0 is a real figure, not a missing one.
+                Some(c) => compare(
+                    if self.aggregation == Aggregation::Count {
+                        c.count
+                    } else {
+                        c.per_second
+                    },
+                    false,
+                ),
+                _ => compare(0.0, true),
             },
-            Aggregation::Count => match src.counter(&self.metric) {
-                Some(c) => (c.count, false),
-                None => (0.0, true),
+            MetricKind::Rate => match src.rate(&self.metric) {
+                Some(r) if r.total > 0 => compare(r.hits as f64 / r.total as f64, false),
+                _ => ThresholdResult {
+                    passed: true,
+                    observed: 0.0,
+                    no_data: true,
+                },
             },
-        };
-        ThresholdResult {
-            passed: self.op.holds(observed, self.value),
-            observed,
-            no_data,
+            MetricKind::Gauge => match src.gauge(&self.metric) {
+                Some(v) => compare(v, false),
+                None => compare(0.0, true),
+            },
         }
     }
 }
@@ -645,8 +830,8 @@ mod tests {
                 t.metric,
                 t.aggregation,
                 t.op,
-                match metric_kind(metric) {
-                    Some(MetricKind::Trend) => format!("{}ms", t.value),
+                match t.target.kind {
+                    MetricKind::Trend => format!("{}ms", t.value),
                     _ => format!("{}", t.value),
                 }
             ),
@@ -655,14 +840,15 @@ mod tests {
     }
 
     const CASES: &[(&str, &str)] = &[
-        ("http_req_duration", "p(95)<300ms"),
-        ("http_req_duration", "p(99.9) <= 1.5s"),
+        ("http_req_duration", "p(95)<300"),
+        ("http_req_duration", "p(99.9) <= 1500"),
         ("http_req_duration", "  avg < 200  "),
-        ("http_req_duration", "med>=500us"),
-        ("http_req_duration", "max!=2m"),
+        ("http_req_duration", "med>=0.5"),
+        ("http_req_duration", "max!=120000"),
         ("http_req_duration", "min==0"),
-        ("http_req_dns", "p(90)<50ms"),
-        ("http_req_tls_handshaking", "p( 50 )<100ms"),
+        ("http_req_corrected_duration", "p(99)<1000"),
+        ("http_req_dns", "p(90)<50"),
+        ("http_req_tls_handshaking", "p( 50 )<100"),
         ("iteration_duration", "avg<1e3"),
         ("http_req_failed", "rate<0.01"),
         ("checks", "rate>0.99"),
@@ -670,6 +856,18 @@ mod tests {
         ("http_reqs", "rate>50"),
         ("dropped_iterations", "count==0"),
         ("data_received", "count>1000000"),
+        ("vus", "value<10"),
+        ("vus_max", "value>=1"),
+        ("http_req_duration{status:200}", "p(95)<300"),
+        ("http_req_duration{ status: 200 }", "p(95)<300"),
+        ("http_req_duration{expected_response:true}", "max<1000"),
+        ("http_req_failed{status:500}", "rate>0.5"),
+        ("http_reqs{status:404}", "count==0"),
+        ("checks{check:status is 200}", "rate>0.9"),
+        ("http_req_waiting{method:GET,scenario:canary}", "p(95)<300"),
+        ("http_req_duration", "p(95)<300ms"),
+        ("http_req_duration", "p(95)<1.5s"),
+        ("http_req_duration", "p(95)<500us"),
         ("http_req_duration", ""),
         ("http_req_duration", "p95<300"),
         ("http_req_duration", "p(95<300"),
@@ -685,16 +883,24 @@ mod tests {
         ("http_req_duration", "p(95)<fast"),
         ("http_req_duration", "p(95)<300 ms"),
         ("http_req_duration", "p(95)<300sec"),
-        ("http_req_duration", "p(95)<300ms && avg<100"),
+        ("http_req_duration", "p(95)<300 && avg<100"),
         ("http_req_failed", "rate<1%"),
         ("http_req_failed", "rate<0.01s"),
         ("http_req_failed", "avg<0.1"),
         ("checks", "count>0"),
         ("http_reqs", "p(95)<10"),
+        ("vus", "avg<10"),
+        ("vus_max", "value<10s"),
         ("http_req_durations", "p(95)<300"),
         ("http_req_dsn", "p(95)<300"),
-        ("vus", "value<10"),
-        ("http_req_duration{status:200}", "p(95)<300"),
+        ("http_req_duration{status:abc}", "p(95)<300"),
+        ("http_req_duration{status:200", "p(95)<300"),
+        ("http_req_duration{}", "p(95)<300"),
+        ("http_req_duration{url:http://x}", "p(95)<300"),
+        ("http_req_duration{status:200,status:201}", "p(95)<300"),
+        ("checks{status:200}", "rate>0.9"),
+        ("vus{scenario:a}", "value<10"),
+        ("http_req_duration{expected_response:yes}", "p(95)<300"),
         ("http_req_duration", "p(95)<1.2.3"),
         ("http_req_duration", "p(95)<µ"),
     ];
@@ -741,6 +947,12 @@ mod tests {
             Some(6)
         );
         assert_eq!(
+            parse("http_req_duration", "p(95)<20ms")
+                .unwrap_err()
+                .column(),
+            Some(9)
+        );
+        assert_eq!(
             parse("http_req_failed", "rate<0.1s").unwrap_err().column(),
             Some(9)
         );
@@ -749,11 +961,11 @@ mod tests {
 
     #[test]
     fn negative_threshold_durations_are_rejected() {
-        let err = parse("http_req_duration", "p(95)<-20ms").unwrap_err();
+        let err = parse("http_req_duration", "p(95)<-20").unwrap_err();
         assert_eq!(err.column(), Some(7));
         assert_eq!(
             err.to_string(),
-            "column 7: `-20ms` is negative; the limit is a duration, never below zero"
+            "column 7: `-20` is negative; the limit is a duration, never below zero"
         );
         assert_eq!(
             parse("http_req_waiting", "avg < -1").unwrap_err().column(),
@@ -772,10 +984,7 @@ mod tests {
         assert_eq!(parse("http_reqs", "rate>-5").unwrap_err().column(), Some(6));
         // A negative exponent is not a negative value.
         assert_eq!(parse("http_req_failed", "rate<1e-3").unwrap().value, 0.001);
-        assert_eq!(
-            parse("http_req_duration", "p(95)<+20ms").unwrap().value,
-            20.0
-        );
+        assert_eq!(parse("http_req_duration", "p(95)<+20").unwrap().value, 20.0);
     }
 
     #[derive(Default)]
@@ -783,6 +992,7 @@ mod tests {
         trends: HashMap<&'static str, crate::load::hist::HistSnapshot>,
         rates: HashMap<&'static str, RateValue>,
         counters: HashMap<&'static str, CounterValue>,
+        gauges: HashMap<&'static str, f64>,
     }
 
     impl MetricSource for Source {
@@ -795,6 +1005,9 @@ mod tests {
         fn counter(&self, metric: &str) -> Option<CounterValue> {
             self.counters.get(metric).copied()
         }
+        fn gauge(&self, metric: &str) -> Option<f64> {
+            self.gauges.get(metric).copied()
+        }
     }
 
     fn source() -> Source {
@@ -804,6 +1017,9 @@ mod tests {
         }
         let mut src = Source::default();
         src.trends.insert("http_req_duration", h.snapshot());
+        src.trends
+            .insert("http_req_duration{status:200}", Histogram::new().snapshot());
+        src.gauges.insert("vus_max", 4.0);
         src.rates.insert(
             "http_req_failed",
             RateValue {
@@ -828,15 +1044,17 @@ mod tests {
     #[test]
     fn evaluation_uses_the_right_aggregate() {
         let src = source();
-        let r = eval("http_req_duration", "max<=100ms", &src);
+        let r = eval("http_req_duration", "max<=100", &src);
         assert!(r.passed && r.observed == 100.0 && !r.no_data);
-        assert!(!eval("http_req_duration", "max<100ms", &src).passed);
+        assert!(!eval("http_req_duration", "max<100", &src).passed);
         assert!(eval("http_req_duration", "min==1", &src).passed);
         // k6 p(95) of 1..=100 ms: 95.05 ms; buckets keep it within 0.39%.
-        let p95 = eval("http_req_duration", "p(95)<1s", &src).observed;
+        let p95 = eval("http_req_duration", "p(95)<1000", &src).observed;
         assert!((p95 - 95.05).abs() < 95.05 * 0.004, "{p95}");
-        assert!(eval("http_req_duration", "avg==50.5ms", &src).passed);
-        assert!(!eval("http_req_duration", "med>0.06s", &src).passed);
+        assert!(eval("http_req_duration", "avg==50.5", &src).passed);
+        assert!(!eval("http_req_duration", "med>60", &src).passed);
+        assert!(eval("vus_max", "value==4", &src).passed);
+        assert!(!eval("vus_max", "value<4", &src).passed);
         let failed = eval("http_req_failed", "rate<0.01", &src);
         assert!(!failed.passed && failed.observed == 0.015);
         assert!(eval("http_reqs", "count==200", &src).passed);
@@ -849,9 +1067,19 @@ mod tests {
         let src = Source::default();
         let r = eval("http_req_duration", "p(95)<300", &src);
         assert!(r.passed && r.no_data && r.observed == 0.0);
-        let r = eval("checks", "rate>0.99", &src);
+        // k6: an empty trend compares as 0, so a lower bound fails.
+        let r = eval("http_req_duration", "avg>1", &src);
         assert!(!r.passed && r.no_data);
+        // k6: a rate with no samples passes whatever the bound.
+        let r = eval("checks", "rate>0.99", &src);
+        assert!(r.passed && r.no_data);
+        assert!(eval("http_req_failed", "rate<0.01", &src).passed);
         assert!(eval("dropped_iterations", "count==0", &src).passed);
+        assert!(!eval("vus_max", "value>0", &src).passed);
+        // A registered sub-metric that saw nothing is no data too.
+        let with = source();
+        let r = eval("http_req_duration{status:200}", "p(95)<300", &with);
+        assert!(r.passed && r.no_data);
     }
 
     #[test]
@@ -873,14 +1101,19 @@ mod tests {
     }
 
     #[test]
-    fn trend_values_take_every_duration_unit() {
-        let ms = |expr| parse("http_req_duration", expr).unwrap().value;
-        assert_eq!(ms("p(95)<500us"), 0.5);
-        assert_eq!(ms("p(95)<500µs"), 0.5);
-        assert_eq!(ms("p(95)<1.5s"), 1500.0);
-        assert_eq!(ms("p(95)<2m"), 120_000.0);
-        assert_eq!(ms("p(95)<1d"), 86_400_000.0);
-        assert_eq!(ms("p(95)<300"), 300.0);
+    fn trend_values_are_bare_milliseconds() {
+        // As k6: the limit is a bare number of milliseconds, and a unit is an error that says
+        // what to write.
+        let err = |expr| parse("http_req_duration", expr).unwrap_err().to_string();
+        assert!(err("p(95)<500us").contains("write `0.5` for 500us"));
+        assert!(err("p(95)<500µs").contains("write `0.5`"));
+        assert!(err("p(95)<1.5s").contains("write `1500` for 1.5s"));
+        assert!(err("p(95)<2m").contains("write `120000`"));
+        assert!(err("p(95)<20ms").contains("k6 rejects `20ms`"));
+        assert_eq!(
+            parse("http_req_duration", "p(95)<300").unwrap().value,
+            300.0
+        );
     }
 
     #[test]

@@ -242,6 +242,10 @@ pub enum Sli {
     Latency {
         under: Duration,
         exclude_failures: bool,
+        /// Measure from the iteration's intended start (`http_req_corrected_duration`, the
+        /// default: a stalled target shows, no coordinated omission), or k6's
+        /// `http_req_duration` from the request's actual start (`measure: duration`).
+        corrected: bool,
     },
 }
 
@@ -280,6 +284,14 @@ pub fn load(path: &Path) -> Result<Loaded, ConfigError> {
     load_with(path, &Env::process())
 }
 
+/// Reads and validates a config file for `sloburn run`: the daemon's own secrets
+/// (`server.admin_token`) are checked for shape but not read, since a run never serves the API.
+pub fn load_for_run(path: &Path) -> Result<Loaded, ConfigError> {
+    let mut env = Env::process();
+    env.resolve_server_secrets = false;
+    load_with(path, &env)
+}
+
 /// Reads and validates a config file without reading secrets (for `sloburn rules`).
 pub fn load_without_secrets(path: &Path) -> Result<Loaded, ConfigError> {
     let mut env = Env::process();
@@ -313,6 +325,8 @@ pub struct Env {
     /// False for commands that never send traffic (`rules`): secret references are then
     /// checked for shape but not read, so generating rules needs no credentials.
     pub resolve_secrets: bool,
+    /// False for `run`: the `server` section's secrets belong to the daemon only.
+    pub resolve_server_secrets: bool,
 }
 
 impl Env {
@@ -321,6 +335,7 @@ impl Env {
             vars: Box::new(|name| std::env::var(name).ok()),
             ndots: crate::http::system_ndots(),
             resolve_secrets: true,
+            resolve_server_secrets: true,
         }
     }
 
@@ -329,6 +344,7 @@ impl Env {
             vars: Box::new(move |name| map.get(name).cloned()),
             ndots,
             resolve_secrets: true,
+            resolve_server_secrets: true,
         }
     }
 
@@ -468,6 +484,37 @@ mod tests {
         assert_eq!(
             d.render("c.yaml"),
             "c.yaml:2:3: targets.\\u{202e}a: `naïve\\tvalue\\r\\n\\u{9b}31m` €"
+        );
+    }
+
+    fn slo_config(latency: &str) -> Result<Loaded, ConfigError> {
+        let text = format!(
+            "targets:\n  t:\n    url: http://127.0.0.1:1/\nslos:\n  s:\n    target: t\n    \
+             sli: {{ latency: {latency} }}\n    objective: 99\n"
+        );
+        from_str(
+            &text,
+            "c.yaml",
+            Path::new("."),
+            &Env::from_map(BTreeMap::new(), 1),
+        )
+    }
+
+    #[test]
+    fn latency_slis_measure_the_corrected_latency_unless_told() {
+        let sli = |latency: &str| slo_config(latency).map(|l| l.config.slos["s"].sli.clone());
+        let corrected = |latency: &str| match sli(latency) {
+            Ok(Sli::Latency { corrected, .. }) => corrected,
+            other => panic!("{other:?}"),
+        };
+        assert!(corrected("{ under: 300ms }"));
+        assert!(corrected("{ under: 300ms, measure: corrected }"));
+        assert!(!corrected("{ under: 300ms, measure: duration }"));
+        let err = slo_config("{ under: 300ms, measure: wall }").unwrap_err();
+        assert!(
+            err.errors[0].message.contains("use `corrected`"),
+            "{:?}",
+            err.errors
         );
     }
 }

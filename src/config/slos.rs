@@ -135,7 +135,27 @@ fn sli(ctx: &mut Ctx, node: &Node, path: &str) -> Option<Sli> {
     }
     let f = walk::fields(ctx, node, path, &["availability", "latency"])?;
     if let Some(n) = f.get("latency") {
-        let lf = walk::fields(ctx, n, &f.path_of("latency"), &["under", "failures"])?;
+        let lf = walk::fields(
+            ctx,
+            n,
+            &f.path_of("latency"),
+            &["under", "failures", "measure"],
+        )?;
+        let corrected = optional(ctx, &lf, "measure", true, |c, n, p| {
+            match walk::string(c, n, p).as_deref() {
+                Some("corrected") => Some(true),
+                Some("duration") => Some(false),
+                _ => {
+                    c.error(
+                        n.pos,
+                        p,
+                        "use `corrected` (from the intended start, the default) or `duration` \
+                         (k6's http_req_duration, from the actual start)",
+                    );
+                    None
+                }
+            }
+        });
         let under = required(ctx, &lf, "under", positive_duration);
         let exclude = optional(ctx, &lf, "failures", false, |c, n, p| {
             match walk::string(c, n, p).as_deref() {
@@ -154,6 +174,7 @@ fn sli(ctx: &mut Ctx, node: &Node, path: &str) -> Option<Sli> {
         return Some(Sli::Latency {
             under: under?,
             exclude_failures: exclude?,
+            corrected: corrected?,
         });
     }
     if f.has("availability") {

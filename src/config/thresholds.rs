@@ -1,5 +1,5 @@
-//! A profile's `thresholds` mapping: metric to k6 threshold expressions, with positions that
-//! point into the expression.
+//! A profile's `thresholds` mapping: metric (or k6 sub-metric, `http_req_duration{status:200}`)
+//! to k6 threshold expressions, with positions that point into the expression.
 
 use super::ThresholdSpec;
 use super::walk::{self, Ctx, join, optional};
@@ -26,13 +26,9 @@ pub fn thresholds(
     };
     for (key, value) in entries {
         let p = join(path, &key.name);
-        // Metric-level problems (unknown name, tag filter) are reported once, at the key.
-        if crate::thresholds::metric_kind(&key.name).is_none() {
-            let message = match crate::thresholds::parse(&key.name, "") {
-                Err(e) => e.to_string(),
-                Ok(_) => format!("unknown metric `{}`", key.name),
-            };
-            ctx.error(key.pos, &p, message);
+        // Metric-level problems (unknown name, bad tag filter) are reported once, at the key.
+        if let Err(e) = crate::thresholds::parse_metric(&key.name) {
+            ctx.error(key.pos, &p, e.to_string());
             continue;
         }
         for (i, item) in walk::one_or_many(value).into_iter().enumerate() {

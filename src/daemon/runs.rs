@@ -93,7 +93,7 @@ impl Observer for Live {
     fn request_finished(&self, outcome: &Outcome, lateness: Duration, results: &[bool]) {
         self.metrics.observe(outcome, lateness, results);
         for w in &self.watchers {
-            w.observe(outcome, &self.checks, results);
+            w.observe(outcome, lateness, &self.checks, results);
         }
     }
 
@@ -156,7 +156,12 @@ async fn execute(
         checks: checks.clone(),
     };
     let events = Observers::new(
-        Arc::new(RunStats::new(&target.checks)),
+        Arc::new(RunStats::for_run(
+            &target.checks,
+            &profile.thresholds,
+            &profile.name,
+            target.method.as_str(),
+        )),
         vec![Arc::new(live)],
     );
     let spec = RunSpec {

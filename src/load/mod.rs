@@ -1,6 +1,7 @@
 //! The load engine: executor specs, pure plans, histograms and the runner.
 
 pub mod hist;
+pub mod ndjson;
 pub mod observe;
 pub mod pacing;
 pub mod plan;

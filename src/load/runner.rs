@@ -3,7 +3,7 @@
 //! - Open model (arrival-rate executors): a scheduler wakes at each intended start, hands the
 //!   iteration to a free VU (a semaphore permit plus a pooled connection) and never waits for
 //!   one. With no VU free the iteration is dropped and counted, as in k6. A VU that starts late
-//!   adds its lateness to the measured duration (wrk2), so a stalled target shows in the tail.
+//!   adds its lateness to the corrected duration (wrk2), so a stalled target shows in its tail.
 //!   The generator's own hiccups are kept off the target (`load::pacing`): an arrival reached
 //!   later than `max_lateness` is dropped as the generator's overload, and one behind schedule
 //!   opens a new connection only within the connect budget.
@@ -152,7 +152,9 @@ pub async fn run(
         }
     }
     monitors.abort_all();
-    let snapshot = stats.snapshot(start.elapsed());
+    // Per-second figures divide by the test's duration, as k6's do.
+    let window = super::stats::rate_window(&spec.executor, start.elapsed(), stopper.is_stopped());
+    let snapshot = stats.snapshot(window);
     let thresholds = spec
         .thresholds
         .iter()

@@ -1,21 +1,128 @@
 //! What one run records: lock-free counters and fixed-memory histograms, written by every VU
 //! task without a lock, and read as a [`StatsSnapshot`] for thresholds, summaries and progress.
 //! Memory is fixed per run whatever its length: nothing here stores a sample.
+//!
+//! The k6 names mean what they mean in k6: `http_req_duration` is sending + waiting +
+//! receiving, `http_req_blocked` includes the DNS lookup (shown alone as `http_req_dns`), and
+//! `iteration_duration` is the iteration's own time. The latency from the
+//! intended start of an arrival-rate iteration, its lateness included (wrk2's corrected
+//! latency, free of coordinated omission), is `http_req_corrected_duration`.
+//!
+//! Sub-metrics (`http_req_duration{status:200}`) are recorded only for the filters the run's
+//! thresholds name, plus `http_req_duration{expected_response:true}`, which k6 always reports.
 
 use super::hist::{HistSnapshot, Histogram};
 use super::observe::Observer;
 use super::pacing::DropReason;
+use super::spec::Executor;
 use crate::checks::{Check, CheckKind};
 use crate::http::{ErrorClass, Outcome, Phase};
-use crate::thresholds::{CounterValue, MetricSource, RateValue, Trend};
+use crate::thresholds::{
+    CounterValue, MetricKind, MetricRef, MetricSource, RateValue, Tag, ThresholdSpec, Trend,
+};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
+
+/// The sub-metric k6 always reports: the duration of requests that did not fail.
+pub const EXPECTED_DURATION: &str = "http_req_duration{expected_response:true}";
+
+/// The time per-second figures divide by, as k6 does: the test's duration. A duration-based
+/// executor that ran to its end ran for its planned duration, even when its last iteration
+/// started (and finished) before it; an iteration executor, or a stopped run, for as long as it
+/// actually ran.
+pub fn rate_window(executor: &Executor, actual: Duration, stopped: bool) -> Duration {
+    match executor {
+        Executor::SharedIterations { .. } | Executor::PerVuIterations { .. } => actual,
+        _ if stopped => actual,
+        _ => actual.max(super::plan::planned_duration(executor)),
+    }
+}
+
+/// Which requests a sub-metric counts: the tags every request of the run shares (`method`,
+/// `scenario`) are decided once; `status` and `expected_response` per request.
+#[derive(Debug, Clone, Default)]
+struct Matcher {
+    /// A static tag did not match: the sub-metric stays empty.
+    never: bool,
+    status: Option<u16>,
+    expected: Option<bool>,
+    /// `check:NAME`: the check's index, `None` for a check the target does not have.
+    check: Option<Option<usize>>,
+}
+
+impl Matcher {
+    fn new(tags: &[Tag], scenario: &str, method: &str, check_names: &[String]) -> Matcher {
+        let mut m = Matcher::default();
+        for tag in tags {
+            match tag {
+                Tag::Status(s) => m.status = Some(*s),
+                Tag::Expected(b) => m.expected = Some(*b),
+                Tag::Check(name) => m.check = Some(check_names.iter().position(|c| c == name)),
+                Tag::Method(x) => m.never |= !x.eq_ignore_ascii_case(method),
+                Tag::Scenario(x) => m.never |= x != scenario,
+            }
+        }
+        m
+    }
+
+    /// Whether the sub-metric is the whole metric (only static tags, and they matched).
+    fn is_whole(&self) -> bool {
+        !self.never && self.status.is_none() && self.expected.is_none() && self.check.is_none()
+    }
+
+    fn matches(&self, status: u16, failed: bool) -> bool {
+        !self.never
+            && self.status.is_none_or(|s| s == status)
+            && self.expected.is_none_or(|e| e != failed)
+    }
+}
+
+enum SubStore {
+    Trend(Histogram),
+    Rate {
+        hits: AtomicU64,
+        total: AtomicU64,
+    },
+    Counter(AtomicU64),
+    /// The whole metric, or nothing (static tags only), or one check's counts.
+    Derived,
+}
+
+struct Sub {
+    key: String,
+    metric: MetricRef,
+    matcher: Matcher,
+    store: SubStore,
+}
+
+/// A sub-metric's figures in a snapshot.
+#[derive(Debug, Clone)]
+pub enum SubValue {
+    Trend(HistSnapshot),
+    Rate(RateValue),
+    Counter(u64),
+    /// Same figures as the base metric.
+    Whole,
+    /// Nothing matched it (a static tag differs, or an unknown check).
+    Empty,
+}
+
+/// One sub-metric of a snapshot: its k6 name, what it filters, and its figures.
+#[derive(Debug, Clone)]
+pub struct SubSnapshot {
+    pub key: String,
+    pub metric: MetricRef,
+    pub value: SubValue,
+}
 
 /// Status codes are counted in a flat array indexed by code; 0 holds "no response".
 const STATUS_SLOTS: usize = 600;
 
 pub struct RunStats {
+    /// k6's `http_req_duration`: sending + waiting + receiving.
     pub duration: Histogram,
+    /// `http_req_corrected_duration`: `duration` plus the iteration's lateness.
+    pub corrected: Histogram,
     pub phases: [Histogram; 7],
     pub iteration_duration: Histogram,
     /// How late arrival-rate iterations started against their intended time.
@@ -36,11 +143,64 @@ pub struct RunStats {
     /// Dropped iterations by `DropReason as usize`.
     dropped_by: [AtomicU64; DropReason::ALL.len()],
     pub vus: AtomicU32,
+    /// The lowest and highest `vus` seen since the first VU started.
+    vus_low: AtomicU32,
+    vus_high: AtomicU32,
     pub vus_max: AtomicU32,
+    subs: Vec<Sub>,
 }
 
 impl RunStats {
+    /// Stats with no sub-metric but k6's `expected_response:true` duration.
     pub fn new(checks: &[Check]) -> RunStats {
+        RunStats::for_run(checks, &[], "", "")
+    }
+
+    /// Stats that also record the sub-metrics `thresholds` name; `scenario` (the profile) and
+    /// `method` decide the static tags.
+    pub fn for_run(
+        checks: &[Check],
+        thresholds: &[ThresholdSpec],
+        scenario: &str,
+        method: &str,
+    ) -> RunStats {
+        let mut stats = RunStats::plain(checks);
+        let expected = crate::thresholds::parse_metric(EXPECTED_DURATION).expect("a valid name");
+        let wanted = std::iter::once(expected).chain(
+            thresholds
+                .iter()
+                .map(|t| t.threshold.target.clone())
+                .filter(|m| !m.tags.is_empty()),
+        );
+        for metric in wanted {
+            let key = metric.key();
+            if stats.subs.iter().any(|s| s.key == key) {
+                continue;
+            }
+            let matcher = Matcher::new(&metric.tags, scenario, method, &stats.check_names);
+            let store = if matcher.is_whole() || matcher.never || matcher.check.is_some() {
+                SubStore::Derived
+            } else {
+                match metric.kind {
+                    MetricKind::Trend => SubStore::Trend(Histogram::new()),
+                    MetricKind::Rate => SubStore::Rate {
+                        hits: AtomicU64::new(0),
+                        total: AtomicU64::new(0),
+                    },
+                    MetricKind::Counter | MetricKind::Gauge => SubStore::Counter(AtomicU64::new(0)),
+                }
+            };
+            stats.subs.push(Sub {
+                key,
+                metric,
+                matcher,
+                store,
+            });
+        }
+        stats
+    }
+
+    fn plain(checks: &[Check]) -> RunStats {
         let expected = checks
             .iter()
             .find_map(|c| match &c.kind {
@@ -50,6 +210,7 @@ impl RunStats {
             .unwrap_or_else(|| vec![(200, 399)]);
         RunStats {
             duration: Histogram::new(),
+            corrected: Histogram::new(),
             phases: std::array::from_fn(|_| Histogram::new()),
             iteration_duration: Histogram::new(),
             lateness: Histogram::new(),
@@ -69,7 +230,10 @@ impl RunStats {
             dropped: AtomicU64::new(0),
             dropped_by: std::array::from_fn(|_| AtomicU64::new(0)),
             vus: AtomicU32::new(0),
+            vus_low: AtomicU32::new(u32::MAX),
+            vus_high: AtomicU32::new(0),
             vus_max: AtomicU32::new(0),
+            subs: Vec::new(),
         }
     }
 
@@ -85,8 +249,9 @@ impl RunStats {
     }
 
     /// Records one finished request and its check results. `lateness` is how far behind its
-    /// intended start the request began (zero for closed-model executors); it is added to the
-    /// reported duration so a stalled target shows in the tail (wrk2 semantics).
+    /// intended start the request began (zero for closed-model executors); it goes into the
+    /// corrected duration only, so a stalled target shows in that tail (wrk2 semantics) while
+    /// `http_req_duration` keeps k6's meaning.
     fn record(&self, outcome: &Outcome, check_results: &[bool], lateness: Duration) {
         self.requests.fetch_add(1, Relaxed);
         self.iterations.fetch_add(1, Relaxed);
@@ -107,9 +272,10 @@ impl RunStats {
             self.failed.fetch_add(1, Relaxed);
         }
         if outcome.status.is_some() {
-            self.duration.record(outcome.phases.duration() + lateness);
+            self.duration.record(outcome.phases.duration());
+            self.corrected.record(outcome.phases.duration() + lateness);
             for phase in Phase::ALL {
-                self.phases[phase as usize].record(outcome.phases.get(phase));
+                self.phases[phase as usize].record(k6_phase(&outcome.phases, phase));
             }
         }
         self.iteration_duration.record(
@@ -117,10 +283,12 @@ impl RunStats {
                 + outcome.phases.dns
                 + outcome.phases.connecting
                 + outcome.phases.tls_handshaking
-                + outcome.phases.duration()
-                + lateness,
+                + outcome.phases.duration(),
         );
         self.lateness.record(lateness);
+        if !self.subs.is_empty() {
+            self.record_subs(outcome, lateness, failed);
+        }
         for (passed, (pass, fail)) in check_results.iter().zip(&self.checks) {
             if *passed {
                 pass.fetch_add(1, Relaxed);
@@ -130,10 +298,75 @@ impl RunStats {
         }
     }
 
+    fn record_subs(&self, outcome: &Outcome, lateness: Duration, failed: bool) {
+        let status = outcome.status.unwrap_or(0);
+        for sub in &self.subs {
+            if !sub.matcher.matches(status, failed) {
+                continue;
+            }
+            match &sub.store {
+                SubStore::Trend(h) => {
+                    if let Some(d) = trend_sample(sub.metric.base, outcome, lateness) {
+                        h.record(d);
+                    }
+                }
+                SubStore::Rate { hits, total } => {
+                    // `http_req_failed` is the only per-request rate metric with tags.
+                    total.fetch_add(1, Relaxed);
+                    if failed {
+                        hits.fetch_add(1, Relaxed);
+                    }
+                }
+                SubStore::Counter(n) => {
+                    let by = match sub.metric.base {
+                        "data_sent" => outcome.bytes_sent,
+                        "data_received" => outcome.bytes_received,
+                        _ => 1,
+                    };
+                    n.fetch_add(by, Relaxed);
+                }
+                SubStore::Derived => {}
+            }
+        }
+    }
+
     pub fn snapshot(&self, elapsed: Duration) -> StatsSnapshot {
+        let checks: Vec<(String, u64, u64)> = self
+            .check_names
+            .iter()
+            .zip(&self.checks)
+            .map(|(name, (p, f))| (name.clone(), p.load(Relaxed), f.load(Relaxed)))
+            .collect();
+        let subs = self
+            .subs
+            .iter()
+            .map(|sub| SubSnapshot {
+                key: sub.key.clone(),
+                metric: sub.metric.clone(),
+                value: match &sub.store {
+                    SubStore::Trend(h) => SubValue::Trend(h.snapshot()),
+                    SubStore::Rate { hits, total } => SubValue::Rate(RateValue {
+                        hits: hits.load(Relaxed),
+                        total: total.load(Relaxed),
+                    }),
+                    SubStore::Counter(n) => SubValue::Counter(n.load(Relaxed)),
+                    SubStore::Derived => match sub.matcher.check {
+                        _ if sub.matcher.never => SubValue::Empty,
+                        Some(Some(i)) => SubValue::Rate(RateValue {
+                            hits: checks[i].1,
+                            total: checks[i].1 + checks[i].2,
+                        }),
+                        Some(None) => SubValue::Empty,
+                        None => SubValue::Whole,
+                    },
+                },
+            })
+            .collect();
+        let low = self.vus_low.load(Relaxed);
         StatsSnapshot {
             elapsed,
             duration: self.duration.snapshot(),
+            corrected: self.corrected.snapshot(),
             phases: std::array::from_fn(|i| self.phases[i].snapshot()),
             iteration_duration: self.iteration_duration.snapshot(),
             lateness: self.lateness.snapshot(),
@@ -156,19 +389,46 @@ impl RunStats {
                     (n > 0).then_some((*e, n))
                 })
                 .collect(),
-            checks: self
-                .check_names
-                .iter()
-                .zip(&self.checks)
-                .map(|(name, (p, f))| (name.clone(), p.load(Relaxed), f.load(Relaxed)))
-                .collect(),
+            checks,
             data_sent: self.data_sent.load(Relaxed),
             data_received: self.data_received.load(Relaxed),
             iterations: self.iterations.load(Relaxed),
             dropped: self.dropped.load(Relaxed),
             dropped_by: std::array::from_fn(|i| self.dropped_by[i].load(Relaxed)),
             vus: self.vus.load(Relaxed),
+            vus_low: if low == u32::MAX { 0 } else { low },
+            vus_high: self.vus_high.load(Relaxed),
             vus_max: self.vus_max.load(Relaxed),
+            subs,
+        }
+    }
+}
+
+/// A phase as its k6 metric means it: k6's `http_req_blocked` holds the DNS lookup (k6 has no
+/// DNS phase), so sloburn's does too; `http_req_dns` shows the lookup alone.
+pub fn k6_phase(p: &crate::http::Phases, phase: Phase) -> Duration {
+    match phase {
+        Phase::Blocked => p.blocked + p.dns,
+        other => p.get(other),
+    }
+}
+
+/// The value one request adds to trend metric `base`, if it adds one.
+fn trend_sample(base: &str, outcome: &Outcome, lateness: Duration) -> Option<Duration> {
+    let p = &outcome.phases;
+    if base == "iteration_duration" {
+        return Some(p.blocked + p.dns + p.connecting + p.tls_handshaking + p.duration());
+    }
+    outcome.status?;
+    match base {
+        "http_req_duration" => Some(p.duration()),
+        "http_req_corrected_duration" => Some(p.duration() + lateness),
+        other => {
+            let name = other.strip_prefix("http_req_")?;
+            Phase::ALL
+                .iter()
+                .find(|ph| ph.as_str() == name)
+                .map(|ph| k6_phase(p, *ph))
         }
     }
 }
@@ -185,7 +445,12 @@ impl Observer for RunStats {
 
     fn vus_changed(&self, delta: i32) {
         // Two's complement: adding `-1 as u32` subtracts one.
-        self.vus.fetch_add(delta as u32, Relaxed);
+        let now = self
+            .vus
+            .fetch_add(delta as u32, Relaxed)
+            .wrapping_add(delta as u32);
+        self.vus_high.fetch_max(now, Relaxed);
+        self.vus_low.fetch_min(now, Relaxed);
     }
 
     fn vus_allocated(&self, n: u32) {
@@ -196,8 +461,10 @@ impl Observer for RunStats {
 /// A consistent-enough copy of a run's figures at one moment.
 #[derive(Debug, Clone)]
 pub struct StatsSnapshot {
+    /// What per-second figures divide by (see [`rate_window`] for a finished run).
     pub elapsed: Duration,
     pub duration: HistSnapshot,
+    pub corrected: HistSnapshot,
     pub phases: [HistSnapshot; 7],
     pub iteration_duration: HistSnapshot,
     pub lateness: HistSnapshot,
@@ -218,10 +485,26 @@ pub struct StatsSnapshot {
     /// Dropped iterations by `DropReason as usize`; they sum to `dropped`.
     pub dropped_by: [u64; DropReason::ALL.len()],
     pub vus: u32,
+    /// The lowest and highest busy-VU count since the first VU started (k6's `vus` min, max).
+    pub vus_low: u32,
+    pub vus_high: u32,
     pub vus_max: u32,
+    /// The sub-metrics recorded, `http_req_duration{expected_response:true}` first.
+    pub subs: Vec<SubSnapshot>,
 }
 
 impl StatsSnapshot {
+    pub fn sub(&self, key: &str) -> Option<&SubSnapshot> {
+        self.subs.iter().find(|s| s.key == key)
+    }
+
+    /// The total passes and fails over every check.
+    pub fn checks_total(&self) -> (u64, u64) {
+        self.checks
+            .iter()
+            .fold((0, 0), |(p, f), (_, cp, cf)| (p + cp, f + cf))
+    }
+
     pub fn per_second(&self, n: u64) -> f64 {
         let secs = self.elapsed.as_secs_f64();
         if secs > 0.0 { n as f64 / secs } else { 0.0 }
@@ -261,33 +544,30 @@ impl StatsSnapshot {
     }
 }
 
-impl MetricSource for StatsSnapshot {
-    fn trend(&self, metric: &str) -> Option<&dyn Trend> {
-        let h = match metric {
+impl StatsSnapshot {
+    fn base_trend(&self, metric: &str) -> Option<&HistSnapshot> {
+        Some(match metric {
             "http_req_duration" => &self.duration,
+            "http_req_corrected_duration" => &self.corrected,
             "iteration_duration" => &self.iteration_duration,
             other => {
                 let phase = other.strip_prefix("http_req_")?;
                 Phase::ALL
                     .iter()
-                    .find(|p| p.as_str() == phase || (phase == "dns" && **p == Phase::Dns))
+                    .find(|p| p.as_str() == phase)
                     .map(|p| &self.phases[*p as usize])?
             }
-        };
-        Some(h)
+        })
     }
 
-    fn rate(&self, metric: &str) -> Option<RateValue> {
+    fn base_rate(&self, metric: &str) -> Option<RateValue> {
         match metric {
             "http_req_failed" => Some(RateValue {
                 hits: self.failed,
                 total: self.requests,
             }),
             "checks" => {
-                let (p, f) = self
-                    .checks
-                    .iter()
-                    .fold((0, 0), |(p, f), (_, cp, cf)| (p + cp, f + cf));
+                let (p, f) = self.checks_total();
                 Some(RateValue {
                     hits: p,
                     total: p + f,
@@ -297,19 +577,69 @@ impl MetricSource for StatsSnapshot {
         }
     }
 
-    fn counter(&self, metric: &str) -> Option<CounterValue> {
-        let count = match metric {
+    fn base_count(&self, metric: &str) -> Option<u64> {
+        Some(match metric {
             "http_reqs" => self.requests,
             "iterations" => self.iterations,
             "dropped_iterations" => self.dropped,
             "data_sent" => self.data_sent,
             "data_received" => self.data_received,
             _ => return None,
-        };
+        })
+    }
+
+    /// A trend by k6 name, sub-metrics included.
+    pub fn trend_of(&self, metric: &str) -> Option<&HistSnapshot> {
+        match self.sub(metric).map(|s| (&s.value, s.metric.base)) {
+            Some((SubValue::Trend(h), _)) => Some(h),
+            Some((SubValue::Whole, base)) => self.base_trend(base),
+            Some(_) => None,
+            None => self.base_trend(metric),
+        }
+    }
+
+    pub fn rate_of(&self, metric: &str) -> Option<RateValue> {
+        match self.sub(metric).map(|s| (&s.value, s.metric.base)) {
+            Some((SubValue::Rate(r), _)) => Some(*r),
+            Some((SubValue::Whole, base)) => self.base_rate(base),
+            Some(_) => None,
+            None => self.base_rate(metric),
+        }
+    }
+
+    pub fn count_of(&self, metric: &str) -> Option<u64> {
+        match self.sub(metric).map(|s| (&s.value, s.metric.base)) {
+            Some((SubValue::Counter(n), _)) => Some(*n),
+            Some((SubValue::Whole, base)) => self.base_count(base),
+            Some(_) => Some(0),
+            None => self.base_count(metric),
+        }
+    }
+}
+
+impl MetricSource for StatsSnapshot {
+    fn trend(&self, metric: &str) -> Option<&dyn Trend> {
+        self.trend_of(metric).map(|h| h as &dyn Trend)
+    }
+
+    fn rate(&self, metric: &str) -> Option<RateValue> {
+        self.rate_of(metric)
+    }
+
+    fn counter(&self, metric: &str) -> Option<CounterValue> {
+        let count = self.count_of(metric)?;
         Some(CounterValue {
             count: count as f64,
             per_second: self.per_second(count),
         })
+    }
+
+    fn gauge(&self, metric: &str) -> Option<f64> {
+        match metric {
+            "vus" => Some(f64::from(self.vus)),
+            "vus_max" => Some(f64::from(self.vus_max)),
+            _ => None,
+        }
     }
 }
 
@@ -344,5 +674,73 @@ mod tests {
             stats.snapshot(Duration::ZERO).local_errors_dominate(),
             "16 of 31"
         );
+    }
+
+    fn outcome(status: Option<u16>, waiting_ms: u64, dns_ms: u64) -> Outcome {
+        Outcome {
+            status,
+            error: status.is_none().then_some(ErrorClass::ConnectRefused),
+            phases: crate::http::Phases {
+                blocked: Duration::from_millis(1),
+                dns: Duration::from_millis(dns_ms),
+                waiting: Duration::from_millis(waiting_ms),
+                ..Default::default()
+            },
+            ..Outcome::default()
+        }
+    }
+
+    /// k6's names keep k6's meanings: the duration leaves the lateness out (the corrected
+    /// duration has it), `http_req_blocked` holds the DNS lookup.
+    #[test]
+    fn k6_names_mean_what_k6_means() {
+        let stats = RunStats::new(&[]);
+        stats.request_finished(&outcome(Some(200), 10, 5), Duration::from_millis(40), &[]);
+        let s = stats.snapshot(Duration::from_secs(1));
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        assert!((ms(s.duration.max()) - 10.0).abs() < 0.1);
+        assert!((ms(s.corrected.max()) - 50.0).abs() < 0.3);
+        assert!((ms(s.phases[Phase::Blocked as usize].max()) - 6.0).abs() < 0.1);
+        assert!((ms(s.phases[Phase::Dns as usize].max()) - 5.0).abs() < 0.1);
+        assert!((ms(s.iteration_duration.max()) - 16.0).abs() < 0.1);
+    }
+
+    #[test]
+    fn sub_metrics_record_what_their_tags_select() {
+        let names = |list: &[&str]| -> Vec<ThresholdSpec> {
+            list.iter()
+                .map(|m| {
+                    let (metric, expr) = m.split_once('=').unwrap();
+                    ThresholdSpec::parse(metric, expr, false, None).unwrap()
+                })
+                .collect()
+        };
+        let thresholds = names(&[
+            "http_req_duration{status:500}=p(95)<1",
+            "http_req_failed{status:500}=rate<1",
+            "http_reqs{expected_response:false}=count<1",
+            "http_req_waiting{method:POST}=p(95)<1",
+            "http_req_waiting{method:get,scenario:canary}=p(95)<1",
+        ]);
+        let stats = RunStats::for_run(&[], &thresholds, "canary", "GET");
+        stats.request_finished(&outcome(Some(200), 10, 0), Duration::ZERO, &[]);
+        stats.request_finished(&outcome(Some(500), 30, 0), Duration::ZERO, &[]);
+        stats.request_finished(&outcome(None, 0, 0), Duration::ZERO, &[]);
+        let s = stats.snapshot(Duration::from_secs(1));
+        let h = s.trend_of("http_req_duration{status:500}").unwrap();
+        assert_eq!(h.count(), 1);
+        let ok = s.trend_of(EXPECTED_DURATION).unwrap();
+        assert_eq!(ok.count(), 1);
+        assert_eq!(
+            s.rate_of("http_req_failed{status:500}"),
+            Some(RateValue { hits: 1, total: 1 })
+        );
+        assert_eq!(s.count_of("http_reqs{expected_response:false}"), Some(2));
+        // A static tag that differs: nothing; one that matches: the whole metric.
+        assert!(s.trend_of("http_req_waiting{method:POST}").is_none());
+        let all = s
+            .trend_of("http_req_waiting{method:get,scenario:canary}")
+            .unwrap();
+        assert_eq!(all.count(), 2);
     }
 }

@@ -77,6 +77,7 @@ fn source(f: &Family) -> Option<Source> {
         DROPPED_ITERATIONS => PerProfile(|p| p.dropped.load(Relaxed)),
         GENERATOR_OVERLOADED => PerProfile(|p| p.overloaded.load(Relaxed)),
         HTTP_REQ_DURATION => Histograms(|p| vec![(&p.labels, p.duration.read())]),
+        HTTP_REQ_CORRECTED_DURATION => Histograms(|p| vec![(&p.labels, p.corrected.read())]),
         HTTP_REQ_PHASE => Histograms(phase_histograms),
         HTTP_REQS => Labelled(reqs),
         ITERATION_LATENESS => Histograms(|p| vec![(&p.labels, p.lateness.read())]),

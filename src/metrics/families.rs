@@ -125,8 +125,15 @@ pub const HTTP_REQ_DURATION: Family = family(
     "sloburn_http_req_duration_seconds",
     Kind::Histogram,
     SECONDS,
-    "Request duration (sending + waiting + receiving, plus any late start) of requests that got \
-     a status.",
+    "Request duration as k6 defines it (sending + waiting + receiving) of requests that got a \
+     status.",
+);
+pub const HTTP_REQ_CORRECTED_DURATION: Family = family(
+    "sloburn_http_req_corrected_duration_seconds",
+    Kind::Histogram,
+    SECONDS,
+    "Request duration measured from the iteration's intended start (the duration plus any late \
+     start; no coordinated omission) of requests that got a status.",
 );
 pub const HTTP_REQ_PHASE: Family = family(
     "sloburn_http_req_phase_seconds",
@@ -264,7 +271,7 @@ pub const VUS_MAX: Family = family(
 );
 
 /// Every family, in exposition order (sorted by name).
-pub const FAMILIES: [Family; 39] = [
+pub const FAMILIES: [Family; 40] = [
     PROCESS_CPU,
     PROCESS_MAX_FDS,
     PROCESS_OPEN_FDS,
@@ -281,6 +288,7 @@ pub const FAMILIES: [Family; 39] = [
     DATA_SENT,
     DROPPED_ITERATIONS,
     GENERATOR_OVERLOADED,
+    HTTP_REQ_CORRECTED_DURATION,
     HTTP_REQ_DURATION,
     HTTP_REQ_PHASE,
     HTTP_REQS,

@@ -245,6 +245,8 @@ pub struct ProfileMetrics {
     pub(super) phase_labels: [String; 7],
     pub(super) bounds: Bounds,
     pub(super) duration: Hist,
+    /// The duration plus the iteration's lateness.
+    pub(super) corrected: Hist,
     /// Indexed by `Phase as usize`.
     pub(super) phases: [Hist; 7],
     pub(super) lateness: Hist,
@@ -338,6 +340,7 @@ impl ProfileMetrics {
                 ])
             }),
             duration: Hist::new(&bounds),
+            corrected: Hist::new(&bounds),
             phases: std::array::from_fn(|_| Hist::new(&bounds)),
             lateness: Hist::new(&bounds),
             bounds,
@@ -376,8 +379,8 @@ impl ProfileMetrics {
     ///   head arrived and `error="none"` when there was no transport error.
     /// - The duration and phase histograms take only requests that got a status: a connect
     ///   failure has no meaningful duration and would drag the latency distribution down.
-    ///   The duration includes `lateness` (measured from the intended start, wrk2 semantics),
-    ///   as `http_req_duration` does in the run summary.
+    ///   The duration is k6's (sending + waiting + receiving); the corrected duration adds
+    ///   `lateness` (measured from the intended start, wrk2 semantics), as in the run summary.
     /// - `lateness` is recorded for every iteration (zero in closed-model executors).
     /// - A local error class (sloburn out of descriptors or ports) is also counted in
     ///   `sloburn_local_errors_total`.
@@ -396,7 +399,9 @@ impl ProfileMetrics {
             self.local_totals.add(e);
         }
         if outcome.status.is_some() {
-            self.duration.record(
+            self.duration
+                .record(&self.bounds, outcome.phases.duration());
+            self.corrected.record(
                 &self.bounds,
                 outcome.phases.duration().saturating_add(lateness),
             );

@@ -584,7 +584,7 @@ fn a_failed_run_names_its_failed_threshold() {
         let (addr, stop) = spawn_target(TargetOptions::default()).await;
         let dir = tempfile::tempdir().unwrap();
         let text = format!(
-            "storage:\n  path: \"{}\"\ntargets:\n  api:\n    url: http://{addr}/\nprofiles:\n  strict:\n    target: api\n    run_on_start: true\n    executor: shared-iterations\n    vus: 1\n    iterations: 5\n    thresholds:\n      http_req_duration: [\"p(95)<1us\"]\n      http_reqs: [\"count>1\"]\n",
+            "storage:\n  path: \"{}\"\ntargets:\n  api:\n    url: http://{addr}/\nprofiles:\n  strict:\n    target: api\n    run_on_start: true\n    executor: shared-iterations\n    vus: 1\n    iterations: 5\n    thresholds:\n      http_req_duration: [\"p(95)<0.001\"]\n      http_reqs: [\"count>1\"]\n",
             dir.path().join("data").display()
         );
         let d = serve_in_process(&text, dir.path()).await;
@@ -600,7 +600,7 @@ fn a_failed_run_names_its_failed_threshold() {
         }
         let reason = run["reason"].as_str().unwrap_or_default();
         assert!(
-            reason.contains("http_req_duration `p(95)<1us` failed (observed ")
+            reason.contains("http_req_duration `p(95)<0.001` failed (observed ")
                 && !reason.contains("count>1"),
             "{run}"
         );

@@ -9,6 +9,7 @@ mod deploy;
 mod fuzz;
 mod hardening;
 mod http;
+mod k6;
 mod load;
 mod metrics;
 mod panels;

@@ -75,7 +75,8 @@ fn scenario() -> Metrics {
     let p = m.profile("checkout", "canary", &[0.01, 0.1, 0.3, 1.0], &checks());
     p.observe(&ok(200, 4), Duration::ZERO, &[true, true]);
     p.observe(&ok(200, 95), Duration::ZERO, &[true, false]);
-    // 290 ms of waiting + 5 receiving + 5 late = exactly 0.3 s: counted in le="0.3".
+    // 290 ms of waiting + 5 receiving + 5 late = exactly 0.3 s of corrected duration: counted
+    // in le="0.3"; k6's duration leaves the 5 late ms out (0.295 s).
     p.observe(&ok(503, 290), ms(5), &[false, true]);
     p.observe(&failed(ErrorClass::ConnectRefused), ms(1), &[false, false]);
     let mut body_broke = ok(200, 20);
@@ -139,12 +140,18 @@ fn key_lines_are_exact() {
     let text = scenario().encode_with(false, &process());
     let lines: Vec<&str> = text.lines().collect();
     let expect = [
-        // The four requests with a status: 9 ms, 100 ms (le is inclusive), 25 ms, 300 ms.
+        // The four requests with a status, corrected: 9 ms, 100 ms (le is inclusive), 25 ms,
+        // 300 ms; k6's duration: the same but 295 ms for the late one.
+        r#"sloburn_http_req_corrected_duration_seconds_bucket{target="checkout",profile="canary",le="0.01"} 1"#,
+        r#"sloburn_http_req_corrected_duration_seconds_bucket{target="checkout",profile="canary",le="0.1"} 3"#,
+        r#"sloburn_http_req_corrected_duration_seconds_bucket{target="checkout",profile="canary",le="0.3"} 4"#,
+        r#"sloburn_http_req_corrected_duration_seconds_bucket{target="checkout",profile="canary",le="+Inf"} 4"#,
+        r#"sloburn_http_req_corrected_duration_seconds_sum{target="checkout",profile="canary"} 0.434"#,
+        r#"sloburn_http_req_corrected_duration_seconds_count{target="checkout",profile="canary"} 4"#,
         r#"sloburn_http_req_duration_seconds_bucket{target="checkout",profile="canary",le="0.01"} 1"#,
         r#"sloburn_http_req_duration_seconds_bucket{target="checkout",profile="canary",le="0.1"} 3"#,
         r#"sloburn_http_req_duration_seconds_bucket{target="checkout",profile="canary",le="0.3"} 4"#,
-        r#"sloburn_http_req_duration_seconds_bucket{target="checkout",profile="canary",le="+Inf"} 4"#,
-        r#"sloburn_http_req_duration_seconds_sum{target="checkout",profile="canary"} 0.434"#,
+        r#"sloburn_http_req_duration_seconds_sum{target="checkout",profile="canary"} 0.429"#,
         r#"sloburn_http_req_duration_seconds_count{target="checkout",profile="canary"} 4"#,
         r#"sloburn_http_req_phase_seconds_count{target="checkout",profile="canary",phase="dns"} 4"#,
         r#"sloburn_http_req_phase_seconds_sum{target="checkout",profile="canary",phase="dns"} 0.008"#,

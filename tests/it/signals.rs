@@ -24,7 +24,7 @@ fn start_run(url: &str, duration: &str, dir: &Path) -> Proc {
         "--summary-export",
         export.to_str().unwrap(),
         "--out",
-        &format!("json={}", out.display()),
+        &format!("json-agg={}", out.display()),
     ])
 }
 
