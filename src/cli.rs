@@ -81,7 +81,7 @@ pub enum Command {
     /// Run one profile (or an ad-hoc test from flags) and print a k6/vegeta-style summary.
     /// Exits 99 when a threshold failed, 105 when SIGTERM or SIGINT stopped it (the summary and
     /// the export are still written, marked interrupted).
-    Run(crate::run::RunArgs),
+    Run(Box<crate::run::RunArgs>),
     /// Print Prometheus recording and alerting rules for the config's SLOs.
     Rules {
         /// The config file.
@@ -155,7 +155,7 @@ pub fn main() -> i32 {
             })
         }
         Command::Check { file } => check(&file, &mut std::io::stdout()),
-        Command::Run(args) => crate::run::command(args),
+        Command::Run(args) => crate::run::command(*args),
         Command::Rules {
             file,
             k8s,

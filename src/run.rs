@@ -78,6 +78,9 @@ pub struct RunArgs {
     /// Write k6's summary-export JSON here.
     #[arg(long)]
     pub summary_export: Option<PathBuf>,
+    /// Write a self-contained HTML report of the run here (charts inlined; opens offline).
+    #[arg(long, value_name = "FILE.html")]
+    pub report: Option<PathBuf>,
     /// Stream one JSON line per second: `json=FILE`.
     #[arg(long)]
     pub out: Option<String>,
@@ -398,10 +401,15 @@ pub async fn execute(
         ));
     }
     let started = tokio::time::Instant::now() + r.spec.start_time;
+    let capture = args
+        .report
+        .as_ref()
+        .map(|_| crate::web::Capture::start(stats.clone(), None));
+    let others = capture.iter().map(|c| c.observer()).collect();
     let run = runner::run(
         &r.spec,
         &client,
-        Observers::stats_only(stats.clone()),
+        Observers::new(stats.clone(), others),
         stopper,
     );
     // Dropping the run aborts its VUs (their sets die with it); what they had finished stays.
@@ -435,6 +443,10 @@ pub async fn execute(
         }
         None => Ok(()),
     };
+    let reported = match (&args.report, capture) {
+        (Some(path), Some(c)) => crate::web::report::write_run(path, c, &r.name, &report),
+        _ => Ok(()),
+    };
     // After a SIGHUP the terminal may be gone, or a pipe's reader may be: `println!` would
     // panic there. The files above are written first, and a summary nobody can read is skipped.
     let mut stdout = std::io::stdout().lock();
@@ -442,6 +454,7 @@ pub async fn execute(
         .and_then(|()| writeln!(stdout, "{}", summary::text(&r.name, &report)))
         .and_then(|()| stdout.flush());
     exported?;
+    reported?;
     Ok(Finished {
         report,
         interrupted_by,

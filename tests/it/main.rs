@@ -17,3 +17,4 @@ mod signals;
 mod slo;
 mod support;
 mod target;
+mod web;
