@@ -464,8 +464,16 @@
 
   // ---- routing and polling ----
   let timer = null;
+  function protectedReads() {
+    const m = document.querySelector('meta[name="sloburn-protect-reads"]');
+    return !!m && m.content === "true";
+  }
   async function refresh() {
     clearTimeout(timer);
+    if (protectedReads() && !sessionStorage.getItem(TOKEN_KEY)) {
+      askToken();
+      return;
+    }
     const problem = document.getElementById("problem");
     try {
       const m = location.hash.match(/^#run\/(\d+)$/);

@@ -413,13 +413,20 @@ async fn openapi() -> Response {
         .into_response()
 }
 
-/// The dashboard's page shell (no data in it; the page reads the API).
-async fn dashboard() -> Response {
-    (
-        [(header::CACHE_CONTROL, "no-cache")],
-        Html(crate::web::assets::DASHBOARD_HTML),
-    )
-        .into_response()
+/// The dashboard's page shell (no data in it; the page reads the API). It says whether reads
+/// are protected, so the page asks for the token before its first request instead of after
+/// a 401.
+async fn dashboard(State(shared): State<AppState>) -> Response {
+    let page = crate::web::assets::DASHBOARD_HTML;
+    let page = if shared.config().server.protect_reads {
+        std::borrow::Cow::Owned(page.replace(
+            r#"<meta name="sloburn-protect-reads" content="false">"#,
+            r#"<meta name="sloburn-protect-reads" content="true">"#,
+        ))
+    } else {
+        std::borrow::Cow::Borrowed(page)
+    };
+    ([(header::CACHE_CONTROL, "no-cache")], Html(page)).into_response()
 }
 
 /// The dashboard's embedded script, style and uPlot.

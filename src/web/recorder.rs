@@ -330,12 +330,14 @@ impl Sampler {
     ) -> Option<Point> {
         let (key, base, base_unix) = self.slot.take()?;
         self.slot = next.map(|k| (k, now.clone(), now_unix));
-        let mut p = Point::between((key * SLOT_SECONDS) as f64, SLOT_SECONDS as f64, now, &base);
-        if next.is_none() {
-            // A run's last slot is partial: its rate is over the time it ran.
-            p.seconds = (now_unix - base_unix).clamp(1.0, SLOT_SECONDS as f64);
-        }
-        Some(p)
+        // A run's first and last slots are partial: their rate is over the time it ran in them.
+        let slot_start = (key * SLOT_SECONDS) as f64;
+        let end = match next {
+            Some(_) => slot_start + SLOT_SECONDS as f64,
+            None => now_unix,
+        };
+        let seconds = (end - base_unix.max(slot_start)).clamp(1.0, SLOT_SECONDS as f64);
+        Some(Point::between(slot_start, seconds, now, &base))
     }
 
     fn push(&mut self, point: Point) {
@@ -438,7 +440,13 @@ mod tests {
         let total: u64 = s.timeline().iter().map(|p| p.requests).sum();
         assert_eq!(total, TIMELINE_POINTS as u64 + 20);
         assert_eq!(slots[0].t, 1000.0);
+        assert_eq!(slots[0].seconds, 5.0, "the run began at 1005");
         assert_eq!(slots[1].t, 1010.0);
+        assert_eq!(slots[1].seconds, 10.0);
+        assert!(
+            (slots.last().unwrap().seconds - 5.5).abs() < 1e-9,
+            "it ended at 2825.5"
+        );
         assert_eq!(slots.iter().map(|p| p.requests).sum::<u64>(), total);
         assert!(slots.iter().all(|p| p.t as i64 % SLOT_SECONDS == 0));
     }

@@ -188,11 +188,14 @@ impl Page {
         r["result"]["value"].clone()
     }
 
-    /// Polls `expr` until it is truthy; its value.
+    /// Polls `expr` until it is truthy (an exception, as before the page has loaded, counts
+    /// as not yet); its value.
     fn wait_for(&mut self, what: &str, expr: &str, limit: Duration) -> Value {
         let start = Instant::now();
+        let guarded =
+            format!("(() => {{ try {{ return ({expr}); }} catch (e) {{ return null; }} }})()");
         loop {
-            let v = self.eval(expr);
+            let v = self.eval(&guarded);
             if !(v.is_null() || v == json!(false) || v == json!(0) || v == json!("")) {
                 return v;
             }
@@ -414,13 +417,14 @@ fn the_demo_dashboard_in_chromium_matches_the_api_and_its_live_figures_move() {
     }
 
     // The run in progress: its figures change between two reads 3 s apart (the canary runs
-    // 58 s of every minute; a read that falls between two runs is taken again).
+    // 58 s of every minute when the one before has ended, so it may be idle for up to a minute;
+    // a pair of reads that falls across the end of a run is taken again).
     let live = "(() => { const e = document.querySelector(
         'article[data-profile=\"checkout-canary\"] [data-field=live_requests]');
         return e ? e.textContent : null; })()";
     let mut moved = None;
     for _ in 0..5 {
-        let a = page.wait_for("a run in progress", live, Duration::from_secs(30));
+        let a = page.wait_for("a run in progress", live, Duration::from_secs(75));
         page.pump(Duration::from_secs(3));
         let b = page.eval(live);
         if !b.is_null() {
@@ -460,6 +464,15 @@ fn under_protect_reads_the_page_asks_once_and_sends_the_token_as_a_header() {
     assert_eq!(
         page.eval("document.querySelectorAll('article.slo-card').length"),
         0
+    );
+    let early: Vec<String> = page
+        .requests()
+        .into_iter()
+        .filter(|u| u.contains("/api/"))
+        .collect();
+    assert!(
+        early.is_empty(),
+        "API reads before the token was given: {early:?}"
     );
     page.eval(&format!(
         "document.getElementById('token').value = '{ADMIN_TOKEN}';
