@@ -136,7 +136,9 @@
               out.paths = () => null;
               out.points = { show: true, size: 4, space: 0, fill: color, stroke: color };
             } else {
-              out.points = { show: false };
+              // A sparse series (a run or two in the hour, a new SLO) would be invisible as a
+              // line between isolated points: draw its points.
+              out.points = { show: s.values.filter(has).length < 40, size: 5, fill: color, stroke: color };
             }
             if (s.dash) out.dash = s.dash;
             return out;
@@ -206,7 +208,7 @@
   }
 
   // ---- dashboard: SLO cards ----
-  function burnBar(burn, tiers, scaleMax) {
+  function burnBar(burn, tiers, scaleMax, labels) {
     const bar = el("div", { class: "bar", role: "img", "aria-label": `burn rate ${num(burn)}×` });
     const w = has(burn) ? Math.min(100, (burn / scaleMax) * 100) : 0;
     bar.append(el("div", { class: "fill", style: `width:${w}%` }));
@@ -214,7 +216,7 @@
     for (const t of tiers) {
       if (seen.has(t.factor)) continue;
       seen.add(t.factor);
-      bar.append(el("div", { class: "mark", style: `left:${Math.min(100, (t.factor / scaleMax) * 100)}%`, title: `${t.name}: ${t.factor}×` }, [el("span", { text: `${t.factor}×` })]));
+      bar.append(el("div", { class: "mark", style: `left:${Math.min(100, (t.factor / scaleMax) * 100)}%`, title: `${t.name}: ${t.factor}×` }, [labels ? el("span", { text: `${t.factor}×` }) : null]));
     }
     return bar;
   }
@@ -232,7 +234,7 @@
         ["objective", field("objective", pct(s.objective), s.objective)],
         ["SLI, period (" + s.period.window + ")", field("sli", pct(s.period.sli), s.period.sli)],
         ["budget remaining", el("span", {}, [field("budget_remaining", pct(remaining, 2), remaining), budgetBar])],
-        ["time to exhaustion", field("time_to_exhaustion", has(s.time_to_exhaustion_seconds) ? span(s.time_to_exhaustion_seconds) : "not burning", s.time_to_exhaustion_seconds)],
+        ["time to exhaustion", field("time_to_exhaustion", has(remaining) && remaining <= 0 ? "exhausted" : has(s.time_to_exhaustion_seconds) ? span(s.time_to_exhaustion_seconds) : "not burning", s.time_to_exhaustion_seconds)],
         ["active alerts", field("alerts", active.length ? active.map((t) => `${t.name} (${t.severity})`).join(", ") : "none", active.length)],
       ])
     );
@@ -241,12 +243,12 @@
       el("h4", { text: "burn rate by window (× the budget rate; marks: alert tier factors)" }),
       table(
         ["window", "burn rate", "SLI", "events", ""],
-        s.windows.map((w) => [
+        s.windows.map((w, i) => [
           w.window,
           el("span", { "data-field": "burn_rate", "data-window": w.window, text: has(w.burn_rate) ? num(w.burn_rate, 2) + "×" : "no data" }),
           pct(w.sli),
           num(w.good + w.bad, 0),
-          burnBar(w.burn_rate, s.tiers, max),
+          burnBar(w.burn_rate, s.tiers, max, i === s.windows.length - 1),
         ]),
         [false, true, true, true, false]
       )

@@ -377,6 +377,12 @@ mod tests {
     }
 
     #[test]
+    fn a_point_is_as_small_as_the_readme_says() {
+        // README: the ring is 360 points of 152 bytes, about 55 KiB per profile.
+        assert_eq!(std::mem::size_of::<Point>(), 152);
+    }
+
+    #[test]
     fn the_reservoir_stays_bounded_and_keeps_latency_and_failure() {
         let stats = Arc::new(RunStats::new(&[]));
         let s = Scatter::new(stats);
