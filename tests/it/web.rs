@@ -509,6 +509,24 @@ fn under_protect_reads_the_page_asks_once_and_sends_the_token_as_a_header() {
                 == json!(format!("Bearer {ADMIN_TOKEN}"))
     });
     assert!(sent_header, "no request carried the bearer header");
+    // The run's detail view, through the same token.
+    let id = page.wait_for(
+        "the finished run in the list",
+        "(() => { const r = (window.__sloburn.last.runs.runs || []).find(r => r.result !== 'running');
+           return r ? r.id : null; })()",
+        Duration::from_secs(30),
+    );
+    page.eval(&format!("location.hash = '#run/{id}'; true"));
+    page.wait_for(
+        "the run's detail view",
+        "!document.getElementById('run').hidden
+           && document.querySelector('#run figure[data-chart=scatter] canvas')
+           && document.querySelectorAll('#run figure.chart canvas').length >= 5",
+        Duration::from_secs(30),
+    );
+    let points =
+        page.eval("window.__sloburn.charts.scatter.data[1].filter(v => v !== null).length");
+    assert!(points.as_u64().unwrap() > 0, "{points}");
     assert_clean(&page, &[&format!("{base}/")]);
     rt.block_on(d.shutdown());
 }
