@@ -117,7 +117,7 @@
       u.setData(data);
     } else {
       if (u) u.destroy();
-      const width = Math.max(280, Math.min(plot.clientWidth || fig.clientWidth || 560, 1100));
+      const width = Math.max(260, Math.min(Math.floor(fig.getBoundingClientRect().width) || 560, 1100));
       const fmt = spec.fmt || ((v) => num(v));
       const opts = {
         width: width,
@@ -321,6 +321,8 @@
       card = el("article", { class: "card profile-card", "data-profile": p.name }, [
         el("h3"), el("div", { class: "state" }), el("div", { class: "live-box" }), el("div", { class: "charts" }),
       ]);
+      // In the page before its charts are drawn, so they take the width they are given.
+      box.append(card);
     }
     card.querySelector("h3").textContent = `${p.name} → ${p.target}`;
     const state = p.running ? "running" : p.paused ? "paused" : "idle";
@@ -364,9 +366,7 @@
     }
     const keep = new Set();
     for (const p of series.profiles) {
-      const card = profileCard(p, grid);
-      keep.add(card);
-      if (!card.parentNode) grid.append(card);
+      keep.add(profileCard(p, grid));
     }
     for (const c of Array.from(grid.children)) if (!keep.has(c)) c.remove();
   }
@@ -487,8 +487,8 @@
         const back = el("p", {}, [el("a", { href: "#", text: "← dashboard" })]);
         if (r.detail) {
           const box = el("div");
-          renderRun(box, r.detail);
           root.replaceChildren(back, box);
+          renderRun(box, r.detail);
         } else {
           root.replaceChildren(back, el("h2", { text: `run #${r.run.id} of ${r.run.profile}: ${r.run.result}` }),
             el("p", { class: "nodata", text: r.run.result === "running" ? "in progress: its detail appears when it ends (live figures are on the dashboard)" : "no detail was kept for this run" }));

@@ -64,8 +64,15 @@ impl Ring {
         let grid: Vec<i64> = (0..RING_SLOTS as i64)
             .map(|i| first + i * SLOT_SECONDS)
             .collect();
-        let at = |t: i64| self.points.iter().find(|p| p.t as i64 == t);
-        let rows: Vec<Option<&Point>> = grid.iter().map(|t| at(*t)).collect();
+        // Both are in time order: one pass.
+        let mut points = self.points.iter().peekable();
+        let rows: Vec<Option<&Point>> = grid
+            .iter()
+            .map(|t| {
+                while points.next_if(|p| (p.t as i64) < *t).is_some() {}
+                points.next_if(|p| p.t as i64 == *t)
+            })
+            .collect();
         let col = |f: &dyn Fn(&Point) -> Option<f64>| -> Vec<Value> {
             rows.iter()
                 .map(|p| p.and_then(f).map_or(Value::Null, |v| json!(round(v))))
