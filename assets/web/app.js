@@ -131,8 +131,8 @@
         series: [{ label: spec.xLabel || "time", value: spec.time ? (self, v) => hms(v) : (self, v) => (has(v) ? num(v, 3) : "–") }].concat(
           spec.series.map((s, i) => {
             const color = s.color || PALETTE[i % PALETTE.length];
-            const out = { label: s.label, stroke: color, width: 1.5, spanGaps: false, value: (self, v) => (has(v) ? fmt(v) : "–") };
-            if (spec.scatter) {
+            const out = { label: s.label, stroke: color, width: 1.5, spanGaps: !!s.spanGaps, value: (self, v) => (has(v) ? fmt(v) : "–") };
+            if (s.points) {
               out.paths = () => null;
               out.points = { show: true, size: 4, space: 0, fill: color, stroke: color };
             } else {
@@ -162,12 +162,12 @@
     }
     let note = null;
     if (spec.scatter) {
-      note = el("p", { text: `${rows.length} sampled requests; the slowest ${Math.min(rows.length, 50)} are listed.` });
       const slow = [];
       for (let i = 0; i < spec.x.length; i++) {
-        for (const s of spec.series) if (has(s.values[i])) slow.push([spec.x[i], s.values[i], s.label]);
+        for (const s of spec.series) if (s.points && has(s.values[i])) slow.push([spec.x[i], s.values[i], s.label]);
       }
       slow.sort((a, b) => b[1] - a[1]);
+      note = el("p", { text: `${slow.length} sampled requests; the slowest ${Math.min(slow.length, 50)} are listed (the percentile lines are in the next chart's table).` });
       const head = [spec.xLabel, `latency (${spec.unit})`, "outcome"];
       return el("div", {}, [note, table(head, slow.slice(0, 50).map((r) => [num(r[0], 3), fmt(r[1]), r[2]]), [true, true, false])]);
     }
@@ -420,16 +420,38 @@
     const grid = el("div", { class: "charts run-charts" });
     root.append(el("h3", { text: "over time" }), grid);
     const sc = d.scatter;
-    const ok = sc.ms.map((v, i) => (sc.failed[i] ? null : v));
-    const bad = sc.ms.map((v, i) => (sc.failed[i] ? v : null));
+    const tl = d.timeline;
+    // One x axis for the samples and the per-second percentile lines (uPlot's layout): the
+    // samples' start offsets and the ends of the timeline's intervals, merged in order.
+    const lineX = tl.map((p) => p.t + p.seconds - d.started_at);
+    const sx = [], ok = [], bad = [], p50 = [], p95 = [], p99 = [];
+    for (let i = 0, j = 0; i < sc.t.length || j < lineX.length;) {
+      if (j >= lineX.length || (i < sc.t.length && sc.t[i] <= lineX[j])) {
+        sx.push(sc.t[i]);
+        ok.push(sc.failed[i] ? null : sc.ms[i]);
+        bad.push(sc.failed[i] ? sc.ms[i] : null);
+        p50.push(null); p95.push(null); p99.push(null);
+        i++;
+      } else {
+        sx.push(lineX[j]);
+        ok.push(null); bad.push(null);
+        p50.push(tl[j].p50_ms); p95.push(tl[j].p95_ms); p99.push(tl[j].p99_ms);
+        j++;
+      }
+    }
     const scatterBox = el("div", { class: "wide" });
     grid.before(scatterBox);
     chart(scatterBox, "scatter", {
-      title: `latency of each request by start time (${sc.t.length} of ${sc.seen} sampled)`, unit: "ms", xLabel: "seconds since start",
-      x: sc.t, scatter: true, fmt: ms, height: 260,
-      series: [{ label: "ok", values: ok, color: PALETTE[0] }, { label: "failed", values: bad, color: PALETTE[3] }],
+      title: `latency of each request by start time (${sc.t.length} of ${sc.seen} sampled); lines: percentiles of the requests that ended in each second`, unit: "ms", xLabel: "seconds since start",
+      x: sx, scatter: true, fmt: ms, height: 280,
+      series: [
+        { label: "ok", values: ok, color: PALETTE[0], points: true },
+        { label: "failed", values: bad, color: PALETTE[3], points: true },
+        { label: "p50", values: p50, color: PALETTE[2], spanGaps: true },
+        { label: "p95", values: p95, color: PALETTE[1], spanGaps: true },
+        { label: "p99", values: p99, color: PALETTE[4], spanGaps: true },
+      ],
     });
-    const tl = d.timeline;
     const x = tl.map((p) => p.t + p.seconds);
     chart(grid, "percentiles", {
       title: "latency percentiles per interval", unit: "ms", time: true, x: x, fmt: ms,
