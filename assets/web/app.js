@@ -125,7 +125,7 @@
         legend: { show: true },
         scales: { x: { time: !!spec.time } },
         axes: [
-          { label: spec.xLabel || (spec.time ? "time" : ""), size: 40 },
+          { label: spec.xLabel || (spec.time ? "time" : ""), size: 54 },
           { label: spec.unit, size: 60, values: (self, ticks) => ticks.map((v) => num(v, 3)) },
         ],
         series: [{ label: spec.xLabel || "time", value: spec.time ? (self, v) => hms(v) : (self, v) => (has(v) ? num(v, 3) : "–") }].concat(
