@@ -535,6 +535,19 @@
     }
   }
 
+  // Charts follow their place in the page when the window changes size.
+  let resizing = null;
+  window.addEventListener("resize", () => {
+    clearTimeout(resizing);
+    resizing = setTimeout(() => {
+      for (const u of Object.values(charts)) {
+        const fig = u.root.closest("figure.chart");
+        const w = fig ? Math.floor(fig.getBoundingClientRect().width) : 0;
+        if (w > 0) u.setSize({ width: Math.max(260, Math.min(w, 1100)), height: u.height });
+      }
+    }, 150);
+  });
+
   window.SB = {
     dashboard: function () {
       window.addEventListener("hashchange", refresh);

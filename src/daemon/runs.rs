@@ -72,6 +72,10 @@ pub fn start_run(shared: &Arc<Shared>, name: &str, trigger: &str) -> Result<u64,
         p99_ms: 0.0,
         thresholds: Vec::new(),
     };
+    // The series of profiles a reload removed go (a run start is rare enough to check it).
+    if let Ok(mut series) = shared.series.lock() {
+        series.retain(|p, _| cfg.profiles.contains_key(p));
+    }
     // Saved to the store when it ends (one write per run, so a slow start-of-run write can
     // never overwrite the finished record).
     shared.remember(&record);
