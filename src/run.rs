@@ -444,7 +444,9 @@ pub async fn execute(
         None => Ok(()),
     };
     let reported = match (&args.report, capture) {
-        (Some(path), Some(c)) => crate::web::report::write_run(path, c, &r.name, &report),
+        (Some(path), Some(c)) => {
+            crate::web::report::write_run(path, c, (&r.name, &r.target.name), &report)
+        }
         _ => Ok(()),
     };
     // After a SIGHUP the terminal may be gone, or a pipe's reader may be: `println!` would

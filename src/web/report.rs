@@ -47,16 +47,18 @@ pub fn write(path: &Path, detail: &RunDetail) -> std::io::Result<()> {
     std::fs::write(path, html(detail))
 }
 
-/// Finishes `capture` and writes the report of `profile`'s run to `path` (`sloburn run`).
+/// Finishes `capture` and writes the report of the run of `(profile, target)` to `path`
+/// (`sloburn run`).
 pub fn write_run(
     path: &Path,
     capture: super::Capture,
-    profile: &str,
+    (profile, target): (&str, &str),
     report: &crate::load::runner::RunReport,
 ) -> anyhow::Result<()> {
     use anyhow::Context;
     let (mut detail, _) = capture.finish(report);
     detail.profile = profile.to_string();
+    detail.target = target.to_string();
     write(path, &detail).with_context(|| format!("cannot write --report `{}`", path.display()))
 }
 
