@@ -7,6 +7,8 @@ FROM rust:1.95-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
+# The dashboard's files (uPlot, page, script, style), embedded with include_str!.
+COPY assets ./assets
 COPY scripts/build-image-binary.sh ./scripts/build-image-binary.sh
 RUN --mount=type=cache,target=/usr/local/cargo/registry bash scripts/build-image-binary.sh
 

@@ -8,6 +8,7 @@ tools:
 	bash scripts/install-test-tools.sh
 	bash scripts/install-k8s-test-tools.sh
 	bash scripts/install-k6.sh >/dev/null
+	bash scripts/install-web-test-tools.sh
 
 lint:
 	cargo fmt --check

@@ -11,7 +11,7 @@ use crate::config::{Config, Sli};
 use crate::http::Outcome;
 use crate::metrics::{Metrics, SloMetrics};
 use crate::slo::{self, SloDef, SloReport, Windows};
-use crate::store::{PendingBatch, Store, StoreError};
+use crate::store::{MinuteCounts, PendingBatch, Store, StoreError};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -340,6 +340,29 @@ impl Budget {
         let g = g + good.saturating_sub(s.folded.0);
         let b = b + bad.saturating_sub(s.folded.1);
         Some(slo::burn_rate(g, b, s.def.error_budget()))
+    }
+
+    /// An SLO's per-minute counts over its period, oldest first, with the period in minutes
+    /// and the error budget: what a budget burn-down is drawn from.
+    pub fn period_minutes(&self, name: &str) -> Option<(MinuteCounts, i64, f64)> {
+        let inner = self.inner.lock().ok()?;
+        let s = inner.slos.get(name)?;
+        Some((
+            s.windows.minutes().collect(),
+            s.windows.period_minutes(),
+            s.def.error_budget(),
+        ))
+    }
+
+    /// Runs `f` on the open store (run history shares the SLO database); `None` when the
+    /// store is not open.
+    pub fn with_store<R>(
+        &self,
+        f: impl FnOnce(&mut Store) -> Result<R, StoreError>,
+    ) -> Option<Result<R, String>> {
+        let mut guard = self.store.lock().ok()?;
+        let store = guard.as_mut()?;
+        Some(f(store).map_err(|e| describe(&e)))
     }
 
     fn set_problem(&self, p: String) {

@@ -24,3 +24,4 @@ pub mod target;
 pub mod thresholds;
 pub mod timer;
 pub mod units;
+pub mod web;

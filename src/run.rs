@@ -91,6 +91,9 @@ pub struct RunArgs {
     /// Write k6's summary-export JSON here.
     #[arg(long)]
     pub summary_export: Option<PathBuf>,
+    /// Write a self-contained HTML report of the run here (charts inlined; opens offline).
+    #[arg(long, value_name = "FILE.html")]
+    pub report: Option<PathBuf>,
     /// Outputs (repeatable): `json=FILE` writes k6's per-sample NDJSON (Metric and Point
     /// lines); `json-agg=FILE` one aggregate JSON line per second.
     #[arg(long)]
@@ -519,6 +522,11 @@ pub async fn execute(
         ));
     }
     let started = tokio::time::Instant::now() + r.spec.start_time;
+    let capture = args
+        .report
+        .as_ref()
+        .map(|_| crate::web::Capture::start(stats.clone(), None));
+    let others = capture.iter().map(|c| c.observer()).collect();
     let run = runner::run(
         &r.spec,
         &client,
@@ -573,6 +581,12 @@ pub async fn execute(
         }
         None => Ok(()),
     };
+    let reported = match (&args.report, capture) {
+        (Some(path), Some(c)) => {
+            crate::web::report::write_run(path, c, (&r.name, &r.target.name), &report)
+        }
+        _ => Ok(()),
+    };
     // After a SIGHUP the terminal may be gone, or a pipe's reader may be: `println!` would
     // panic there. The files above are written first, and a summary nobody can read is skipped.
     let mut stdout = std::io::stdout().lock();
@@ -588,6 +602,7 @@ pub async fn execute(
         })
         .and_then(|()| stdout.flush());
     exported?;
+    reported?;
     Ok(Finished {
         report,
         interrupted_by,

@@ -41,6 +41,16 @@ const MIGRATIONS: &[&str] = &[
         bad INTEGER NOT NULL,
         PRIMARY KEY (slo, minute)
     ) WITHOUT ROWID;",
+    // 2: run history for the dashboard: each run's record and detail view as JSON (the daemon
+    // owns their shape), the last few per profile.
+    "CREATE TABLE runs (
+        id INTEGER PRIMARY KEY,
+        profile TEXT NOT NULL,
+        started_at REAL NOT NULL,
+        record TEXT NOT NULL,
+        detail TEXT
+    );
+    CREATE INDEX runs_by_profile ON runs (profile, id);",
 ];
 
 /// The schema version this build writes and understands.
@@ -58,6 +68,15 @@ const UPSERT: &str = "INSERT INTO slo_minutes (slo, minute, good, bad) VALUES (?
                     THEN 9223372036854775807 ELSE good + excluded.good END,
         bad  = CASE WHEN bad > 9223372036854775807 - excluded.bad
                     THEN 9223372036854775807 ELSE bad + excluded.bad END";
+
+/// One saved run: its id, profile, start (unix seconds) and record (JSON the daemon wrote).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredRun {
+    pub id: u64,
+    pub profile: String,
+    pub started_at: f64,
+    pub record: String,
+}
 
 /// Minute rows as returned by [`Store::load`]: `(minute, good, bad)`, minutes ascending.
 pub type MinuteCounts = Vec<(i64, u64, u64)>;
@@ -356,6 +375,90 @@ impl Store {
         }
         tx.commit().map_err(sql)?;
         Ok(deleted)
+    }
+
+    /// Saves one run (replacing an earlier save of the same id) and drops that profile's runs
+    /// older than its newest `keep`, in one transaction.
+    pub fn save_run(
+        &mut self,
+        run: &StoredRun,
+        detail: Option<&str>,
+        keep: usize,
+    ) -> Result<(), StoreError> {
+        let path = &self.path;
+        let sql = |error| StoreError::Sqlite {
+            path: path.clone(),
+            error,
+        };
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sql)?;
+        tx.execute(
+            "INSERT OR REPLACE INTO runs (id, profile, started_at, record, detail)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![
+                run.id as i64,
+                run.profile,
+                run.started_at,
+                run.record,
+                detail
+            ],
+        )
+        .map_err(sql)?;
+        tx.execute(
+            "DELETE FROM runs WHERE profile = ?1 AND id NOT IN
+                (SELECT id FROM runs WHERE profile = ?1 ORDER BY id DESC LIMIT ?2)",
+            params![run.profile, keep as i64],
+        )
+        .map_err(sql)?;
+        tx.commit().map_err(sql)
+    }
+
+    /// The newest `per_profile` runs of every profile, newest first.
+    pub fn load_runs(&self, per_profile: usize) -> Result<Vec<StoredRun>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT id, profile, started_at, record FROM runs r WHERE id IN
+                    (SELECT id FROM runs WHERE profile = r.profile ORDER BY id DESC LIMIT ?1)
+                 ORDER BY id DESC",
+            )
+            .map_err(|e| self.sql(e))?;
+        let rows = stmt
+            .query_map([per_profile as i64], |r| {
+                Ok(StoredRun {
+                    id: r.get::<_, i64>(0)?.max(0) as u64,
+                    profile: r.get(1)?,
+                    started_at: r.get(2)?,
+                    record: r.get(3)?,
+                })
+            })
+            .map_err(|e| self.sql(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.sql(e))
+    }
+
+    /// The detail saved with run `id`, if the run and a detail are stored.
+    pub fn run_detail(&self, id: u64) -> Result<Option<String>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT detail FROM runs WHERE id = ?1")
+            .map_err(|e| self.sql(e))?;
+        let mut rows = stmt.query([id as i64]).map_err(|e| self.sql(e))?;
+        match rows.next().map_err(|e| self.sql(e))? {
+            Some(r) => r.get(0).map_err(|e| self.sql(e)),
+            None => Ok(None),
+        }
+    }
+
+    /// The largest stored run id (0 when none), so ids stay unique across restarts.
+    pub fn max_run_id(&self) -> Result<u64, StoreError> {
+        self.conn
+            .query_row("SELECT COALESCE(MAX(id), 0) FROM runs", [], |r| {
+                r.get::<_, i64>(0)
+            })
+            .map(|v| v.max(0) as u64)
+            .map_err(|e| self.sql(e))
     }
 
     /// Closes the database, checkpointing the WAL into the main file. Unlike dropping the store,
@@ -1261,8 +1364,10 @@ mod tests {
         let mut bytes = std::fs::read(&path).unwrap();
         let page = usize::from(u16::from_be_bytes([bytes[16], bytes[17]]));
         assert!(bytes.len() >= 4 * page, "needs several pages");
-        // Scribble over the middle of page 3 (a b-tree page of slo_minutes), keeping the header.
-        for b in &mut bytes[2 * page + 8..3 * page] {
+        // Scribble over the last page (a b-tree page of slo_minutes: the other tables, created
+        // before the rows were written, are empty), keeping its header.
+        let last = bytes.len() / page - 1;
+        for b in &mut bytes[last * page + 8..(last + 1) * page] {
             *b = 0x5a;
         }
         std::fs::write(&path, &bytes).unwrap();
@@ -1321,5 +1426,40 @@ mod tests {
         assert!(store.is_none());
         assert!(matches!(reported, Some(StoreError::Io { .. })));
         assert_eq!(std::fs::read(&blocker).unwrap(), b"x");
+    }
+
+    #[test]
+    fn run_history_keeps_the_newest_per_profile_across_a_reopen() {
+        let dir = tmp();
+        let mut store = Store::open(dir.path()).unwrap();
+        let run = |id: u64, profile: &str| StoredRun {
+            id,
+            profile: profile.into(),
+            started_at: id as f64,
+            record: format!("{{\"id\":{id}}}"),
+        };
+        for id in 1..=60 {
+            let detail = format!("detail {id}");
+            store.save_run(&run(id, "a"), Some(&detail), 50).unwrap();
+        }
+        store.save_run(&run(61, "b"), None, 50).unwrap();
+        // A second save of the same id replaces it (the running record, then the finished one).
+        store.save_run(&run(61, "b"), Some("done"), 50).unwrap();
+        store.close().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let runs = store.load_runs(50).unwrap();
+        assert_eq!(runs.len(), 51);
+        assert_eq!(runs[0], run(61, "b"));
+        assert_eq!(runs[1].id, 60);
+        assert_eq!(
+            runs.last().unwrap().id,
+            11,
+            "the 10 oldest of `a` were dropped"
+        );
+        assert_eq!(store.load_runs(2).unwrap().len(), 3);
+        assert_eq!(store.max_run_id().unwrap(), 61);
+        assert_eq!(store.run_detail(60).unwrap().as_deref(), Some("detail 60"));
+        assert_eq!(store.run_detail(61).unwrap().as_deref(), Some("done"));
+        assert_eq!(store.run_detail(5).unwrap(), None);
     }
 }

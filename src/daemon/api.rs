@@ -1,5 +1,9 @@
 //! The daemon's HTTP surface: `/metrics`, `/healthz`, `/readyz`, the JSON admin API with its
-//! OpenAPI description, and the status page.
+//! OpenAPI description, and the dashboard (`/` and its embedded `/assets/*`).
+//!
+//! The dashboard's page and assets hold no data, so they are open; the page reads everything
+//! through the API, which `protect_reads` guards (the page asks for the token once, keeps it in
+//! the tab's session storage and sends it as a bearer header).
 //!
 //! Write endpoints need `Authorization: Bearer <server.admin_token>`, compared in constant
 //! time; without a configured token they are disabled (403). Reads are open unless
@@ -12,7 +16,7 @@ use super::runs::{StartError, start_run};
 use super::state::{Shared, unix_now};
 use crate::metrics::Metrics;
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
@@ -24,13 +28,16 @@ type AppState = Arc<Shared>;
 
 pub fn app(shared: AppState) -> Router {
     Router::new()
-        .route("/", get(status_page))
+        .route("/", get(dashboard))
+        .route("/assets/{file}", get(asset))
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .route("/api/openapi.json", get(openapi))
         .route("/api/profiles", get(profiles))
         .route("/api/runs", get(runs))
+        .route("/api/runs/{id}", get(run_detail))
+        .route("/api/series", get(series))
         .route("/api/slos", get(slos))
         .route("/api/profiles/{name}/run", post(run_now))
         .route("/api/profiles/{name}/pause", post(pause))
@@ -190,9 +197,153 @@ async fn profiles(
     Ok(axum::Json(json!({ "profiles": shared.profiles() })).into_response())
 }
 
-async fn runs(State(shared): State<AppState>, headers: HeaderMap) -> Result<Response, ApiError> {
+#[derive(serde::Deserialize)]
+struct RunsQuery {
+    profile: Option<String>,
+}
+
+async fn runs(
+    State(shared): State<AppState>,
+    headers: HeaderMap,
+    Query(q): Query<RunsQuery>,
+) -> Result<Response, ApiError> {
     authorize(&shared, &headers, false)?;
-    Ok(axum::Json(json!({ "runs": shared.recent_runs() })).into_response())
+    Ok(axum::Json(json!({ "runs": shared.recent_runs(q.profile.as_deref()) })).into_response())
+}
+
+/// One run's record and its detail view (none while it runs, or when it ended in an error).
+async fn run_detail(
+    State(shared): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    authorize(&shared, &headers, false)?;
+    let not_found = || ApiError(StatusCode::NOT_FOUND, format!("no run `{id}` is kept"));
+    let n: u64 = id.parse().map_err(|_| not_found())?;
+    let record = shared.run_record(n).ok_or_else(not_found)?;
+    let cached = shared
+        .details
+        .lock()
+        .ok()
+        .and_then(|d| d.iter().find(|(i, _)| *i == n).map(|(_, d)| d.clone()));
+    let detail: Option<Arc<str>> = match cached {
+        Some(d) => Some(d),
+        None => {
+            let s = shared.clone();
+            tokio::task::spawn_blocking(move || s.budget.with_store(|st| st.run_detail(n)))
+                .await
+                .ok()
+                .flatten()
+                .and_then(Result::ok)
+                .flatten()
+                .map(Arc::from)
+        }
+    };
+    let detail = detail
+        .and_then(|d| serde_json::from_str::<serde_json::Value>(&d).ok())
+        .unwrap_or(serde_json::Value::Null);
+    Ok(axum::Json(json!({ "run": record, "detail": detail })).into_response())
+}
+
+/// Each profile's last hour (10 s points from its ring), its run in progress, and each SLO's
+/// budget burn-down. Nothing is computed here but the JSON: the rings are filled by the runs'
+/// samplers, and the burn-downs are redrawn at most once a minute.
+async fn series(State(shared): State<AppState>, headers: HeaderMap) -> Result<Response, ApiError> {
+    authorize(&shared, &headers, false)?;
+    let now = unix_now_secs();
+    let last_runs: std::collections::BTreeMap<String, super::state::RunRecord> = {
+        let mut m = std::collections::BTreeMap::new();
+        for r in shared.recent_runs(None) {
+            if r.result != "running" {
+                m.entry(r.profile.clone()).or_insert(r);
+            }
+        }
+        m
+    };
+    let profiles: Vec<serde_json::Value> = {
+        let views = shared.profiles();
+        let series = shared.series.lock().ok();
+        views
+            .iter()
+            .map(|p| {
+                let s = series.as_ref().and_then(|s| s.get(&p.name));
+                let live = s.and_then(|s| s.live.as_ref()).map(|(id, l)| {
+                    let mut v = json!(l);
+                    v["run"] = json!(id);
+                    v
+                });
+                let points = s.map_or_else(
+                    || crate::web::Ring::default().columns(now),
+                    |s| s.ring.columns(now),
+                );
+                json!({
+                    "name": p.name,
+                    "target": p.target,
+                    "schedule": p.schedule,
+                    "paused": p.paused,
+                    "running": p.running,
+                    "next_run": p.next_run,
+                    "last_run": last_runs.get(&p.name).map(|r| json!({
+                        "id": r.id, "result": r.result, "finished_at": r.finished_at,
+                    })),
+                    "live": live,
+                    "points": points,
+                })
+            })
+            .collect()
+    };
+    let slos: Vec<serde_json::Value> = burn_downs(&shared, now)
+        .iter()
+        .map(|(name, b)| {
+            json!({
+                "name": name,
+                "burn_down": { "t": b.t, "budget_remaining": b.remaining },
+            })
+        })
+        .collect();
+    Ok(axum::Json(json!({
+        "now": now,
+        "resolution_seconds": crate::web::recorder::SLOT_SECONDS,
+        "window_seconds": crate::web::series::WINDOW_SECONDS,
+        "profiles": profiles,
+        "slos": slos,
+    }))
+    .into_response())
+}
+
+fn unix_now_secs() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+/// The SLOs' burn-downs, redrawn when the minute has changed since the last drawing.
+fn burn_downs(shared: &Shared, now: i64) -> Arc<Vec<(String, crate::web::BurnDown)>> {
+    let minute = crate::slo::minute_of(now);
+    let Ok(mut cache) = shared.burn_downs.lock() else {
+        return Arc::default();
+    };
+    if let Some((at, drawn)) = cache.as_ref()
+        && *at == minute
+    {
+        return drawn.clone();
+    }
+    let drawn: Vec<(String, crate::web::BurnDown)> = shared
+        .config()
+        .slos
+        .keys()
+        .filter_map(|name| {
+            let (minutes, period, budget) = shared.budget.period_minutes(name)?;
+            Some((
+                name.clone(),
+                crate::web::burn_down(&minutes, minute, period, budget),
+            ))
+        })
+        .collect();
+    let drawn = Arc::new(drawn);
+    *cache = Some((minute, drawn.clone()));
+    drawn
 }
 
 fn finite(x: f64) -> serde_json::Value {
@@ -319,95 +470,33 @@ async fn openapi() -> Response {
         .into_response()
 }
 
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
-fn pct(x: f64) -> String {
-    if x.is_finite() {
-        format!("{:.3}%", x * 100.0)
+/// The dashboard's page shell (no data in it; the page reads the API). It says whether reads
+/// are protected, so the page asks for the token before its first request instead of after
+/// a 401.
+async fn dashboard(State(shared): State<AppState>) -> Response {
+    let page = crate::web::assets::DASHBOARD_HTML;
+    let page = if shared.config().server.protect_reads {
+        std::borrow::Cow::Owned(page.replace(
+            r#"<meta name="sloburn-protect-reads" content="false">"#,
+            r#"<meta name="sloburn-protect-reads" content="true">"#,
+        ))
     } else {
-        "–".into()
-    }
+        std::borrow::Cow::Borrowed(page)
+    };
+    ([(header::CACHE_CONTROL, "no-cache")], Html(page)).into_response()
 }
 
-/// A server-rendered page: SLOs with budget and burn, profiles, recent runs. Refreshes itself.
-async fn status_page(
-    State(shared): State<AppState>,
-    headers: HeaderMap,
-) -> Result<Html<String>, ApiError> {
-    authorize(&shared, &headers, false)?;
-    let mut html = String::from(
-        "<!doctype html><html><head><meta charset=utf-8><meta http-equiv=refresh content=5>\
-         <title>sloburn</title><style>body{font:14px system-ui,sans-serif;margin:2em;color:#222}\
-         table{border-collapse:collapse;margin-bottom:2em}td,th{padding:4px 10px;border-bottom:1px solid #ddd;text-align:left}\
-         .bad{color:#b00020;font-weight:600}.ok{color:#1b5e20}</style></head><body><h1>sloburn</h1>",
-    );
-    if let Err(why) = shared.readiness() {
-        html.push_str(&format!("<p class=bad>not ready: {}</p>", esc(&why)));
+/// The dashboard's embedded script, style and uPlot.
+async fn asset(Path(file): Path<String>) -> Response {
+    match crate::web::assets::asset(&file) {
+        Some((kind, body)) => (
+            [
+                (header::CONTENT_TYPE, kind),
+                (header::CACHE_CONTROL, "max-age=300"),
+            ],
+            body,
+        )
+            .into_response(),
+        None => (StatusCode::NOT_FOUND, "no such asset\n").into_response(),
     }
-    html.push_str("<h2>SLOs</h2><table id=slos><tr><th>SLO</th><th>objective</th><th>SLI (period)</th><th>budget left</th><th>burn 5m</th><th>burn 1h</th><th>alerts</th></tr>");
-    for r in shared.budget.reports() {
-        let burn = |d: u64| {
-            r.window(std::time::Duration::from_secs(d))
-                .map(|s| format!("{:.2}×", s.burn_rate))
-                .unwrap_or_default()
-        };
-        let active: Vec<&str> = r
-            .tiers
-            .iter()
-            .filter(|t| t.active)
-            .map(|t| t.name.as_str())
-            .collect();
-        let class = if r.budget_remaining < 0.0 || !active.is_empty() {
-            "bad"
-        } else {
-            "ok"
-        };
-        html.push_str(&format!(
-            "<tr class={class}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            esc(&r.name),
-            pct(r.objective),
-            pct(r.period.sli),
-            pct(r.budget_remaining),
-            burn(300),
-            burn(3600),
-            esc(&active.join(", "))
-        ));
-    }
-    html.push_str("</table><h2>Profiles</h2><table id=profiles><tr><th>profile</th><th>target</th><th>schedule</th><th>state</th></tr>");
-    for p in shared.profiles() {
-        let state = if p.running {
-            "running"
-        } else if p.paused {
-            "paused"
-        } else {
-            "idle"
-        };
-        html.push_str(&format!(
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{state}</td></tr>",
-            esc(&p.name),
-            esc(&p.target),
-            esc(p.schedule.as_deref().unwrap_or("on demand"))
-        ));
-    }
-    html.push_str("</table><h2>Recent runs</h2><table id=runs><tr><th>#</th><th>profile</th><th>result</th><th>requests</th><th>req/s</th><th>failed</th><th>p95</th><th>p99</th></tr>");
-    for r in shared.recent_runs().iter().take(20) {
-        html.push_str(&format!(
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{}</td><td>{:.2} ms</td><td>{:.2} ms</td></tr>",
-            r.id,
-            esc(&r.profile),
-            esc(&r.result),
-            r.requests,
-            r.rate,
-            pct(r.failed_ratio),
-            r.p95_ms,
-            r.p99_ms
-        ));
-    }
-    html.push_str("</table><p><a href=/metrics>/metrics</a> · <a href=/api/slos>/api/slos</a> · <a href=/api/runs>/api/runs</a> · <a href=/api/openapi.json>OpenAPI</a></p></body></html>");
-    Ok(Html(html))
 }

@@ -1,7 +1,10 @@
-//! Run wiring: start a profile's run now, feed its events to `/metrics` and the SLO budgets,
-//! stop it when its budget guard trips, and record how it ended.
+//! Run wiring: start a profile's run now, feed its events to `/metrics`, the SLO budgets and
+//! the dashboard's recorder (scatter, live figures, the profile's series ring), stop it when
+//! its budget guard trips, and record how it ended (in memory and in the store).
 
-use super::state::{ProfileState, RECENT_RUNS, RunRecord, Shared, ThresholdRecord, unix_now};
+use super::state::{
+    DETAILS_IN_MEMORY, ProfileState, RUNS_PER_PROFILE, RunRecord, Shared, ThresholdRecord, unix_now,
+};
 use crate::budget::Watcher;
 use crate::checks::Check;
 use crate::config::{self, Profile};
@@ -11,6 +14,8 @@ use crate::load::pacing::DropReason;
 use crate::load::runner::{self, Abort, RunReport, RunSpec, Stopper};
 use crate::load::stats::RunStats;
 use crate::metrics::ProfileMetrics;
+use crate::store::StoredRun;
+use crate::web::{Capture, RunDetail, Sample};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
@@ -68,16 +73,17 @@ pub fn start_run(shared: &Arc<Shared>, name: &str, trigger: &str) -> Result<u64,
         p99_ms: 0.0,
         thresholds: Vec::new(),
     };
-    if let Ok(mut recent) = shared.recent.lock() {
-        recent.push_back(record.clone());
-        while recent.len() > RECENT_RUNS {
-            recent.pop_front();
-        }
+    // The series of profiles a reload removed go (a run start is rare enough to check it).
+    if let Ok(mut series) = shared.series.lock() {
+        series.retain(|p, _| cfg.profiles.contains_key(p));
     }
+    // Saved to the store when it ends (one write per run, so a slow start-of-run write can
+    // never overwrite the finished record).
+    shared.remember(&record);
     let shared2 = shared.clone();
     shared.tracker.spawn(async move {
-        let result = execute(&shared2, &profile, &target, stopper, record).await;
-        finish(&shared2, &profile.name, id, result);
+        let (result, detail) = execute(&shared2, &profile, &target, stopper, record).await;
+        finish(&shared2, &profile.name, id, result, detail);
     });
     Ok(id)
 }
@@ -142,7 +148,7 @@ async fn execute(
     target: &config::Target,
     stopper: Stopper,
     mut record: RunRecord,
-) -> RunRecord {
+) -> (RunRecord, Option<RunDetail>) {
     let check_names: Vec<String> = target.checks.iter().map(|c| c.name.clone()).collect();
     let pm = shared
         .metrics
@@ -155,15 +161,17 @@ async fn execute(
         watchers: shared.budget.watchers(&target.name, &profile.name),
         checks: checks.clone(),
     };
-    let events = Observers::new(
-        Arc::new(RunStats::for_run(
-            &target.checks,
-            &profile.thresholds,
-            &profile.name,
-            target.method.as_str(),
-        )),
-        vec![Arc::new(live)],
+    let stats = Arc::new(RunStats::for_run(
+        &target.checks,
+        &profile.thresholds,
+        &profile.name,
+        target.method.as_str(),
+    ));
+    let capture = Capture::start(
+        stats.clone(),
+        Some(on_sample(shared, &profile.name, record.id)),
     );
+    let events = Observers::new(stats, vec![Arc::new(live), capture.observer()]);
     let spec = RunSpec {
         profile: profile.name.clone(),
         executor: profile.executor.clone(),
@@ -188,14 +196,83 @@ async fn execute(
     let outcome = runner::run(&spec, &client, events, stopper).await;
     guards.abort_all();
     record.finished_at = Some(unix_now());
-    match outcome {
-        Ok(report) => fill(&mut record, &report, shared, &profile.name),
+    let detail = match outcome {
+        Ok(report) => {
+            fill(&mut record, &report, shared, &profile.name);
+            let (mut detail, slot) = capture.finish(&report);
+            detail.id = record.id;
+            detail.profile = record.profile.clone();
+            detail.target = record.target.clone();
+            detail.result = record.result.clone();
+            detail.reason = record.reason.clone();
+            if let Ok(mut series) = shared.series.lock() {
+                let s = series.entry(profile.name.clone()).or_default();
+                s.ring.extend(slot);
+                s.live = None;
+            }
+            Some(detail)
+        }
         Err(e) => {
             record.result = "error".into();
             record.reason = Some(e.to_string());
+            None
+        }
+    };
+    if let Ok(mut series) = shared.series.lock()
+        && let Some(s) = series.get_mut(&profile.name)
+    {
+        s.live = None;
+    }
+    (record, detail)
+}
+
+/// The recorder's once-a-second callback: the run's live figures and, every 10 s, a point of
+/// the profile's series ring.
+fn on_sample(shared: &Arc<Shared>, profile: &str, id: u64) -> crate::web::capture::OnSample {
+    let shared = Arc::downgrade(shared);
+    let profile = profile.to_string();
+    Arc::new(move |sample: Sample| {
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        if let Ok(mut series) = shared.series.lock() {
+            let s = series.entry(profile.clone()).or_default();
+            s.live = Some((id, sample.live));
+            s.ring.extend(sample.slot);
+        }
+    })
+}
+
+/// Writes a run (and its detail) to the store on a blocking thread; keeps the newest details
+/// in memory too, for a daemon whose store is not open.
+fn save(shared: &Arc<Shared>, record: &RunRecord, detail: Option<&RunDetail>) {
+    let detail = detail.and_then(|d| serde_json::to_string(d).ok());
+    if let Some(d) = &detail
+        && let Ok(mut kept) = shared.details.lock()
+    {
+        kept.push_back((record.id, Arc::from(d.as_str())));
+        while kept.len() > DETAILS_IN_MEMORY {
+            kept.pop_front();
         }
     }
-    record
+    let Ok(json) = serde_json::to_string(record) else {
+        return;
+    };
+    let stored = StoredRun {
+        id: record.id,
+        profile: record.profile.clone(),
+        started_at: record.started_at,
+        record: json,
+    };
+    let s = shared.clone();
+    shared.tracker.spawn_blocking(move || {
+        let written = s
+            .budget
+            .with_store(|st| st.save_run(&stored, detail.as_deref(), RUNS_PER_PROFILE));
+        if let Some(Err(e)) = written {
+            tracing::warn!(run = stored.id, error = %e, "cannot save the run to the store");
+        }
+    });
 }
 
 fn fill(record: &mut RunRecord, report: &RunReport, shared: &Shared, profile: &str) {
@@ -264,7 +341,13 @@ fn failed_thresholds(report: &RunReport) -> String {
 }
 
 /// Records how the run ended; starts the next one when the overlap policy queued it.
-fn finish(shared: &Arc<Shared>, profile: &str, id: u64, record: RunRecord) {
+fn finish(
+    shared: &Arc<Shared>,
+    profile: &str,
+    id: u64,
+    record: RunRecord,
+    detail: Option<RunDetail>,
+) {
     shared.metrics.run_finished(profile, &record.result);
     tracing::info!(
         profile = %profile,
@@ -279,11 +362,8 @@ fn finish(shared: &Arc<Shared>, profile: &str, id: u64, record: RunRecord) {
         dropped = record.dropped,
         "run finished"
     );
-    if let Ok(mut recent) = shared.recent.lock()
-        && let Some(slot) = recent.iter_mut().find(|r| r.id == id)
-    {
-        *slot = record;
-    }
+    shared.remember(&record);
+    save(shared, &record, detail.as_ref());
     let again = match shared.profiles.lock() {
         Ok(mut states) => match states.get_mut(profile) {
             Some(st) => {

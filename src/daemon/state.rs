@@ -1,6 +1,7 @@
 //! The daemon's shared state, handed to the HTTP face and every task: the current config, the
 //! metrics registry, the live SLO budgets, each profile's schedule slot and active run, and the
-//! recent runs the API shows. Plus the views the API serialises.
+//! run history (the last runs of each profile, kept in the store), each profile's one-hour
+//! series ring and live figures for the dashboard. Plus the views the API serialises.
 
 use crate::budget::Budget;
 use crate::config::{self, Config};
@@ -9,7 +10,8 @@ use crate::load::plan::Shard;
 use crate::load::runner::Stopper;
 use crate::metrics::Metrics;
 use crate::schedule::Slot;
-use serde::Serialize;
+use crate::web::{BurnDown, LiveFigures, Ring};
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -17,8 +19,11 @@ use std::sync::{Arc, Mutex, RwLock};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-/// How many finished runs the API keeps.
-pub(super) const RECENT_RUNS: usize = 100;
+/// How many runs of each profile the API and the store keep.
+pub const RUNS_PER_PROFILE: usize = 50;
+
+/// Run details kept in memory too (for a daemon whose store is not open).
+pub(super) const DETAILS_IN_MEMORY: usize = 8;
 
 /// Where the config comes from: a file (reloadable) or a fixed one (the demo).
 #[derive(Clone)]
@@ -28,7 +33,7 @@ pub enum Source {
 }
 
 /// What the API shows about one run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunRecord {
     pub id: u64,
     pub profile: String,
@@ -48,7 +53,7 @@ pub struct RunRecord {
     pub thresholds: Vec<ThresholdRecord>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ThresholdRecord {
     pub metric: String,
     pub threshold: String,
@@ -64,6 +69,16 @@ pub struct ProfileView {
     pub paused: bool,
     pub running: bool,
     pub next_run: Option<f64>,
+}
+
+/// Every SLO's burn-down, by name.
+pub(super) type BurnDowns = Arc<Vec<(String, BurnDown)>>;
+
+/// A profile's last hour of 10-second points, and the figures of its run in progress.
+#[derive(Default)]
+pub(super) struct ProfileSeries {
+    pub ring: Ring,
+    pub live: Option<(u64, LiveFigures)>,
 }
 
 /// One profile's schedule slot, pause flag and active run.
@@ -100,7 +115,14 @@ pub struct Shared {
     /// The current config generation's token: a reload cancels it to stop the old schedules.
     pub(super) generation: Mutex<CancellationToken>,
     pub(super) profiles: Mutex<BTreeMap<String, ProfileState>>,
-    pub(super) recent: Mutex<VecDeque<RunRecord>>,
+    /// The last [`RUNS_PER_PROFILE`] runs of each profile, oldest first (also in the store).
+    pub(super) history: Mutex<BTreeMap<String, VecDeque<RunRecord>>>,
+    /// The newest run details, for a store that is not open: `(run id, detail JSON)`.
+    pub(super) details: Mutex<VecDeque<(u64, Arc<str>)>>,
+    /// Each profile's last hour and its run in progress.
+    pub(super) series: Mutex<BTreeMap<String, ProfileSeries>>,
+    /// SLO burn-downs and the minute they were drawn at (redrawn once a minute at most).
+    pub(super) burn_downs: Mutex<Option<(i64, BurnDowns)>>,
     pub(super) next_id: AtomicU64,
     pub(super) ready: AtomicBool,
     /// The config text last read, so the watch reloads only on a change.
@@ -191,7 +213,7 @@ impl Shared {
         shard: Shard,
         text: Option<String>,
     ) -> Shared {
-        Shared {
+        let shared = Shared {
             config: RwLock::new(Arc::new(cfg.clone())),
             metrics,
             budget,
@@ -205,12 +227,17 @@ impl Shared {
             resolver: Arc::new(Resolver::system()),
             generation: Mutex::new(CancellationToken::new()),
             profiles: Mutex::new(BTreeMap::new()),
-            recent: Mutex::new(VecDeque::new()),
+            history: Mutex::new(BTreeMap::new()),
+            details: Mutex::new(VecDeque::new()),
+            series: Mutex::new(BTreeMap::new()),
+            burn_downs: Mutex::new(None),
             next_id: AtomicU64::new(0),
             ready: AtomicBool::new(false),
             last_config_text: Mutex::new(text),
             auth_failures: AuthFailures::default(),
-        }
+        };
+        shared.restore_history();
+        shared
     }
 
     pub fn config(&self) -> Arc<Config> {
@@ -231,14 +258,68 @@ impl Shared {
         }
     }
 
-    pub fn recent_runs(&self) -> Vec<RunRecord> {
+    /// Every kept run, newest first; only `profile`'s when given.
+    pub fn recent_runs(&self, profile: Option<&str>) -> Vec<RunRecord> {
         let mut runs: Vec<RunRecord> = self
-            .recent
+            .history
             .lock()
-            .map(|r| r.iter().cloned().collect())
+            .map(|h| {
+                h.iter()
+                    .filter(|(p, _)| profile.is_none_or(|want| want == p.as_str()))
+                    .flat_map(|(_, runs)| runs.iter().cloned())
+                    .collect()
+            })
             .unwrap_or_default();
-        runs.reverse();
+        runs.sort_by_key(|r| std::cmp::Reverse(r.id));
         runs
+    }
+
+    /// One kept run.
+    pub fn run_record(&self, id: u64) -> Option<RunRecord> {
+        let h = self.history.lock().ok()?;
+        h.values()
+            .flat_map(|r| r.iter())
+            .find(|r| r.id == id)
+            .cloned()
+    }
+
+    /// Adds or replaces a run in the history, dropping the profile's oldest past the limit.
+    pub(super) fn remember(&self, record: &RunRecord) {
+        if let Ok(mut h) = self.history.lock() {
+            let runs = h.entry(record.profile.clone()).or_default();
+            match runs.iter_mut().find(|r| r.id == record.id) {
+                Some(slot) => *slot = record.clone(),
+                None => runs.push_back(record.clone()),
+            }
+            while runs.len() > RUNS_PER_PROFILE {
+                runs.pop_front();
+            }
+        }
+    }
+
+    /// Reads the run history back from the store at start-up (runs are saved when they end).
+    /// Run ids continue after the largest stored one.
+    pub(super) fn restore_history(&self) {
+        let loaded = self
+            .budget
+            .with_store(|st| Ok((st.load_runs(RUNS_PER_PROFILE)?, st.max_run_id()?)));
+        let (runs, max_id) = match loaded {
+            Some(Ok(x)) => x,
+            Some(Err(e)) => {
+                tracing::warn!(error = %e, "cannot read the run history; starting without it");
+                return;
+            }
+            None => return,
+        };
+        self.next_id.fetch_max(max_id, Relaxed);
+        for stored in runs.iter().rev() {
+            match serde_json::from_str::<RunRecord>(&stored.record) {
+                Ok(r) => self.remember(&r),
+                Err(e) => {
+                    tracing::warn!(run = stored.id, error = %e, "skipping an unreadable stored run")
+                }
+            }
+        }
     }
 
     /// `(name, target, paused, running, next_run)` for every profile of the current config.

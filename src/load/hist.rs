@@ -241,6 +241,38 @@ impl HistSnapshot {
         self.quantile(0.5)
     }
 
+    /// What was recorded after `earlier` (a snapshot of the same histogram): bucket counts
+    /// subtracted. The interval's exact min and max are not known, so they are its outermost
+    /// non-empty buckets' bounds, clamped to the cumulative max; quantiles stay within a
+    /// bucket's width. Lets a one-second sampler read interval percentiles from one cumulative
+    /// histogram without resetting it under the VUs that record into it.
+    pub fn since(&self, earlier: &HistSnapshot) -> HistSnapshot {
+        let buckets: Vec<u64> = self
+            .buckets
+            .iter()
+            .zip(&earlier.buckets)
+            .map(|(now, then)| now.saturating_sub(*then))
+            .collect();
+        let count = buckets.iter().sum();
+        let first = buckets.iter().position(|c| *c > 0);
+        let last = buckets.iter().rposition(|c| *c > 0);
+        let (min_ns, max_ns) = match (first, last) {
+            (Some(f), Some(l)) => {
+                let lo = bounds_of(f).0.min(self.max_ns);
+                let hi = bounds_of(l).1.min(self.max_ns).max(lo);
+                (lo, hi)
+            }
+            _ => (u64::MAX, 0),
+        };
+        HistSnapshot {
+            buckets,
+            count,
+            sum_ns: self.sum_ns.saturating_sub(earlier.sum_ns),
+            min_ns,
+            max_ns,
+        }
+    }
+
     pub fn merge(&mut self, other: &HistSnapshot) {
         for (mine, theirs) in self.buckets.iter_mut().zip(&other.buckets) {
             *mine += theirs;

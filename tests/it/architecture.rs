@@ -13,7 +13,7 @@ const LAYERS: &[&[&str]] = &[
     &["checks", "thresholds", "schedule", "slo"],
     &["load", "rules", "metrics", "store"],
     &["config"],
-    &["budget", "target"],
+    &["budget", "target", "web"],
     &["run", "daemon"],
     &["demo"],
     &["cli"],

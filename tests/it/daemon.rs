@@ -326,11 +326,17 @@ fn the_global_in_flight_cap_holds_across_profiles() {
     );
 }
 
-/// Reads that stay open whatever `protect_reads` says: probes, Prometheus, the API's own spec.
-const OPEN_READS: &[&str] = &["/metrics", "/healthz", "/readyz", "/api/openapi.json"];
-
-/// The status page: a read that is not part of the JSON API.
-const PAGES: &[&str] = &["/"];
+/// Reads that stay open whatever `protect_reads` says: probes, Prometheus, the API's own spec,
+/// and the dashboard's page and assets (they hold no data: the page reads the API with the
+/// token).
+const OPEN_READS: &[&str] = &[
+    "/metrics",
+    "/healthz",
+    "/readyz",
+    "/api/openapi.json",
+    "/",
+    "/assets/{file}",
+];
 
 /// Every `GET` route the server declares (`.route("PATH", get(..))` in any file under src/), so a
 /// new read route cannot escape [`protected_reads_need_the_token_and_writes_without_a_token_are_disabled`].
@@ -375,11 +381,11 @@ fn protected_reads_need_the_token_and_writes_without_a_token_are_disabled() {
         .await;
         let base = format!("http://{}", protected.addr);
 
-        // The protected reads: the API's GET paths from its own spec, and the status page.
+        // The protected reads: the API's GET paths from its own spec.
         let (code, spec) = request("GET", &format!("{base}/api/openapi.json"), None).await;
         assert_eq!(code, 200, "{spec}");
         let spec: serde_json::Value = serde_json::from_str(&spec).unwrap();
-        let mut reads: BTreeSet<String> = spec["paths"]
+        let reads: BTreeSet<String> = spec["paths"]
             .as_object()
             .expect("paths in the OpenAPI spec")
             .iter()
@@ -387,7 +393,6 @@ fn protected_reads_need_the_token_and_writes_without_a_token_are_disabled() {
             .map(|(path, _)| path.clone())
             .collect();
         assert!(reads.len() >= 3, "GET paths in the spec: {reads:?}");
-        reads.extend(PAGES.iter().map(|p| p.to_string()));
 
         // Every GET route the server declares is either protected or deliberately open.
         let open: BTreeSet<String> = OPEN_READS.iter().map(|p| p.to_string()).collect();
@@ -398,19 +403,26 @@ fn protected_reads_need_the_token_and_writes_without_a_token_are_disabled() {
             "a GET route is neither in the OpenAPI spec, PAGES nor OPEN_READS"
         );
 
+        // Path parameters name the one profile of the config, a run that is not kept (the
+        // token gets past the guard to a 404), and one of the dashboard's assets.
+        let concrete = |path: &str| {
+            path.replace("{name}", "p")
+                .replace("{id}", "999")
+                .replace("{file}", "app.js")
+        };
+        let authorized = |path: &str| if path.contains("{id}") { 404 } else { 200 };
         for path in &reads {
-            // Path parameters name the one profile of the config.
-            let url = format!("{base}{}", path.replace("{name}", "p"));
+            let url = format!("{base}{}", concrete(path));
             let (code, body) = request("GET", &url, None).await;
             assert_eq!(code, 401, "{path} without a token: {body}");
             let (code, body) = request("GET", &url, Some("wrong")).await;
             assert_eq!(code, 401, "{path} with a wrong token: {body}");
             let (code, body) = request("GET", &url, Some(ADMIN_TOKEN)).await;
-            assert_eq!(code, 200, "{path} with the token: {body}");
+            assert_eq!(code, authorized(path), "{path} with the token: {body}");
         }
-        // Health, readiness, metrics and the spec stay open for probes and Prometheus.
+        // Health, readiness, metrics, the spec and the dashboard's shell stay open.
         for path in OPEN_READS {
-            let (code, body) = request("GET", &format!("{base}{path}"), None).await;
+            let (code, body) = request("GET", &format!("{base}{}", concrete(path)), None).await;
             assert!(
                 code == 200 || (code == 503 && *path == "/readyz"),
                 "{path} without a token: {code} {body}"
@@ -426,9 +438,9 @@ fn protected_reads_need_the_token_and_writes_without_a_token_are_disabled() {
         )
         .await;
         for path in &reads {
-            let url = format!("http://{}{}", open.addr, path.replace("{name}", "p"));
+            let url = format!("http://{}{}", open.addr, concrete(path));
             let (code, body) = request("GET", &url, None).await;
-            assert_eq!(code, 200, "{path} without protect_reads: {body}");
+            assert_eq!(code, authorized(path), "{path} without protect_reads: {body}");
         }
         let (code, body) = request("POST", &format!("http://{}/api/profiles/p/run", open.addr), Some("anything")).await;
         assert_eq!(code, 403, "{body}");

@@ -1010,9 +1010,40 @@ fn dockerfile_and_build_script_agree() {
         copy.contains(&format!("/src/{out_path}")),
         "{copy} vs {out_path}"
     );
+    // Every folder the sources embed files from (`include_str!`, `include_bytes!`) is copied
+    // into the build stage.
+    let mut embedded = std::collections::BTreeSet::new();
+    let include = regex::Regex::new(r#"include_(?:str|bytes)!\("([^"]+)"\)"#).unwrap();
+    let mut dirs = vec![root().join("src")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                for c in include.captures_iter(&read(&path)) {
+                    let file = path.parent().unwrap().join(&c[1]).canonicalize().unwrap();
+                    let rel = file.strip_prefix(root().canonicalize().unwrap()).unwrap();
+                    let top = rel.components().next().unwrap();
+                    embedded.insert(top.as_os_str().to_string_lossy().to_string());
+                }
+            }
+        }
+    }
+    assert!(embedded.contains("assets"), "{embedded:?}");
+    for dir in &embedded {
+        assert!(
+            dockerfile.contains(&format!("COPY {dir} ./{dir}")),
+            "the sources embed files from {dir}/ but the Dockerfile does not copy it"
+        );
+    }
     // .dockerignore keeps the script and sources in the build context.
     let ignore = read(&root().join(".dockerignore"));
-    for kept in ["scripts", "src", "Cargo.lock"] {
+    for kept in embedded
+        .iter()
+        .map(String::as_str)
+        .chain(["scripts", "src", "Cargo.lock"])
+    {
         assert!(
             !ignore
                 .lines()

@@ -20,3 +20,4 @@ mod slo;
 mod storm;
 mod support;
 mod target;
+mod web;

@@ -1,0 +1,81 @@
+//! A run's recorder in one handle: the scatter observer to add to the run's observers, and the
+//! one-second sampler task (owned by this handle: dropping it stops the task). The sampler
+//! hands every sample to a callback (the daemon's live figures and series ring).
+
+use super::detail::RunDetail;
+use super::recorder::{Point, Sample, Sampler, Scatter};
+use super::unix_now;
+use crate::load::observe::Observer;
+use crate::load::runner::RunReport;
+use crate::load::stats::RunStats;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::task::JoinSet;
+
+/// What the sampler calls once a second.
+pub type OnSample = Arc<dyn Fn(Sample) + Send + Sync>;
+
+pub struct Capture {
+    scatter: Arc<Scatter>,
+    sampler: Arc<Mutex<Sampler>>,
+    started_at: f64,
+    task: JoinSet<()>,
+}
+
+impl Capture {
+    /// Starts sampling `stats` now. Call from inside a tokio runtime.
+    pub fn start(stats: Arc<RunStats>, on_sample: Option<OnSample>) -> Capture {
+        let started_at = unix_now();
+        let sampler = Arc::new(Mutex::new(Sampler::new(stats.clone(), started_at)));
+        let mut task = JoinSet::new();
+        let s = sampler.clone();
+        task.spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let sample = match s.lock() {
+                    Ok(mut s) => s.tick(unix_now()),
+                    Err(_) => return,
+                };
+                if let Some(f) = &on_sample {
+                    f(sample);
+                }
+            }
+        });
+        Capture {
+            scatter: Arc::new(Scatter::new(stats)),
+            sampler,
+            started_at,
+            task,
+        }
+    }
+
+    /// The observer that fills the scatter; add it to the run's [`Observers`](crate::load::observe::Observers).
+    pub fn observer(&self) -> Arc<dyn Observer> {
+        self.scatter.clone()
+    }
+
+    pub fn started_at(&self) -> f64 {
+        self.started_at
+    }
+
+    /// Stops sampling and returns the run's detail and its last (partial) 10-second slot.
+    pub fn finish(mut self, report: &RunReport) -> (RunDetail, Option<Point>) {
+        self.task.abort_all();
+        let now = unix_now();
+        let (slot, timeline) = match self.sampler.lock() {
+            Ok(mut s) => (s.finish(now), s.timeline().to_vec()),
+            Err(_) => (None, Vec::new()),
+        };
+        let detail = RunDetail::of(
+            report,
+            &timeline,
+            self.scatter.points(),
+            self.started_at,
+            now,
+        );
+        (detail, slot)
+    }
+}

@@ -1,0 +1,23 @@
+//! Pictures of load: the daemon's dashboard page and its embedded assets (uPlot, vendored
+//! from npm), a run's recorder (scatter reservoir and one-second sampler), a profile's
+//! one-hour series ring, SLO burn-downs, a run's detail view, and the self-contained HTML
+//! report of `sloburn run --report`. Used by both `daemon` and `run`; no server here.
+
+pub mod assets;
+pub mod capture;
+pub mod detail;
+pub mod recorder;
+pub mod report;
+pub mod series;
+
+pub use capture::Capture;
+pub use detail::RunDetail;
+pub use recorder::{LiveFigures, Point, Sample};
+pub use series::{BurnDown, Ring, burn_down};
+
+pub(crate) fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
