@@ -526,7 +526,7 @@ pub async fn execute(
         .report
         .as_ref()
         .map(|_| crate::web::Capture::start(stats.clone(), None));
-    let others = capture.iter().map(|c| c.observer()).collect();
+    others.extend(capture.iter().map(|c| c.observer()));
     let run = runner::run(
         &r.spec,
         &client,
