@@ -2,6 +2,7 @@
 
 mod alerting;
 mod architecture;
+mod calendar;
 mod config;
 mod daemon;
 mod dashboards;
