@@ -10,6 +10,7 @@ mod capacity;
 mod checks;
 mod executors;
 mod files;
+pub mod openslo;
 mod profiles;
 mod report;
 mod secrets;

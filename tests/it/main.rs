@@ -12,6 +12,7 @@ mod hardening;
 mod http;
 mod load;
 mod metrics;
+mod openslo;
 mod panels;
 mod rules;
 mod signals;
