@@ -944,3 +944,107 @@ pub fn import_command(
         }
     }
 }
+
+/// `slos_from: [FILE]` in a config: the file's SLOs join the config's. The file's own errors
+/// are reported at the `slos_from` entry, each naming its place in the OpenSLO file.
+pub(super) fn load_into(
+    ctx: &mut Ctx,
+    item: &Node,
+    path: &str,
+    file: &std::path::Path,
+    targets: &[(String, bool)],
+    slos: &mut BTreeMap<String, super::Slo>,
+) {
+    let shown = file.display().to_string();
+    let text = match super::files::read_config(file) {
+        Ok(t) => t,
+        Err(e) => {
+            ctx.error(item.pos, path, format!("cannot read `{shown}`: {e}"));
+            return;
+        }
+    };
+    let (imported, warnings) = match import(&text, &shown) {
+        Ok(x) => x,
+        Err(e) => {
+            for d in &e.errors {
+                ctx.error(item.pos, path, d.render(&shown));
+            }
+            return;
+        }
+    };
+    for w in &warnings {
+        ctx.warn(item.pos, path, w.render(&shown));
+    }
+    for s in imported {
+        if slos.contains_key(&s.name) {
+            ctx.error(
+                item.pos,
+                path,
+                format!("{shown}: SLO `{}` is already defined", s.name),
+            );
+            continue;
+        }
+        if !targets.iter().any(|(t, _)| *t == s.target) {
+            let hint = walk::did_you_mean(&s.target, targets.iter().map(|(t, _)| t.as_str()))
+                .map(|t| format!(" (did you mean `{t}`?)"))
+                .unwrap_or_default();
+            ctx.error(
+                item.pos,
+                path,
+                format!(
+                    "{shown}: SLO `{}`: its service `{}` is not a target of this config{hint}",
+                    s.name, s.target
+                ),
+            );
+            continue;
+        }
+        if let Some(k) = s.labels.keys().find(|k| {
+            matches!(
+                k.as_str(),
+                "slo" | "sloth_id" | "sloth_service" | "sloth_slo" | "severity"
+            )
+        }) {
+            ctx.error(
+                item.pos,
+                path,
+                format!(
+                    "{shown}: SLO `{}`: the label `{k}` is set by sloburn",
+                    s.name
+                ),
+            );
+            continue;
+        }
+        let (period, calendar) = match s.period {
+            None => (Duration::from_secs(30 * 86400), None),
+            Some(Period::Rolling(d)) => (d, None),
+            Some(Period::Calendar(c)) => (c.nominal(), Some(c)),
+        };
+        let tiers = (!s.tiers.is_empty()).then(|| {
+            s.tiers
+                .iter()
+                .map(|t| super::TierSpec {
+                    name: t.name.clone(),
+                    page: t.page,
+                    long: t.long,
+                    short: t.short,
+                    factor: t.factor,
+                })
+                .collect()
+        });
+        slos.insert(
+            s.name.clone(),
+            super::Slo {
+                name: s.name,
+                target: s.target,
+                profiles: Vec::new(),
+                objective: s.objective,
+                period,
+                calendar,
+                sli: super::Sli::Availability,
+                description: s.description,
+                labels: s.labels,
+                tiers,
+            },
+        );
+    }
+}

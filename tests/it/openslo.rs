@@ -260,3 +260,52 @@ fn a_field_that_does_not_map_is_an_error_at_its_line_and_column() {
         "{err}"
     );
 }
+
+#[test]
+fn a_config_reads_openslo_files_from_slos_from() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("openslo.yaml"), INLINE_SLI).unwrap();
+    let cfg = "targets:\n  foo:\n    url: http://127.0.0.1:9/foo\nslos_from: [openslo.yaml]\nslos:\n  own:\n    target: foo\n    sli: availability\n    objective: 99\n";
+    let path = dir.path().join("sloburn.yaml");
+    std::fs::write(&path, cfg).unwrap();
+    let check = sloburn().arg("check").arg(&path).output().unwrap();
+    let text = all_output(&check);
+    assert_eq!(check.status.code(), Some(0), "{text}");
+    assert!(text.contains("replaced by sloburn's own probes"), "{text}");
+    let rules = crate::support::sloburn_rules([path.as_os_str()]);
+    assert!(rules.contains("sloth_slo: \"foo-slo\""), "{rules}");
+    assert!(rules.contains("sloth_slo: \"own\""), "{rules}");
+    assert!(rules.contains("cpu-usage-breach"), "{rules}");
+
+    // The OpenSLO file's own error, at the slos_from entry and at its place in that file.
+    std::fs::write(
+        dir.path().join("openslo.yaml"),
+        INLINE_SLI.replace(
+            "      target: 0.98\n",
+            "      target: 0.98\n      op: lte\n",
+        ),
+    )
+    .unwrap();
+    let check = sloburn().arg("check").arg(&path).output().unwrap();
+    let text = all_output(&check);
+    assert_eq!(check.status.code(), Some(78), "{text}");
+    assert!(text.contains("sloburn.yaml:4:13: slos_from[0]: "), "{text}");
+    assert!(
+        text.contains("openslo.yaml:30:11: foo-slo.spec.objectives[0].op: `op` does not map"),
+        "{text}"
+    );
+
+    // A service that is no target here.
+    std::fs::write(
+        dir.path().join("openslo.yaml"),
+        INLINE_SLI.replace("service: foo", "service: fooo"),
+    )
+    .unwrap();
+    let check = sloburn().arg("check").arg(&path).output().unwrap();
+    let text = all_output(&check);
+    assert_eq!(check.status.code(), Some(78), "{text}");
+    assert!(
+        text.contains("its service `fooo` is not a target of this config (did you mean `foo`?)"),
+        "{text}"
+    );
+}
