@@ -123,6 +123,11 @@ pub enum Openslo {
         /// The OpenSLO file (one or more `---` separated documents).
         file: PathBuf,
     },
+    /// Print a config's SLOs as OpenSLO v1 documents, which `import` turns back into them.
+    Export {
+        /// The sloburn config file.
+        file: PathBuf,
+    },
 }
 
 /// Parses `std::env::args`, runs the command and returns the process exit code.
@@ -177,6 +182,18 @@ pub fn main() -> i32 {
             &mut std::io::stdout(),
             &mut std::io::stderr(),
         ),
+        Command::Openslo {
+            action: Openslo::Export { file },
+        } => match crate::config::load_without_secrets(&file) {
+            Ok(l) => {
+                print!("{}", crate::config::openslo::export(&l.config));
+                exit::OK
+            }
+            Err(e) => {
+                crate::config::report(&file.display().to_string(), Err(e), &mut std::io::stdout());
+                exit::CONFIG
+            }
+        },
         Command::Run(args) => crate::run::command(args),
         Command::Rules {
             file,

@@ -31,6 +31,9 @@ pub struct ImportedSlo {
     pub target: String,
     /// Percent.
     pub objective: f64,
+    /// Availability, unless sloburn's own export named another SLI.
+    pub sli: super::Sli,
+    pub profiles: Vec<String>,
     pub period: Option<Period>,
     pub description: String,
     pub labels: BTreeMap<String, String>,
@@ -221,6 +224,7 @@ fn slo<'a>(ctx: &mut Ctx, doc: &'a Node, path: &str, find: &Find<'a>) -> Option<
     }
     let target = walk::required(ctx, &s, "service", walk::string);
     // The indicator: inline or by reference; only ratio metrics map.
+    let mut sli = None;
     let indicator_ok = match (s.get("indicator"), s.get("indicatorRef")) {
         (Some(n), None) => indicator(
             ctx,
@@ -228,6 +232,7 @@ fn slo<'a>(ctx: &mut Ctx, doc: &'a Node, path: &str, find: &Find<'a>) -> Option<
             &s.path_of("indicator"),
             target.as_deref(),
             &mut description,
+            &mut sli,
         ),
         (None, Some(r)) => {
             let rp = s.path_of("indicatorRef");
@@ -239,6 +244,7 @@ fn slo<'a>(ctx: &mut Ctx, doc: &'a Node, path: &str, find: &Find<'a>) -> Option<
                         &format!("SLI {rn}"),
                         target.as_deref(),
                         &mut description,
+                        &mut sli,
                     ),
                     None => {
                         ctx.error(r.pos, &rp, format!("no SLI named `{rn}` in this file"));
@@ -300,8 +306,11 @@ fn slo<'a>(ctx: &mut Ctx, doc: &'a Node, path: &str, find: &Find<'a>) -> Option<
     if !indicator_ok {
         return None;
     }
+    let (sli, profiles) = sli.unwrap_or((super::Sli::Availability, Vec::new()));
     Some(ImportedSlo {
         name,
+        sli,
+        profiles,
         target: target?,
         objective: objective?,
         period: period?,
@@ -319,6 +328,7 @@ fn indicator(
     path: &str,
     target: Option<&str>,
     description: &mut Vec<String>,
+    found: &mut Option<(super::Sli, Vec<String>)>,
 ) -> bool {
     let Some(f) = walk::fields(ctx, node, path, &["apiVersion", "kind", "metadata", "spec"]) else {
         return false;
@@ -399,6 +409,70 @@ fn indicator(
         }
         _ => {}
     }
+    // sloburn's own export names its SLI in a `type: sloburn` source: that maps exactly.
+    if let Some(g) = rf.get("good")
+        && let Some(src) = child(g, "metricSource")
+        && child(src, "type").and_then(Node::as_scalar) == Some("sloburn")
+    {
+        let gp = join(&rf.path_of("good"), "metricSource");
+        let Some(mf) = walk::fields(ctx, src, &gp, &["type", "spec"]) else {
+            return false;
+        };
+        let Some(spec) = mf.get("spec") else {
+            ctx.error(src.pos, &gp, "missing `spec`");
+            return false;
+        };
+        let Some(sf) = walk::fields(
+            ctx,
+            spec,
+            &mf.path_of("spec"),
+            &["sli", "under", "failures", "profiles"],
+        ) else {
+            return false;
+        };
+        let sli = match sf.get("sli").and_then(Node::as_scalar) {
+            Some("latency") => {
+                let under = walk::required(ctx, &sf, "under", walk::positive_duration);
+                let exclude = match sf.get("failures").and_then(Node::as_scalar) {
+                    None | Some("include") => Some(false),
+                    Some("exclude") => Some(true),
+                    Some(_) => {
+                        let n = sf.get("failures").unwrap_or(spec);
+                        ctx.error(n.pos, &sf.path_of("failures"), "use `include` or `exclude`");
+                        None
+                    }
+                };
+                match (under, exclude) {
+                    (Some(under), Some(exclude_failures)) => super::Sli::Latency {
+                        under,
+                        exclude_failures,
+                    },
+                    _ => return false,
+                }
+            }
+            Some("availability") | None => super::Sli::Availability,
+            Some(other) => {
+                let n = sf.get("sli").unwrap_or(spec);
+                ctx.error(
+                    n.pos,
+                    &sf.path_of("sli"),
+                    format!("unknown sloburn SLI `{other}`: `availability` or `latency`"),
+                );
+                return false;
+            }
+        };
+        let profiles = sf
+            .get("profiles")
+            .map(|n| {
+                walk::seq(ctx, n, &sf.path_of("profiles"))
+                    .iter()
+                    .filter_map(|i| walk::string(ctx, i, &sf.path_of("profiles")))
+                    .collect()
+            })
+            .unwrap_or_default();
+        *found = Some((sli, profiles));
+        return ok;
+    }
     for key in ["good", "bad", "total"] {
         if let Some(n) = rf.get(key) {
             ctx.warn(
@@ -409,6 +483,14 @@ fn indicator(
         }
     }
     ok
+}
+
+/// The value under `key` of a mapping, without checking anything.
+fn child<'a>(node: &'a Node, key: &str) -> Option<&'a Node> {
+    match &node.value {
+        Value::Map(entries) => entries.iter().find(|(k, _)| k.name == key).map(|(_, v)| v),
+        _ => None,
+    }
 }
 
 fn time_window(ctx: &mut Ctx, node: &Node, path: &str) -> Option<Period> {
@@ -869,7 +951,30 @@ pub fn to_yaml(slos: &[ImportedSlo], source: &str) -> String {
     for s in slos {
         let _ = writeln!(out, "  {}:", quote(&s.name));
         let _ = writeln!(out, "    target: {}", quote(&s.target));
-        let _ = writeln!(out, "    sli: availability");
+        if !s.profiles.is_empty() {
+            let list: Vec<String> = s.profiles.iter().map(|p| quote(p)).collect();
+            let _ = writeln!(out, "    profiles: [{}]", list.join(", "));
+        }
+        match &s.sli {
+            super::Sli::Availability => {
+                let _ = writeln!(out, "    sli: availability");
+            }
+            super::Sli::Latency {
+                under,
+                exclude_failures,
+            } => {
+                let _ = writeln!(
+                    out,
+                    "    sli: {{ latency: {{ under: {}, failures: {} }} }}",
+                    crate::units::format_duration(*under),
+                    if *exclude_failures {
+                        "exclude"
+                    } else {
+                        "include"
+                    }
+                );
+            }
+        }
         let _ = writeln!(out, "    objective: {}", s.objective);
         match &s.period {
             None => {}
@@ -1036,15 +1141,124 @@ pub(super) fn load_into(
             super::Slo {
                 name: s.name,
                 target: s.target,
-                profiles: Vec::new(),
+                profiles: s.profiles,
                 objective: s.objective,
                 period,
                 calendar,
-                sli: super::Sli::Availability,
+                sli: s.sli,
                 description: s.description,
                 labels: s.labels,
                 tiers,
             },
         );
     }
+}
+
+/// A duration as OpenSLO's shorthand: one number and one unit (`30d`, `90m`).
+fn shorthand(d: Duration) -> String {
+    let s = d.as_secs();
+    for (size, unit) in [(86400, "d"), (3600, "h"), (60, "m")] {
+        if s >= size && s.is_multiple_of(size) {
+            return format!("{}{unit}", s / size);
+        }
+    }
+    format!("{}m", s.div_ceil(60).max(1))
+}
+
+/// The config's SLOs as OpenSLO v1 `SLO` documents that `import` turns back into the same
+/// SLOs: the SLI travels in a `type: sloburn` metric source, the tiers (the defaults written
+/// out) as inline alert policies.
+pub fn export(cfg: &super::Config) -> String {
+    let mut out = String::from("# Exported by `sloburn openslo export`.\n");
+    for s in cfg.slos.values() {
+        let def = s.def();
+        out.push_str("---\napiVersion: openslo/v1\nkind: SLO\nmetadata:\n");
+        let _ = writeln!(out, "  name: {}", quote(&s.name));
+        if !s.labels.is_empty() {
+            out.push_str("  labels:\n");
+            for (k, v) in &s.labels {
+                let _ = writeln!(out, "    {}: {}", quote(k), quote(v));
+            }
+        }
+        out.push_str("spec:\n");
+        if !s.description.is_empty() {
+            let _ = writeln!(out, "  description: {}", quote(&s.description));
+        }
+        let _ = writeln!(out, "  service: {}", quote(&s.target));
+        out.push_str("  indicator:\n    metadata:\n");
+        let _ = writeln!(out, "      name: {}", quote(&format!("{}-sli", s.name)));
+        out.push_str("    spec:\n      ratioMetric:\n        counter: true\n        good:\n          metricSource:\n            type: sloburn\n            spec:\n");
+        match &s.sli {
+            super::Sli::Availability => out.push_str("              sli: availability\n"),
+            super::Sli::Latency {
+                under,
+                exclude_failures,
+            } => {
+                let _ = writeln!(
+                    out,
+                    "              sli: latency\n              under: {}\n              failures: {}",
+                    crate::units::format_duration(*under),
+                    if *exclude_failures {
+                        "exclude"
+                    } else {
+                        "include"
+                    }
+                );
+            }
+        }
+        if !s.profiles.is_empty() {
+            let list: Vec<String> = s.profiles.iter().map(|p| quote(p)).collect();
+            let _ = writeln!(out, "              profiles: [{}]", list.join(", "));
+        }
+        out.push_str("        total:\n          metricSource:\n            type: sloburn\n            spec:\n");
+        let _ = writeln!(
+            out,
+            "              query: {}",
+            quote(&format!(
+                "sum(sloburn_slo_events_total{{slo=\"{}\"}})",
+                s.name
+            ))
+        );
+        out.push_str("  timeWindow:\n");
+        match &s.calendar {
+            None => {
+                let _ = writeln!(
+                    out,
+                    "    - duration: {}\n      isRolling: true",
+                    shorthand(s.period)
+                );
+            }
+            Some(c) => {
+                let d = match c.unit {
+                    CalendarUnit::Week => "1w",
+                    CalendarUnit::Month => "1M",
+                    CalendarUnit::Quarter => "1Q",
+                };
+                // 2024-01-01 is a Monday and the first day of a month and a quarter.
+                let _ = writeln!(
+                    out,
+                    "    - duration: {d}\n      calendar:\n        startTime: 2024-01-01 00:00:00\n        timeZone: {}\n      isRolling: false",
+                    quote(c.tz.name())
+                );
+            }
+        }
+        out.push_str("  budgetingMethod: Occurrences\n  objectives:\n");
+        let _ = writeln!(out, "    - targetPercent: {}", s.objective);
+        if !def.tiers.is_empty() {
+            out.push_str("  alertPolicies:\n");
+        }
+        for t in &def.tiers {
+            let _ = writeln!(
+                out,
+                "    - kind: AlertPolicy\n      metadata:\n        name: {policy}\n      spec:\n        alertWhenBreaching: true\n        conditions:\n          - kind: AlertCondition\n            metadata:\n              name: {name}\n            spec:\n              severity: {sev}\n              condition:\n                kind: burnrate\n                threshold: {factor}\n                lookbackWindow: {long}\n                alertAfter: {short}",
+                policy = quote(&format!("{}-{}", s.name, t.name)),
+                name = quote(&t.name),
+                sev = t.severity.as_str(),
+                factor = t.factor,
+                long = shorthand(t.long),
+                short = shorthand(t.short),
+            );
+        }
+    }
+    out
 }

@@ -309,3 +309,76 @@ fn a_config_reads_openslo_files_from_slos_from() {
         "{text}"
     );
 }
+
+#[test]
+fn export_round_trips_the_slos_sloburn_defines() {
+    let dir = tempfile::tempdir().unwrap();
+    let head = "targets:\n  api:\n    url: http://127.0.0.1:9/api\n  web:\n    url: http://127.0.0.1:9/web\nprofiles:\n  idle:\n    target: api\n    executor: constant-vus\n    vus: 1\n    duration: 1s\n";
+    let slos = r#"slos:
+  api-availability:
+    target: api
+    sli: availability
+    objective: 99.9
+  api-latency:
+    target: api
+    profiles: [idle]
+    sli: { latency: { under: 300ms, failures: exclude } }
+    objective: 99.5
+    period: 28d
+    description: "Checkout answers fast."
+    labels: { team: shop }
+    alerting:
+      tiers:
+        - { name: fast, severity: page, long: 1h, short: 5m, factor: 13.44 }
+        - { name: slow, severity: ticket, long: 90m, short: 10m, factor: 1.5 }
+  web-monthly:
+    target: web
+    sli: availability
+    objective: 99
+    period: { calendar: month, timezone: Europe/Berlin }
+"#;
+    let original = dir.path().join("sloburn.yaml");
+    std::fs::write(&original, format!("{head}{slos}")).unwrap();
+    let out = sloburn()
+        .args(["openslo", "export"])
+        .arg(&original)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", all_output(&out));
+    let exported = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        exported.contains("apiVersion: openslo/v1\nkind: SLO\n"),
+        "{exported}"
+    );
+
+    let back = import(dir.path(), "exported.yaml", &exported);
+    assert_eq!(
+        back.status.code(),
+        Some(0),
+        "{exported}\n{}",
+        all_output(&back)
+    );
+    assert!(
+        back.stderr.is_empty(),
+        "sloburn's own sources map without a warning: {}",
+        String::from_utf8_lossy(&back.stderr)
+    );
+    let imported = String::from_utf8(back.stdout).unwrap();
+    let env = crate::support::test_env();
+    let a = sloburn::config::from_str(&format!("{head}{slos}"), "a.yaml", dir.path(), &env)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .config;
+    let b = sloburn::config::from_str(&format!("{head}{imported}"), "b.yaml", dir.path(), &env)
+        .unwrap_or_else(|e| panic!("{imported}\n{e}"))
+        .config;
+    // The same SLOs: target, profiles, SLI, objective, period, labels, description; the
+    // default tiers come back written out, so compare the engine's definitions too.
+    assert_eq!(a.slo_defs(), b.slo_defs(), "{imported}");
+    for (name, s) in &a.slos {
+        let t = &b.slos[name];
+        assert_eq!(format!("{:?}", s.sli), format!("{:?}", t.sli));
+        assert_eq!(s.profiles, t.profiles);
+        assert_eq!(s.target, t.target);
+    }
+    assert_eq!(a.slos.len(), b.slos.len());
+}
