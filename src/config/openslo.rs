@@ -740,8 +740,8 @@ fn alert_policy<'a>(
         return;
     };
     if let Some(n) = s.get("description") {
-        // The policy's description becomes the tier's reason in nothing sloburn prints; keep
-        // the check honest: it must at least be text.
+        // Prose about the policy has no place in a tier (README "OpenSLO" says so); it must
+        // still be text.
         walk::string(ctx, n, &s.path_of("description"));
     }
     for (key, allowed, why) in [

@@ -57,16 +57,15 @@ impl Calendar {
         })
     }
 
-    /// The longest such period can be (a 31-day month or 92-day quarter, plus the hour a DST
-    /// change back adds): the length of the per-minute ring that must hold a whole period.
+    /// The longest such period can be (a 31-day month, a 92-day quarter), plus a day of margin
+    /// for clock changes (a DST change back adds an hour; zones changing sides of the date line
+    /// have repeated a day): the length of the per-minute ring that must hold a whole period.
     pub fn longest(&self) -> Duration {
         let days = match self.unit {
             CalendarUnit::Week => 7,
             CalendarUnit::Month => 31,
             CalendarUnit::Quarter => 92,
         };
-        // Zones have moved clocks back by up to a whole day (Samoa 2011 went forward; others
-        // have gone back by 24 hours when changing sides of the date line): allow a day.
         Duration::from_secs((days + 1) * DAY)
     }
 
