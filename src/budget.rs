@@ -139,7 +139,7 @@ impl Budget {
             let keep = inner
                 .slos
                 .get(&s.name)
-                .is_some_and(|old| old.def.period == def.period);
+                .is_some_and(|old| old.def.span() == def.span());
             let metrics = self.metrics.slo(&s.name, def.objective);
             if keep {
                 if let Some(state) = inner.slos.get_mut(&s.name) {
@@ -150,19 +150,19 @@ impl Budget {
                 }
                 continue;
             }
-            let since = now_minute - slo::window_minutes(def.period) + 1;
+            let since = now_minute - slo::window_minutes(def.span()) + 1;
             let restored = self
                 .store
                 .lock()
                 .ok()
                 .and_then(|st| st.as_ref().map(|st| st.load(&s.name, since)));
             let windows = match restored {
-                Some(Ok(minutes)) => Windows::restore(def.period, minutes),
+                Some(Ok(minutes)) => Windows::restore(def.span(), minutes),
                 Some(Err(e)) => {
                     self.set_problem(format!("cannot restore SLO `{}`: {e}", s.name));
-                    Windows::new(def.period)
+                    Windows::new(def.span())
                 }
-                None => Windows::new(def.period),
+                None => Windows::new(def.span()),
             };
             let folded = metrics.events();
             inner.slos.insert(
@@ -283,7 +283,7 @@ impl Budget {
             Ok(inner) => inner
                 .slos
                 .iter()
-                .map(|(n, s)| (n.clone(), now_minute - slo::window_minutes(s.def.period)))
+                .map(|(n, s)| (n.clone(), now_minute - slo::window_minutes(s.def.span())))
                 .collect(),
             Err(_) => return,
         };
@@ -323,11 +323,13 @@ impl Budget {
         }
     }
 
-    /// Event totals over the whole period, as the windows hold them (for tests and the API).
+    /// Event totals over the period budget (rolling, or since the calendar period's start), as
+    /// the windows hold them (for tests and the API).
     pub fn period_totals(&self, name: &str, now_unix: i64) -> Option<(u64, u64)> {
         let inner = self.inner.lock().ok()?;
         let s = inner.slos.get(name)?;
-        Some(s.windows.totals(s.def.period, slo::minute_of(now_unix)))
+        let now = slo::minute_of(now_unix);
+        Some(s.windows.totals(s.def.period_window(now), now))
     }
 
     /// The burn rate of `name` over `window` right now, counting not-yet-folded events too,

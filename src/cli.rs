@@ -107,9 +107,29 @@ pub enum Command {
         #[arg(long)]
         output: Option<PathBuf>,
     },
+    /// OpenSLO v1 documents to and from sloburn's `slos`.
+    Openslo {
+        #[command(subcommand)]
+        action: Openslo,
+    },
     /// The fault-injecting HTTP test server (latency, errors, stalls, resets, slow and large
     /// bodies; per-request overrides in the query string).
     Target(crate::target::TargetOptions),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Openslo {
+    /// Print the SLOs of an OpenSLO v1 file (SLO, with SLI, AlertPolicy and AlertCondition) as
+    /// sloburn YAML; a field that does not map is an error at its line:col.
+    Import {
+        /// The OpenSLO file (one or more `---` separated documents).
+        file: PathBuf,
+    },
+    /// Print a config's SLOs as OpenSLO v1 documents, which `import` turns back into them.
+    Export {
+        /// The sloburn config file.
+        file: PathBuf,
+    },
 }
 
 /// Parses `std::env::args`, runs the command and returns the process exit code.
@@ -127,7 +147,7 @@ pub fn main() -> i32 {
     };
     let quiet = matches!(
         cli.command,
-        Command::Run(_) | Command::Check { .. } | Command::Rules { .. }
+        Command::Run(_) | Command::Check { .. } | Command::Rules { .. } | Command::Openslo { .. }
     );
     init_logging(cli.log_format, if quiet { "warn" } else { "info" });
     // Every VU holds a descriptor: take all the process may have before anything counts them.
@@ -157,6 +177,25 @@ pub fn main() -> i32 {
             })
         }
         Command::Check { file } => check(&file, &mut std::io::stdout()),
+        Command::Openslo {
+            action: Openslo::Import { file },
+        } => crate::config::openslo::import_command(
+            &file,
+            &mut std::io::stdout(),
+            &mut std::io::stderr(),
+        ),
+        Command::Openslo {
+            action: Openslo::Export { file },
+        } => match crate::config::load_without_secrets(&file) {
+            Ok(l) => {
+                print!("{}", crate::config::openslo::export(&l.config));
+                exit::OK
+            }
+            Err(e) => {
+                crate::config::report(&file.display().to_string(), Err(e), &mut std::io::stdout());
+                exit::CONFIG
+            }
+        },
         Command::Run(args) => crate::run::command(*args),
         Command::Rules {
             file,

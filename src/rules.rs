@@ -156,6 +156,8 @@ fn percent(ratio: f64) -> String {
 }
 
 enum Rule {
+    /// A `#` line before the next rule.
+    Comment(String),
     Record {
         record: String,
         expr: String,
@@ -194,6 +196,17 @@ fn events_selector(slo: &SloDef, opts: &RulesOptions, bad_only: bool) -> String 
         m.push("result=\"bad\"".to_string());
     }
     format!("{EVENTS_METRIC}{{{}}}", m.join(","))
+}
+
+/// The daemon's burn-rate gauge of `slo` for the window labelled `window`.
+fn gauge_selector(slo: &SloDef, opts: &RulesOptions, window: &str) -> String {
+    let mut m = Vec::new();
+    if let Some(job) = &opts.job {
+        m.push(format!("job={}", quote(job)));
+    }
+    m.push(format!("slo={}", quote(&slo.name)));
+    m.push(format!("window={}", quote(window)));
+    format!("sloburn_slo_burn_rate{{{}}}", m.join(","))
 }
 
 fn sli_error_record(w: Duration) -> String {
@@ -257,14 +270,17 @@ fn slo_group(slo: &SloDef, opts: &RulesOptions, mode: &str) -> Group {
             labels,
         });
     }
-    // Event-weighted over the period (not an average of 5m ratios, Sloth #241).
-    let mut labels = base.clone();
-    labels.insert("sloth_window".to_string(), period.clone());
-    rules.push(Rule::Record {
-        record: format!("slo:sli_error:ratio_rate{period}"),
-        expr: ratio("increase", &period),
-        labels,
-    });
+    // Event-weighted over the period (not an average of 5m ratios, Sloth #241). A calendar
+    // period has no PromQL range: its budget comes from the daemon's gauges further down.
+    if slo.calendar.is_none() {
+        let mut labels = base.clone();
+        labels.insert("sloth_window".to_string(), period.clone());
+        rules.push(Rule::Record {
+            record: format!("slo:sli_error:ratio_rate{period}"),
+            expr: ratio("increase", &period),
+            labels,
+        });
+    }
 
     let meta = |record: &str, expr: String| Rule::Record {
         record: record.to_string(),
@@ -292,10 +308,26 @@ fn slo_group(slo: &SloDef, opts: &RulesOptions, mode: &str) -> Group {
         "slo:current_burn_rate:ratio",
         burn(&sli_error_record(Duration::from_secs(300))),
     ));
-    rules.push(meta(
-        "slo:period_burn_rate:ratio",
-        burn(&format!("slo:sli_error:ratio_rate{period}")),
-    ));
+    match slo.calendar {
+        None => rules.push(meta(
+            "slo:period_burn_rate:ratio",
+            burn(&format!("slo:sli_error:ratio_rate{period}")),
+        )),
+        Some(c) => {
+            rules.push(Rule::Comment(format!(
+                "Calendar {unit} in {tz}: PromQL cannot express a range that starts at local\n\
+                 midnight of the {unit}'s first day, so the period budget is read from the\n\
+                 daemon's own gauge (sloburn_slo_burn_rate{{window=\"{unit}\"}}), the worst\n\
+                 instance when several are scraped. The tiers' windows stay rolling.",
+                unit = c.unit.as_str(),
+                tz = c.tz.name(),
+            )));
+            rules.push(meta(
+                "slo:period_burn_rate:ratio",
+                format!("max({})\n", gauge_selector(slo, opts, c.unit.as_str())),
+            ));
+        }
+    }
     rules.push(meta(
         "slo:period_error_budget_remaining:ratio",
         format!("1 - slo:period_burn_rate:ratio{sel}"),
@@ -373,7 +405,10 @@ fn tier_alert(
         template_literal(&format!(
             "{what}. Objective {}% over {}; at this burn rate more than {}% of the error budget goes in {long}.",
             percent(slo.objective),
-            promql_duration(slo.period),
+            match slo.calendar {
+                Some(c) => format!("the calendar {} ({})", c.unit.as_str(), c.tz.name()),
+                None => promql_duration(slo.period),
+            },
             percent(budget_share),
         )),
     );
@@ -486,6 +521,11 @@ fn write_groups(out: &mut String, groups: &[Group], indent: usize) {
 
 fn write_rule(out: &mut String, rule: &Rule, pad: &str) {
     match rule {
+        Rule::Comment(text) => {
+            for line in text.lines() {
+                let _ = writeln!(out, "{pad}# {line}");
+            }
+        }
         Rule::Record {
             record,
             expr,
@@ -543,6 +583,7 @@ mod tests {
             name: "checkout-availability".into(),
             service: "checkout".into(),
             objective: 0.999,
+            calendar: None,
             period,
             tiers: default_tiers(period),
             labels: BTreeMap::from([("team".into(), "shop".into())]),

@@ -1,5 +1,5 @@
 //! The config as a whole: reads the top-level sections in order (server, storage, targets,
-//! SLOs, profiles) and runs the checks that need more than one of them. Each section's own
+//! SLOs and the OpenSLO files of `slos_from`, profiles) and runs the checks that need more than one of them. Each section's own
 //! reader lives in its file.
 
 use super::walk::{self, Ctx, Fields, did_you_mean, named_keys, node_at};
@@ -17,7 +17,14 @@ pub fn config(ctx: &mut Ctx, root: &Node, base: &Path, env: &Env) -> Option<Conf
         ctx,
         root,
         "",
-        &["server", "storage", "targets", "profiles", "slos"],
+        &[
+            "server",
+            "storage",
+            "targets",
+            "profiles",
+            "slos",
+            "slos_from",
+        ],
     )?;
     let server = server::server(ctx, top.get("server"), base, env);
     let storage = storage::storage(ctx, top.get("storage"), base);
@@ -47,6 +54,16 @@ pub fn config(ctx: &mut Ctx, root: &Node, base: &Path, env: &Env) -> Option<Conf
         for (name, _, node) in walk::named(ctx, node, "slos") {
             if let Some(s) = slos::slo(ctx, &name, node, &target_names) {
                 slos.insert(name, s);
+            }
+        }
+    }
+    // OpenSLO files, relative to the config's directory.
+    if let Some(node) = top.get("slos_from") {
+        for (i, item) in walk::seq(ctx, node, "slos_from").iter().enumerate() {
+            let path = format!("slos_from[{i}]");
+            if let Some(rel) = walk::string(ctx, item, &path) {
+                let file = base.join(rel);
+                super::openslo::load_into(ctx, item, &path, &file, &target_names, &mut slos);
             }
         }
     }

@@ -12,6 +12,7 @@ pub use secrets::expand_flag;
 mod checks;
 mod executors;
 mod files;
+pub mod openslo;
 mod profiles;
 mod report;
 mod secrets;
@@ -266,7 +267,10 @@ pub struct Slo {
     pub profiles: Vec<String>,
     /// Percent, in (0, 100).
     pub objective: f64,
+    /// Rolling length, or a calendar period's nominal length (see [`crate::slo::Calendar`]).
     pub period: Duration,
+    /// `period: {calendar: month, timezone: Europe/Berlin}`.
+    pub calendar: Option<crate::slo::Calendar>,
     pub sli: Sli,
     pub description: String,
     pub labels: BTreeMap<String, String>,
@@ -424,6 +428,7 @@ impl Slo {
             service: self.target.clone(),
             objective: self.objective / 100.0,
             period: self.period,
+            calendar: self.calendar,
             tiers,
             labels: self.labels.clone(),
             description: self.description.clone(),

@@ -3,6 +3,7 @@
 use super::walk::{self, Ctx, join, optional, positive_duration, reference, required};
 use super::yaml::{Node, Value};
 use super::{Sli, Slo, TierSpec};
+use crate::slo::{Calendar, CalendarUnit};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -42,19 +43,8 @@ pub fn slo(ctx: &mut Ctx, name: &str, node: &Node, targets: &[(String, bool)]) -
         ctx,
         &f,
         "period",
-        Duration::from_secs(30 * 86400),
-        |c, n, p| {
-            let d = walk::duration(c, n, p)?;
-            if d < Duration::from_secs(60) || d.as_secs() % 60 != 0 {
-                c.error(
-                    n.pos,
-                    p,
-                    "the period must be whole minutes, at least 1m (typically 28d or 30d)",
-                );
-                return None;
-            }
-            Some(d)
-        },
+        (Duration::from_secs(30 * 86400), None),
+        period,
     );
     let sli = required(ctx, &f, "sli", sli);
     let profiles = f
@@ -111,12 +101,67 @@ pub fn slo(ctx: &mut Ctx, name: &str, node: &Node, targets: &[(String, bool)]) -
         target: target?,
         profiles,
         objective: objective?,
-        period: period?,
+        period: period?.0,
+        calendar: period?.1,
         sli: sli?,
         description,
         labels,
         tiers,
     })
+}
+
+/// A rolling duration (`30d`) or a calendar period (`{calendar: month, timezone: Europe/Berlin}`).
+fn period(ctx: &mut Ctx, node: &Node, path: &str) -> Option<(Duration, Option<Calendar>)> {
+    if node.as_scalar().is_some() {
+        let d = walk::duration(ctx, node, path)?;
+        if d < Duration::from_secs(60) || d.as_secs() % 60 != 0 {
+            ctx.error(
+                node.pos,
+                path,
+                "the period must be whole minutes, at least 1m (typically 28d or 30d)",
+            );
+            return None;
+        }
+        return Some((d, None));
+    }
+    let f = walk::fields(ctx, node, path, &["calendar", "timezone"])?;
+    let unit = required(ctx, &f, "calendar", |c, n, p| {
+        let s = walk::string(c, n, p)?;
+        if let Some(u) = CalendarUnit::parse(&s) {
+            return Some(u);
+        }
+        let hint = walk::did_you_mean(&s, CalendarUnit::NAMES)
+            .map(|s| format!(" (did you mean `{s}`?)"))
+            .unwrap_or_default();
+        c.error(
+            n.pos,
+            p,
+            format!("unknown calendar period `{s}`{hint}: use `week`, `month` or `quarter`"),
+        );
+        None
+    });
+    let tz = optional(ctx, &f, "timezone", chrono_tz::UTC, |c, n, p| {
+        let s = walk::string(c, n, p)?;
+        if let Ok(tz) = s.parse::<chrono_tz::Tz>() {
+            return Some(tz);
+        }
+        let hint = walk::did_you_mean(&s, chrono_tz::TZ_VARIANTS.iter().map(|t| t.name()))
+            .map(|s| format!(" (did you mean `{s}`?)"))
+            .unwrap_or_default();
+        c.error(
+            n.pos,
+            p,
+            format!(
+                "unknown time zone `{s}`{hint}: use an IANA name like `Europe/Berlin` or `UTC`"
+            ),
+        );
+        None
+    });
+    let cal = Calendar {
+        unit: unit?,
+        tz: tz?,
+    };
+    Some((cal.nominal(), Some(cal)))
 }
 
 fn sli(ctx: &mut Ctx, node: &Node, path: &str) -> Option<Sli> {

@@ -87,6 +87,25 @@ impl Node {
 /// Parses one YAML document. An empty input yields a null node at 1:1.
 pub fn parse(src: &str) -> Result<Node, SyntaxError> {
     let mut builder = Builder::default();
+    run(&mut builder, src)?;
+    Ok(builder.root.unwrap_or(Node {
+        value: Value::Null,
+        pos: Pos { line: 1, col: 1 },
+    }))
+}
+
+/// Parses every document of a stream (`---` separated, as OpenSLO files are); anchors are
+/// scoped to their document, the alias bound to the whole file.
+pub fn parse_documents(src: &str) -> Result<Vec<Node>, SyntaxError> {
+    let mut builder = Builder {
+        multi: true,
+        ..Builder::default()
+    };
+    run(&mut builder, src)?;
+    Ok(builder.roots)
+}
+
+fn run(builder: &mut Builder, src: &str) -> Result<(), SyntaxError> {
     for item in Parser::new_from_str(src) {
         let (event, span) = item.map_err(|e| SyntaxError {
             pos: Pos {
@@ -104,10 +123,7 @@ pub fn parse(src: &str) -> Result<Node, SyntaxError> {
             break;
         }
     }
-    Ok(builder.root.unwrap_or(Node {
-        value: Value::Null,
-        pos: Pos { line: 1, col: 1 },
-    }))
+    Ok(())
 }
 
 enum Frame {
@@ -127,6 +143,9 @@ struct Builder {
     alias_nodes: usize,
     done: bool,
     documents: usize,
+    /// Several documents allowed: each root goes to `roots`.
+    multi: bool,
+    roots: Vec<Node>,
 }
 
 impl Builder {
@@ -134,7 +153,9 @@ impl Builder {
         match event {
             Event::DocumentStart(_) => {
                 self.documents += 1;
-                if self.documents > 1 {
+                if self.multi {
+                    self.anchors.clear();
+                } else if self.documents > 1 {
                     return Err(SyntaxError {
                         pos,
                         message: "a config file holds one YAML document; found a second `---`"
@@ -226,6 +247,7 @@ impl Builder {
 
     fn push(&mut self, node: Node, pos: Pos) -> Result<(), SyntaxError> {
         match self.stack.last_mut() {
+            None if self.multi => self.roots.push(node),
             None => self.root = Some(node),
             Some(Frame::Seq(seq)) => {
                 if let Value::Seq(items) = &mut seq.value {

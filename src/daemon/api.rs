@@ -370,6 +370,18 @@ async fn slos(State(shared): State<AppState>, headers: HeaderMap) -> Result<Resp
                     "burn_rate": finite(s.burn_rate),
                 })
             };
+            // A calendar period names itself and its bounds (RFC 3339, in its zone).
+            let period = |r: &crate::slo::SloReport| {
+                let mut p = window(&r.period);
+                if let Some((c, start, end)) = &r.calendar {
+                    p["window"] = json!(c.unit.as_str());
+                    p["calendar"] = json!(c.unit.as_str());
+                    p["timezone"] = json!(c.tz.name());
+                    p["start"] = json!(crate::slo::rfc3339_in(c.tz, *start));
+                    p["end"] = json!(crate::slo::rfc3339_in(c.tz, *end));
+                }
+                p
+            };
             json!({
                 "name": r.name,
                 "objective": r.objective,
@@ -377,7 +389,7 @@ async fn slos(State(shared): State<AppState>, headers: HeaderMap) -> Result<Resp
                 "budget_remaining": finite(r.budget_remaining),
                 "time_to_exhaustion_seconds": r.time_to_exhaustion.map(|d| d.as_secs_f64()),
                 "windows": r.windows.iter().map(window).collect::<Vec<_>>(),
-                "period": window(&r.period),
+                "period": period(r),
                 "tiers": r.tiers.iter().map(|t| json!({
                     "name": t.name,
                     "severity": t.severity.as_str(),

@@ -24,4 +24,6 @@ mod state;
 pub use lifecycle::{Daemon, Options, Startup, command, run_until_signal, start, with_signals};
 pub use reload::{WATCH_INTERVAL, reload};
 pub use runs::{StartError, start_run};
+#[doc(hidden)]
+pub use state::TEST_CLOCK_ENV;
 pub use state::{ProfileView, RunRecord, Shared, Source, ThresholdRecord};

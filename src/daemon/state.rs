@@ -197,11 +197,26 @@ impl AuthFailures {
     }
 }
 
+/// Test hook, not a user setting: `SLOBURN_TEST_CLOCK_START=<unix seconds>` starts the daemon's
+/// clock (SLO minutes, run times) at that instant; it then runs at real speed. Read once. The
+/// calendar-period test uses it to cross a month boundary in seconds.
+#[doc(hidden)]
+pub const TEST_CLOCK_ENV: &str = "SLOBURN_TEST_CLOCK_START";
+
+/// The daemon's clock in unix seconds: the system clock, shifted by the test hook if set.
 pub(super) fn unix_now() -> f64 {
-    std::time::SystemTime::now()
+    static OFFSET: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    let real = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
+        .unwrap_or(0.0);
+    let offset = OFFSET.get_or_init(|| {
+        std::env::var(TEST_CLOCK_ENV)
+            .ok()
+            .and_then(|v| v.trim().parse::<i64>().ok())
+            .map_or(0.0, |start| start as f64 - real)
+    });
+    real + offset
 }
 
 impl Shared {

@@ -88,11 +88,16 @@ impl SloMetrics {
     }
 
     /// Replaces the evaluation gauges. The period's window is labelled like the standard ones
-    /// (`30d`); when the period equals a standard window it is exposed once.
+    /// (`30d`), a calendar period by its name (`week`, `month`, `quarter`); when the period
+    /// equals a standard window it is exposed once.
     pub fn set_report(&self, report: &SloReport) {
         let mut windows: Vec<(String, f64, f64)> = Vec::new();
-        for s in report.windows.iter().chain([&report.period]) {
-            let label = window_label(s.window);
+        for (i, s) in report.windows.iter().chain([&report.period]).enumerate() {
+            // A calendar period is labelled by its name (`month`): its window grows all period.
+            let label = match &report.calendar {
+                Some((c, _, _)) if i == report.windows.len() => c.unit.as_str().to_string(),
+                _ => window_label(s.window),
+            };
             if windows.iter().all(|w| w.0 != label) {
                 windows.push((label, s.sli, s.burn_rate));
             }

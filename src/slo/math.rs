@@ -94,7 +94,10 @@ pub struct SloReport {
     pub error_budget: f64,
     /// The standard windows (5m … 3d), shortest first.
     pub windows: Vec<SloStatus>,
+    /// The period budget's window: for a calendar period, from its start to now.
     pub period: SloStatus,
+    /// `Some` for a calendar period: what it is, and its `[start, end)` in unix seconds.
+    pub calendar: Option<(super::Calendar, i64, i64)>,
     /// 1 − e_period / B; may go negative; 1 when the period saw no events.
     pub budget_remaining: f64,
     /// At the 1h burn rate (the fast page tier's long window): see [`time_to_exhaustion`].
@@ -142,7 +145,16 @@ pub fn evaluate(def: &SloDef, w: &Windows, now_minute: i64) -> SloReport {
         .iter()
         .map(|&d| SloStatus::of(d, w.totals(d, now_minute), budget))
         .collect();
-    let period = SloStatus::of(def.period, w.totals(def.period, now_minute), budget);
+    let period_window = def.period_window(now_minute);
+    let period = SloStatus::of(period_window, w.totals(period_window, now_minute), budget);
+    let calendar = def.calendar.map(|c| {
+        let (s, e) = def.period_bounds(now_minute);
+        (c, s * 60, e * 60)
+    });
+    // Time to exhaustion is scaled by the whole period's length, calendar or rolling.
+    let period_length = calendar.map_or(def.period, |(_, s, e)| {
+        Duration::from_secs(u64::try_from(e - s).unwrap_or(0))
+    });
     let budget_remaining = 1.0 - period.burn_rate;
     let hour = SloStatus::of(
         Duration::from_secs(3600),
@@ -155,8 +167,9 @@ pub fn evaluate(def: &SloDef, w: &Windows, now_minute: i64) -> SloReport {
         error_budget: budget,
         windows,
         period,
+        calendar,
         budget_remaining,
-        time_to_exhaustion: time_to_exhaustion(budget_remaining, def.period, hour.burn_rate),
+        time_to_exhaustion: time_to_exhaustion(budget_remaining, period_length, hour.burn_rate),
         tiers: def
             .tiers
             .iter()
@@ -181,6 +194,7 @@ mod tests {
             service: "checkout".into(),
             objective,
             period,
+            calendar: None,
             tiers: default_tiers(period),
             labels: BTreeMap::new(),
             description: String::new(),

@@ -2,6 +2,7 @@
 
 mod alerting;
 mod architecture;
+mod calendar;
 mod config;
 mod daemon;
 mod dashboards;
@@ -12,6 +13,7 @@ mod http;
 mod k6;
 mod load;
 mod metrics;
+mod openslo;
 mod panels;
 mod rules;
 mod secrets;

@@ -102,6 +102,7 @@ fn scenario() -> Metrics {
         name: "checkout-availability".into(),
         service: "checkout".into(),
         objective: 0.999,
+        calendar: None,
         period,
         tiers: default_tiers(period),
         labels: BTreeMap::new(),

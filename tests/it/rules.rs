@@ -28,6 +28,7 @@ fn checkout() -> SloDef {
         name: "checkout-availability".into(),
         service: "checkout".into(),
         objective: 0.999,
+        calendar: None,
         period,
         tiers: default_tiers(period),
         labels: BTreeMap::from([("team".into(), "shop".into())]),

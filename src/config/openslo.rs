@@ -1,0 +1,1264 @@
+//! OpenSLO v1 in: `SLO` documents, with the `SLI`, `AlertPolicy` and `AlertCondition` objects
+//! they refer to (or inline), converted to sloburn's `slos` section.
+//!
+//! Every field is either mapped or an error at its `line:col`: nothing is dropped silently.
+//! The one field kept only as a warning is an SLI's metric source: sloburn measures the
+//! service with its own probes (good and bad requests of its target), so the query of another
+//! system (Prometheus, Datadog, …) is replaced, and the warning says so at the query.
+//!
+//! Mapping: `metadata.name` → the SLO's name; `spec.service` → its target; a `ratioMetric` SLI
+//! → `sli: availability`; `timeWindow` rolling → `period: 28d`, calendar-aligned `1w`/`1M`/`1Q`
+//! → `period: {calendar: week|month|quarter, timezone}`; one objective's `target` or
+//! `targetPercent` → `objective`; `budgetingMethod: Occurrences` (the only one sloburn counts);
+//! description and display names → `description`; `metadata.labels` → `labels`; each alert
+//! policy's burn-rate condition → one tier (`threshold` → factor, `lookbackWindow` → long
+//! window, `alertAfter` → short window, or a twelfth of the long one when zero, `severity`
+//! page or ticket); a policy's notification target → the label `openslo_notification_target`,
+//! which Alertmanager can route on.
+
+use super::walk::{self, Ctx, Fields, join};
+use super::yaml::{self, Node, Pos, Value};
+use super::{ConfigError, Diagnostic};
+use crate::slo::{Calendar, CalendarUnit};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+/// One imported SLO, ready to be printed as sloburn YAML.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImportedSlo {
+    pub name: String,
+    pub target: String,
+    /// Percent.
+    pub objective: f64,
+    /// Availability, unless sloburn's own export named another SLI.
+    pub sli: super::Sli,
+    pub profiles: Vec<String>,
+    pub period: Option<Period>,
+    pub description: String,
+    pub labels: BTreeMap<String, String>,
+    pub tiers: Vec<ImportedTier>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Period {
+    Rolling(Duration),
+    Calendar(Calendar),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImportedTier {
+    pub name: String,
+    pub page: bool,
+    pub long: Duration,
+    pub short: Duration,
+    pub factor: f64,
+}
+
+/// Converts an OpenSLO file to sloburn SLOs, with the warnings (replaced metric sources).
+pub fn import(text: &str, file: &str) -> Result<(Vec<ImportedSlo>, Vec<Diagnostic>), ConfigError> {
+    let docs = yaml::parse_documents(text).map_err(|e| ConfigError {
+        file: file.to_string(),
+        errors: vec![Diagnostic {
+            pos: e.pos,
+            path: String::new(),
+            message: e.message,
+        }],
+        warnings: Vec::new(),
+    })?;
+    let mut ctx = Ctx::default();
+    let mut objects: Vec<(String, String, &Node, Pos)> = Vec::new();
+    for (i, doc) in docs.iter().enumerate() {
+        if doc.is_null() {
+            continue;
+        }
+        let path = format!("document {}", i + 1);
+        let Some(f) = walk::fields(
+            &mut ctx,
+            doc,
+            &path,
+            &["apiVersion", "kind", "metadata", "spec"],
+        ) else {
+            continue;
+        };
+        match f.get("apiVersion").and_then(Node::as_scalar) {
+            Some("openslo/v1") => {}
+            Some(other) => {
+                let pos = f.get("apiVersion").map_or(doc.pos, |n| n.pos);
+                ctx.error(
+                    pos,
+                    &f.path_of("apiVersion"),
+                    format!("`{other}` is not read: sloburn reads OpenSLO `openslo/v1`"),
+                );
+                continue;
+            }
+            None => {
+                ctx.error(doc.pos, &path, "missing `apiVersion: openslo/v1`");
+                continue;
+            }
+        }
+        let Some(kind_node) = f.get("kind") else {
+            ctx.error(doc.pos, &path, "missing `kind`");
+            continue;
+        };
+        let kind = kind_node.as_scalar().unwrap_or_default().to_string();
+        if !matches!(
+            kind.as_str(),
+            "SLO" | "SLI" | "AlertPolicy" | "AlertCondition"
+        ) {
+            ctx.error(
+                kind_node.pos,
+                &f.path_of("kind"),
+                format!("kind `{kind}` does not map to sloburn: it reads SLO, SLI, AlertPolicy and AlertCondition (sloburn's targets are its services and data sources)"),
+            );
+            continue;
+        }
+        let Some((name, _)) = metadata(&mut ctx, &f, &path, &mut BTreeMap::new()) else {
+            continue;
+        };
+        objects.push((kind, name, doc, doc.pos));
+    }
+    let find = |kind: &str, name: &str| {
+        objects
+            .iter()
+            .find(|(k, n, _, _)| k == kind && n == name)
+            .map(|(_, _, d, _)| *d)
+    };
+    let mut out = Vec::new();
+    for (kind, name, doc, _) in &objects {
+        if kind != "SLO" {
+            continue;
+        }
+        let path = name.clone();
+        if let Some(s) = slo(&mut ctx, doc, &path, &find) {
+            if out.iter().any(|o: &ImportedSlo| o.name == s.name) {
+                ctx.error(doc.pos, &path, format!("a second SLO named `{}`", s.name));
+            } else {
+                out.push(s);
+            }
+        }
+    }
+    if ctx.errors.is_empty() {
+        Ok((out, ctx.warnings))
+    } else {
+        Err(ConfigError {
+            file: file.to_string(),
+            errors: ctx.errors,
+            warnings: ctx.warnings,
+        })
+    }
+}
+
+/// `metadata`: name (required), displayName, labels (into `labels`).
+fn metadata(
+    ctx: &mut Ctx,
+    f: &Fields,
+    path: &str,
+    labels: &mut BTreeMap<String, String>,
+) -> Option<(String, Option<String>)> {
+    let Some(m) = f.get("metadata") else {
+        ctx.error(f.node.pos, path, "missing `metadata.name`");
+        return None;
+    };
+    let mp = f.path_of("metadata");
+    let mf = walk::fields(ctx, m, &mp, &["name", "displayName", "labels"])?;
+    let name = walk::required(ctx, &mf, "name", walk::string);
+    let display = mf
+        .get("displayName")
+        .and_then(|n| walk::string(ctx, n, &mf.path_of("displayName")));
+    if let Some(n) = mf.get("labels") {
+        let lp = mf.path_of("labels");
+        if let Value::Map(entries) = &n.value {
+            for (k, v) in entries {
+                let p = join(&lp, &k.name);
+                if !crate::rules::label_name_is_valid(&k.name) {
+                    ctx.error(k.pos, &p, "not a valid Prometheus label name");
+                } else if let Some(v) = walk::string(ctx, v, &p) {
+                    labels.insert(k.name.clone(), v);
+                }
+            }
+        } else {
+            ctx.error(
+                n.pos,
+                &lp,
+                format!("expected a mapping of label values, found {}", n.kind()),
+            );
+        }
+    }
+    Some((name?, display))
+}
+
+type Find<'a> = dyn Fn(&str, &str) -> Option<&'a Node> + 'a;
+
+fn slo<'a>(ctx: &mut Ctx, doc: &'a Node, path: &str, find: &Find<'a>) -> Option<ImportedSlo> {
+    let f = walk::fields(ctx, doc, path, &["apiVersion", "kind", "metadata", "spec"])?;
+    let mut labels = BTreeMap::new();
+    let (name, display) = metadata(ctx, &f, path, &mut labels)?;
+    let Some(spec) = f.get("spec") else {
+        ctx.error(doc.pos, path, "missing `spec`");
+        return None;
+    };
+    let sp = f.path_of("spec");
+    let s = walk::fields(
+        ctx,
+        spec,
+        &sp,
+        &[
+            "description",
+            "service",
+            "indicator",
+            "indicatorRef",
+            "timeWindow",
+            "budgetingMethod",
+            "objectives",
+            "alertPolicies",
+        ],
+    )?;
+    let mut description: Vec<String> = Vec::new();
+    description.extend(display);
+    if let Some(d) = s
+        .get("description")
+        .and_then(|n| walk::string(ctx, n, &s.path_of("description")))
+    {
+        description.push(d);
+    }
+    let target = walk::required(ctx, &s, "service", walk::string);
+    // The indicator: inline or by reference; only ratio metrics map.
+    let mut sli = None;
+    let indicator_ok = match (s.get("indicator"), s.get("indicatorRef")) {
+        (Some(n), None) => indicator(
+            ctx,
+            n,
+            &s.path_of("indicator"),
+            target.as_deref(),
+            &mut description,
+            &mut sli,
+        ),
+        (None, Some(r)) => {
+            let rp = s.path_of("indicatorRef");
+            match walk::string(ctx, r, &rp) {
+                Some(rn) => match find("SLI", &rn) {
+                    Some(d) => indicator(
+                        ctx,
+                        d,
+                        &format!("SLI {rn}"),
+                        target.as_deref(),
+                        &mut description,
+                        &mut sli,
+                    ),
+                    None => {
+                        ctx.error(r.pos, &rp, format!("no SLI named `{rn}` in this file"));
+                        false
+                    }
+                },
+                None => false,
+            }
+        }
+        (Some(_), Some(r)) => {
+            ctx.error(
+                r.pos,
+                &s.path_of("indicatorRef"),
+                "give `indicator` or `indicatorRef`, not both",
+            );
+            false
+        }
+        (None, None) => {
+            ctx.error(spec.pos, &sp, "missing `indicator` or `indicatorRef`");
+            false
+        }
+    };
+    let period = match s.get("timeWindow") {
+        Some(n) => time_window(ctx, n, &s.path_of("timeWindow")).map(Some),
+        None => Some(None),
+    };
+    if let Some(n) = s.get("budgetingMethod") {
+        let p = s.path_of("budgetingMethod");
+        match walk::string(ctx, n, &p).as_deref() {
+            Some("Occurrences") | None => {}
+            Some(other) => ctx.error(
+                n.pos,
+                &p,
+                format!("budgetingMethod `{other}` does not map: sloburn counts good and bad events (`Occurrences`)"),
+            ),
+        }
+    }
+    let objective = match s.get("objectives") {
+        Some(n) => objectives(ctx, n, &s.path_of("objectives"), &mut description),
+        None => {
+            ctx.error(spec.pos, &sp, "missing `objectives`");
+            None
+        }
+    };
+    let mut tiers = Vec::new();
+    if let Some(n) = s.get("alertPolicies") {
+        let ap = s.path_of("alertPolicies");
+        for (i, item) in walk::seq(ctx, n, &ap).iter().enumerate() {
+            alert_policy(
+                ctx,
+                item,
+                &format!("{ap}[{i}]"),
+                find,
+                &mut tiers,
+                &mut labels,
+            );
+        }
+    }
+    if !indicator_ok {
+        return None;
+    }
+    let (sli, profiles) = sli.unwrap_or((super::Sli::Availability, Vec::new()));
+    Some(ImportedSlo {
+        name,
+        sli,
+        profiles,
+        target: target?,
+        objective: objective?,
+        period: period?,
+        description: description.join(": "),
+        labels,
+        tiers,
+    })
+}
+
+/// An SLI (inline `{metadata, spec}` or a `kind: SLI` document): a ratio metric maps to
+/// sloburn's availability SLI; its metric sources are replaced by sloburn's own probes.
+fn indicator(
+    ctx: &mut Ctx,
+    node: &Node,
+    path: &str,
+    target: Option<&str>,
+    description: &mut Vec<String>,
+    found: &mut Option<(super::Sli, Vec<String>)>,
+) -> bool {
+    let Some(f) = walk::fields(ctx, node, path, &["apiVersion", "kind", "metadata", "spec"]) else {
+        return false;
+    };
+    if metadata(ctx, &f, path, &mut BTreeMap::new()).is_none() {
+        return false;
+    }
+    let Some(spec) = f.get("spec") else {
+        ctx.error(node.pos, path, "missing `spec`");
+        return false;
+    };
+    let sp = f.path_of("spec");
+    let Some(s) = walk::fields(
+        ctx,
+        spec,
+        &sp,
+        &["description", "ratioMetric", "thresholdMetric"],
+    ) else {
+        return false;
+    };
+    if let Some(d) = s
+        .get("description")
+        .and_then(|n| walk::string(ctx, n, &s.path_of("description")))
+    {
+        description.push(d);
+    }
+    if let Some(t) = s.get("thresholdMetric") {
+        ctx.error(
+            t.pos,
+            &s.path_of("thresholdMetric"),
+            "a thresholdMetric (one value compared with `op`/`value`) does not map: sloburn's SLIs count good and bad probe requests; use a ratioMetric",
+        );
+        return false;
+    }
+    let Some(r) = s.get("ratioMetric") else {
+        ctx.error(spec.pos, &sp, "missing `ratioMetric`");
+        return false;
+    };
+    let rp = s.path_of("ratioMetric");
+    let Some(rf) = walk::fields(
+        ctx,
+        r,
+        &rp,
+        &["counter", "good", "bad", "total", "raw", "rawType"],
+    ) else {
+        return false;
+    };
+    for key in ["raw", "rawType"] {
+        if let Some(n) = rf.get(key) {
+            ctx.error(n.pos, &rf.path_of(key), "a precomputed ratio (`raw`) does not map: sloburn counts good and bad events itself");
+            return false;
+        }
+    }
+    if let Some(n) = rf.get("counter") {
+        walk::boolean(ctx, n, &rf.path_of("counter"));
+    }
+    let service = target.unwrap_or("its target");
+    let mut ok = rf.has("total");
+    if !ok {
+        ctx.error(
+            r.pos,
+            &rp,
+            "a ratioMetric needs `total` and `good` or `bad`",
+        );
+    }
+    match (rf.get("good"), rf.get("bad")) {
+        (Some(_), Some(b)) => {
+            ctx.error(b.pos, &rf.path_of("bad"), "give `good` or `bad`, not both");
+            ok = false;
+        }
+        (None, None) => {
+            ctx.error(
+                r.pos,
+                &rp,
+                "a ratioMetric needs `good` or `bad` with `total`",
+            );
+            ok = false;
+        }
+        _ => {}
+    }
+    // sloburn's own export names its SLI in a `type: sloburn` source: that maps exactly.
+    if let Some(g) = rf.get("good")
+        && let Some(src) = child(g, "metricSource")
+        && child(src, "type").and_then(Node::as_scalar) == Some("sloburn")
+    {
+        let gp = join(&rf.path_of("good"), "metricSource");
+        let Some(mf) = walk::fields(ctx, src, &gp, &["type", "spec"]) else {
+            return false;
+        };
+        let Some(spec) = mf.get("spec") else {
+            ctx.error(src.pos, &gp, "missing `spec`");
+            return false;
+        };
+        let Some(sf) = walk::fields(
+            ctx,
+            spec,
+            &mf.path_of("spec"),
+            &["sli", "under", "failures", "profiles"],
+        ) else {
+            return false;
+        };
+        let sli = match sf.get("sli").and_then(Node::as_scalar) {
+            Some("latency") => {
+                let under = walk::required(ctx, &sf, "under", walk::positive_duration);
+                let exclude = match sf.get("failures").and_then(Node::as_scalar) {
+                    None | Some("include") => Some(false),
+                    Some("exclude") => Some(true),
+                    Some(_) => {
+                        let n = sf.get("failures").unwrap_or(spec);
+                        ctx.error(n.pos, &sf.path_of("failures"), "use `include` or `exclude`");
+                        None
+                    }
+                };
+                match (under, exclude) {
+                    (Some(under), Some(exclude_failures)) => super::Sli::Latency {
+                        under,
+                        exclude_failures,
+                    },
+                    _ => return false,
+                }
+            }
+            Some("availability") | None => super::Sli::Availability,
+            Some(other) => {
+                let n = sf.get("sli").unwrap_or(spec);
+                ctx.error(
+                    n.pos,
+                    &sf.path_of("sli"),
+                    format!("unknown sloburn SLI `{other}`: `availability` or `latency`"),
+                );
+                return false;
+            }
+        };
+        let profiles = sf
+            .get("profiles")
+            .map(|n| {
+                walk::seq(ctx, n, &sf.path_of("profiles"))
+                    .iter()
+                    .filter_map(|i| walk::string(ctx, i, &sf.path_of("profiles")))
+                    .collect()
+            })
+            .unwrap_or_default();
+        *found = Some((sli, profiles));
+        return ok;
+    }
+    for key in ["good", "bad", "total"] {
+        if let Some(n) = rf.get(key) {
+            ctx.warn(
+                n.pos,
+                &rf.path_of(key),
+                format!("this metric source is replaced by sloburn's own probes of target `{service}` (good and bad requests)"),
+            );
+        }
+    }
+    ok
+}
+
+/// The value under `key` of a mapping, without checking anything.
+fn child<'a>(node: &'a Node, key: &str) -> Option<&'a Node> {
+    match &node.value {
+        Value::Map(entries) => entries.iter().find(|(k, _)| k.name == key).map(|(_, v)| v),
+        _ => None,
+    }
+}
+
+fn time_window(ctx: &mut Ctx, node: &Node, path: &str) -> Option<Period> {
+    let items = walk::seq(ctx, node, path);
+    if items.len() != 1 {
+        ctx.error(
+            node.pos,
+            path,
+            format!("timeWindow holds exactly one window, found {}", items.len()),
+        );
+        return None;
+    }
+    let p = format!("{path}[0]");
+    let f = walk::fields(ctx, &items[0], &p, &["duration", "isRolling", "calendar"])?;
+    let Some(dn) = f.get("duration") else {
+        ctx.error(items[0].pos, &p, "missing `duration`");
+        return None;
+    };
+    let duration = walk::string(ctx, dn, &f.path_of("duration"))?;
+    let rolling = match f.get("isRolling") {
+        Some(n) => walk::boolean(ctx, n, &f.path_of("isRolling"))?,
+        None => !f.has("calendar"),
+    };
+    if rolling {
+        if let Some(n) = f.get("calendar") {
+            ctx.error(
+                n.pos,
+                &f.path_of("calendar"),
+                "a rolling window has no calendar",
+            );
+            return None;
+        }
+        if duration.ends_with(['M', 'Q', 'Y']) {
+            ctx.error(dn.pos, &f.path_of("duration"), format!("a rolling `{duration}` has no fixed length: write days (`30d`) or use a calendar window"));
+            return None;
+        }
+        let d = walk::duration(ctx, dn, &f.path_of("duration"))?;
+        if d < Duration::from_secs(60) || d.as_secs() % 60 != 0 {
+            ctx.error(
+                dn.pos,
+                &f.path_of("duration"),
+                "the window must be whole minutes, at least 1m",
+            );
+            return None;
+        }
+        return Some(Period::Rolling(d));
+    }
+    let unit = match duration.as_str() {
+        "1w" => CalendarUnit::Week,
+        "1M" => CalendarUnit::Month,
+        "1Q" => CalendarUnit::Quarter,
+        other => {
+            ctx.error(dn.pos, &f.path_of("duration"), format!("a calendar window of `{other}` does not map: sloburn's calendar periods are `1w`, `1M` and `1Q`"));
+            return None;
+        }
+    };
+    let mut tz = chrono_tz::UTC;
+    if let Some(c) = f.get("calendar") {
+        let cp = f.path_of("calendar");
+        let cf = walk::fields(ctx, c, &cp, &["startTime", "timeZone"])?;
+        if let Some(n) = cf.get("timeZone") {
+            let s = walk::string(ctx, n, &cf.path_of("timeZone"))?;
+            match s.parse::<chrono_tz::Tz>() {
+                Ok(t) => tz = t,
+                Err(_) => {
+                    let hint =
+                        walk::did_you_mean(&s, chrono_tz::TZ_VARIANTS.iter().map(|t| t.name()))
+                            .map(|s| format!(" (did you mean `{s}`?)"))
+                            .unwrap_or_default();
+                    ctx.error(
+                        n.pos,
+                        &cf.path_of("timeZone"),
+                        format!("unknown time zone `{s}`{hint}"),
+                    );
+                    return None;
+                }
+            }
+        }
+        if let Some(n) = cf.get("startTime") {
+            let sp = cf.path_of("startTime");
+            let s = walk::string(ctx, n, &sp)?;
+            let Ok(t) = chrono::NaiveDateTime::parse_from_str(&s, "%Y-%m-%d %H:%M:%S") else {
+                ctx.error(n.pos, &sp, "write the start as `2024-01-01 00:00:00`");
+                return None;
+            };
+            use chrono::{Datelike, Timelike};
+            let aligned = t.hour() == 0
+                && t.minute() == 0
+                && t.second() == 0
+                && match unit {
+                    CalendarUnit::Week => t.weekday() == chrono::Weekday::Mon,
+                    CalendarUnit::Month => t.day() == 1,
+                    CalendarUnit::Quarter => t.day() == 1 && t.month0() % 3 == 0,
+                };
+            if !aligned {
+                ctx.error(
+                    n.pos,
+                    &sp,
+                    format!("a start of `{s}` does not map: sloburn's calendar {} starts at local midnight of its first day (a Monday, the 1st, or the 1st of January, April, July or October)", unit.as_str()),
+                );
+                return None;
+            }
+        }
+    }
+    Some(Period::Calendar(Calendar { unit, tz }))
+}
+
+fn objectives(
+    ctx: &mut Ctx,
+    node: &Node,
+    path: &str,
+    description: &mut Vec<String>,
+) -> Option<f64> {
+    let items = walk::seq(ctx, node, path);
+    if items.len() != 1 {
+        let pos = items.get(1).map_or(node.pos, |n| n.pos);
+        ctx.error(
+            pos,
+            path,
+            format!(
+                "a sloburn SLO has one objective, found {}: write one SLO per objective",
+                items.len()
+            ),
+        );
+        return None;
+    }
+    let p = format!("{path}[0]");
+    let f = walk::fields(
+        ctx,
+        &items[0],
+        &p,
+        &[
+            "displayName",
+            "target",
+            "targetPercent",
+            "op",
+            "value",
+            "timeSliceTarget",
+            "timeSliceWindow",
+        ],
+    )?;
+    for key in ["op", "value", "timeSliceTarget", "timeSliceWindow"] {
+        if let Some(n) = f.get(key) {
+            ctx.error(n.pos, &f.path_of(key), format!("`{key}` does not map: it belongs to threshold metrics or time slices, and sloburn counts good and bad events"));
+            return None;
+        }
+    }
+    if let Some(d) = f
+        .get("displayName")
+        .and_then(|n| walk::string(ctx, n, &f.path_of("displayName")))
+    {
+        description.push(d);
+    }
+    let percent = match (f.get("target"), f.get("targetPercent")) {
+        (Some(n), None) => walk::number(ctx, n, &f.path_of("target")).map(|v| (v * 100.0, n)),
+        (None, Some(n)) => walk::number(ctx, n, &f.path_of("targetPercent")).map(|v| (v, n)),
+        (Some(_), Some(n)) => {
+            ctx.error(
+                n.pos,
+                &f.path_of("targetPercent"),
+                "give `target` or `targetPercent`, not both",
+            );
+            None
+        }
+        (None, None) => {
+            ctx.error(items[0].pos, &p, "missing `target` or `targetPercent`");
+            None
+        }
+    };
+    let (v, n) = percent?;
+    // Rounded to what a percentage is written with, so 0.9995 is 99.95, not 99.94999….
+    let v = (v * 1e9).round() / 1e9;
+    if !(v > 0.0 && v < 100.0) {
+        ctx.error(
+            n.pos,
+            &p,
+            format!("the objective must be strictly between 0 and 100 %, found {v}"),
+        );
+        return None;
+    }
+    Some(v)
+}
+
+fn alert_policy<'a>(
+    ctx: &mut Ctx,
+    node: &'a Node,
+    path: &str,
+    find: &Find<'a>,
+    tiers: &mut Vec<ImportedTier>,
+    labels: &mut BTreeMap<String, String>,
+) {
+    let resolved = match &node.value {
+        Value::Map(entries) if entries.iter().any(|(k, _)| k.name == "alertPolicyRef") => {
+            let Some(f) = walk::fields(ctx, node, path, &["alertPolicyRef"]) else {
+                return;
+            };
+            let Some(r) = f.get("alertPolicyRef") else {
+                return;
+            };
+            let Some(name) = walk::string(ctx, r, &f.path_of("alertPolicyRef")) else {
+                return;
+            };
+            match find("AlertPolicy", &name) {
+                Some(d) => (d, format!("AlertPolicy {name}")),
+                None => {
+                    ctx.error(
+                        r.pos,
+                        &f.path_of("alertPolicyRef"),
+                        format!("no AlertPolicy named `{name}` in this file"),
+                    );
+                    return;
+                }
+            }
+        }
+        _ => (node, path.to_string()),
+    };
+    let (node, path) = resolved;
+    let Some(f) = walk::fields(
+        ctx,
+        node,
+        &path,
+        &["apiVersion", "kind", "metadata", "spec"],
+    ) else {
+        return;
+    };
+    if metadata(ctx, &f, &path, &mut BTreeMap::new()).is_none() {
+        return;
+    }
+    let Some(spec) = f.get("spec") else {
+        ctx.error(node.pos, &path, "missing `spec`");
+        return;
+    };
+    let sp = f.path_of("spec");
+    let Some(s) = walk::fields(
+        ctx,
+        spec,
+        &sp,
+        &[
+            "description",
+            "alertWhenNoData",
+            "alertWhenResolved",
+            "alertWhenBreaching",
+            "conditions",
+            "notificationTargets",
+        ],
+    ) else {
+        return;
+    };
+    if let Some(n) = s.get("description") {
+        // Prose about the policy has no place in a tier (README "OpenSLO" says so); it must
+        // still be text.
+        walk::string(ctx, n, &s.path_of("description"));
+    }
+    for (key, allowed, why) in [
+        (
+            "alertWhenNoData",
+            false,
+            "sloburn's burn alerts never fire without traffic; the daemon's absence alert covers missing data",
+        ),
+        (
+            "alertWhenResolved",
+            false,
+            "resolved notifications are Alertmanager's `send_resolved`, not a rule",
+        ),
+        (
+            "alertWhenBreaching",
+            true,
+            "a burn-rate tier alerts when it breaches",
+        ),
+    ] {
+        if let Some(n) = s.get(key)
+            && let Some(v) = walk::boolean(ctx, n, &s.path_of(key))
+            && v != allowed
+        {
+            ctx.error(
+                n.pos,
+                &s.path_of(key),
+                format!("`{key}: {v}` does not map: {why}"),
+            );
+        }
+    }
+    if let Some(n) = s.get("notificationTargets") {
+        let np = s.path_of("notificationTargets");
+        for (i, item) in walk::seq(ctx, n, &np).iter().enumerate() {
+            let ip = format!("{np}[{i}]");
+            let Some(tf) = walk::fields(ctx, item, &ip, &["targetRef"]) else {
+                continue;
+            };
+            let Some(t) = walk::required(ctx, &tf, "targetRef", walk::string) else {
+                continue;
+            };
+            match labels.get("openslo_notification_target") {
+                Some(old) if *old != t => ctx.error(
+                    item.pos,
+                    &ip,
+                    format!("a second notification target `{t}` (the SLO's label already names `{old}`): sloburn routes by one label per SLO"),
+                ),
+                _ => {
+                    labels.insert("openslo_notification_target".to_string(), t);
+                }
+            }
+        }
+    }
+    let Some(c) = s.get("conditions") else {
+        ctx.error(spec.pos, &sp, "missing `conditions`");
+        return;
+    };
+    let cp = s.path_of("conditions");
+    let items = walk::seq(ctx, c, &cp);
+    if items.len() != 1 {
+        ctx.error(
+            c.pos,
+            &cp,
+            format!(
+                "an alert policy holds exactly one condition, found {}",
+                items.len()
+            ),
+        );
+        return;
+    }
+    let item = &items[0];
+    let ip = format!("{cp}[0]");
+    let (cnode, cpath) = match &item.value {
+        Value::Map(entries) if entries.iter().any(|(k, _)| k.name == "conditionRef") => {
+            let Some(f) = walk::fields(ctx, item, &ip, &["conditionRef"]) else {
+                return;
+            };
+            let Some(r) = f.get("conditionRef") else {
+                return;
+            };
+            let Some(name) = walk::string(ctx, r, &f.path_of("conditionRef")) else {
+                return;
+            };
+            match find("AlertCondition", &name) {
+                Some(d) => (d, format!("AlertCondition {name}")),
+                None => {
+                    ctx.error(
+                        r.pos,
+                        &f.path_of("conditionRef"),
+                        format!("no AlertCondition named `{name}` in this file"),
+                    );
+                    return;
+                }
+            }
+        }
+        _ => (item, ip),
+    };
+    if let Some(t) = condition(ctx, cnode, &cpath) {
+        if tiers.iter().any(|o| o.name == t.name) {
+            ctx.error(
+                cnode.pos,
+                &cpath,
+                format!("a second tier named `{}`", t.name),
+            );
+        } else {
+            tiers.push(t);
+        }
+    }
+}
+
+fn condition(ctx: &mut Ctx, node: &Node, path: &str) -> Option<ImportedTier> {
+    let f = walk::fields(ctx, node, path, &["apiVersion", "kind", "metadata", "spec"])?;
+    let (name, _) = metadata(ctx, &f, path, &mut BTreeMap::new())?;
+    let Some(spec) = f.get("spec") else {
+        ctx.error(node.pos, path, "missing `spec`");
+        return None;
+    };
+    let sp = f.path_of("spec");
+    let s = walk::fields(ctx, spec, &sp, &["description", "severity", "condition"])?;
+    if let Some(n) = s.get("description") {
+        walk::string(ctx, n, &s.path_of("description"));
+    }
+    let page = walk::required(ctx, &s, "severity", |c, n, p| {
+        match walk::string(c, n, p).as_deref() {
+            Some("page") => Some(true),
+            Some("ticket") => Some(false),
+            Some(other) => {
+                c.error(
+                    n.pos,
+                    p,
+                    format!(
+                        "severity `{other}` does not map: sloburn's tiers are `page` or `ticket`"
+                    ),
+                );
+                None
+            }
+            None => None,
+        }
+    });
+    let Some(cn) = s.get("condition") else {
+        ctx.error(spec.pos, &sp, "missing `condition`");
+        return None;
+    };
+    let cf = walk::fields(
+        ctx,
+        cn,
+        &s.path_of("condition"),
+        &["kind", "threshold", "lookbackWindow", "alertAfter"],
+    )?;
+    if let Some(k) = cf.get("kind") {
+        let kp = cf.path_of("kind");
+        if let Some(kind) = walk::string(ctx, k, &kp)
+            && kind != "burnrate"
+        {
+            ctx.error(
+                k.pos,
+                &kp,
+                format!("condition kind `{kind}` does not map: sloburn's tiers are `burnrate`"),
+            );
+            return None;
+        }
+    }
+    let factor = walk::required(ctx, &cf, "threshold", |c, n, p| {
+        let v = walk::number(c, n, p)?;
+        if v <= 0.0 {
+            c.error(n.pos, p, "the burn-rate threshold must be above zero");
+            return None;
+        }
+        Some(v)
+    });
+    let long = walk::required(ctx, &cf, "lookbackWindow", walk::positive_duration);
+    let after = cf
+        .get("alertAfter")
+        .map(|n| walk::duration(ctx, n, &cf.path_of("alertAfter")))
+        .unwrap_or(Some(Duration::ZERO));
+    let long = long?;
+    let after = after?;
+    let short = if after.is_zero() {
+        Duration::from_secs((long.as_secs() / 12).max(60) / 60 * 60)
+    } else {
+        after
+    };
+    if short >= long {
+        let pos = cf.get("alertAfter").map_or(cn.pos, |n| n.pos);
+        ctx.error(
+            pos,
+            &cf.path_of("alertAfter"),
+            "alertAfter (the short window) must be shorter than lookbackWindow",
+        );
+        return None;
+    }
+    Some(ImportedTier {
+        name,
+        page: page?,
+        long,
+        short,
+        factor: factor?,
+    })
+}
+
+fn quote(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_string())
+}
+
+/// The SLOs as sloburn's `slos:` section.
+pub fn to_yaml(slos: &[ImportedSlo], source: &str) -> String {
+    let mut out = format!("# Converted by `sloburn openslo import` from {source}.\nslos:\n");
+    for s in slos {
+        let _ = writeln!(out, "  {}:", quote(&s.name));
+        let _ = writeln!(out, "    target: {}", quote(&s.target));
+        if !s.profiles.is_empty() {
+            let list: Vec<String> = s.profiles.iter().map(|p| quote(p)).collect();
+            let _ = writeln!(out, "    profiles: [{}]", list.join(", "));
+        }
+        match &s.sli {
+            super::Sli::Availability => {
+                let _ = writeln!(out, "    sli: availability");
+            }
+            super::Sli::Latency {
+                under,
+                exclude_failures,
+            } => {
+                let _ = writeln!(
+                    out,
+                    "    sli: {{ latency: {{ under: {}, failures: {} }} }}",
+                    crate::units::format_duration(*under),
+                    if *exclude_failures {
+                        "exclude"
+                    } else {
+                        "include"
+                    }
+                );
+            }
+        }
+        let _ = writeln!(out, "    objective: {}", s.objective);
+        match &s.period {
+            None => {}
+            Some(Period::Rolling(d)) => {
+                let _ = writeln!(out, "    period: {}", crate::units::format_duration(*d));
+            }
+            Some(Period::Calendar(c)) => {
+                let _ = writeln!(
+                    out,
+                    "    period: {{ calendar: {}, timezone: {} }}",
+                    c.unit.as_str(),
+                    quote(c.tz.name())
+                );
+            }
+        }
+        if !s.description.is_empty() {
+            let _ = writeln!(out, "    description: {}", quote(&s.description));
+        }
+        if !s.labels.is_empty() {
+            let _ = writeln!(out, "    labels:");
+            for (k, v) in &s.labels {
+                let _ = writeln!(out, "      {}: {}", quote(k), quote(v));
+            }
+        }
+        if !s.tiers.is_empty() {
+            let _ = writeln!(out, "    alerting:\n      tiers:");
+            for t in &s.tiers {
+                let _ = writeln!(
+                    out,
+                    "        - {{ name: {}, severity: {}, long: {}, short: {}, factor: {} }}",
+                    quote(&t.name),
+                    if t.page { "page" } else { "ticket" },
+                    crate::units::format_duration(t.long),
+                    crate::units::format_duration(t.short),
+                    t.factor
+                );
+            }
+        }
+    }
+    out
+}
+
+/// `sloburn openslo import FILE`: the sloburn YAML on `out`, warnings and errors (each with
+/// `file:line:col`) on `err`; the exit code (78 for a file that does not map).
+pub fn import_command(
+    path: &std::path::Path,
+    out: &mut impl std::io::Write,
+    err: &mut impl std::io::Write,
+) -> i32 {
+    let name = path.display().to_string();
+    let text = match super::files::read_config(path) {
+        Ok(t) => t,
+        Err(e) => {
+            let _ = writeln!(err, "{name}: {e}");
+            return crate::exit::CONFIG;
+        }
+    };
+    match import(&text, &name) {
+        Ok((slos, warnings)) => {
+            for w in &warnings {
+                let _ = writeln!(err, "warning: {}", w.render(&name));
+            }
+            let _ = out.write_all(to_yaml(&slos, &name).as_bytes());
+            crate::exit::OK
+        }
+        Err(e) => {
+            for d in &e.errors {
+                let _ = writeln!(err, "{}", d.render(&name));
+            }
+            let _ = writeln!(err, "{name}: {} error(s)", e.errors.len());
+            crate::exit::CONFIG
+        }
+    }
+}
+
+/// `slos_from: [FILE]` in a config: the file's SLOs join the config's. The file's own errors
+/// are reported at the `slos_from` entry, each naming its place in the OpenSLO file.
+pub(super) fn load_into(
+    ctx: &mut Ctx,
+    item: &Node,
+    path: &str,
+    file: &std::path::Path,
+    targets: &[(String, bool)],
+    slos: &mut BTreeMap<String, super::Slo>,
+) {
+    let shown = file.display().to_string();
+    let text = match super::files::read_config(file) {
+        Ok(t) => t,
+        Err(e) => {
+            ctx.error(item.pos, path, format!("cannot read `{shown}`: {e}"));
+            return;
+        }
+    };
+    let (imported, warnings) = match import(&text, &shown) {
+        Ok(x) => x,
+        Err(e) => {
+            for d in &e.errors {
+                ctx.error(item.pos, path, d.render(&shown));
+            }
+            return;
+        }
+    };
+    for w in &warnings {
+        ctx.warn(item.pos, path, w.render(&shown));
+    }
+    for s in imported {
+        if slos.contains_key(&s.name) {
+            ctx.error(
+                item.pos,
+                path,
+                format!("{shown}: SLO `{}` is already defined", s.name),
+            );
+            continue;
+        }
+        if !targets.iter().any(|(t, _)| *t == s.target) {
+            let hint = walk::did_you_mean(&s.target, targets.iter().map(|(t, _)| t.as_str()))
+                .map(|t| format!(" (did you mean `{t}`?)"))
+                .unwrap_or_default();
+            ctx.error(
+                item.pos,
+                path,
+                format!(
+                    "{shown}: SLO `{}`: its service `{}` is not a target of this config{hint}",
+                    s.name, s.target
+                ),
+            );
+            continue;
+        }
+        if let Some(k) = s.labels.keys().find(|k| {
+            matches!(
+                k.as_str(),
+                "slo" | "sloth_id" | "sloth_service" | "sloth_slo" | "severity"
+            )
+        }) {
+            ctx.error(
+                item.pos,
+                path,
+                format!(
+                    "{shown}: SLO `{}`: the label `{k}` is set by sloburn",
+                    s.name
+                ),
+            );
+            continue;
+        }
+        let (period, calendar) = match s.period {
+            None => (Duration::from_secs(30 * 86400), None),
+            Some(Period::Rolling(d)) => (d, None),
+            Some(Period::Calendar(c)) => (c.nominal(), Some(c)),
+        };
+        let tiers = (!s.tiers.is_empty()).then(|| {
+            s.tiers
+                .iter()
+                .map(|t| super::TierSpec {
+                    name: t.name.clone(),
+                    page: t.page,
+                    long: t.long,
+                    short: t.short,
+                    factor: t.factor,
+                })
+                .collect()
+        });
+        slos.insert(
+            s.name.clone(),
+            super::Slo {
+                name: s.name,
+                target: s.target,
+                profiles: s.profiles,
+                objective: s.objective,
+                period,
+                calendar,
+                sli: s.sli,
+                description: s.description,
+                labels: s.labels,
+                tiers,
+            },
+        );
+    }
+}
+
+/// A duration as OpenSLO's shorthand: one number and one unit (`30d`, `90m`).
+fn shorthand(d: Duration) -> String {
+    let s = d.as_secs();
+    for (size, unit) in [(86400, "d"), (3600, "h"), (60, "m")] {
+        if s >= size && s.is_multiple_of(size) {
+            return format!("{}{unit}", s / size);
+        }
+    }
+    format!("{}m", s.div_ceil(60).max(1))
+}
+
+/// The config's SLOs as OpenSLO v1 `SLO` documents that `import` turns back into the same
+/// SLOs: the SLI travels in a `type: sloburn` metric source, the tiers (the defaults written
+/// out) as inline alert policies.
+pub fn export(cfg: &super::Config) -> String {
+    let mut out = String::from("# Exported by `sloburn openslo export`.\n");
+    for s in cfg.slos.values() {
+        let def = s.def();
+        out.push_str("---\napiVersion: openslo/v1\nkind: SLO\nmetadata:\n");
+        let _ = writeln!(out, "  name: {}", quote(&s.name));
+        if !s.labels.is_empty() {
+            out.push_str("  labels:\n");
+            for (k, v) in &s.labels {
+                let _ = writeln!(out, "    {}: {}", quote(k), quote(v));
+            }
+        }
+        out.push_str("spec:\n");
+        if !s.description.is_empty() {
+            let _ = writeln!(out, "  description: {}", quote(&s.description));
+        }
+        let _ = writeln!(out, "  service: {}", quote(&s.target));
+        out.push_str("  indicator:\n    metadata:\n");
+        let _ = writeln!(out, "      name: {}", quote(&format!("{}-sli", s.name)));
+        out.push_str("    spec:\n      ratioMetric:\n        counter: true\n        good:\n          metricSource:\n            type: sloburn\n            spec:\n");
+        match &s.sli {
+            super::Sli::Availability => out.push_str("              sli: availability\n"),
+            super::Sli::Latency {
+                under,
+                exclude_failures,
+            } => {
+                let _ = writeln!(
+                    out,
+                    "              sli: latency\n              under: {}\n              failures: {}",
+                    crate::units::format_duration(*under),
+                    if *exclude_failures {
+                        "exclude"
+                    } else {
+                        "include"
+                    }
+                );
+            }
+        }
+        if !s.profiles.is_empty() {
+            let list: Vec<String> = s.profiles.iter().map(|p| quote(p)).collect();
+            let _ = writeln!(out, "              profiles: [{}]", list.join(", "));
+        }
+        out.push_str("        total:\n          metricSource:\n            type: sloburn\n            spec:\n");
+        let _ = writeln!(
+            out,
+            "              query: {}",
+            quote(&format!(
+                "sum(sloburn_slo_events_total{{slo=\"{}\"}})",
+                s.name
+            ))
+        );
+        out.push_str("  timeWindow:\n");
+        match &s.calendar {
+            None => {
+                let _ = writeln!(
+                    out,
+                    "    - duration: {}\n      isRolling: true",
+                    shorthand(s.period)
+                );
+            }
+            Some(c) => {
+                let d = match c.unit {
+                    CalendarUnit::Week => "1w",
+                    CalendarUnit::Month => "1M",
+                    CalendarUnit::Quarter => "1Q",
+                };
+                // 2024-01-01 is a Monday and the first day of a month and a quarter.
+                let _ = writeln!(
+                    out,
+                    "    - duration: {d}\n      calendar:\n        startTime: 2024-01-01 00:00:00\n        timeZone: {}\n      isRolling: false",
+                    quote(c.tz.name())
+                );
+            }
+        }
+        out.push_str("  budgetingMethod: Occurrences\n  objectives:\n");
+        let _ = writeln!(out, "    - targetPercent: {}", s.objective);
+        if !def.tiers.is_empty() {
+            out.push_str("  alertPolicies:\n");
+        }
+        for t in &def.tiers {
+            let _ = writeln!(
+                out,
+                "    - kind: AlertPolicy\n      metadata:\n        name: {policy}\n      spec:\n        alertWhenBreaching: true\n        conditions:\n          - kind: AlertCondition\n            metadata:\n              name: {name}\n            spec:\n              severity: {sev}\n              condition:\n                kind: burnrate\n                threshold: {factor}\n                lookbackWindow: {long}\n                alertAfter: {short}",
+                policy = quote(&format!("{}-{}", s.name, t.name)),
+                name = quote(&t.name),
+                sev = t.severity.as_str(),
+                factor = t.factor,
+                long = shorthand(t.long),
+                short = shorthand(t.short),
+            );
+        }
+    }
+    out
+}
