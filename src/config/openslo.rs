@@ -426,7 +426,7 @@ fn indicator(
             ctx,
             spec,
             &mf.path_of("spec"),
-            &["sli", "under", "failures", "profiles"],
+            &["sli", "under", "failures", "measure", "profiles"],
         ) else {
             return false;
         };
@@ -442,10 +442,24 @@ fn indicator(
                         None
                     }
                 };
-                match (under, exclude) {
-                    (Some(under), Some(exclude_failures)) => super::Sli::Latency {
+                let corrected = match sf.get("measure").and_then(Node::as_scalar) {
+                    None | Some("corrected") => Some(true),
+                    Some("duration") => Some(false),
+                    Some(_) => {
+                        let n = sf.get("measure").unwrap_or(spec);
+                        ctx.error(
+                            n.pos,
+                            &sf.path_of("measure"),
+                            "use `corrected` or `duration`",
+                        );
+                        None
+                    }
+                };
+                match (under, exclude, corrected) {
+                    (Some(under), Some(exclude_failures), Some(corrected)) => super::Sli::Latency {
                         under,
                         exclude_failures,
+                        corrected,
                     },
                     _ => return false,
                 }
@@ -962,15 +976,21 @@ pub fn to_yaml(slos: &[ImportedSlo], source: &str) -> String {
             super::Sli::Latency {
                 under,
                 exclude_failures,
+                corrected,
             } => {
                 let _ = writeln!(
                     out,
-                    "    sli: {{ latency: {{ under: {}, failures: {} }} }}",
+                    "    sli: {{ latency: {{ under: {}, failures: {}{} }} }}",
                     crate::units::format_duration(*under),
                     if *exclude_failures {
                         "exclude"
                     } else {
                         "include"
+                    },
+                    if *corrected {
+                        ""
+                    } else {
+                        ", measure: duration"
                     }
                 );
             }
@@ -1193,16 +1213,18 @@ pub fn export(cfg: &super::Config) -> String {
             super::Sli::Latency {
                 under,
                 exclude_failures,
+                corrected,
             } => {
                 let _ = writeln!(
                     out,
-                    "              sli: latency\n              under: {}\n              failures: {}",
+                    "              sli: latency\n              under: {}\n              failures: {}\n              measure: {}",
                     crate::units::format_duration(*under),
                     if *exclude_failures {
                         "exclude"
                     } else {
                         "include"
-                    }
+                    },
+                    if *corrected { "corrected" } else { "duration" }
                 );
             }
         }
