@@ -554,7 +554,7 @@ fn a_run_report_opens_offline_from_a_file_and_its_scatter_shows_the_stall() {
         "--duration",
         "5s",
         "--threshold",
-        "http_req_duration=p(95)<100ms",
+        "http_req_duration=p(95)<100",
         "--quiet",
         "--report",
         report.to_str().unwrap(),
@@ -563,7 +563,7 @@ fn a_run_report_opens_offline_from_a_file_and_its_scatter_shows_the_stall() {
     assert_eq!(
         status.code(),
         Some(99),
-        "the stall fails p(95)<100ms: {}",
+        "the stall fails p(95)<100: {}",
         run.stderr()
     );
     let html = std::fs::read_to_string(&report).unwrap();
@@ -646,7 +646,7 @@ fn the_series_api_has_its_documented_shape_and_runs_survive_a_restart() {
     let text = daemon_config(
         target,
         &dir.path().join("data"),
-        "  p:\n    target: api\n    executor: constant-arrival-rate\n    rate: 20/s\n    duration: 3s\n    max_vus: 10\n    run_on_start: true\n    every: 1h\n    thresholds:\n      http_req_duration: [\"p(95)<5s\"]\n",
+        "  p:\n    target: api\n    executor: constant-arrival-rate\n    rate: 20/s\n    duration: 3s\n    max_vus: 10\n    run_on_start: true\n    every: 1h\n    thresholds:\n      http_req_duration: [\"p(95)<5000\"]\n",
         "  avail:\n    target: api\n    sli: availability\n    objective: 99\n    period: 1h\n",
     );
     let d = rt.block_on(serve_in_process(&text, dir.path()));
