@@ -68,6 +68,28 @@ impl Drop for Kids {
     }
 }
 
+/// nginx in its own process group: stopped gracefully (SIGQUIT to the master, which stops its
+/// worker) when the test ends, and the whole group killed if that takes over 5 s, so no worker
+/// outlives the test.
+struct Nginx(Child);
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let pid = self.0.id() as i32;
+        // SAFETY: signals to our own child and to the process group it leads.
+        unsafe { libc::kill(pid, libc::SIGQUIT) };
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(5) {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        unsafe { libc::kill(-pid, libc::SIGKILL) };
+        let _ = self.0.wait();
+    }
+}
+
 /// A busy loop on `cpu`. It ends by itself after 4 s should the test not kill it first.
 fn busy(cpu: usize, fifo: bool) -> Child {
     pinned(
@@ -93,7 +115,7 @@ fn accepts(port: u16) -> Option<u64> {
     line.split_whitespace().next()?.parse().ok()
 }
 
-fn start_nginx(dir: &Path, port: u16, cpu: usize) -> Child {
+fn start_nginx(dir: &Path, port: u16, cpu: usize) -> Nginx {
     for sub in ["logs", "tmp"] {
         std::fs::create_dir_all(dir.join(sub)).unwrap();
     }
@@ -133,11 +155,13 @@ http {{
             .arg(&path)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null()),
+            .stderr(Stdio::null())
+            .process_group(0),
         cpu,
         false,
     )
     .spawn()
+    .map(Nginx)
     .unwrap()
 }
 
@@ -151,7 +175,7 @@ fn a_cpu_stall_during_a_15000_per_second_run_is_no_connection_storm_and_the_gene
     let nginx_cpu = *cpus.last().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let mut kids = Kids(vec![start_nginx(dir.path(), port, nginx_cpu)]);
+    let nginx = start_nginx(dir.path(), port, nginx_cpu);
     let before = eventually(Duration::from_secs(10), || accepts(port)).unwrap_or_else(|| {
         panic!(
             "nginx did not come up: {}",
@@ -203,10 +227,7 @@ fn a_cpu_stall_during_a_15000_per_second_run_is_no_connection_storm_and_the_gene
     let summary = std::fs::read_to_string(&out).unwrap();
     let after = accepts(port).expect("nginx still answers");
     let errors = std::fs::read_to_string(dir.path().join("logs/error.log")).unwrap_or_default();
-    kids.0.iter_mut().for_each(|c| {
-        // SAFETY: SIGQUIT to our own nginx child: a graceful stop.
-        unsafe { libc::kill(c.id() as i32, libc::SIGQUIT) };
-    });
+    drop(nginx);
 
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&export).unwrap()).unwrap();
