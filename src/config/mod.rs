@@ -12,6 +12,8 @@ pub use secrets::expand_flag;
 mod checks;
 mod executors;
 mod files;
+mod journeys;
+pub use journeys::MAX_DATA_FILE_BYTES;
 pub mod openslo;
 mod profiles;
 mod report;
@@ -123,6 +125,8 @@ pub struct Config {
     pub targets: BTreeMap<String, Target>,
     pub profiles: BTreeMap<String, Profile>,
     pub slos: BTreeMap<String, Slo>,
+    /// Multi-step iterations, compiled (`journeys:`).
+    pub journeys: BTreeMap<String, std::sync::Arc<crate::load::walk::Journey>>,
 }
 
 #[derive(Debug, Clone)]
@@ -221,7 +225,10 @@ pub struct Guard {
 #[derive(Debug, Clone)]
 pub struct Profile {
     pub name: String,
+    /// The target it sends to (a journey profile: its journeys' one target).
     pub target: String,
+    /// `journey:` or `mix:`: (journey, weight) in mix order; empty for a single request.
+    pub mix: Vec<(String, u32)>,
     pub executor: Executor,
     pub schedule: Option<Schedule>,
     pub jitter: Duration,
@@ -263,6 +270,10 @@ pub struct TierSpec {
 pub struct Slo {
     pub name: String,
     pub target: String,
+    /// `journey:`: only this journey's traffic counts (with `step`, only that step's requests;
+    /// without, one event per iteration, good when every step passed).
+    pub journey: Option<String>,
+    pub step: Option<String>,
     /// Profiles whose traffic counts; empty means every profile on the target.
     pub profiles: Vec<String>,
     /// Percent, in (0, 100).

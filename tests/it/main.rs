@@ -10,6 +10,7 @@ mod deploy;
 mod fuzz;
 mod hardening;
 mod http;
+mod journeys;
 mod k6;
 mod load;
 mod metrics;
