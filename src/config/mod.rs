@@ -434,6 +434,14 @@ impl Slo {
                 .collect(),
             None => crate::slo::default_tiers(self.period),
         };
+        // A journey SLO's rules and alerts say which journey (and step) they watch.
+        let mut labels = self.labels.clone();
+        if let Some(j) = &self.journey {
+            labels.entry("journey".into()).or_insert_with(|| j.clone());
+        }
+        if let Some(s) = &self.step {
+            labels.entry("step".into()).or_insert_with(|| s.clone());
+        }
         crate::slo::SloDef {
             name: self.name.clone(),
             service: self.target.clone(),
@@ -441,7 +449,7 @@ impl Slo {
             period: self.period,
             calendar: self.calendar,
             tiers,
-            labels: self.labels.clone(),
+            labels,
             description: self.description.clone(),
         }
     }

@@ -318,3 +318,66 @@ profiles:
         "{text}"
     );
 }
+
+/// The demo's "browse then checkout" journey: its checkout step fails about 2% of the time
+/// against a 99.5% objective, so that step's SLO burns (about 4×) while the browse step's,
+/// fed by the same iterations, does not.
+#[test]
+fn the_demo_journey_burns_the_failing_steps_slo_only() {
+    let rt = runtime();
+    let data = tempfile::tempdir().unwrap();
+    rt.block_on(async {
+        let (d, stop) = sloburn::demo::start(
+            Some("127.0.0.1:0".parse().unwrap()),
+            Some(data.path().to_path_buf()),
+        )
+        .await
+        .unwrap();
+        let url = format!("http://{}/api/slos", d.addr);
+        let period = |v: &serde_json::Value, name: &str| {
+            let s = v["slos"]
+                .as_array()
+                .and_then(|a| a.iter().find(|s| s["name"] == name))
+                .cloned()
+                .unwrap_or_default();
+            let p = &s["period"];
+            (
+                p["good"].as_u64().unwrap_or(0),
+                p["bad"].as_u64().unwrap_or(0),
+                p["burn_rate"].as_f64().unwrap_or(0.0),
+            )
+        };
+        let started = std::time::Instant::now();
+        let (browse, checkout) = loop {
+            let (_, body) = request("GET", &url, None).await;
+            let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+            let (b, c) = (period(&v, "shop-browse"), period(&v, "shop-checkout"));
+            if c.0 + c.1 >= 800 || started.elapsed() > std::time::Duration::from_secs(60) {
+                break (b, c);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        };
+        d.shutdown().await;
+        stop.cancel();
+        assert!(
+            checkout.0 + checkout.1 >= 800,
+            "checkout events {checkout:?}"
+        );
+        // Every iteration browses first, and only a browse that passed goes on to checkout.
+        assert!(
+            browse.0 >= checkout.0 + checkout.1,
+            "{browse:?} vs {checkout:?}"
+        );
+        assert_eq!(browse.1, 0, "the browse step never fails: {browse:?}");
+        assert_eq!(browse.2, 0.0);
+        let bad_share = checkout.1 as f64 / (checkout.0 + checkout.1) as f64;
+        assert!(
+            (0.005..0.045).contains(&bad_share),
+            "checkout bad share {bad_share}"
+        );
+        assert!(
+            checkout.2 > 1.0,
+            "the checkout step's SLO burns: {checkout:?}"
+        );
+    });
+}

@@ -536,7 +536,9 @@ fn concurrent_observes_sum_exactly() {
             .sum()
     };
     assert_eq!(
-        value(r#"sloburn_http_reqs_total{target="t",profile="p",step="request",status="0",error="timeout"}"#),
+        value(
+            r#"sloburn_http_reqs_total{target="t",profile="p",step="request",status="0",error="timeout"}"#
+        ),
         per_class(2)
     );
     let with_status = per_class(0) + per_class(1);
@@ -545,11 +547,15 @@ fn concurrent_observes_sum_exactly() {
         with_status
     );
     assert_eq!(
-        value(r#"sloburn_http_req_duration_seconds_bucket{target="t",profile="p",step="request",le="0.01"}"#),
+        value(
+            r#"sloburn_http_req_duration_seconds_bucket{target="t",profile="p",step="request",le="0.01"}"#
+        ),
         per_class(0)
     );
     assert_eq!(
-        value(r#"sloburn_checks_total{target="t",profile="p",step="request",check="status",result="fail"}"#),
+        value(
+            r#"sloburn_checks_total{target="t",profile="p",step="request",check="status",result="fail"}"#
+        ),
         n / 2
     );
     assert_eq!(
