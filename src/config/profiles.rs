@@ -198,6 +198,28 @@ pub fn profile(
     let guard = f
         .get("guard")
         .and_then(|n| guard(ctx, n, &f.path_of("guard")));
+    // A journey holds its VU for the whole walk, think times included.
+    let mut executor = executor;
+    if !mix.is_empty()
+        && !f.has("max_vus")
+        && let Some(e) = executor.as_mut()
+    {
+        let walked = mix.iter().filter_map(|(j, _)| journeys.get(j));
+        let (steps, think) = walked.fold((0, Duration::ZERO), |(s, t), j| {
+            let think = j
+                .steps
+                .iter()
+                .filter_map(|st| st.think)
+                .map(|t| t.max)
+                .sum();
+            (s.max(j.steps.len()), t.max(think))
+        });
+        e.widen_default_pool(crate::load::spec::journey_vu_pool(
+            e.peak_rate(),
+            steps,
+            think,
+        ));
+    }
     Some(Profile {
         name: name.to_string(),
         target: target?,

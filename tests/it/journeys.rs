@@ -381,3 +381,34 @@ fn the_demo_journey_burns_the_failing_steps_slo_only() {
         );
     });
 }
+
+/// The shipped shop example: `check` passes (data file read, every template compiled), and the
+/// rules for its journey SLOs pass `promtool check rules` and name their journey and step.
+#[test]
+fn the_shipped_shop_example_checks_and_its_rules_pass_promtool() {
+    let example = root().join("config/journeys.yaml");
+    let out = sloburn()
+        .arg("check")
+        .arg(&example)
+        .env("SLOBURN_ADMIN_TOKEN", "t")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", all_output(&out));
+    let rules = sloburn_rules([&example]);
+    for want in [
+        r#"journey: "checkout""#,
+        r#"step: "cart""#,
+        r#"sloburn_slo_events_total{slo="cart-availability""#,
+    ] {
+        assert!(rules.contains(want), "{want} not in\n{rules}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("rules.yaml");
+    std::fs::write(&file, &rules).unwrap();
+    let out = std::process::Command::new(which("promtool"))
+        .args(["check", "rules"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", all_output(&out));
+}
