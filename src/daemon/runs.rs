@@ -3,7 +3,8 @@
 //! its budget guard trips, and record how it ended (in memory and in the store).
 
 use super::state::{
-    DETAILS_IN_MEMORY, ProfileState, RUNS_PER_PROFILE, RunRecord, Shared, ThresholdRecord, unix_now,
+    DETAILS_IN_MEMORY, Ending, ProfileState, RUNS_PER_PROFILE, RunRecord, Shared, ThresholdRecord,
+    unix_now,
 };
 use crate::budget::Watcher;
 use crate::checks::Check;
@@ -28,11 +29,22 @@ pub enum StartError {
     ShuttingDown,
 }
 
+/// A run to start: a profile and its target, as configured or as a hook adjusted them.
+pub(super) struct Launch {
+    pub profile: Profile,
+    pub target: config::Target,
+    /// Whether its requests are SLO events (not when a hook sent them to another URL).
+    pub slo_events: bool,
+}
+
 /// Starts a run of `name` now. Returns its id.
 pub fn start_run(shared: &Arc<Shared>, name: &str, trigger: &str) -> Result<u64, StartError> {
-    if shared.shutdown.is_cancelled() {
-        return Err(StartError::ShuttingDown);
-    }
+    let launch = launch_of(shared, name)?;
+    start(shared, launch, trigger).map(|(id, _)| id)
+}
+
+/// Profile `name` of the current config and its target.
+pub(super) fn launch_of(shared: &Shared, name: &str) -> Result<Launch, StartError> {
     let cfg = shared.config();
     let profile = cfg
         .profiles
@@ -42,6 +54,29 @@ pub fn start_run(shared: &Arc<Shared>, name: &str, trigger: &str) -> Result<u64,
     let Some(target) = cfg.targets.get(&profile.target).cloned() else {
         return Err(StartError::UnknownProfile);
     };
+    Ok(Launch {
+        profile,
+        target,
+        slo_events: true,
+    })
+}
+
+/// Starts `launch` now (one run per profile at a time): its id, and how it ended once it has.
+pub(super) fn start(
+    shared: &Arc<Shared>,
+    launch: Launch,
+    trigger: &str,
+) -> Result<(u64, Ending), StartError> {
+    if shared.shutdown.is_cancelled() {
+        return Err(StartError::ShuttingDown);
+    }
+    let Launch {
+        profile,
+        target,
+        slo_events,
+    } = launch;
+    let name = profile.name.as_str();
+    let cfg = shared.config();
     let id = shared.next_id.fetch_add(1, Relaxed) + 1;
     let stopper = Stopper::new();
     {
@@ -80,12 +115,14 @@ pub fn start_run(shared: &Arc<Shared>, name: &str, trigger: &str) -> Result<u64,
     // Saved to the store when it ends (one write per run, so a slow start-of-run write can
     // never overwrite the finished record).
     shared.remember(&record);
+    let (ended, ending) = tokio::sync::watch::channel(None);
     let shared2 = shared.clone();
     shared.tracker.spawn(async move {
-        let (result, detail) = execute(&shared2, &profile, &target, stopper, record).await;
-        finish(&shared2, &profile.name, id, result, detail);
+        let (result, detail) =
+            execute(&shared2, &profile, &target, slo_events, stopper, record).await;
+        finish(&shared2, &profile.name, id, result, detail, &ended);
     });
-    Ok(id)
+    Ok((id, ending))
 }
 
 /// A daemon run's observer: the profile's `/metrics` series and every SLO watching its traffic.
@@ -146,6 +183,7 @@ async fn execute(
     shared: &Arc<Shared>,
     profile: &Profile,
     target: &config::Target,
+    slo_events: bool,
     stopper: Stopper,
     mut record: RunRecord,
 ) -> (RunRecord, Option<RunDetail>) {
@@ -158,7 +196,11 @@ async fn execute(
     let checks = Arc::new(target.checks.clone());
     let live = Live {
         metrics: pm,
-        watchers: shared.budget.watchers(&target.name, &profile.name),
+        watchers: if slo_events {
+            shared.budget.watchers(&target.name, &profile.name)
+        } else {
+            Vec::new()
+        },
         checks: checks.clone(),
     };
     let stats = Arc::new(RunStats::for_run(
@@ -347,6 +389,7 @@ fn finish(
     id: u64,
     record: RunRecord,
     detail: Option<RunDetail>,
+    ended: &tokio::sync::watch::Sender<Option<RunRecord>>,
 ) {
     shared.metrics.run_finished(profile, &record.result);
     tracing::info!(
@@ -374,6 +417,8 @@ fn finish(
         },
         Err(_) => false,
     };
+    // Told after the profile is free again, so a waiter may start the next run at once.
+    ended.send_replace(Some(record));
     if again && !shared.shutdown.is_cancelled() {
         let _ = start_run(shared, profile, "queued");
     }
