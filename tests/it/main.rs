@@ -7,6 +7,7 @@ mod config;
 mod daemon;
 mod dashboards;
 mod deploy;
+mod flagger;
 mod fuzz;
 mod hardening;
 mod http;
