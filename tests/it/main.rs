@@ -2,6 +2,7 @@
 
 mod alerting;
 mod architecture;
+mod argo;
 mod calendar;
 mod config;
 mod daemon;
