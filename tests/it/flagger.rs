@@ -683,3 +683,106 @@ fn hook_token_is_checked_like_the_admin_token() {
         "{err}"
     );
 }
+
+/// The Canary of `deploy/examples/flagger/`: the fields Flagger's docs require (no schema for
+/// the CRD ships on PyPI), and its two webhooks' metadata as written, posted to a daemon with
+/// the profile and SLO they name.
+#[test]
+fn flagger_canary_example_has_flaggers_fields_and_its_webhooks_answer() {
+    let path = super::support::root().join("deploy/examples/flagger/canary.yaml");
+    let c: Value = serde_saphyr::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    assert_eq!(c["apiVersion"], "flagger.app/v1beta1");
+    assert_eq!(c["kind"], "Canary");
+    assert!(c["metadata"]["name"].is_string() && c["metadata"]["namespace"].is_string());
+    for f in ["apiVersion", "kind", "name"] {
+        assert!(c["spec"]["targetRef"][f].is_string(), "targetRef.{f}");
+    }
+    assert!(c["spec"]["service"]["port"].is_u64());
+    let analysis = &c["spec"]["analysis"];
+    sloburn::units::parse_duration(analysis["interval"].as_str().unwrap()).unwrap();
+    assert!(analysis["threshold"].is_u64());
+    const TYPES: &[&str] = &[
+        "confirm-rollout",
+        "pre-rollout",
+        "rollout",
+        "confirm-traffic-increase",
+        "confirm-promotion",
+        "post-rollout",
+        "rollback",
+        "event",
+    ];
+    let hooks = analysis["webhooks"].as_array().unwrap();
+    for h in hooks {
+        assert!(h["name"].is_string(), "{h}");
+        assert!(TYPES.contains(&h["type"].as_str().unwrap()), "{h}");
+        let url = h["url"].as_str().unwrap();
+        assert!(
+            url.starts_with("http://") && url.ends_with("/api/hooks/flagger"),
+            "{url}"
+        );
+        sloburn::units::parse_duration(h["timeout"].as_str().unwrap()).unwrap();
+        // Flagger's metadata is a map of strings (`*map[string]string`): no numbers in YAML.
+        for (k, v) in h["metadata"].as_object().unwrap() {
+            assert!(
+                v.is_string(),
+                "{}: metadata `{k}` is {v}, not a string",
+                h["name"]
+            );
+        }
+        if h["metadata"]["profile"].is_string() {
+            assert_eq!(
+                h["metadata"]["timeout"], h["timeout"],
+                "the metadata repeats Flagger's timeout"
+            );
+        }
+    }
+    let by_mode = |key: &str| {
+        hooks
+            .iter()
+            .find(|h| h["metadata"][key].is_string())
+            .unwrap_or_else(|| panic!("no webhook with `{key}`"))
+            .clone()
+    };
+    let (load, burn) = (by_mode("profile"), by_mode("slo"));
+    assert_eq!(load["type"], "pre-rollout");
+    assert_eq!(burn["type"], "rollout");
+
+    runtime().block_on(async {
+        let (target, stop) = spawn_target(TargetOptions::default()).await;
+        let dir = tempfile::tempdir().unwrap();
+        let slo = burn["metadata"]["slo"].as_str().unwrap();
+        let profile = load["metadata"]["profile"].as_str().unwrap();
+        assert_eq!(profile, "canary");
+        let text = config(target, &dir.path().join("data"), "").replace("api-availability", slo);
+        let d = serve(&text, dir.path()).await;
+        let base = format!("http://{}", d.addr);
+        let metadata = |h: &Value, changes: &[(&str, &str)]| {
+            let mut m: BTreeMap<String, String> = h["metadata"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
+                .collect();
+            m.insert("token".into(), HOOK_TOKEN.into());
+            for (k, v) in changes {
+                m.insert(k.to_string(), v.to_string());
+            }
+            serde_json::json!({
+                "name": c["metadata"]["name"], "namespace": c["metadata"]["namespace"],
+                "phase": "Progressing", "checksum": "6b8f4c", "metadata": m,
+            })
+            .to_string()
+        };
+        // As written (the token from the Secret): the live burn, token in the metadata.
+        let (code, v) = hook(&base, None, &metadata(&burn, &[])).await;
+        assert_eq!(code, 200, "{v}");
+        assert_eq!(v["mode"], "slo");
+        // The load test's overrides (the canary's URL, 20/s, 1m) are valid: with a 1s timeout
+        // it is refused for its 1m planned duration, before any request is sent.
+        let (code, v) = hook(&base, None, &metadata(&load, &[("timeout", "1s")])).await;
+        assert_eq!(code, 422, "{v}");
+        assert!(v["error"].as_str().unwrap().contains("up to 1m1s"), "{v}");
+        d.shutdown().await;
+        stop.cancel();
+    });
+}
