@@ -79,40 +79,12 @@ fn authorize(shared: &Shared, headers: &HeaderMap, write: bool) -> Result<(), Ap
             "write endpoints are disabled: set server.admin_token".into(),
         ));
     };
-    let now = tokio::time::Instant::now();
-    if shared.auth_failures.limited(now) {
-        return Err(ApiError(
-            StatusCode::TOO_MANY_REQUESTS,
-            "too many wrong bearer tokens; retry in a second".into(),
-        ));
-    }
-    let given = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
-    match given {
-        // `subtle` compares in constant time for equal lengths; the length of a token is not
-        // secret.
-        Some(g) if bool::from(g.as_bytes().ct_eq(token.expose().as_bytes())) => Ok(()),
-        Some(_) => {
-            shared.metrics.admin_auth_failure(false);
-            if let Some(count) = shared.auth_failures.record(now) {
-                log_auth_failures(count);
-            }
-            Err(ApiError(
-                StatusCode::UNAUTHORIZED,
-                "wrong bearer token".into(),
-            ))
-        }
-        None => {
-            shared.metrics.admin_auth_failure(true);
-            Err(ApiError(
-                StatusCode::UNAUTHORIZED,
-                "missing `Authorization: Bearer <token>`".into(),
-            ))
-        }
-    }
+    check_token(
+        shared,
+        bearer(headers),
+        &[token.expose()],
+        "missing `Authorization: Bearer <token>`",
+    )
 }
 
 /// The hook's token check: the admin or the hook token, from the bearer header or else from
@@ -134,6 +106,30 @@ fn authorize_hook(
             "the Flagger hook is disabled: set server.hook_token (or server.admin_token)".into(),
         ));
     }
+    let given = bearer(headers).or(metadata_token.map(str::trim));
+    check_token(
+        shared,
+        given,
+        &tokens,
+        "missing `Authorization: Bearer <token>` (or metadata `token`)",
+    )
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+}
+
+/// `given` against each of `tokens`, with the back-off, the count and the log of wrong ones.
+fn check_token(
+    shared: &Shared,
+    given: Option<&str>,
+    tokens: &[&str],
+    missing: &str,
+) -> Result<(), ApiError> {
     let now = tokio::time::Instant::now();
     if shared.auth_failures.limited(now) {
         return Err(ApiError(
@@ -141,19 +137,12 @@ fn authorize_hook(
             "too many wrong bearer tokens; retry in a second".into(),
         ));
     }
-    let header = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
-    let Some(given) = header.or(metadata_token.map(str::trim)) else {
+    let Some(given) = given else {
         shared.metrics.admin_auth_failure(true);
-        return Err(ApiError(
-            StatusCode::UNAUTHORIZED,
-            "missing `Authorization: Bearer <token>` (or metadata `token`)".into(),
-        ));
+        return Err(ApiError(StatusCode::UNAUTHORIZED, missing.into()));
     };
-    // Every token is compared, in constant time for equal lengths.
+    // `subtle` compares in constant time for equal lengths; the length of a token is not
+    // secret. Every token is compared.
     let ok = tokens.iter().fold(false, |ok, t| {
         ok | bool::from(given.as_bytes().ct_eq(t.as_bytes()))
     });

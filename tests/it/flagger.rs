@@ -82,17 +82,7 @@ slos:
 
 /// The daemon in-process on 127.0.0.1:0 with `text` as its fixed config.
 pub async fn serve(text: &str, dir: &Path) -> sloburn::daemon::Daemon {
-    let cfg = sloburn::config::from_str(text, "t.yaml", dir, &env())
-        .unwrap_or_else(|e| panic!("{e}"))
-        .config;
-    sloburn::daemon::start(sloburn::daemon::Options {
-        source: sloburn::daemon::Source::Fixed(Box::new(cfg)),
-        listen: Some("127.0.0.1:0".parse().unwrap()),
-        shard: sloburn::load::plan::Shard::WHOLE,
-        watch: false,
-    })
-    .await
-    .unwrap()
+    super::support::serve_in_process_with(text, dir, &env()).await
 }
 
 /// One HTTP request with a body: (status, body). Waits up to 60 s (a hook answers when its
