@@ -776,3 +776,61 @@ fn flagger_canary_example_has_flaggers_fields_and_its_webhooks_answer() {
         stop.cancel();
     });
 }
+
+/// Hostile metadata values: every one is refused with a 4xx and a reason, none starts a run,
+/// and the daemon answers afterwards.
+#[test]
+fn flagger_hook_refuses_hostile_values_without_a_run() {
+    runtime().block_on(async {
+        let (target, stop) = spawn_target(TargetOptions::default()).await;
+        let dir = tempfile::tempdir().unwrap();
+        let d = serve(&config(target, &dir.path().join("data"), ""), dir.path()).await;
+        let base = format!("http://{}", d.addr);
+        let long = "x".repeat(10_000);
+        let mut cases: Vec<Vec<(&str, &str)>> = Vec::new();
+        for rate in ["NaN/s", "inf/s", "-5/s", "1/0s", "/s", "5", "5/fortnight"] {
+            cases.push(vec![("profile", "canary"), ("rate", rate)]);
+        }
+        for dur in ["1e400s", "99999999999999999999h", "-1s", "NaN", "1s1"] {
+            cases.push(vec![
+                ("profile", "canary"),
+                ("duration", dur),
+                ("timeout", "1m"),
+            ]);
+        }
+        for t in ["0s", "NaN", "99999999999999999999h", ""] {
+            cases.push(vec![("profile", "canary"), ("timeout", t)]);
+        }
+        for (w, m) in [
+            ("NaN", "1"),
+            ("5m", "NaN"),
+            ("5m", "inf"),
+            ("5m", "-1"),
+            ("", ""),
+        ] {
+            cases.push(vec![
+                ("slo", "api-availability"),
+                ("window", w),
+                ("max_burn_rate", m),
+            ]);
+        }
+        cases.push(vec![("profile", "")]);
+        cases.push(vec![("profile", "\u{0}")]);
+        cases.push(vec![("slo", long.as_str())]);
+        cases.push(vec![("profile", "canary"), ("url", "http://")]);
+        cases.push(vec![("profile", "canary"), ("url", "http://[::1")]);
+        for meta in &cases {
+            let (code, v) = hook(&base, Some(HOOK_TOKEN), &payload("Progressing", "h", meta)).await;
+            assert!(
+                [400, 404, 422].contains(&code) && v["error"].is_string(),
+                "{meta:?}: {code} {v}"
+            );
+        }
+        let runs = get_json(&format!("{base}/api/runs")).await;
+        assert_eq!(runs["runs"].as_array().unwrap().len(), 0, "{runs}");
+        let (code, _) = send("GET", &format!("{base}/healthz"), &[], "").await;
+        assert_eq!(code, 200);
+        d.shutdown().await;
+        stop.cancel();
+    });
+}
