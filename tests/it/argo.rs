@@ -3,8 +3,9 @@
 //! and a burning one against a target failing half its requests), `jsonPath` applied and the
 //! `successCondition`/`failureCondition` evaluated by a small evaluator of the `expr` subset
 //! the template uses; its job metric's `sloburn run` is run for real and its exit code is the
-//! verdict; its fields are the ones Argo's docs require (no schema for the CRD ships on PyPI),
-//! and the Job inside passes the Kubernetes schemas.
+//! verdict; it passes Argo Rollouts' CRD schema (npm `@kubernetes-models/argo-rollouts`,
+//! installed by `scripts/install-argo-models.sh`; no PyPI package ships it), has the fields
+//! Argo's docs require, and the Job inside passes the Kubernetes schemas.
 
 use super::flagger::{config, get_json, send, serve};
 use super::support::{ADMIN_TOKEN, all_output, root, runtime, sloburn, spawn_target, which};
@@ -462,4 +463,48 @@ fn argo_analysis_template_has_the_fields_argo_requires() {
             }
         }
     }
+}
+
+/// The folder `scripts/install-argo-models.sh` installs to (it prints it).
+fn argo_models() -> std::path::PathBuf {
+    let out = std::process::Command::new("bash")
+        .arg(root().join("scripts/install-argo-models.sh"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", all_output(&out));
+    std::path::PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+/// `validate.mjs` on `doc`: (valid, output).
+fn argo_schema_check(dir: &std::path::Path, doc: &Value) -> (bool, String) {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("t.json");
+    std::fs::write(&file, doc.to_string()).unwrap();
+    let out = std::process::Command::new("node")
+        .arg(dir.join("validate.mjs"))
+        .arg(&file)
+        .output()
+        .unwrap();
+    let text = all_output(&out);
+    (out.status.success() && text.trim() == "valid", text)
+}
+
+#[test]
+fn argo_analysis_template_passes_argos_crd_schema() {
+    let dir = argo_models();
+    let t = template();
+    let (ok, out) = argo_schema_check(&dir, &t);
+    assert!(ok, "{out}");
+    // The same validator refuses a condition that is no string and a metric without provider.
+    let mut bad = t.clone();
+    bad["spec"]["metrics"][0]["successCondition"] = json!(14.4);
+    let (ok, out) = argo_schema_check(&dir, &bad);
+    assert!(!ok && out.contains("successCondition"), "{out}");
+    let mut bad = t.clone();
+    bad["spec"]["metrics"][1]
+        .as_object_mut()
+        .unwrap()
+        .remove("provider");
+    let (ok, out) = argo_schema_check(&dir, &bad);
+    assert!(!ok && out.contains("provider"), "{out}");
 }
