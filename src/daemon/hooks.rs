@@ -468,3 +468,51 @@ fn slo_burn(shared: &Shared, m: &BTreeMap<String, String>, slo: &str) -> Answer 
         }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_timeout_is_the_smaller_given_and_flaggers_default_without_one() {
+        let m = |s: &str| Some(s.to_string());
+        assert_eq!(call_timeout(None, None), Ok(FLAGGER_DEFAULT_TIMEOUT));
+        assert_eq!(
+            call_timeout(m("2m").as_ref(), None),
+            Ok(Duration::from_secs(120))
+        );
+        assert_eq!(
+            call_timeout(m("2m").as_ref(), Some("30s")),
+            Ok(Duration::from_secs(30))
+        );
+        assert_eq!(
+            call_timeout(None, Some(" 45s ")),
+            Ok(Duration::from_secs(45))
+        );
+        assert!(
+            call_timeout(m("0s").as_ref(), None)
+                .unwrap_err()
+                .contains("longer than zero")
+        );
+        assert!(
+            call_timeout(None, Some("soon"))
+                .unwrap_err()
+                .contains("Sloburn-Timeout")
+        );
+    }
+
+    #[test]
+    fn flaggers_payload_reads_with_extra_fields_and_refuses_non_string_metadata() {
+        let p = parse(
+            br#"{"name":"podinfo","namespace":"test","phase":"Progressing","checksum":"85d5","buildId":"7","metadata":{"profile":"canary"}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (p.name.as_str(), p.phase.as_str()),
+            ("podinfo", "Progressing")
+        );
+        assert_eq!(p.metadata["profile"], "canary");
+        assert!(parse(br#"{"metadata":{"rate":20}}"#).is_err());
+        assert!(parse(b"").is_err());
+    }
+}
