@@ -737,6 +737,10 @@ pub fn classify_errno(errno: i32, connecting: bool) -> Option<ErrorClass> {
 
 /// Classifies an IO error by errno first, then by kind (errors built without an errno).
 pub fn classify_io(e: &io::Error, connecting: bool) -> ErrorClass {
+    // A TLS alert after the handshake (TLS 1.3 reports a refused client certificate only then).
+    if e.get_ref().is_some_and(|inner| inner.is::<rustls::Error>()) {
+        return ErrorClass::Tls;
+    }
     if let Some(class) = e.raw_os_error().and_then(|n| classify_errno(n, connecting)) {
         return class;
     }
