@@ -174,7 +174,8 @@ impl Client {
             client: self.clone(),
             live: None,
             slot: self.inner.h2.assign(),
-            h2_used: false,
+            // `http: "2"` always goes over the shared connections; auto learns it per request.
+            h2_used: self.inner.opts.http == HttpVersion::Http2,
         }
     }
 
@@ -379,7 +380,7 @@ pub struct Conn {
     live: Option<Live>,
     /// This user's HTTP/2 connection slot.
     slot: usize,
-    /// Whether its last request went over HTTP/2.
+    /// Whether its last request went over HTTP/2 (then `is_open` asks the pool).
     h2_used: bool,
 }
 
