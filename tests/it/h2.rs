@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use http::Version;
@@ -259,4 +259,85 @@ async fn a_hundred_concurrent_streams_fit_in_two_connections() {
     }
     assert_eq!(seen.accepted.load(Ordering::SeqCst), 2);
     assert_eq!(seen.requests.lock().unwrap().len(), 300);
+}
+
+/// What the h2 test server does with each connection's streams.
+#[derive(Clone, Copy)]
+enum Misbehave {
+    /// RST_STREAM(INTERNAL_ERROR) on every stream.
+    ResetStreams,
+    /// Answers the first stream, then GOAWAY (a graceful shutdown) and closes.
+    GoAwayAfterOne,
+}
+
+/// An h2c server on 127.0.0.1 built on the `h2` crate; counts the connections it accepts.
+async fn misbehaving(mode: Misbehave) -> (std::net::SocketAddr, Arc<AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            count.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let Ok(mut conn) = h2::server::handshake(tcp).await else {
+                    return;
+                };
+                while let Some(Ok((_req, mut respond))) = conn.accept().await {
+                    match mode {
+                        Misbehave::ResetStreams => respond.send_reset(h2::Reason::INTERNAL_ERROR),
+                        Misbehave::GoAwayAfterOne => {
+                            let _ = respond.send_response(http::Response::new(()), true);
+                            conn.graceful_shutdown();
+                        }
+                    }
+                }
+            });
+        }
+    });
+    (addr, accepted)
+}
+
+#[tokio::test]
+async fn a_reset_stream_is_class_reset_and_a_closed_connection_is_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let (addr, accepted) = misbehaving(Misbehave::ResetStreams).await;
+    let t = target(
+        dir.path(),
+        &format!("targets:\n  t:\n    url: http://{addr}/\n    http: \"2\"\n"),
+    );
+    let outs = send(&t, 2).await;
+    for o in &outs {
+        assert_eq!(o.error, Some(sloburn::http::ErrorClass::Reset), "{o:?}");
+        assert_eq!((o.status, o.version), (None, Version::HTTP_2));
+    }
+    assert!(outs[1].reused, "a reset stream leaves the connection open");
+    assert_eq!(accepted.load(Ordering::SeqCst), 1);
+
+    let (addr, accepted) = misbehaving(Misbehave::GoAwayAfterOne).await;
+    let t = target(
+        dir.path(),
+        &format!("targets:\n  t:\n    url: http://{addr}/\n    http: \"2\"\n"),
+    );
+    let client = t.client(Arc::new(Resolver::system()));
+    let mut conn = client.conn();
+    let first = conn.send(&t.request()).await;
+    assert_eq!((first.error, first.status), (None, Some(200)), "{first:?}");
+    let started = Instant::now();
+    while conn.is_open() {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "GOAWAY never closed it"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let second = conn.send(&t.request()).await;
+    assert_eq!(
+        (second.error, second.status),
+        (None, Some(200)),
+        "{second:?}"
+    );
+    assert!(!second.reused, "served by a new connection");
+    assert!(second.phases.connecting > Duration::ZERO);
+    assert_eq!(accepted.load(Ordering::SeqCst), 2);
 }
