@@ -11,10 +11,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use http::Version;
-use sloburn::http::Resolver;
 
 use crate::support::{free_port, sloburn, which};
-use crate::tls::{Pki, gated_server, send, target};
+use crate::tls::{Pki, gated_server, loopback_resolver, send, target};
 
 struct Nghttpd {
     child: Child,
@@ -186,7 +185,7 @@ async fn alpn_over_tls_picks_h2_from_nghttpd() {
 
 /// 100 users on one client, 3 requests each, over `max_connections: 2`.
 async fn hundred_users(t: &sloburn::config::Target) -> Vec<sloburn::http::Outcome> {
-    let client = t.client(Arc::new(Resolver::system()));
+    let client = t.client(loopback_resolver());
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..100 {
         let (client, req) = (client.clone(), t.request());
@@ -319,7 +318,7 @@ async fn a_reset_stream_is_class_reset_and_a_closed_connection_is_replaced() {
         dir.path(),
         &format!("targets:\n  t:\n    url: http://{addr}/\n    http: \"2\"\n"),
     );
-    let client = t.client(Arc::new(Resolver::system()));
+    let client = t.client(loopback_resolver());
     let mut conn = client.conn();
     let first = conn.send(&t.request()).await;
     assert_eq!((first.error, first.status), (None, Some(200)), "{first:?}");

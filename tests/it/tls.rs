@@ -15,7 +15,7 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use sloburn::http::{ErrorClass, Outcome, Resolver};
+use sloburn::http::{ErrorClass, HostsFile, Outcome, Resolver, ResolverConfig};
 use tokio::net::TcpListener;
 
 use crate::support::{sloburn, test_env};
@@ -169,9 +169,18 @@ pub fn target(dir: &Path, yaml: &str) -> sloburn::config::Target {
     loaded.config.targets["t"].clone()
 }
 
+/// A resolver that knows only `localhost` (as 127.0.0.1) and asks no nameserver: these tests
+/// send nothing past loopback, not even a DNS query for a made-up name.
+pub fn loopback_resolver() -> Arc<Resolver> {
+    Arc::new(Resolver::new(
+        ResolverConfig::default(),
+        HostsFile::parse("127.0.0.1 localhost\n"),
+    ))
+}
+
 /// Sends the target's request `n` times on one connection slot.
 pub async fn send(t: &sloburn::config::Target, n: usize) -> Vec<Outcome> {
-    let client = t.client(Arc::new(Resolver::system()));
+    let client = t.client(loopback_resolver());
     let mut conn = client.conn();
     let mut out = Vec::new();
     for _ in 0..n {
@@ -268,7 +277,7 @@ async fn connect_to_reaches_loopback_under_a_made_up_name_with_its_host_and_sni(
         vec![("shop.invalid:8080".to_string(), Version::HTTP_11)]
     );
 
-    // Without connect_to the made-up name does not resolve.
+    // Without connect_to the made-up name does not resolve (no nameserver is asked).
     let t = target(
         dir.path(),
         "targets:\n  t:\n    url: http://shop.invalid/\n",
