@@ -104,6 +104,15 @@ pub async fn gated_server(
 ) -> (SocketAddr, Arc<Seen>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
+    (addr, serve(listener, tls, gate))
+}
+
+/// Serves `listener` as [`gated_server`] describes.
+fn serve(
+    listener: TcpListener,
+    tls: Option<rustls::ServerConfig>,
+    gate: Option<Arc<tokio::sync::Barrier>>,
+) -> Arc<Seen> {
     let seen = Arc::new(Seen::default());
     let acceptor = tls.map(|c| tokio_rustls::TlsAcceptor::from(Arc::new(c)));
     let s = seen.clone();
@@ -159,7 +168,7 @@ pub async fn gated_server(
             });
         }
     });
-    (addr, seen)
+    seen
 }
 
 /// The target `t` of a config text whose files sit in `dir`.
@@ -367,4 +376,56 @@ fn check_rejects_bad_transport_fields_with_line_and_column() {
         assert!(text.contains(&want), "missing {want:?} in:\n{text}");
     }
     assert!(!text.contains("PRIVATE KEY"), "{text}");
+}
+
+#[tokio::test]
+async fn dns_select_round_robin_spreads_new_connections_over_the_addresses() {
+    // One port on both loopbacks, and a name for both.
+    let (v4, v6, port) = loop {
+        let v4 = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = v4.local_addr().unwrap().port();
+        if let Ok(v6) = TcpListener::bind(("::1", port)).await {
+            break (v4, v6, port);
+        }
+    };
+    let (seen4, seen6) = (serve(v4, None, None), serve(v6, None, None));
+    let resolver = Arc::new(Resolver::new(
+        ResolverConfig::default(),
+        HostsFile::parse("127.0.0.1 both.test\n::1 both.test\n"),
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let counts = |select: &'static str| {
+        let t = target(
+            dir.path(),
+            &format!(
+                "targets:\n  t:\n    url: http://both.test:{port}/\n    keep_alive: false\n    dns: {{ select: {select} }}\n"
+            ),
+        );
+        let client = t.client(resolver.clone());
+        let (seen4, seen6) = (seen4.clone(), seen6.clone());
+        async move {
+            let before = (
+                seen4.accepted.load(Ordering::SeqCst),
+                seen6.accepted.load(Ordering::SeqCst),
+            );
+            let mut conn = client.conn();
+            for _ in 0..6 {
+                let o = conn.send(&t.request()).await;
+                assert_eq!((o.error, o.status), (None, Some(200)), "{select}: {o:?}");
+                assert!(!o.reused);
+            }
+            (
+                seen4.accepted.load(Ordering::SeqCst) - before.0,
+                seen6.accepted.load(Ordering::SeqCst) - before.1,
+            )
+        }
+    };
+    assert_eq!(
+        counts("first").await,
+        (6, 0),
+        "in the order of the hosts file"
+    );
+    assert_eq!(counts("round_robin").await, (3, 3));
+    let (a, b) = counts("random").await;
+    assert_eq!(a + b, 6);
 }
