@@ -239,12 +239,16 @@ pub(crate) async fn send(
                 {
                     continue;
                 }
-                out.phases.waiting = head_at.saturating_duration_since(t0) - out.phases.sending;
+                out.phases.waiting = head_at
+                    .saturating_duration_since(t0)
+                    .saturating_sub(out.phases.sending);
                 out.error = Some(class);
                 return Sent::Done(out);
             }
         };
-        out.phases.waiting = head_at.saturating_duration_since(t0) - out.phases.sending;
+        out.phases.waiting = head_at
+            .saturating_duration_since(t0)
+            .saturating_sub(out.phases.sending);
         let (parts, mut body) = response.into_parts();
         out.version = parts.version;
         out.status = Some(parts.status.as_u16());

@@ -138,11 +138,26 @@ async fn h2c_prior_knowledge_against_nghttpd() {
 fn sloburn_run_with_http_2_speaks_h2c() {
     let server = Nghttpd::start(None);
     let url = format!("http://127.0.0.1:{}/index.html", server.port);
+    let dir = tempfile::tempdir().unwrap();
+    let samples = dir.path().join("samples.json");
     let out = sloburn()
         .args(["run", "--url", &url, "--http", "2", "--iterations", "5"])
+        .arg("--out")
+        .arg(format!("json={}", samples.display()))
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{out:?}");
+    // k6's `proto` tag on every request sample.
+    let lines = std::fs::read_to_string(&samples).unwrap();
+    let reqs: Vec<&str> = lines
+        .lines()
+        .filter(|l| l.contains("\"Point\"") && l.contains("\"http_reqs\""))
+        .collect();
+    assert_eq!(reqs.len(), 5, "{lines}");
+    assert!(
+        reqs.iter().all(|l| l.contains("\"proto\":\"HTTP/2.0\"")),
+        "{reqs:?}"
+    );
     settle(&server, 5);
     assert_eq!(server.requests(), 5, "{}", server.log());
     assert_eq!(server.log().matches(":status: 200").count(), 5);
