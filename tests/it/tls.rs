@@ -429,3 +429,39 @@ async fn dns_select_round_robin_spreads_new_connections_over_the_addresses() {
     let (a, b) = counts("random").await;
     assert_eq!(a + b, 6);
 }
+
+#[tokio::test]
+async fn min_version_1_3_refuses_a_server_that_speaks_only_tls_1_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path(), &["localhost"]);
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut only12 = rustls::ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS12])
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(pki.server_chain.clone(), pki.server_key.clone_key())
+        .unwrap();
+    only12.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let (addr, seen) = server(Some(only12)).await;
+    let yaml = |v: &str| {
+        format!(
+            "targets:\n  t:\n    url: https://localhost:{}/\n    tls: {{ ca: ca.pem, min_version: \"{v}\" }}\n",
+            addr.port()
+        )
+    };
+    let o = &send(&target(dir.path(), &yaml("1.2")), 1).await[0];
+    assert_eq!((o.error, o.status), (None, Some(200)), "{o:?}");
+    let o = &send(&target(dir.path(), &yaml("1.3")), 1).await[0];
+    assert_eq!(o.error, Some(ErrorClass::Tls), "{o:?}");
+    // The server counts its failed handshake once its accept returns, maybe after our error.
+    let started = std::time::Instant::now();
+    while seen.handshakes_failed.load(Ordering::SeqCst) == 0 {
+        assert!(
+            started.elapsed().as_secs() < 5,
+            "the server saw no failed handshake"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(seen.handshakes_failed.load(Ordering::SeqCst), 1);
+    assert_eq!(seen.requests.lock().unwrap().len(), 1);
+}
