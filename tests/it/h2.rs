@@ -83,6 +83,15 @@ impl Drop for Nghttpd {
     }
 }
 
+/// Every outcome a 200 with nghttpd's page, over HTTP/2.
+fn assert_served_over_h2(outs: &[sloburn::http::Outcome]) {
+    for o in outs {
+        assert_eq!((o.error, o.status), (None, Some(200)), "{o:?}");
+        assert_eq!(o.version, Version::HTTP_2);
+        assert_eq!(&o.body[..], b"hello h2\n");
+    }
+}
+
 /// Waits for nghttpd's log to catch up (it writes after answering).
 fn settle(server: &Nghttpd, requests: usize) {
     let started = Instant::now();
@@ -103,11 +112,7 @@ async fn h2c_prior_knowledge_against_nghttpd() {
         ),
     );
     let outs = send(&t, 3).await;
-    for o in &outs {
-        assert_eq!((o.error, o.status), (None, Some(200)), "{o:?}");
-        assert_eq!(o.version, Version::HTTP_2);
-        assert_eq!(&o.body[..], b"hello h2\n");
-    }
+    assert_served_over_h2(&outs);
     assert!(!outs[0].reused && outs[1].reused && outs[2].reused);
     assert!(outs[0].phases.connecting > Duration::ZERO);
     assert_eq!(outs[1].phases.connecting, Duration::ZERO);
@@ -185,11 +190,7 @@ async fn alpn_over_tls_picks_h2_from_nghttpd() {
         ),
     );
     let outs = send(&t, 2).await;
-    for o in &outs {
-        assert_eq!((o.error, o.status), (None, Some(200)), "{o:?}");
-        assert_eq!(o.version, Version::HTTP_2);
-        assert_eq!(&o.body[..], b"hello h2\n");
-    }
+    assert_served_over_h2(&outs);
     assert!(outs[0].phases.tls_handshaking > Duration::ZERO);
     assert_eq!(outs[1].phases.tls_handshaking, Duration::ZERO);
     settle(&server, 2);
