@@ -9,6 +9,7 @@
 use crate::checks;
 use crate::config::{Config, Sli};
 use crate::http::Outcome;
+use crate::load::walk::{IterationResult, StepInfo};
 use crate::metrics::{Metrics, SloMetrics};
 use crate::slo::{self, SloDef, SloReport, Windows};
 use crate::store::{MinuteCounts, PendingBatch, Store, StoreError};
@@ -17,14 +18,59 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// What an SLO counts in a run: every request, one step's requests, or one journey's
+/// iterations (good when every step passed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    Requests,
+    Step(usize),
+    Journey(usize),
+}
+
 /// One SLO watching a run's traffic.
 #[derive(Clone)]
 pub struct Watcher {
     metrics: Arc<SloMetrics>,
     sli: Sli,
+    pub scope: Scope,
 }
 
 impl Watcher {
+    /// Whether this watcher counts the requests of `step`.
+    pub fn counts_step(&self, step: usize) -> bool {
+        match self.scope {
+            Scope::Requests => true,
+            Scope::Step(s) => s == step,
+            Scope::Journey(_) => false,
+        }
+    }
+
+    /// Counts one journey iteration for a whole-journey SLO: good when every step passed
+    /// (a latency SLI: and within `under`, think times included). A dropped iteration never
+    /// ran: no event.
+    pub fn iteration(&self, journey: usize, result: IterationResult, took: Duration) {
+        if self.scope != Scope::Journey(journey) || result == IterationResult::Dropped {
+            return;
+        }
+        let ok = result == IterationResult::Ok;
+        match &self.sli {
+            Sli::Availability => self.metrics.event(ok),
+            Sli::Latency {
+                under,
+                exclude_failures,
+                ..
+            } => {
+                if !ok {
+                    if !exclude_failures {
+                        self.metrics.event(false);
+                    }
+                } else {
+                    self.metrics.event(took < *under);
+                }
+            }
+        }
+    }
+
     /// Classifies one finished request for this SLO and counts it. A request that failed
     /// because of sloburn itself (a local error class) is no event at all: the target never
     /// saw it, so it neither spends nor earns budget.
@@ -68,6 +114,8 @@ struct SloState {
     def: SloDef,
     sli: Sli,
     target: String,
+    journey: Option<String>,
+    step: Option<String>,
     profiles: Vec<String>,
     windows: Windows,
     metrics: Arc<SloMetrics>,
@@ -146,6 +194,8 @@ impl Budget {
                     state.def = def;
                     state.sli = s.sli.clone();
                     state.target = s.target.clone();
+                    state.journey = s.journey.clone();
+                    state.step = s.step.clone();
                     state.profiles = s.profiles.clone();
                 }
                 continue;
@@ -171,6 +221,8 @@ impl Budget {
                     def,
                     sli: s.sli.clone(),
                     target: s.target.clone(),
+                    journey: s.journey.clone(),
+                    step: s.step.clone(),
                     profiles: s.profiles.clone(),
                     windows,
                     metrics,
@@ -187,6 +239,19 @@ impl Budget {
 
     /// The SLOs that count traffic from `profile` on `target`.
     pub fn watchers(&self, target: &str, profile: &str) -> Vec<Watcher> {
+        self.watchers_of(target, profile, &[], &[])
+    }
+
+    /// The SLOs that count traffic from `profile` on `target`, whose iterations walk
+    /// `journeys` over `steps` (`load::walk` numbering; both empty for one request): a journey
+    /// SLO watches only a run of its journey, and a step SLO only that step's requests.
+    pub fn watchers_of(
+        &self,
+        target: &str,
+        profile: &str,
+        steps: &[StepInfo],
+        journeys: &[String],
+    ) -> Vec<Watcher> {
         let Ok(inner) = self.inner.lock() else {
             return Vec::new();
         };
@@ -197,9 +262,20 @@ impl Budget {
                 s.target == target
                     && (s.profiles.is_empty() || s.profiles.iter().any(|p| p == profile))
             })
-            .map(|s| Watcher {
-                metrics: s.metrics.clone(),
-                sli: s.sli.clone(),
+            .filter_map(|s| {
+                let scope =
+                    match (&s.journey, &s.step) {
+                        (None, _) => Scope::Requests,
+                        (Some(j), None) => Scope::Journey(journeys.iter().position(|n| n == j)?),
+                        (Some(j), Some(st)) => Scope::Step(steps.iter().position(|i| {
+                            i.journey.as_deref() == Some(j.as_str()) && i.name == *st
+                        })?),
+                    };
+                Some(Watcher {
+                    metrics: s.metrics.clone(),
+                    sli: s.sli.clone(),
+                    scope,
+                })
             })
             .collect()
     }
@@ -388,6 +464,7 @@ mod tests {
         Watcher {
             metrics: Metrics::new("test").slo("s", 0.99),
             sli,
+            scope: Scope::Requests,
         }
     }
 

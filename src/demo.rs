@@ -9,6 +9,8 @@ use tokio_util::sync::CancellationToken;
 
 /// The demo's config; `{TARGET}` is the in-process target's address, `{DATA}` the store dir.
 /// checkout fails 0.7% of requests against a 99.9% objective (burn ≈ 7); search is healthy.
+/// The shoppers walk a journey, browse then checkout, whose checkout step fails 2% of the time
+/// against a 99.5% objective (burn ≈ 4), while the browse step's SLO stays whole.
 pub const CONFIG: &str = r#"
 server:
   listen: "127.0.0.1:9090"
@@ -30,7 +32,32 @@ targets:
     checks:
       - status: 200
       - duration_under: 250ms
+  shop:
+    url: "http://{TARGET}/"
+    timeout: 2s
+    headers: { User-Agent: sloburn-demo }
+journeys:
+  browse-then-checkout:
+    target: shop
+    steps:
+      - name: browse
+        path: /browse?latency=8ms&jitter=4ms&distribution=normal
+        checks: [ { status: 200 } ]
+        think: 20ms..80ms
+      - name: checkout
+        method: POST
+        path: /checkout?latency=20ms&jitter=8ms&error_ratio=0.02&error_status=503
+        json: { item: "sku-${random_int(1,500)}", shopper: "${vu}" }
+        checks: [ { status: 200 } ]
 profiles:
+  shoppers:
+    journey: browse-then-checkout
+    every: 1m
+    run_on_start: true
+    executor: constant-arrival-rate
+    rate: 40/s
+    duration: 58s
+    max_vus: 50
   checkout-canary:
     target: checkout
     every: 1m
@@ -67,6 +94,20 @@ slos:
     sli: { latency: { under: 100ms } }
     objective: 99
     period: 30d
+  shop-browse:
+    journey: browse-then-checkout
+    step: browse
+    sli: availability
+    objective: 99.5
+    period: 30d
+    description: Shoppers can browse.
+  shop-checkout:
+    journey: browse-then-checkout
+    step: checkout
+    sli: availability
+    objective: 99.5
+    period: 30d
+    description: Shoppers who browsed can check out.
 "#;
 
 /// Builds the demo config for a target address, a data directory and the admin token. The

@@ -137,7 +137,7 @@ pub fn resolve(args: &RunArgs, out: &mut impl Write) -> anyhow::Result<Option<Re
         Some(s) => parse_shard(s)?,
         None => Shard::WHOLE,
     };
-    let (name, target, executor, mut thresholds, graceful_stop, start_time, lateness) =
+    let (name, target, work, executor, mut thresholds, graceful_stop, start_time, lateness) =
         match (&args.file, &args.url) {
             (Some(_), Some(_)) => bail!("give a config file or --url, not both"),
             (None, None) => bail!("give a config file (and --profile) or --url for an ad-hoc run"),
@@ -171,9 +171,13 @@ pub fn resolve(args: &RunArgs, out: &mut impl Write) -> anyhow::Result<Option<Re
                     .get(&profile.target)
                     .cloned()
                     .context("the profile's target vanished")?;
+                let work = cfg
+                    .work(profile)
+                    .context("the profile's journeys vanished")?;
                 (
                     profile.name.clone(),
                     target,
+                    work,
                     profile.executor.clone(),
                     profile.thresholds.clone(),
                     profile.graceful_stop,
@@ -183,9 +187,11 @@ pub fn resolve(args: &RunArgs, out: &mut impl Write) -> anyhow::Result<Option<Re
             }
             (None, Some(url)) => {
                 let (target, executor) = ad_hoc(args, url)?;
+                let work = crate::load::walk::Work::single(target.request(), target.checks.clone());
                 (
                     "adhoc".to_string(),
                     target,
+                    work,
                     executor,
                     Vec::new(),
                     Duration::from_secs(30),
@@ -225,8 +231,7 @@ pub fn resolve(args: &RunArgs, out: &mut impl Write) -> anyhow::Result<Option<Re
     let spec = RunSpec {
         profile: name.clone(),
         executor,
-        request: Arc::new(target.request()),
-        checks: Arc::new(target.checks.clone()),
+        work: Arc::new(work),
         thresholds,
         graceful_stop,
         shard,
@@ -470,11 +475,12 @@ pub async fn execute(
     handle_signals: bool,
 ) -> anyhow::Result<Finished> {
     let client = r.target.client(Arc::new(Resolver::system()));
-    let stats = Arc::new(RunStats::for_run(
-        &r.spec.checks,
+    let stats = Arc::new(RunStats::for_work(
+        &r.spec.work.steps(),
+        &r.spec.work.journey_names(),
         &r.spec.thresholds,
         &r.name,
-        r.target.method.as_str(),
+        &r.spec.work.method(),
     ));
     let stopper = Stopper::new();
     let caught: Arc<OnceLock<&'static str>> = Arc::default();
@@ -503,7 +509,13 @@ pub async fn execute(
                     scenario: r.name.clone(),
                     method: r.target.method.to_string(),
                     url: sample_url(&r.target.uri),
-                    check_names: r.spec.checks.iter().map(|c| c.name.clone()).collect(),
+                    check_names: r
+                        .spec
+                        .work
+                        .steps()
+                        .iter()
+                        .flat_map(|s| s.checks.iter().map(|c| c.name.clone()))
+                        .collect(),
                 },
                 r.spec
                     .thresholds

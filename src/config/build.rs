@@ -4,7 +4,7 @@
 
 use super::walk::{self, Ctx, Fields, did_you_mean, named_keys, node_at};
 use super::yaml::Node;
-use super::{Config, Env, Profile, Slo, profiles, server, slos, storage, targets};
+use super::{Config, Env, Profile, Slo, journeys, profiles, server, slos, storage, targets};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -21,6 +21,7 @@ pub fn config(ctx: &mut Ctx, root: &Node, base: &Path, env: &Env) -> Option<Conf
             "server",
             "storage",
             "targets",
+            "journeys",
             "profiles",
             "slos",
             "slos_from",
@@ -49,10 +50,17 @@ pub fn config(ctx: &mut Ctx, root: &Node, base: &Path, env: &Env) -> Option<Conf
         );
     }
 
+    let journeys = match top.get("journeys") {
+        Some(node) => journeys::journeys(ctx, node, base, env, &targets, &target_names),
+        None => BTreeMap::new(),
+    };
+    let journey_names: Vec<(String, bool)> =
+        top.get("journeys").map(named_keys).unwrap_or_default();
+
     let mut slos = BTreeMap::new();
     if let Some(node) = top.get("slos") {
         for (name, _, node) in walk::named(ctx, node, "slos") {
-            if let Some(s) = slos::slo(ctx, &name, node, &target_names) {
+            if let Some(s) = slos::slo(ctx, &name, node, &target_names, &journeys, &journey_names) {
                 slos.insert(name, s);
             }
         }
@@ -71,7 +79,9 @@ pub fn config(ctx: &mut Ctx, root: &Node, base: &Path, env: &Env) -> Option<Conf
     let mut profiles = BTreeMap::new();
     if let Some(node) = top.get("profiles") {
         for (name, _, node) in walk::named(ctx, node, "profiles") {
-            if let Some(p) = profiles::profile(ctx, &name, node, &target_names) {
+            if let Some(p) =
+                profiles::profile(ctx, &name, node, &target_names, &journeys, &journey_names)
+            {
                 profiles.insert(name, p);
             }
         }
@@ -83,6 +93,7 @@ pub fn config(ctx: &mut Ctx, root: &Node, base: &Path, env: &Env) -> Option<Conf
         targets,
         profiles,
         slos,
+        journeys,
     })
 }
 

@@ -12,6 +12,8 @@ pub use secrets::expand_flag;
 mod checks;
 mod executors;
 mod files;
+mod journeys;
+pub use journeys::MAX_DATA_FILE_BYTES;
 pub mod openslo;
 mod profiles;
 mod report;
@@ -124,6 +126,8 @@ pub struct Config {
     pub targets: BTreeMap<String, Target>,
     pub profiles: BTreeMap<String, Profile>,
     pub slos: BTreeMap<String, Slo>,
+    /// Multi-step iterations, compiled (`journeys:`).
+    pub journeys: BTreeMap<String, std::sync::Arc<crate::load::walk::Journey>>,
 }
 
 #[derive(Debug, Clone)]
@@ -230,7 +234,10 @@ pub struct Guard {
 #[derive(Debug, Clone)]
 pub struct Profile {
     pub name: String,
+    /// The target it sends to (a journey profile: its journeys' one target).
     pub target: String,
+    /// `journey:` or `mix:`: (journey, weight) in mix order; empty for a single request.
+    pub mix: Vec<(String, u32)>,
     pub executor: Executor,
     pub schedule: Option<Schedule>,
     pub jitter: Duration,
@@ -272,6 +279,10 @@ pub struct TierSpec {
 pub struct Slo {
     pub name: String,
     pub target: String,
+    /// `journey:`: only this journey's traffic counts (with `step`, only that step's requests;
+    /// without, one event per iteration, good when every step passed).
+    pub journey: Option<String>,
+    pub step: Option<String>,
     /// Profiles whose traffic counts; empty means every profile on the target.
     pub profiles: Vec<String>,
     /// Percent, in (0, 100).
@@ -432,6 +443,14 @@ impl Slo {
                 .collect(),
             None => crate::slo::default_tiers(self.period),
         };
+        // A journey SLO's rules and alerts say which journey (and step) they watch.
+        let mut labels = self.labels.clone();
+        if let Some(j) = &self.journey {
+            labels.entry("journey".into()).or_insert_with(|| j.clone());
+        }
+        if let Some(s) = &self.step {
+            labels.entry("step".into()).or_insert_with(|| s.clone());
+        }
         crate::slo::SloDef {
             name: self.name.clone(),
             service: self.target.clone(),
@@ -439,7 +458,7 @@ impl Slo {
             period: self.period,
             calendar: self.calendar,
             tiers,
-            labels: self.labels.clone(),
+            labels,
             description: self.description.clone(),
         }
     }

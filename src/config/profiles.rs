@@ -13,6 +13,8 @@ use std::time::Duration;
 
 const PROFILE_COMMON: &[&str] = &[
     "target",
+    "journey",
+    "mix",
     "executor",
     "preset",
     "peak_vus",
@@ -37,19 +39,33 @@ pub fn profile(
     name: &str,
     node: &Node,
     targets: &[(String, bool)],
+    journeys: &std::collections::BTreeMap<String, std::sync::Arc<crate::load::walk::Journey>>,
+    journey_names: &[(String, bool)],
 ) -> Option<Profile> {
     let path = join("profiles", name);
     let mut allowed: Vec<&str> = PROFILE_COMMON.to_vec();
     allowed.extend_from_slice(ALL_EXECUTOR_FIELDS);
     let f = walk::fields(ctx, node, &path, &allowed)?;
 
-    let target = match f.get("target") {
-        Some(n) => reference(ctx, n, &f.path_of("target"), "target", targets),
-        None => {
-            ctx.error(node.pos, &path, "missing `target`");
+    let mix = mix(ctx, &f, &path, journey_names);
+    let target = match (f.get("target"), &mix) {
+        (Some(n), Some(m)) if !m.is_empty() => {
+            ctx.error(
+                n.pos,
+                &f.path_of("target"),
+                "a journey profile sends to its journeys' target: drop `target`",
+            );
+            None
+        }
+        (Some(n), _) => reference(ctx, n, &f.path_of("target"), "target", targets),
+        (None, Some(m)) if !m.is_empty() => mix_target(ctx, &f, m, journeys, journey_names),
+        (None, Some(_)) => None,
+        (None, None) => {
+            ctx.error(node.pos, &path, "missing `target` (or `journey`, or `mix`)");
             None
         }
     };
+    let mix = mix.unwrap_or_default();
     let preset = f.get("preset").and_then(|n| {
         let p = f.path_of("preset");
         walk::string(ctx, n, &p).and_then(|name| match name.parse::<Preset>() {
@@ -182,9 +198,32 @@ pub fn profile(
     let guard = f
         .get("guard")
         .and_then(|n| guard(ctx, n, &f.path_of("guard")));
+    // A journey holds its VU for the whole walk, think times included.
+    let mut executor = executor;
+    if !mix.is_empty()
+        && !f.has("max_vus")
+        && let Some(e) = executor.as_mut()
+    {
+        let walked = mix.iter().filter_map(|(j, _)| journeys.get(j));
+        let (steps, think) = walked.fold((0, Duration::ZERO), |(s, t), j| {
+            let think = j
+                .steps
+                .iter()
+                .filter_map(|st| st.think)
+                .map(|t| t.max)
+                .sum();
+            (s.max(j.steps.len()), t.max(think))
+        });
+        e.widen_default_pool(crate::load::spec::journey_vu_pool(
+            e.peak_rate(),
+            steps,
+            think,
+        ));
+    }
     Some(Profile {
         name: name.to_string(),
         target: target?,
+        mix,
         executor: executor?,
         schedule,
         jitter,
@@ -221,4 +260,102 @@ fn guard(ctx: &mut Ctx, node: &Node, path: &str) -> Option<Guard> {
         max_burn_rate: max_burn_rate?,
         window: window?,
     })
+}
+
+/// `journey: NAME` or `mix: [{journey, weight}]`: `Some(empty)` when neither is set, `None`
+/// when what is set is wrong (the errors are recorded).
+fn mix(
+    ctx: &mut Ctx,
+    f: &walk::Fields,
+    path: &str,
+    journey_names: &[(String, bool)],
+) -> Option<Vec<(String, u32)>> {
+    match (f.get("journey"), f.get("mix")) {
+        (Some(n), Some(_)) => {
+            ctx.error(
+                n.pos,
+                &f.path_of("journey"),
+                "set `journey` or `mix`, not both",
+            );
+            None
+        }
+        (Some(n), None) => {
+            reference(ctx, n, &f.path_of("journey"), "journey", journey_names).map(|j| vec![(j, 1)])
+        }
+        (None, Some(n)) => {
+            let mp = f.path_of("mix");
+            let items = walk::seq(ctx, n, &mp);
+            if items.is_empty() {
+                ctx.error(n.pos, &mp, "a mix needs at least one journey");
+                return None;
+            }
+            let mut out = Vec::new();
+            let mut ok = true;
+            for (i, item) in items.iter().enumerate() {
+                let p = format!("{mp}[{i}]");
+                let Some(e) = walk::fields(ctx, item, &p, &["journey", "weight"]) else {
+                    ok = false;
+                    continue;
+                };
+                let j = required(ctx, &e, "journey", |c, n, p| {
+                    reference(c, n, p, "journey", journey_names)
+                });
+                let w = optional(ctx, &e, "weight", 1, |c, n, p| {
+                    let v = walk::count_u32(c, n, p)?;
+                    if v == 0 {
+                        c.error(n.pos, p, "a weight is at least 1");
+                        return None;
+                    }
+                    Some(v)
+                });
+                match (j, w) {
+                    (Some(j), Some(w)) if out.iter().any(|(k, _)| *k == j) => {
+                        ctx.error(item.pos, &p, format!("journey `{j}` is in the mix twice"));
+                        ok = false;
+                        let _ = w;
+                    }
+                    (Some(j), Some(w)) => out.push((j, w)),
+                    _ => ok = false,
+                }
+            }
+            let _ = path;
+            ok.then_some(out)
+        }
+        (None, None) => Some(Vec::new()),
+    }
+}
+
+/// The one target a mix's journeys share.
+fn mix_target(
+    ctx: &mut Ctx,
+    f: &walk::Fields,
+    mix: &[(String, u32)],
+    journeys: &std::collections::BTreeMap<String, std::sync::Arc<crate::load::walk::Journey>>,
+    journey_names: &[(String, bool)],
+) -> Option<String> {
+    let mut target: Option<&str> = None;
+    for (j, _) in mix {
+        let Some(journey) = journeys.get(j) else {
+            // Named but broken: its own errors are reported; nothing more to say here.
+            let _ = journey_names;
+            return None;
+        };
+        match target {
+            None => target = Some(&journey.target),
+            Some(t) if t == journey.target => {}
+            Some(t) => {
+                let n = f.get("mix").or(f.get("journey"));
+                ctx.error(
+                    n.map_or(crate::config::Pos { line: 1, col: 1 }, |n| n.pos),
+                    &f.path_of("mix"),
+                    format!(
+                        "a mix's journeys share one target: `{}` sends to `{}`, another to `{t}`",
+                        j, journey.target
+                    ),
+                );
+                return None;
+            }
+        }
+    }
+    target.map(str::to_string)
 }

@@ -7,7 +7,14 @@ use crate::slo::{Calendar, CalendarUnit};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-pub fn slo(ctx: &mut Ctx, name: &str, node: &Node, targets: &[(String, bool)]) -> Option<Slo> {
+pub fn slo(
+    ctx: &mut Ctx,
+    name: &str,
+    node: &Node,
+    targets: &[(String, bool)],
+    journeys: &std::collections::BTreeMap<String, std::sync::Arc<crate::load::walk::Journey>>,
+    journey_names: &[(String, bool)],
+) -> Option<Slo> {
     let path = join("slos", name);
     let f = walk::fields(
         ctx,
@@ -15,6 +22,8 @@ pub fn slo(ctx: &mut Ctx, name: &str, node: &Node, targets: &[(String, bool)]) -
         &path,
         &[
             "target",
+            "journey",
+            "step",
             "profiles",
             "sli",
             "objective",
@@ -24,9 +33,54 @@ pub fn slo(ctx: &mut Ctx, name: &str, node: &Node, targets: &[(String, bool)]) -
             "alerting",
         ],
     )?;
-    let target = required(ctx, &f, "target", |c, n, p| {
-        reference(c, n, p, "target", targets)
-    });
+    let journey = f
+        .get("journey")
+        .and_then(|n| reference(ctx, n, &f.path_of("journey"), "journey", journey_names));
+    let step = match (f.get("step"), f.get("journey")) {
+        (Some(n), None) => {
+            ctx.error(n.pos, &f.path_of("step"), "`step` goes with `journey`");
+            None
+        }
+        (Some(n), Some(_)) => {
+            let p = f.path_of("step");
+            walk::string(ctx, n, &p).and_then(|s| {
+                let j = journey.as_ref().and_then(|j| journeys.get(j))?;
+                if j.steps.iter().any(|st| st.name == s) {
+                    Some(s)
+                } else {
+                    let names: Vec<&str> = j.steps.iter().map(|st| st.name.as_str()).collect();
+                    ctx.error(
+                        n.pos,
+                        &p,
+                        format!(
+                            "journey `{}` has no step `{s}` (steps: {})",
+                            j.name,
+                            names.join(", ")
+                        ),
+                    );
+                    None
+                }
+            })
+        }
+        (None, _) => None,
+    };
+    let target = match (f.get("target"), f.get("journey")) {
+        (Some(n), Some(_)) => {
+            ctx.error(
+                n.pos,
+                &f.path_of("target"),
+                "a journey SLO watches its journey's target: drop `target`",
+            );
+            None
+        }
+        (None, Some(_)) => journey
+            .as_ref()
+            .and_then(|j| journeys.get(j))
+            .map(|j| j.target.clone()),
+        _ => required(ctx, &f, "target", |c, n, p| {
+            reference(c, n, p, "target", targets)
+        }),
+    };
     let objective = required(ctx, &f, "objective", |c, n, p| {
         let v = walk::number(c, n, p)?;
         if !(v > 0.0 && v < 100.0) {
@@ -99,6 +153,8 @@ pub fn slo(ctx: &mut Ctx, name: &str, node: &Node, targets: &[(String, bool)]) -
     Some(Slo {
         name: name.to_string(),
         target: target?,
+        journey,
+        step,
         profiles,
         objective: objective?,
         period: period?.0,

@@ -173,7 +173,7 @@ pub fn target(ctx: &mut Ctx, name: &str, node: &Node, base: &Path, env: &Env) ->
     })
 }
 
-fn is_sensitive_header(name: &http::HeaderName) -> bool {
+pub(super) fn is_sensitive_header(name: &http::HeaderName) -> bool {
     matches!(
         name.as_str(),
         "authorization" | "proxy-authorization" | "cookie" | "x-api-key"

@@ -136,6 +136,11 @@ pub fn named<'a>(ctx: &mut Ctx, node: &'a Node, path: &str) -> Vec<(String, Pos,
     }
 }
 
+/// A name that can be a metric label value and a path segment.
+pub fn is_label_safe(name: &str) -> bool {
+    valid_name(name)
+}
+
 fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 64

@@ -13,7 +13,8 @@ use crate::load::observe::{Observer, Observers};
 use crate::load::pacing::DropReason;
 use crate::load::runner::{self, Abort, RunReport, RunSpec, Stopper};
 use crate::load::stats::RunStats;
-use crate::metrics::ProfileMetrics;
+use crate::load::walk::{IterationResult, StepFailure, Work};
+use crate::metrics::{ProfileMetrics, StepLayout};
 use crate::store::StoredRun;
 use crate::web::{Capture, RunDetail, Sample};
 use std::sync::Arc;
@@ -40,6 +41,9 @@ pub fn start_run(shared: &Arc<Shared>, name: &str, trigger: &str) -> Result<u64,
         .ok_or(StartError::UnknownProfile)?
         .clone();
     let Some(target) = cfg.targets.get(&profile.target).cloned() else {
+        return Err(StartError::UnknownProfile);
+    };
+    let Some(work) = cfg.work(&profile) else {
         return Err(StartError::UnknownProfile);
     };
     let id = shared.next_id.fetch_add(1, Relaxed) + 1;
@@ -82,7 +86,7 @@ pub fn start_run(shared: &Arc<Shared>, name: &str, trigger: &str) -> Result<u64,
     shared.remember(&record);
     let shared2 = shared.clone();
     shared.tracker.spawn(async move {
-        let (result, detail) = execute(&shared2, &profile, &target, stopper, record).await;
+        let (result, detail) = execute(&shared2, &profile, &target, work, stopper, record).await;
         finish(&shared2, &profile.name, id, result, detail);
     });
     Ok(id)
@@ -92,14 +96,34 @@ pub fn start_run(shared: &Arc<Shared>, name: &str, trigger: &str) -> Result<u64,
 struct Live {
     metrics: Arc<ProfileMetrics>,
     watchers: Vec<Watcher>,
-    checks: Arc<Vec<Check>>,
+    /// Each step's checks (`load::walk` numbering).
+    checks: Vec<Vec<Check>>,
 }
 
 impl Observer for Live {
-    fn request_finished(&self, outcome: &Outcome, lateness: Duration, results: &[bool]) {
-        self.metrics.observe(outcome, lateness, results);
+    fn request_finished(
+        &self,
+        step: usize,
+        outcome: &Outcome,
+        lateness: Duration,
+        results: &[bool],
+    ) {
+        self.metrics.observe_step(step, outcome, lateness, results);
+        let checks = self.checks.get(step).map_or(&[][..], Vec::as_slice);
+        for w in self.watchers.iter().filter(|w| w.counts_step(step)) {
+            w.observe(outcome, lateness, checks, results);
+        }
+    }
+
+    fn step_failed(&self, step: usize, why: StepFailure) {
+        self.metrics.step_failed(step, why as usize);
+    }
+
+    fn iteration_finished(&self, journey: usize, result: IterationResult, took: Duration) {
+        self.metrics
+            .iteration_finished(journey, result as usize, took);
         for w in &self.watchers {
-            w.observe(outcome, lateness, &self.checks, results);
+            w.iteration(journey, result, took);
         }
     }
 
@@ -146,26 +170,43 @@ async fn execute(
     shared: &Arc<Shared>,
     profile: &Profile,
     target: &config::Target,
+    work: Work,
     stopper: Stopper,
     mut record: RunRecord,
 ) -> (RunRecord, Option<RunDetail>) {
-    let check_names: Vec<String> = target.checks.iter().map(|c| c.name.clone()).collect();
-    let pm = shared
-        .metrics
-        .profile(&target.name, &profile.name, &target.buckets, &check_names);
+    let work = Arc::new(work);
+    let steps = work.steps();
+    let journeys = work.journey_names();
+    let layout: Vec<StepLayout> = steps
+        .iter()
+        .map(|s| StepLayout {
+            journey: s.journey.clone(),
+            step: s.name.clone(),
+            checks: s.checks.iter().map(|c| c.name.clone()).collect(),
+        })
+        .collect();
+    let pm = shared.metrics.profile_steps(
+        &target.name,
+        &profile.name,
+        &target.buckets,
+        &layout,
+        &journeys,
+    );
     pm.set_vus(0);
     pm.set_vus_max(0);
-    let checks = Arc::new(target.checks.clone());
     let live = Live {
         metrics: pm,
-        watchers: shared.budget.watchers(&target.name, &profile.name),
-        checks: checks.clone(),
+        watchers: shared
+            .budget
+            .watchers_of(&target.name, &profile.name, &steps, &journeys),
+        checks: steps.iter().map(|s| s.checks.clone()).collect(),
     };
-    let stats = Arc::new(RunStats::for_run(
-        &target.checks,
+    let stats = Arc::new(RunStats::for_work(
+        &steps,
+        &journeys,
         &profile.thresholds,
         &profile.name,
-        target.method.as_str(),
+        &work.method(),
     ));
     let capture = Capture::start(
         stats.clone(),
@@ -175,8 +216,7 @@ async fn execute(
     let spec = RunSpec {
         profile: profile.name.clone(),
         executor: profile.executor.clone(),
-        request: Arc::new(target.request()),
-        checks,
+        work,
         thresholds: profile.thresholds.clone(),
         graceful_stop: profile
             .graceful_stop
@@ -309,8 +349,8 @@ fn fill(record: &mut RunRecord, report: &RunReport, shared: &Shared, profile: &s
         Some(Abort::Guard(why)) => ("aborted_by_guard", Some(why.clone())),
         Some(Abort::Threshold(t)) => ("aborted", Some(format!("threshold `{t}` failed"))),
         Some(Abort::Stopped(why)) => ("aborted", Some(why.clone())),
-        None if report.thresholds_passed() => ("passed", None),
-        None => ("failed", Some(failed_thresholds(report))),
+        None | Some(Abort::DataUsedUp(_)) if report.thresholds_passed() => ("passed", None),
+        None | Some(Abort::DataUsedUp(_)) => ("failed", Some(failed_thresholds(report))),
     };
     record.result = result.into();
     record.reason = reason;

@@ -10,3 +10,4 @@ pub mod runner;
 pub mod spec;
 pub mod stats;
 pub mod summary;
+pub mod walk;

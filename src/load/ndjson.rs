@@ -137,7 +137,13 @@ impl NdjsonOut {
 }
 
 impl Observer for NdjsonOut {
-    fn request_finished(&self, outcome: &Outcome, lateness: Duration, checks: &[bool]) {
+    fn request_finished(
+        &self,
+        _step: usize,
+        outcome: &Outcome,
+        lateness: Duration,
+        checks: &[bool],
+    ) {
         if !self.keep() {
             return;
         }
@@ -428,7 +434,7 @@ mod tests {
             ..Outcome::default()
         };
         for _ in 0..requests {
-            out.request_finished(&ok, Duration::from_millis(3), &[true]);
+            out.request_finished(0, &ok, Duration::from_millis(3), &[true]);
         }
         out.iteration_dropped(super::super::pacing::DropReason::NoVu);
         drop(out);

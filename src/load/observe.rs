@@ -9,15 +9,25 @@
 
 use super::pacing::DropReason;
 use super::stats::RunStats;
+use super::walk::{IterationResult, StepFailure};
 use crate::http::Outcome;
 use std::sync::Arc;
 use std::time::Duration;
 
 /// Someone who watches a run.
 pub trait Observer: Send + Sync {
-    /// A request finished. `lateness` is how far behind its intended start it began (zero in
-    /// closed-model executors); `checks` are its check results, in check order.
-    fn request_finished(&self, outcome: &Outcome, lateness: Duration, checks: &[bool]);
+    /// A request finished. `step` is its step in the run (`load::walk`; 0 for a single-request
+    /// profile); `lateness` is how far behind its intended start it began (zero in
+    /// closed-model executors and after a journey's first step); `checks` are its step's check
+    /// results, in check order.
+    fn request_finished(&self, step: usize, outcome: &Outcome, lateness: Duration, checks: &[bool]);
+
+    /// A journey's step failed (and, unless `on_failure: continue`, ended its iteration).
+    fn step_failed(&self, _step: usize, _why: StepFailure) {}
+
+    /// A journey's iteration ended: `journey` is its index in the mix, `took` its time from
+    /// its first request to its end, think times included. Single-request profiles send none.
+    fn iteration_finished(&self, _journey: usize, _result: IterationResult, _took: Duration) {}
 
     /// An arrival-rate iteration was dropped: no free VU (or no global slot), too late to send
     /// (the generator fell behind), or no connection and no connect budget.
@@ -51,10 +61,30 @@ impl Observers {
         &self.stats
     }
 
-    pub fn request_finished(&self, outcome: &Outcome, lateness: Duration, checks: &[bool]) {
-        self.stats.request_finished(outcome, lateness, checks);
+    pub fn request_finished(
+        &self,
+        step: usize,
+        outcome: &Outcome,
+        lateness: Duration,
+        checks: &[bool],
+    ) {
+        self.stats.request_finished(step, outcome, lateness, checks);
         for o in &self.others {
-            o.request_finished(outcome, lateness, checks);
+            o.request_finished(step, outcome, lateness, checks);
+        }
+    }
+
+    pub fn step_failed(&self, step: usize, why: StepFailure) {
+        self.stats.step_failed(step, why);
+        for o in &self.others {
+            o.step_failed(step, why);
+        }
+    }
+
+    pub fn iteration_finished(&self, journey: usize, result: IterationResult, took: Duration) {
+        self.stats.iteration_finished(journey, result, took);
+        for o in &self.others {
+            o.iteration_finished(journey, result, took);
         }
     }
 
@@ -110,7 +140,7 @@ mod tests {
     }
 
     impl Observer for Count {
-        fn request_finished(&self, _: &Outcome, _: Duration, _: &[bool]) {
+        fn request_finished(&self, _: usize, _: &Outcome, _: Duration, _: &[bool]) {
             self.requests.fetch_add(1, Relaxed);
         }
         fn iteration_dropped(&self, _: DropReason) {
@@ -129,7 +159,7 @@ mod tests {
         let stats = Arc::new(RunStats::new(&[]));
         let (a, b) = (Arc::new(Count::default()), Arc::new(Count::default()));
         let obs = Observers::new(stats.clone(), vec![a.clone(), b.clone()]);
-        obs.request_finished(&Outcome::default(), Duration::ZERO, &[]);
+        obs.request_finished(0, &Outcome::default(), Duration::ZERO, &[]);
         obs.iteration_dropped(DropReason::NoVu);
         obs.iteration_dropped(DropReason::Late);
         obs.vus_allocated(3);

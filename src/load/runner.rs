@@ -17,8 +17,8 @@ use super::pacing::{DropReason, Pacing};
 use super::plan::{ArrivalPlan, IterationMode, IterationPlan, Plan, Shard, VuPlan};
 use super::spec::Executor;
 use super::stats::{RunStats, StatsSnapshot};
-use crate::checks::{self, Check};
-use crate::http::{Client, Conn, RequestSpec};
+use super::walk::{RunWork, Vu, Walked, Work};
+use crate::http::Client;
 use crate::thresholds::{ThresholdResult, ThresholdSpec};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
@@ -38,8 +38,8 @@ const DISPATCH_WINDOW: Duration = Duration::from_millis(1);
 pub struct RunSpec {
     pub profile: String,
     pub executor: Executor,
-    pub request: Arc<RequestSpec>,
-    pub checks: Arc<Vec<Check>>,
+    /// One request, or a mix of journeys.
+    pub work: Arc<Work>,
     pub thresholds: Vec<ThresholdSpec>,
     pub graceful_stop: Duration,
     pub shard: Shard,
@@ -60,6 +60,8 @@ pub enum Abort {
     Guard(String),
     /// Stopped from outside (signal, API).
     Stopped(String),
+    /// A `unique` data file ran out of rows (the journey's name): the run ends normally.
+    DataUsedUp(String),
 }
 
 #[derive(Debug, Clone)]
@@ -129,9 +131,10 @@ pub async fn run(
     let stats = events.stats().clone();
     let ctx = Arc::new(VuCtx {
         global: spec.global.clone(),
-        request: spec.request.clone(),
-        checks: spec.checks.clone(),
+        work: RunWork::new(spec.work.clone()),
         events,
+        stopper: stopper.clone(),
+        next: std::sync::atomic::AtomicU64::new(0),
     });
     let mut monitors = JoinSet::new();
     monitors.spawn(monitor(
@@ -169,23 +172,45 @@ pub async fn run(
 
 struct VuCtx {
     global: Option<Arc<tokio::sync::Semaphore>>,
-    request: Arc<RequestSpec>,
-    checks: Arc<Vec<Check>>,
+    work: RunWork,
     events: Observers,
+    stopper: Stopper,
+    /// The next iteration number of closed-model executors.
+    next: std::sync::atomic::AtomicU64,
 }
 
 impl VuCtx {
-    /// One request. Closed-model VUs wait for a global slot; the open model takes its slot
-    /// before dispatch (or drops the iteration) and passes `held = true`.
-    async fn iteration(&self, conn: &mut Conn, lateness: Duration, held: bool) {
+    /// Arrival `k` was dropped; a journey run also counts it against the journey it would walk.
+    fn dropped(&self, k: u64, reason: DropReason) {
+        self.events.iteration_dropped(reason);
+        if !self.work.work.is_single() {
+            let j = self.work.journey_of(k);
+            self.events.iteration_finished(
+                j,
+                super::walk::IterationResult::Dropped,
+                Duration::ZERO,
+            );
+        }
+    }
+
+    /// One iteration (`k`, or the next number when `None`): one request or one journey.
+    /// Closed-model VUs wait for a global slot; the open model takes its slot before dispatch
+    /// (or drops the iteration) and passes `held = true`.
+    async fn iteration(&self, vu: &mut Vu, k: Option<u64>, lateness: Duration, held: bool) {
         let _slot = match (&self.global, held) {
             (Some(g), false) => g.clone().acquire_owned().await.ok(),
             _ => None,
         };
-        let outcome = conn.send(&self.request).await;
-        let results = checks::Results::of(&self.checks, &outcome);
-        self.events
-            .request_finished(&outcome, lateness, results.as_slice());
+        let k = k.unwrap_or_else(|| self.next.fetch_add(1, Relaxed));
+        let walked = self
+            .work
+            .iteration(k, vu, lateness, &self.events, self.stopper.token())
+            .await;
+        if let Walked::DataUsedUp(j) = walked {
+            let name = self.work.work.journey_names().get(j).cloned();
+            self.stopper
+                .stop(Abort::DataUsedUp(name.unwrap_or_default()));
+        }
     }
 }
 
@@ -241,9 +266,9 @@ async fn open_model(
     let permits = Arc::new(tokio::sync::Semaphore::new(max_vus as usize));
     // LIFO keeps the warmest connections busy; pre-allocated VUs are idle connection slots
     // (with no connection open until their first request).
-    let pool: Arc<Mutex<Vec<Conn>>> = Arc::new(Mutex::new(
+    let pool: Arc<Mutex<Vec<Vu>>> = Arc::new(Mutex::new(
         (0..plan.pre_allocated_vus().min(max_vus))
-            .map(|_| client.conn())
+            .map(|i| Vu::new(client.conn(), u64::from(i) + 1))
             .collect(),
     ));
     let allocated = Arc::new(std::sync::atomic::AtomicU32::new(
@@ -261,6 +286,7 @@ async fn open_model(
     let mut unbroken = 0u32;
     let cancel = stopper.token();
     while let Some(offset) = plan.start_of(j) {
+        let k = j;
         j += 1;
         let due = start + offset;
         // Starts are released in batches once per timer tick: everything due within the next
@@ -315,11 +341,11 @@ async fn open_model(
         let (permit, global) = match (pacing.admit(late, lagging, slot.is_some()), slot) {
             (Ok(()), Some(slot)) => slot,
             (Err(reason), _) => {
-                ctx.events.iteration_dropped(reason);
+                ctx.dropped(k, reason);
                 continue;
             }
             (Ok(()), None) => {
-                ctx.events.iteration_dropped(DropReason::NoVu);
+                ctx.dropped(k, DropReason::NoVu);
                 continue;
             }
         };
@@ -332,7 +358,7 @@ async fn open_model(
         let busy = max_vus.saturating_sub(permits.available_permits() as u32);
         let conn = match pool.lock() {
             Ok(mut idle) => match idle.pop() {
-                Some(c) if !paced || c.is_open() => Some(c),
+                Some(c) if !paced || c.conn.is_open() => Some(c),
                 Some(c) if connects.may_open(behind, busy, elapsed) => Some(c),
                 Some(c) => {
                     idle.push(c);
@@ -341,14 +367,14 @@ async fn open_model(
                 None if !paced || connects.may_open(behind, busy, elapsed) => {
                     let n = allocated.fetch_add(1, Relaxed) + 1;
                     ctx.events.vus_allocated(n);
-                    Some(client.conn())
+                    Some(Vu::new(client.conn(), u64::from(n)))
                 }
                 None => None,
             },
             Err(_) => None,
         };
-        let Some(conn) = conn else {
-            ctx.events.iteration_dropped(DropReason::ConnectPaced);
+        let Some(vu) = conn else {
+            ctx.dropped(k, DropReason::ConnectPaced);
             continue;
         };
         let ctx = ctx.clone();
@@ -362,11 +388,11 @@ async fn open_model(
                 Relaxed,
             );
             let _busy = ctx.events.busy();
-            let mut conn = conn;
+            let mut vu = vu;
             let lateness = Instant::now().saturating_duration_since(due);
-            ctx.iteration(&mut conn, lateness, true).await;
+            ctx.iteration(&mut vu, Some(k), lateness, true).await;
             if let Ok(mut p) = pool.lock() {
-                p.push(conn);
+                p.push(vu);
             }
             drop(global);
             drop(permit);
@@ -395,7 +421,7 @@ async fn closed_vus(
             stop_starting.clone(),
             stopper.token().clone(),
         );
-        let mut conn = client.conn();
+        let mut vu = Vu::new(client.conn(), u64::from(index) + 1);
         set.spawn(async move {
             let mut busy = None;
             loop {
@@ -409,7 +435,7 @@ async fn closed_vus(
                 }
                 if index >= plan.vus_at(t) {
                     if busy.take().is_some() {
-                        conn.close();
+                        vu.conn.close();
                     }
                     let wake = plan
                         .next_change_after(t)
@@ -426,7 +452,7 @@ async fn closed_vus(
                 if busy.is_none() {
                     busy = Some(ctx.events.busy());
                 }
-                ctx.iteration(&mut conn, Duration::ZERO, false).await;
+                ctx.iteration(&mut vu, None, Duration::ZERO, false).await;
             }
         });
     }
@@ -453,14 +479,14 @@ async fn iterations(
     let stop_starting = CancellationToken::new();
     let mut set = JoinSet::new();
     ctx.events.vus_allocated(plan.vus());
-    for _ in 0..plan.vus() {
+    for index in 0..plan.vus() {
         let (ctx, dispenser, stop, outer) = (
             ctx.clone(),
             dispenser.clone(),
             stop_starting.clone(),
             stopper.token().clone(),
         );
-        let mut conn = client.conn();
+        let mut vu = Vu::new(client.conn(), u64::from(index) + 1);
         set.spawn(async move {
             let _busy = ctx.events.busy();
             let mut done = 0u64;
@@ -477,7 +503,7 @@ async fn iterations(
                     break;
                 }
                 done += 1;
-                ctx.iteration(&mut conn, Duration::ZERO, false).await;
+                ctx.iteration(&mut vu, None, Duration::ZERO, false).await;
             }
         });
     }

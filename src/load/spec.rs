@@ -88,7 +88,34 @@ pub fn default_vu_pool(peak_rate: f64) -> (u32, u32) {
     (pre, max)
 }
 
+/// The default `max_vus` of an arrival-rate executor whose iterations each walk a journey of
+/// `steps` requests and `think` of pauses (the longest of the mix): a VU is held for the whole
+/// walk, so the pool is sized for `steps × EXPECTED_LATENCY + think`, with the same headroom.
+pub fn journey_vu_pool(peak_rate: f64, steps: usize, think: Duration) -> u32 {
+    let (_, single) = default_vu_pool(peak_rate);
+    let rate = if peak_rate.is_finite() {
+        peak_rate.max(0.0)
+    } else {
+        0.0
+    };
+    let walk = EXPECTED_LATENCY.as_secs_f64() * steps.max(1) as f64 + think.as_secs_f64();
+    let sized = (rate * walk * VU_HEADROOM).ceil();
+    (sized.clamp(f64::from(single), f64::from(MAX_DEFAULT_MAX_VUS))) as u32
+}
+
 impl Executor {
+    /// Raises the default `max_vus` of an arrival-rate executor to `at_least` (a journey
+    /// profile that did not set it).
+    pub fn widen_default_pool(&mut self, at_least: u32) {
+        match self {
+            Executor::ConstantArrivalRate { max_vus, .. }
+            | Executor::RampingArrivalRate { max_vus, .. } => {
+                *max_vus = (*max_vus).max(at_least);
+            }
+            _ => {}
+        }
+    }
+
     /// The highest arrival rate of an arrival-rate executor (iterations per second); zero for
     /// the others.
     pub fn peak_rate(&self) -> f64 {
@@ -115,6 +142,9 @@ mod tests {
         assert_eq!(default_vu_pool(0.0), (1, 100));
         // Caps.
         assert_eq!(default_vu_pool(5e6), (1000, 100_000));
+        // 20/s over 3 steps and up to 800 ms of thinking: (150 ms + 800 ms) × 20 × 2 = 38.
+        assert_eq!(journey_vu_pool(10.0, 3, Duration::ZERO), 100);
+        assert_eq!(journey_vu_pool(200.0, 3, Duration::from_millis(800)), 380);
         assert_eq!(default_vu_pool(f64::NAN), (1, 100));
         for rate in [1.0, 99.0, 1234.5, 9e9] {
             let (pre, max) = default_vu_pool(rate);

@@ -15,6 +15,7 @@ use super::hist::{HistSnapshot, Histogram};
 use super::observe::Observer;
 use super::pacing::DropReason;
 use super::spec::Executor;
+use super::walk::{IterationResult, StepFailure, StepInfo};
 use crate::checks::{Check, CheckKind};
 use crate::http::{ErrorClass, Outcome, Phase};
 use crate::thresholds::{
@@ -133,9 +134,14 @@ pub struct RunStats {
     errors: [AtomicU64; ErrorClass::ALL.len()],
     check_names: Vec<String>,
     checks: Vec<(AtomicU64, AtomicU64)>,
-    /// Statuses that count as success for `http_req_failed` (k6: 200-399 unless a status check
-    /// says otherwise).
-    expected: Vec<(u16, u16)>,
+    /// Per step (`load::walk`): statuses that count as success for `http_req_failed` (k6:
+    /// 200-399 unless a status check says otherwise).
+    expected: Vec<Vec<(u16, u16)>>,
+    /// Per step: where its checks start in `checks`.
+    check_base: Vec<usize>,
+    steps: Vec<StepStats>,
+    /// A journey run counts iterations when they end, not per request.
+    journeys: Vec<JourneyStats>,
     pub data_sent: AtomicU64,
     pub data_received: AtomicU64,
     pub iterations: AtomicU64,
@@ -154,6 +160,38 @@ impl RunStats {
     /// Stats with no sub-metric but k6's `expected_response:true` duration.
     pub fn new(checks: &[Check]) -> RunStats {
         RunStats::for_run(checks, &[], "", "")
+    }
+
+    /// Stats for a run of journeys (or one request, with `journeys` empty): `steps` in
+    /// `StepId` order.
+    pub fn for_work(
+        steps: &[StepInfo],
+        journeys: &[String],
+        thresholds: &[ThresholdSpec],
+        scenario: &str,
+        method: &str,
+    ) -> RunStats {
+        let flat: Vec<Check> = steps.iter().flat_map(|s| s.checks.clone()).collect();
+        let mut stats = RunStats::for_run(&flat, thresholds, scenario, method);
+        let mut base = 0;
+        stats.check_base = steps
+            .iter()
+            .map(|s| {
+                let b = base;
+                base += s.checks.len();
+                b
+            })
+            .collect();
+        stats.expected = steps.iter().map(|s| expected_statuses(&s.checks)).collect();
+        stats.steps = steps
+            .iter()
+            .map(|s| StepStats::new(s.journey.clone(), s.name.clone()))
+            .collect();
+        stats.journeys = journeys
+            .iter()
+            .map(|j| JourneyStats::new(j.clone()))
+            .collect();
+        stats
     }
 
     /// Stats that also record the sub-metrics `thresholds` name; `scenario` (the profile) and
@@ -201,13 +239,7 @@ impl RunStats {
     }
 
     fn plain(checks: &[Check]) -> RunStats {
-        let expected = checks
-            .iter()
-            .find_map(|c| match &c.kind {
-                CheckKind::Status(r) => Some(r.clone()),
-                _ => None,
-            })
-            .unwrap_or_else(|| vec![(200, 399)]);
+        let expected = vec![expected_statuses(checks)];
         RunStats {
             duration: Histogram::new(),
             corrected: Histogram::new(),
@@ -224,6 +256,9 @@ impl RunStats {
                 .map(|_| (AtomicU64::new(0), AtomicU64::new(0)))
                 .collect(),
             expected,
+            check_base: vec![0],
+            steps: vec![StepStats::new(None, super::walk::SINGLE_STEP.into())],
+            journeys: Vec::new(),
             data_sent: AtomicU64::new(0),
             data_received: AtomicU64::new(0),
             iterations: AtomicU64::new(0),
@@ -237,13 +272,15 @@ impl RunStats {
         }
     }
 
-    /// Whether k6 would count this response in `http_req_failed`.
+    /// Whether k6 would count this response (of the first step) in `http_req_failed`.
     pub fn is_failed(&self, outcome: &Outcome) -> bool {
+        self.is_failed_at(0, outcome)
+    }
+
+    fn is_failed_at(&self, step: usize, outcome: &Outcome) -> bool {
+        let expected = self.expected.get(step).map_or(&[][..], Vec::as_slice);
         match (outcome.error, outcome.status) {
-            (None, Some(s)) => !self
-                .expected
-                .iter()
-                .any(|(lo, hi)| (*lo..=*hi).contains(&s)),
+            (None, Some(s)) => !expected.iter().any(|(lo, hi)| (*lo..=*hi).contains(&s)),
             _ => true,
         }
     }
@@ -252,9 +289,12 @@ impl RunStats {
     /// intended start the request began (zero for closed-model executors); it goes into the
     /// corrected duration only, so a stalled target shows in that tail (wrk2 semantics) while
     /// `http_req_duration` keeps k6's meaning.
-    fn record(&self, outcome: &Outcome, check_results: &[bool], lateness: Duration) {
+    fn record(&self, step: usize, outcome: &Outcome, check_results: &[bool], lateness: Duration) {
         self.requests.fetch_add(1, Relaxed);
-        self.iterations.fetch_add(1, Relaxed);
+        let single = self.journeys.is_empty();
+        if single {
+            self.iterations.fetch_add(1, Relaxed);
+        }
         self.data_sent.fetch_add(outcome.bytes_sent, Relaxed);
         self.data_received
             .fetch_add(outcome.bytes_received, Relaxed);
@@ -267,9 +307,12 @@ impl RunStats {
         if let Some(e) = outcome.error {
             self.errors[e as usize].fetch_add(1, Relaxed);
         }
-        let failed = self.is_failed(outcome);
+        let failed = self.is_failed_at(step, outcome);
         if failed {
             self.failed.fetch_add(1, Relaxed);
+        }
+        if let Some(s) = self.steps.get(step) {
+            s.record(outcome, failed);
         }
         if outcome.status.is_some() {
             self.duration.record(outcome.phases.duration());
@@ -278,18 +321,22 @@ impl RunStats {
                 self.phases[phase as usize].record(k6_phase(&outcome.phases, phase));
             }
         }
-        self.iteration_duration.record(
-            outcome.phases.blocked
-                + outcome.phases.dns
-                + outcome.phases.connecting
-                + outcome.phases.tls_handshaking
-                + outcome.phases.duration(),
-        );
-        self.lateness.record(lateness);
+        if single {
+            self.iteration_duration.record(
+                outcome.phases.blocked
+                    + outcome.phases.dns
+                    + outcome.phases.connecting
+                    + outcome.phases.tls_handshaking
+                    + outcome.phases.duration(),
+            );
+            self.lateness.record(lateness);
+        }
         if !self.subs.is_empty() {
             self.record_subs(outcome, lateness, failed);
         }
-        for (passed, (pass, fail)) in check_results.iter().zip(&self.checks) {
+        let base = self.check_base.get(step).copied().unwrap_or(0);
+        let own = self.checks.get(base..).unwrap_or(&[]);
+        for (passed, (pass, fail)) in check_results.iter().zip(own) {
             if *passed {
                 pass.fetch_add(1, Relaxed);
             } else {
@@ -301,7 +348,9 @@ impl RunStats {
     fn record_subs(&self, outcome: &Outcome, lateness: Duration, failed: bool) {
         let status = outcome.status.unwrap_or(0);
         for sub in &self.subs {
-            if !sub.matcher.matches(status, failed) {
+            if !sub.matcher.matches(status, failed)
+                || (sub.metric.base == "iteration_duration" && !self.journeys.is_empty())
+            {
                 continue;
             }
             match &sub.store {
@@ -362,6 +411,16 @@ impl RunStats {
                 },
             })
             .collect();
+        let steps = self
+            .steps
+            .iter()
+            .enumerate()
+            .map(|(i, st)| {
+                let from = self.check_base.get(i).copied().unwrap_or(0);
+                let to = self.check_base.get(i + 1).copied().unwrap_or(checks.len());
+                st.snapshot(checks.get(from..to.max(from)).unwrap_or(&[]).to_vec())
+            })
+            .collect();
         let low = self.vus_low.load(Relaxed);
         StatsSnapshot {
             elapsed,
@@ -400,8 +459,126 @@ impl RunStats {
             vus_high: self.vus_high.load(Relaxed),
             vus_max: self.vus_max.load(Relaxed),
             subs,
+            steps,
+            journeys: self.journeys.iter().map(JourneyStats::snapshot).collect(),
         }
     }
+}
+
+/// Whether `step` is the first step of its journey (lateness belongs to an iteration's start).
+fn step_is_first(steps: &[StepStats], step: usize) -> bool {
+    step == 0
+        || match (
+            steps.get(step),
+            step.checked_sub(1).and_then(|p| steps.get(p)),
+        ) {
+            (Some(s), Some(prev)) => s.journey != prev.journey,
+            _ => false,
+        }
+}
+
+fn expected_statuses(checks: &[Check]) -> Vec<(u16, u16)> {
+    checks
+        .iter()
+        .find_map(|c| match &c.kind {
+            CheckKind::Status(r) => Some(r.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| vec![(200, 399)])
+}
+
+/// One step's figures: k6 shows these per group.
+struct StepStats {
+    journey: Option<String>,
+    name: String,
+    requests: AtomicU64,
+    failed: AtomicU64,
+    duration: Histogram,
+    failures: [AtomicU64; StepFailure::ALL.len()],
+}
+
+impl StepStats {
+    fn new(journey: Option<String>, name: String) -> StepStats {
+        StepStats {
+            journey,
+            name,
+            requests: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+            duration: Histogram::new(),
+            failures: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+
+    fn record(&self, outcome: &Outcome, failed: bool) {
+        self.requests.fetch_add(1, Relaxed);
+        if failed {
+            self.failed.fetch_add(1, Relaxed);
+        }
+        if outcome.status.is_some() {
+            self.duration.record(outcome.phases.duration());
+        }
+    }
+
+    fn snapshot(&self, checks: Vec<(String, u64, u64)>) -> StepSnapshot {
+        StepSnapshot {
+            checks,
+            journey: self.journey.clone(),
+            name: self.name.clone(),
+            requests: self.requests.load(Relaxed),
+            failed: self.failed.load(Relaxed),
+            duration: self.duration.snapshot(),
+            failures: std::array::from_fn(|i| self.failures[i].load(Relaxed)),
+        }
+    }
+}
+
+/// One step of a snapshot.
+#[derive(Debug, Clone)]
+pub struct StepSnapshot {
+    /// This step's checks: (name, passes, fails).
+    pub checks: Vec<(String, u64, u64)>,
+    pub journey: Option<String>,
+    pub name: String,
+    pub requests: u64,
+    /// Requests k6 counts in `http_req_failed`.
+    pub failed: u64,
+    /// k6's `http_req_duration` of this step's requests.
+    pub duration: HistSnapshot,
+    /// Failed steps by `StepFailure as usize`.
+    pub failures: [u64; StepFailure::ALL.len()],
+}
+
+struct JourneyStats {
+    name: String,
+    results: [AtomicU64; IterationResult::ALL.len()],
+    duration: Histogram,
+}
+
+impl JourneyStats {
+    fn new(name: String) -> JourneyStats {
+        JourneyStats {
+            name,
+            results: std::array::from_fn(|_| AtomicU64::new(0)),
+            duration: Histogram::new(),
+        }
+    }
+
+    fn snapshot(&self) -> JourneySnapshot {
+        JourneySnapshot {
+            name: self.name.clone(),
+            results: std::array::from_fn(|i| self.results[i].load(Relaxed)),
+            duration: self.duration.snapshot(),
+        }
+    }
+}
+
+/// One journey of a snapshot: its iterations by result and their duration.
+#[derive(Debug, Clone)]
+pub struct JourneySnapshot {
+    pub name: String,
+    /// By `IterationResult as usize`.
+    pub results: [u64; IterationResult::ALL.len()],
+    pub duration: HistSnapshot,
 }
 
 /// A phase as its k6 metric means it: k6's `http_req_blocked` holds the DNS lookup (k6 has no
@@ -434,8 +611,36 @@ fn trend_sample(base: &str, outcome: &Outcome, lateness: Duration) -> Option<Dur
 }
 
 impl Observer for RunStats {
-    fn request_finished(&self, outcome: &Outcome, lateness: Duration, checks: &[bool]) {
-        self.record(outcome, checks, lateness);
+    fn request_finished(
+        &self,
+        step: usize,
+        outcome: &Outcome,
+        lateness: Duration,
+        checks: &[bool],
+    ) {
+        self.record(step, outcome, checks, lateness);
+        if step_is_first(&self.steps, step) && !self.journeys.is_empty() {
+            self.lateness.record(lateness);
+        }
+    }
+
+    fn step_failed(&self, step: usize, why: StepFailure) {
+        if let Some(s) = self.steps.get(step) {
+            s.failures[why as usize].fetch_add(1, Relaxed);
+        }
+    }
+
+    fn iteration_finished(&self, journey: usize, result: IterationResult, took: Duration) {
+        if let Some(j) = self.journeys.get(journey) {
+            j.results[result as usize].fetch_add(1, Relaxed);
+            if result != IterationResult::Dropped {
+                j.duration.record(took);
+            }
+        }
+        if result != IterationResult::Dropped {
+            self.iterations.fetch_add(1, Relaxed);
+            self.iteration_duration.record(took);
+        }
     }
 
     fn iteration_dropped(&self, reason: DropReason) {
@@ -491,6 +696,10 @@ pub struct StatsSnapshot {
     pub vus_max: u32,
     /// The sub-metrics recorded, `http_req_duration{expected_response:true}` first.
     pub subs: Vec<SubSnapshot>,
+    /// Per step (one, named `request`, for a single-request profile).
+    pub steps: Vec<StepSnapshot>,
+    /// Per journey; empty for a single-request profile.
+    pub journeys: Vec<JourneySnapshot>,
 }
 
 impl StatsSnapshot {
@@ -654,7 +863,7 @@ mod tests {
             ..Outcome::default()
         };
         for _ in 0..n {
-            stats.request_finished(&outcome, Duration::ZERO, &[]);
+            stats.request_finished(0, &outcome, Duration::ZERO, &[]);
         }
     }
 
@@ -695,7 +904,12 @@ mod tests {
     #[test]
     fn k6_names_mean_what_k6_means() {
         let stats = RunStats::new(&[]);
-        stats.request_finished(&outcome(Some(200), 10, 5), Duration::from_millis(40), &[]);
+        stats.request_finished(
+            0,
+            &outcome(Some(200), 10, 5),
+            Duration::from_millis(40),
+            &[],
+        );
         let s = stats.snapshot(Duration::from_secs(1));
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         assert!((ms(s.duration.max()) - 10.0).abs() < 0.1);
@@ -723,9 +937,9 @@ mod tests {
             "http_req_waiting{method:get,scenario:canary}=p(95)<1",
         ]);
         let stats = RunStats::for_run(&[], &thresholds, "canary", "GET");
-        stats.request_finished(&outcome(Some(200), 10, 0), Duration::ZERO, &[]);
-        stats.request_finished(&outcome(Some(500), 30, 0), Duration::ZERO, &[]);
-        stats.request_finished(&outcome(None, 0, 0), Duration::ZERO, &[]);
+        stats.request_finished(0, &outcome(Some(200), 10, 0), Duration::ZERO, &[]);
+        stats.request_finished(0, &outcome(Some(500), 30, 0), Duration::ZERO, &[]);
+        stats.request_finished(0, &outcome(None, 0, 0), Duration::ZERO, &[]);
         let s = stats.snapshot(Duration::from_secs(1));
         let h = s.trend_of("http_req_duration{status:500}").unwrap();
         assert_eq!(h.count(), 1);

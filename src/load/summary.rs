@@ -278,6 +278,12 @@ pub fn text_with(h: &Header, report: &RunReport) -> String {
         Some(Abort::Guard(why)) => {
             let _ = writeln!(out, "  aborted by the budget guard: {why}");
         }
+        Some(Abort::DataUsedUp(journey)) => {
+            let _ = writeln!(
+                out,
+                "  ended: journey `{journey}` used every row of its `unique` data file"
+            );
+        }
         None => {}
     }
     if s.local_errors_dominate() {
@@ -395,9 +401,75 @@ pub fn text_with(h: &Header, report: &RunReport) -> String {
             fmt_bytes(s.per_second(s.data_sent))
         ),
     );
+    journeys(&mut out, s);
     let _ = writeln!(out);
     vegeta(&mut out, s);
     out
+}
+
+/// Per journey and step, as k6 shows groups: iterations by result, then each step's requests,
+/// failures and latency.
+fn journeys(out: &mut String, s: &StatsSnapshot) {
+    use super::walk::StepFailure;
+    for (j, journey) in s.journeys.iter().enumerate() {
+        let [ok, failed, dropped] = journey.results;
+        let _ = writeln!(out, "\n  █ JOURNEY {}\n", journey.name);
+        row(
+            out,
+            4,
+            "iterations",
+            WIDTH,
+            &format!("{ok} ok, {failed} failed_step, {dropped} dropped"),
+        );
+        row(
+            out,
+            4,
+            "iteration_duration",
+            WIDTH,
+            &trend_line(&journey.duration),
+        );
+        let steps = s
+            .steps
+            .iter()
+            .filter(|st| st.journey.as_deref() == Some(journey.name.as_str()));
+        for st in steps {
+            let failures: Vec<String> = StepFailure::ALL
+                .iter()
+                .zip(st.failures)
+                .filter(|(_, n)| *n > 0)
+                .map(|(f, n)| format!("{n} {}", f.as_str()))
+                .collect();
+            let failed = if failures.is_empty() {
+                String::new()
+            } else {
+                format!(", failed: {}", failures.join(", "))
+            };
+            let _ = writeln!(out, "\n    ↳ {}", st.name);
+            row(
+                out,
+                6,
+                "http_reqs",
+                WIDTH - 2,
+                &format!(
+                    "{} ({} failed){failed}",
+                    st.requests,
+                    fmt_rate(st.failed, st.requests)
+                ),
+            );
+            row(
+                out,
+                6,
+                "http_req_duration",
+                WIDTH - 2,
+                &trend_line(&st.duration),
+            );
+            for (name, p, f) in &st.checks {
+                let mark = if *f == 0 { '✓' } else { '✗' };
+                let _ = writeln!(out, "      {mark} {name}: {p} passed, {f} failed");
+            }
+        }
+        let _ = j;
+    }
 }
 
 /// Why iterations were dropped, and whether the generator itself fell behind: those drops are
@@ -745,8 +817,40 @@ pub fn export_json(report: &RunReport, interrupted_by: Option<&str>) -> Value {
     state.insert("isStdOutTTY".into(), Value::Bool(false));
     state.insert("isStdErrTTY".into(), Value::Bool(false));
     mark_interrupted(&mut state, interrupted_by);
+    // Journeys and their steps are k6 groups: `::journey` and `::journey::step`.
+    let mut groups = Map::new();
+    for journey in &s.journeys {
+        let jpath = format!("::{}", journey.name);
+        let mut steps = Map::new();
+        for st in s
+            .steps
+            .iter()
+            .filter(|st| st.journey.as_deref() == Some(journey.name.as_str()))
+        {
+            let spath = format!("{jpath}::{}", st.name);
+            let checks: Map<String, Value> = st
+                .checks
+                .iter()
+                .map(|(name, p, f)| {
+                    let path = format!("{spath}::{name}");
+                    (
+                        name.clone(),
+                        json!({ "name": name, "path": path, "id": k6_id(&path), "passes": p, "fails": f }),
+                    )
+                })
+                .collect();
+            steps.insert(
+                st.name.clone(),
+                json!({ "name": st.name, "path": spath, "id": k6_id(&spath), "groups": {}, "checks": checks }),
+            );
+        }
+        groups.insert(
+            journey.name.clone(),
+            json!({ "name": journey.name, "path": jpath, "id": k6_id(&jpath), "groups": steps, "checks": {} }),
+        );
+    }
     json!({
-        "root_group": { "name": "", "path": "", "id": k6_id(""), "groups": {}, "checks": checks },
+        "root_group": { "name": "", "path": "", "id": k6_id(""), "groups": groups, "checks": checks },
         "metrics": metrics,
         "state": state,
     })

@@ -76,11 +76,29 @@ fn source(f: &Family) -> Option<Source> {
         DATA_SENT => PerProfile(|p| p.data_sent.load(Relaxed)),
         DROPPED_ITERATIONS => PerProfile(|p| p.dropped.load(Relaxed)),
         GENERATOR_OVERLOADED => PerProfile(|p| p.overloaded.load(Relaxed)),
-        HTTP_REQ_DURATION => Histograms(|p| vec![(&p.labels, p.duration.read())]),
-        HTTP_REQ_CORRECTED_DURATION => Histograms(|p| vec![(&p.labels, p.corrected.read())]),
+        HTTP_REQ_DURATION => Histograms(|p| {
+            p.steps
+                .iter()
+                .map(|s| (&s.labels, s.duration.read()))
+                .collect()
+        }),
+        HTTP_REQ_CORRECTED_DURATION => Histograms(|p| {
+            p.steps
+                .iter()
+                .map(|s| (&s.labels, s.corrected.read()))
+                .collect()
+        }),
         HTTP_REQ_PHASE => Histograms(phase_histograms),
         HTTP_REQS => Labelled(reqs),
+        ITERATION_DURATION => Histograms(|p| {
+            p.journeys
+                .iter()
+                .map(|j| (&j.labels, j.duration.read()))
+                .collect()
+        }),
         ITERATION_LATENESS => Histograms(|p| vec![(&p.labels, p.lateness.read())]),
+        JOURNEY_ITERATIONS => Labelled(journey_iterations),
+        JOURNEY_STEP_FAILURES => Labelled(step_failures),
         ITERATIONS => PerProfile(|p| p.iterations.load(Relaxed)),
         LAST_RUN_TIME => Floats(|s| {
             s.state
@@ -206,11 +224,45 @@ fn success_failure([success, failure]: [u64; 2]) -> Vec<(String, u64)> {
 }
 
 fn phase_histograms(p: &ProfileMetrics) -> Vec<(&String, HistRead)> {
-    PHASES_BY_LABEL
+    p.steps
         .iter()
-        .zip(&p.phase_labels)
-        .filter_map(|(phase, labels)| Some((labels, p.phases.get(*phase as usize)?.read())))
+        .flat_map(|s| {
+            PHASES_BY_LABEL
+                .iter()
+                .zip(&s.phase_labels)
+                .filter_map(|(phase, labels)| Some((labels, s.phases.get(*phase as usize)?.read())))
+        })
         .collect()
+}
+
+/// Journey iterations by result; only profiles that walk journeys have them.
+fn journey_iterations(e: &mut Encoder, f: &Family, profiles: &[Arc<ProfileMetrics>]) {
+    if profiles.iter().all(|p| p.journeys.is_empty()) {
+        return;
+    }
+    e.header(f);
+    let name = f.sample_name();
+    for j in profiles.iter().flat_map(|p| &p.journeys) {
+        for (labels, n) in j.result_labels.iter().zip(&j.results) {
+            e.sample(&name, "", labels, None, n.load(Relaxed));
+        }
+    }
+}
+
+/// Failed journey steps by reason.
+fn step_failures(e: &mut Encoder, f: &Family, profiles: &[Arc<ProfileMetrics>]) {
+    if profiles.iter().all(|p| p.journeys.is_empty()) {
+        return;
+    }
+    e.header(f);
+    let name = f.sample_name();
+    for p in profiles.iter().filter(|p| !p.journeys.is_empty()) {
+        for s in &p.steps {
+            for (labels, n) in s.failure_labels.iter().zip(&s.failures) {
+                e.sample(&name, "", labels, None, n.load(Relaxed));
+            }
+        }
+    }
 }
 
 /// A family from rows already in label order; no rows, no family.
@@ -270,13 +322,14 @@ fn histograms(
 
 /// Check results: a `result` label of `fail` and `pass` per check.
 fn checks(e: &mut Encoder, f: &Family, profiles: &[Arc<ProfileMetrics>]) {
-    if profiles.iter().all(|p| p.check_labels.is_empty()) {
+    let steps = || profiles.iter().flat_map(|p| &p.steps);
+    if steps().all(|s| s.check_labels.is_empty()) {
         return;
     }
     e.header(f);
     let name = f.sample_name();
-    for p in profiles {
-        for (labels, pass, fail) in p.checks() {
+    for s in steps() {
+        for (labels, pass, fail) in s.checks() {
             // "fail" < "pass" in byte order.
             for (result, n) in [("fail", fail), ("pass", pass)] {
                 e.sample(&name, "", labels, Some(("result", result)), n);
@@ -287,17 +340,21 @@ fn checks(e: &mut Encoder, f: &Family, profiles: &[Arc<ProfileMetrics>]) {
 
 /// Requests: the profile's labels plus `status` (appended here) and `error`.
 fn reqs(e: &mut Encoder, f: &Family, profiles: &[Arc<ProfileMetrics>]) {
-    let rows: Vec<_> = profiles.iter().map(|p| (p, p.reqs())).collect();
+    let rows: Vec<_> = profiles
+        .iter()
+        .flat_map(|p| &p.steps)
+        .map(|s| (s, s.reqs()))
+        .collect();
     if rows.iter().all(|(_, r)| r.is_empty()) {
         return;
     }
     e.header(f);
     let name = f.sample_name();
     let mut labels = String::new();
-    for (p, reqs) in rows {
+    for (s, reqs) in rows {
         for (status, error, n) in reqs {
             labels.clear();
-            labels.push_str(&p.labels);
+            labels.push_str(&s.labels);
             labels.push_str(",status=\"");
             labels.push_str(&status);
             labels.push('"');

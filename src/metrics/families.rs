@@ -147,6 +147,12 @@ pub const HTTP_REQS: Family = family(
     None,
     "Requests by status (0 = no response) and error class (none = no transport error).",
 );
+pub const ITERATION_DURATION: Family = family(
+    "sloburn_iteration_duration_seconds",
+    Kind::Histogram,
+    SECONDS,
+    "Journey iterations from their first request to their end, think times included.",
+);
 pub const ITERATION_LATENESS: Family = family(
     "sloburn_iteration_lateness_seconds",
     Kind::Histogram,
@@ -157,7 +163,19 @@ pub const ITERATIONS: Family = family(
     "sloburn_iterations",
     Kind::Counter,
     None,
-    "Completed iterations (one request each).",
+    "Completed iterations (one request each, or one walk through a journey).",
+);
+pub const JOURNEY_ITERATIONS: Family = family(
+    "sloburn_journey_iterations",
+    Kind::Counter,
+    None,
+    "Journey iterations by result: ok (every step passed), failed_step, dropped (never started).",
+);
+pub const JOURNEY_STEP_FAILURES: Family = family(
+    "sloburn_journey_step_failures",
+    Kind::Counter,
+    None,
+    "Failed journey steps by reason: check, capture (a value not found) or request (no good response).",
 );
 pub const LAST_RUN_TIME: Family = family(
     "sloburn_last_run_timestamp_seconds",
@@ -271,7 +289,7 @@ pub const VUS_MAX: Family = family(
 );
 
 /// Every family, in exposition order (sorted by name).
-pub const FAMILIES: [Family; 40] = [
+pub const FAMILIES: [Family; 43] = [
     PROCESS_CPU,
     PROCESS_MAX_FDS,
     PROCESS_OPEN_FDS,
@@ -292,8 +310,11 @@ pub const FAMILIES: [Family; 40] = [
     HTTP_REQ_DURATION,
     HTTP_REQ_PHASE,
     HTTP_REQS,
+    ITERATION_DURATION,
     ITERATION_LATENESS,
     ITERATIONS,
+    JOURNEY_ITERATIONS,
+    JOURNEY_STEP_FAILURES,
     LAST_RUN_TIME,
     LOCAL_ERRORS,
     NEXT_RUN_TIME,

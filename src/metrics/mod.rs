@@ -26,7 +26,10 @@ mod text;
 
 pub use families::*;
 pub use process::ProcessStats;
-pub use profile::{ERROR_NONE, ProfileMetrics, STATUS_NONE, STATUS_OTHER};
+pub use profile::{
+    ERROR_NONE, ITERATION_RESULTS, ProfileMetrics, STATUS_NONE, STATUS_OTHER, STEP_FAILURE_REASONS,
+    StepLayout,
+};
 pub use registry::Metrics;
 pub use slo::{SloMetrics, window_label};
 pub use text::{Family, Kind};

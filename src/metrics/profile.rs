@@ -234,6 +234,68 @@ impl ReqTable {
     }
 }
 
+/// One step of a profile (`load::walk`): what its series are called and which checks it has.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepLayout {
+    /// The journey; `None` for a single-request profile (its series carry no `journey`).
+    pub journey: Option<String>,
+    pub step: String,
+    pub checks: Vec<String>,
+}
+
+impl StepLayout {
+    /// The one step of a single-request profile.
+    pub fn single(checks: &[String]) -> StepLayout {
+        StepLayout {
+            journey: None,
+            step: "request".into(),
+            checks: checks.to_vec(),
+        }
+    }
+}
+
+/// The labels of `sloburn_journey_step_failures_total`, in `failures` order.
+pub const STEP_FAILURE_REASONS: [&str; 3] = ["check", "capture", "request"];
+/// The labels of `sloburn_journey_iterations_total`, in `results` order.
+pub const ITERATION_RESULTS: [&str; 3] = ["ok", "failed_step", "dropped"];
+
+/// The per-request series of one step.
+#[derive(Debug)]
+pub(super) struct StepSeries {
+    pub layout: StepLayout,
+    /// `target="..",profile="..",[journey="..",]step=".."`, escaped once.
+    pub labels: String,
+    /// The same with `,phase=".."`, in [`PHASES_BY_LABEL`] order.
+    pub phase_labels: [String; 7],
+    pub duration: Hist,
+    /// The duration plus the iteration's lateness.
+    pub corrected: Hist,
+    /// Indexed by `Phase as usize`.
+    pub phases: [Hist; 7],
+    reqs: ReqTable,
+    /// For each check result index, its counter slot (duplicate names share one).
+    check_slot: Vec<usize>,
+    /// One `[pass, fail]` pair per distinct check name, sorted by name.
+    checks: Box<[[AtomicU64; 2]]>,
+    /// The label set with `,check=".."` per slot.
+    pub check_labels: Vec<String>,
+    /// Failed journey steps by [`STEP_FAILURE_REASONS`].
+    pub failures: [AtomicU64; 3],
+    pub failure_labels: [String; 3],
+}
+
+/// One journey's iteration series.
+#[derive(Debug)]
+pub(super) struct JourneySeries {
+    /// `target="..",profile="..",journey=".."`.
+    pub labels: String,
+    /// Iteration duration: first request to end, think times included.
+    pub duration: Hist,
+    /// By [`ITERATION_RESULTS`].
+    pub results: [AtomicU64; 3],
+    pub result_labels: [String; 3],
+}
+
 /// Everything sloburn exposes about one (target, profile), written on the hot path.
 #[derive(Debug)]
 pub struct ProfileMetrics {
@@ -241,29 +303,17 @@ pub struct ProfileMetrics {
     pub(super) profile: String,
     /// `target="..",profile=".."`, escaped once.
     pub(super) labels: String,
-    /// The same with `,phase=".."`, in [`PHASES_BY_LABEL`] order.
-    pub(super) phase_labels: [String; 7],
     pub(super) bounds: Bounds,
-    pub(super) duration: Hist,
-    /// The duration plus the iteration's lateness.
-    pub(super) corrected: Hist,
-    /// Indexed by `Phase as usize`.
-    pub(super) phases: [Hist; 7],
+    /// Per step (`load::walk` numbering): one, `step="request"`, for a single request.
+    pub(super) steps: Vec<StepSeries>,
+    /// Per journey of the mix; empty for a single request.
+    pub(super) journeys: Vec<JourneySeries>,
     pub(super) lateness: Hist,
-    reqs: ReqTable,
     /// Requests with a local error class, indexed by `ErrorClass as usize` (only local slots
     /// move).
     local_errors: [AtomicU64; ErrorClass::ALL.len()],
     /// The registry's totals of the same, shared by every series.
     local_totals: Arc<LocalTotals>,
-    /// The check names as given, to compare layouts on reload.
-    pub(super) check_names: Vec<String>,
-    /// For each check result index, its counter slot (duplicate names share one).
-    check_slot: Vec<usize>,
-    /// One `[pass, fail]` pair per distinct check name, sorted by name.
-    checks: Box<[[AtomicU64; 2]]>,
-    /// The label set with `,check=".."` per slot.
-    pub(super) check_labels: Vec<String>,
     pub(super) iterations: AtomicU64,
     pub(super) dropped: AtomicU64,
     /// Dropped because the generator fell behind (also in `dropped`).
@@ -317,46 +367,45 @@ impl ProfileMetrics {
         target: &str,
         profile: &str,
         buckets: &[f64],
-        checks: &[String],
+        steps: &[StepLayout],
+        journeys: &[String],
         local_totals: Arc<LocalTotals>,
     ) -> ProfileMetrics {
         let bounds = Bounds::new(buckets);
-        let mut distinct: Vec<&String> = checks.iter().collect();
-        distinct.sort();
-        distinct.dedup();
-        let check_slot = checks
+        let steps = steps
             .iter()
-            .map(|c| distinct.binary_search(&c).unwrap_or(0))
+            .map(|s| StepSeries::new(target, profile, s, &bounds))
+            .collect();
+        let journeys = journeys
+            .iter()
+            .map(|j| {
+                let base = [
+                    ("target", target),
+                    ("profile", profile),
+                    ("journey", j.as_str()),
+                ];
+                JourneySeries {
+                    labels: label_set(&base),
+                    duration: Hist::new(&bounds),
+                    results: std::array::from_fn(|_| AtomicU64::new(0)),
+                    result_labels: ITERATION_RESULTS.map(|r| {
+                        let mut l = base.to_vec();
+                        l.push(("result", r));
+                        label_set(&l)
+                    }),
+                }
+            })
             .collect();
         ProfileMetrics {
             target: target.into(),
             profile: profile.into(),
             labels: label_set(&[("target", target), ("profile", profile)]),
-            phase_labels: PHASES_BY_LABEL.map(|p| {
-                label_set(&[
-                    ("target", target),
-                    ("profile", profile),
-                    ("phase", p.as_str()),
-                ])
-            }),
-            duration: Hist::new(&bounds),
-            corrected: Hist::new(&bounds),
-            phases: std::array::from_fn(|_| Hist::new(&bounds)),
+            steps,
+            journeys,
             lateness: Hist::new(&bounds),
             bounds,
-            reqs: ReqTable::new(),
             local_errors: std::array::from_fn(|_| AtomicU64::new(0)),
             local_totals,
-            check_names: checks.to_vec(),
-            check_slot,
-            checks: distinct
-                .iter()
-                .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
-                .collect(),
-            check_labels: distinct
-                .iter()
-                .map(|c| label_set(&[("target", target), ("profile", profile), ("check", c)]))
-                .collect(),
             iterations: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             overloaded: AtomicU64::new(0),
@@ -368,54 +417,83 @@ impl ProfileMetrics {
         }
     }
 
-    /// Whether this was built for the same buckets and checks (after sanitising).
-    pub(super) fn same_layout(&self, buckets: &[f64], checks: &[String]) -> bool {
-        Bounds::new(buckets).seconds == self.bounds.seconds && self.check_names == checks
+    /// Whether this was built for the same buckets, steps and journeys (after sanitising).
+    pub(super) fn same_layout(
+        &self,
+        buckets: &[f64],
+        steps: &[StepLayout],
+        journeys: &[String],
+    ) -> bool {
+        Bounds::new(buckets).seconds == self.bounds.seconds
+            && self.steps.len() == steps.len()
+            && self.steps.iter().zip(steps).all(|(s, l)| s.layout == *l)
+            && self.journeys.len() == journeys.len()
     }
 
-    /// Records one finished iteration (one request). Hot path: atomics only.
-    ///
-    /// - `sloburn_http_reqs_total` counts every request, under `status="0"` when no response
-    ///   head arrived and `error="none"` when there was no transport error.
-    /// - The duration and phase histograms take only requests that got a status: a connect
-    ///   failure has no meaningful duration and would drag the latency distribution down.
-    ///   The duration is k6's (sending + waiting + receiving); the corrected duration adds
-    ///   `lateness` (measured from the intended start, wrk2 semantics), as in the run summary.
-    /// - `lateness` is recorded for every iteration (zero in closed-model executors).
-    /// - A local error class (sloburn out of descriptors or ports) is also counted in
-    ///   `sloburn_local_errors_total`.
-    /// - `check_results[i]` belongs to the i-th check name; extra or missing results are
-    ///   ignored rather than trusted.
+    /// A single-request profile's request (its one step).
     pub fn observe(&self, outcome: &Outcome, lateness: Duration, check_results: &[bool]) {
-        self.iterations.fetch_add(1, Relaxed);
+        self.observe_step(0, outcome, lateness, check_results);
+    }
+
+    /// A request of step `step` (`load::walk` numbering); `lateness` is how late its
+    /// iteration started (zero after a journey's first step).
+    pub fn observe_step(
+        &self,
+        step: usize,
+        outcome: &Outcome,
+        lateness: Duration,
+        check_results: &[bool],
+    ) {
+        let single = self.journeys.is_empty();
+        if single {
+            self.iterations.fetch_add(1, Relaxed);
+        }
         self.data_sent.fetch_add(outcome.bytes_sent, Relaxed);
         self.data_received
             .fetch_add(outcome.bytes_received, Relaxed);
-        self.reqs.add(outcome.status, outcome.error);
         if let Some(e) = outcome.error.filter(|e| e.is_local())
             && let Some(n) = self.local_errors.get(e as usize)
         {
             n.fetch_add(1, Relaxed);
             self.local_totals.add(e);
         }
-        if outcome.status.is_some() {
-            self.duration
-                .record(&self.bounds, outcome.phases.duration());
-            self.corrected.record(
-                &self.bounds,
-                outcome.phases.duration().saturating_add(lateness),
-            );
-            for phase in Phase::ALL {
-                if let Some(h) = self.phases.get(phase as usize) {
-                    h.record(&self.bounds, outcome.phases.get(phase));
-                }
-            }
+        if let Some(s) = self.steps.get(step) {
+            s.observe(&self.bounds, outcome, lateness, check_results);
         }
-        self.lateness.record(&self.bounds, lateness);
-        for (&slot, &passed) in self.check_slot.iter().zip(check_results) {
-            if let Some(pair) = self.checks.get(slot) {
-                pair[usize::from(!passed)].fetch_add(1, Relaxed);
-            }
+        // An iteration's lateness, once: on a journey's first step.
+        if single || self.first_step(step) {
+            self.lateness.record(&self.bounds, lateness);
+        }
+    }
+
+    fn first_step(&self, step: usize) -> bool {
+        let prev = step.checked_sub(1).and_then(|p| self.steps.get(p));
+        match (self.steps.get(step), prev) {
+            (Some(_), None) => true,
+            (Some(s), Some(prev)) => s.layout.journey != prev.layout.journey,
+            _ => false,
+        }
+    }
+
+    /// A journey step failed; `reason` indexes [`STEP_FAILURE_REASONS`].
+    pub fn step_failed(&self, step: usize, reason: usize) {
+        if let Some(n) = self.steps.get(step).and_then(|s| s.failures.get(reason)) {
+            n.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// A journey iteration ended; `result` indexes [`ITERATION_RESULTS`] (2: dropped, which
+    /// never ran and has no duration).
+    pub fn iteration_finished(&self, journey: usize, result: usize, took: Duration) {
+        let Some(j) = self.journeys.get(journey) else {
+            return;
+        };
+        if let Some(n) = j.results.get(result) {
+            n.fetch_add(1, Relaxed);
+        }
+        if result != 2 {
+            self.iterations.fetch_add(1, Relaxed);
+            j.duration.record(&self.bounds, took);
         }
     }
 
@@ -465,13 +543,72 @@ impl ProfileMetrics {
         &self.profile
     }
 
-    pub(super) fn reqs(&self) -> Vec<(String, &'static str, u64)> {
-        self.reqs.read()
-    }
-
     /// `(class, count)` for every local error class, zeros included, in label order.
     pub(super) fn local_errors(&self) -> impl Iterator<Item = (&'static str, u64)> {
         local_counts(&self.local_errors).into_iter()
+    }
+}
+
+impl StepSeries {
+    fn new(target: &str, profile: &str, layout: &StepLayout, bounds: &Bounds) -> StepSeries {
+        let mut base: Vec<(&str, &str)> = vec![("target", target), ("profile", profile)];
+        if let Some(j) = &layout.journey {
+            base.push(("journey", j));
+        }
+        base.push(("step", &layout.step));
+        let with = |k: &'static str, v: &str| {
+            let mut l = base.clone();
+            l.push((k, v));
+            label_set(&l)
+        };
+        let mut distinct: Vec<&String> = layout.checks.iter().collect();
+        distinct.sort();
+        distinct.dedup();
+        let check_slot = layout
+            .checks
+            .iter()
+            .map(|c| distinct.binary_search(&c).unwrap_or(0))
+            .collect();
+        StepSeries {
+            labels: label_set(&base),
+            phase_labels: PHASES_BY_LABEL.map(|p| with("phase", p.as_str())),
+            duration: Hist::new(bounds),
+            corrected: Hist::new(bounds),
+            phases: std::array::from_fn(|_| Hist::new(bounds)),
+            reqs: ReqTable::new(),
+            check_slot,
+            checks: distinct
+                .iter()
+                .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
+                .collect(),
+            check_labels: distinct.iter().map(|c| with("check", c)).collect(),
+            failures: std::array::from_fn(|_| AtomicU64::new(0)),
+            failure_labels: STEP_FAILURE_REASONS.map(|r| with("reason", r)),
+            layout: layout.clone(),
+        }
+    }
+
+    fn observe(&self, bounds: &Bounds, outcome: &Outcome, lateness: Duration, results: &[bool]) {
+        self.reqs.add(outcome.status, outcome.error);
+        if outcome.status.is_some() {
+            self.duration.record(bounds, outcome.phases.duration());
+            self.corrected
+                .record(bounds, outcome.phases.duration().saturating_add(lateness));
+            for phase in Phase::ALL {
+                if let Some(h) = self.phases.get(phase as usize) {
+                    h.record(bounds, outcome.phases.get(phase));
+                }
+            }
+        }
+        for (&slot, &passed) in self.check_slot.iter().zip(results) {
+            if let Some(pair) = self.checks.get(slot) {
+                pair[usize::from(!passed)].fetch_add(1, Relaxed);
+            }
+        }
+    }
+
+    pub(super) fn reqs(&self) -> Vec<(String, &'static str, u64)> {
+        self.reqs.read()
     }
 
     /// `(label set with check, pass, fail)` sorted by check name.
@@ -518,7 +655,14 @@ mod tests {
             ..Outcome::default()
         };
         for name in ["a", "b"] {
-            let p = ProfileMetrics::new("t", name, &[0.1], &[], Arc::clone(&totals));
+            let p = ProfileMetrics::new(
+                "t",
+                name,
+                &[0.1],
+                &[StepLayout::single(&[])],
+                &[],
+                Arc::clone(&totals),
+            );
             p.observe(&failed, Duration::ZERO, &[]);
             p.observe(&Outcome::default(), Duration::ZERO, &[]);
         }
@@ -530,7 +674,14 @@ mod tests {
 
     #[test]
     fn local_errors_are_counted_by_class_beside_http_reqs() {
-        let p = ProfileMetrics::new("t", "p", &[0.1], &[], Arc::default());
+        let p = ProfileMetrics::new(
+            "t",
+            "p",
+            &[0.1],
+            &[StepLayout::single(&[])],
+            &[],
+            Arc::default(),
+        );
         let failed = |e| Outcome {
             error: Some(e),
             ..Outcome::default()
@@ -544,7 +695,7 @@ mod tests {
             [("local_fd_exhausted", 2), ("local_ports_exhausted", 0)]
         );
         assert_eq!(
-            p.reqs(),
+            p.steps[0].reqs(),
             [
                 ("0".to_string(), "local_fd_exhausted", 2),
                 ("0".to_string(), "reset", 1),

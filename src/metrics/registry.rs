@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use super::accept;
 use super::encode::{self, Snapshot};
 use super::process::{self, ProcessStats};
-use super::profile::{LocalTotals, ProfileMetrics};
+use super::profile::{LocalTotals, ProfileMetrics, StepLayout};
 use super::slo::SloMetrics;
 use super::text::label_set;
 
@@ -112,10 +112,23 @@ impl Metrics {
         buckets: &[f64],
         checks: &[String],
     ) -> Arc<ProfileMetrics> {
+        self.profile_steps(target, profile, buckets, &[StepLayout::single(checks)], &[])
+    }
+
+    /// The series of a profile whose iterations walk `journeys` over `steps` (or one request:
+    /// one step, no journeys); kept across runs while the layout stays the same.
+    pub fn profile_steps(
+        &self,
+        target: &str,
+        profile: &str,
+        buckets: &[f64],
+        steps: &[StepLayout],
+        journeys: &[String],
+    ) -> Arc<ProfileMetrics> {
         let mut profiles = lock(&self.inner.profiles);
         let key = (target.to_string(), profile.to_string());
         if let Some(p) = profiles.get(&key)
-            && p.same_layout(buckets, checks)
+            && p.same_layout(buckets, steps, journeys)
         {
             return Arc::clone(p);
         }
@@ -123,7 +136,8 @@ impl Metrics {
             target,
             profile,
             buckets,
-            checks,
+            steps,
+            journeys,
             Arc::clone(&self.inner.local_totals),
         ));
         profiles.insert(key, Arc::clone(&p));

@@ -95,8 +95,8 @@ pub fn verdict(report: &RunReport) -> (&'static str, Option<String>) {
         Some(Abort::Guard(why)) => ("aborted_by_guard", Some(why.clone())),
         Some(Abort::Threshold(t)) => ("aborted", Some(format!("threshold `{t}` failed"))),
         Some(Abort::Stopped(why)) => ("aborted", Some(why.clone())),
-        None if report.thresholds_passed() => ("passed", None),
-        None => {
+        None | Some(Abort::DataUsedUp(_)) if report.thresholds_passed() => ("passed", None),
+        None | Some(Abort::DataUsedUp(_)) => {
             let failed: Vec<String> = report
                 .thresholds
                 .iter()

@@ -92,7 +92,13 @@ impl Scatter {
 }
 
 impl Observer for Scatter {
-    fn request_finished(&self, outcome: &Outcome, lateness: Duration, _checks: &[bool]) {
+    fn request_finished(
+        &self,
+        _step: usize,
+        outcome: &Outcome,
+        lateness: Duration,
+        _checks: &[bool],
+    ) {
         let p = &outcome.phases;
         // The same latency the run's `http_req_duration` records (lateness included, so a
         // stall shows), or the whole attempt for a request that got no response.
@@ -386,8 +392,8 @@ mod tests {
     fn the_reservoir_stays_bounded_and_keeps_latency_and_failure() {
         let stats = Arc::new(RunStats::new(&[]));
         let s = Scatter::new(stats);
-        s.request_finished(&outcome(Some(200), 1500), Duration::ZERO, &[]);
-        s.request_finished(&outcome(None, 3), Duration::from_millis(2), &[]);
+        s.request_finished(0, &outcome(Some(200), 1500), Duration::ZERO, &[]);
+        s.request_finished(0, &outcome(None, 3), Duration::from_millis(2), &[]);
         let p = s.points();
         assert_eq!(p.seen, 2);
         let mut got: Vec<(u64, u8)> =
@@ -398,7 +404,7 @@ mod tests {
         got.sort();
         assert_eq!(got, vec![(5, 1), (1500, 0)]);
         for _ in 0..3 * RESERVOIR {
-            s.request_finished(&outcome(Some(200), 1), Duration::ZERO, &[]);
+            s.request_finished(0, &outcome(Some(200), 1), Duration::ZERO, &[]);
         }
         let p = s.points();
         assert_eq!(p.seen, 2 + 3 * RESERVOIR as u64);
@@ -411,9 +417,9 @@ mod tests {
         let stats = Arc::new(RunStats::new(&[]));
         let before = stats.snapshot(Duration::ZERO);
         for ms in [10, 10, 10, 200] {
-            stats.request_finished(&outcome(Some(200), ms), Duration::ZERO, &[]);
+            stats.request_finished(0, &outcome(Some(200), ms), Duration::ZERO, &[]);
         }
-        stats.request_finished(&outcome(None, 0), Duration::ZERO, &[]);
+        stats.request_finished(0, &outcome(None, 0), Duration::ZERO, &[]);
         let mid = stats.snapshot(Duration::from_secs(1));
         let a = Point::between(0.0, 1.0, &mid, &before);
         assert_eq!((a.requests, a.failed), (5, 1));
@@ -436,7 +442,7 @@ mod tests {
         let mut s = Sampler::new(stats.clone(), 1005.0);
         let mut slots = Vec::new();
         for i in 1..=TIMELINE_POINTS as u64 + 20 {
-            stats.request_finished(&outcome(Some(200), 5), Duration::ZERO, &[]);
+            stats.request_finished(0, &outcome(Some(200), 5), Duration::ZERO, &[]);
             let sample = s.tick(1005.0 + i as f64);
             assert_eq!(sample.live.requests, i);
             slots.extend(sample.slot);

@@ -11,6 +11,7 @@ mod fuzz;
 mod h2;
 mod hardening;
 mod http;
+mod journeys;
 mod k6;
 mod load;
 mod metrics;

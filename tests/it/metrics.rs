@@ -143,26 +143,26 @@ fn key_lines_are_exact() {
     let expect = [
         // The four requests with a status, corrected: 9 ms, 100 ms (le is inclusive), 25 ms,
         // 300 ms; k6's duration: the same but 295 ms for the late one.
-        r#"sloburn_http_req_corrected_duration_seconds_bucket{target="checkout",profile="canary",le="0.01"} 1"#,
-        r#"sloburn_http_req_corrected_duration_seconds_bucket{target="checkout",profile="canary",le="0.1"} 3"#,
-        r#"sloburn_http_req_corrected_duration_seconds_bucket{target="checkout",profile="canary",le="0.3"} 4"#,
-        r#"sloburn_http_req_corrected_duration_seconds_bucket{target="checkout",profile="canary",le="+Inf"} 4"#,
-        r#"sloburn_http_req_corrected_duration_seconds_sum{target="checkout",profile="canary"} 0.434"#,
-        r#"sloburn_http_req_corrected_duration_seconds_count{target="checkout",profile="canary"} 4"#,
-        r#"sloburn_http_req_duration_seconds_bucket{target="checkout",profile="canary",le="0.01"} 1"#,
-        r#"sloburn_http_req_duration_seconds_bucket{target="checkout",profile="canary",le="0.1"} 3"#,
-        r#"sloburn_http_req_duration_seconds_bucket{target="checkout",profile="canary",le="0.3"} 4"#,
-        r#"sloburn_http_req_duration_seconds_sum{target="checkout",profile="canary"} 0.429"#,
-        r#"sloburn_http_req_duration_seconds_count{target="checkout",profile="canary"} 4"#,
-        r#"sloburn_http_req_phase_seconds_count{target="checkout",profile="canary",phase="dns"} 4"#,
-        r#"sloburn_http_req_phase_seconds_sum{target="checkout",profile="canary",phase="dns"} 0.008"#,
+        r#"sloburn_http_req_corrected_duration_seconds_bucket{target="checkout",profile="canary",step="request",le="0.01"} 1"#,
+        r#"sloburn_http_req_corrected_duration_seconds_bucket{target="checkout",profile="canary",step="request",le="0.1"} 3"#,
+        r#"sloburn_http_req_corrected_duration_seconds_bucket{target="checkout",profile="canary",step="request",le="0.3"} 4"#,
+        r#"sloburn_http_req_corrected_duration_seconds_bucket{target="checkout",profile="canary",step="request",le="+Inf"} 4"#,
+        r#"sloburn_http_req_corrected_duration_seconds_sum{target="checkout",profile="canary",step="request"} 0.434"#,
+        r#"sloburn_http_req_corrected_duration_seconds_count{target="checkout",profile="canary",step="request"} 4"#,
+        r#"sloburn_http_req_duration_seconds_bucket{target="checkout",profile="canary",step="request",le="0.01"} 1"#,
+        r#"sloburn_http_req_duration_seconds_bucket{target="checkout",profile="canary",step="request",le="0.1"} 3"#,
+        r#"sloburn_http_req_duration_seconds_bucket{target="checkout",profile="canary",step="request",le="0.3"} 4"#,
+        r#"sloburn_http_req_duration_seconds_sum{target="checkout",profile="canary",step="request"} 0.429"#,
+        r#"sloburn_http_req_duration_seconds_count{target="checkout",profile="canary",step="request"} 4"#,
+        r#"sloburn_http_req_phase_seconds_count{target="checkout",profile="canary",step="request",phase="dns"} 4"#,
+        r#"sloburn_http_req_phase_seconds_sum{target="checkout",profile="canary",step="request",phase="dns"} 0.008"#,
         r#"sloburn_iteration_lateness_seconds_count{target="checkout",profile="canary"} 5"#,
-        r#"sloburn_http_reqs_total{target="checkout",profile="canary",status="0",error="connect_refused"} 1"#,
-        r#"sloburn_http_reqs_total{target="checkout",profile="canary",status="200",error="body"} 1"#,
-        r#"sloburn_http_reqs_total{target="checkout",profile="canary",status="200",error="none"} 2"#,
-        r#"sloburn_http_reqs_total{target="checkout",profile="canary",status="503",error="none"} 1"#,
-        r#"sloburn_checks_total{target="checkout",profile="canary",check="body",result="fail"} 3"#,
-        r#"sloburn_checks_total{target="checkout",profile="canary",check="status",result="pass"} 3"#,
+        r#"sloburn_http_reqs_total{target="checkout",profile="canary",step="request",status="0",error="connect_refused"} 1"#,
+        r#"sloburn_http_reqs_total{target="checkout",profile="canary",step="request",status="200",error="body"} 1"#,
+        r#"sloburn_http_reqs_total{target="checkout",profile="canary",step="request",status="200",error="none"} 2"#,
+        r#"sloburn_http_reqs_total{target="checkout",profile="canary",step="request",status="503",error="none"} 1"#,
+        r#"sloburn_checks_total{target="checkout",profile="canary",step="request",check="body",result="fail"} 3"#,
+        r#"sloburn_checks_total{target="checkout",profile="canary",step="request",check="status",result="pass"} 3"#,
         r#"sloburn_iterations_total{target="checkout",profile="canary"} 5"#,
         r#"sloburn_dropped_iterations_total{target="checkout",profile="canary"} 2"#,
         r#"sloburn_generator_overloaded_iterations_total{target="checkout",profile="canary"} 1"#,
@@ -483,7 +483,7 @@ fn profile_is_shared_until_its_layout_changes() {
     c.observe(&ok(200, 1), Duration::ZERO, &[true, true]);
     let text = m.encode(false);
     assert!(text.contains(
-        r#"sloburn_http_req_duration_seconds_bucket{target="t",profile="p",le="0.5"} 1"#
+        r#"sloburn_http_req_duration_seconds_bucket{target="t",profile="p",step="request",le="0.5"} 1"#
     ));
     assert!(!text.contains(r#"le="0.2""#));
     let d = m.profile("t", "p", &[0.1, 0.5], &["status".into()]);
@@ -536,20 +536,26 @@ fn concurrent_observes_sum_exactly() {
             .sum()
     };
     assert_eq!(
-        value(r#"sloburn_http_reqs_total{target="t",profile="p",status="0",error="timeout"}"#),
+        value(
+            r#"sloburn_http_reqs_total{target="t",profile="p",step="request",status="0",error="timeout"}"#
+        ),
         per_class(2)
     );
     let with_status = per_class(0) + per_class(1);
     assert_eq!(
-        value(r#"sloburn_http_req_duration_seconds_count{target="t",profile="p"}"#),
+        value(r#"sloburn_http_req_duration_seconds_count{target="t",profile="p",step="request"}"#),
         with_status
     );
     assert_eq!(
-        value(r#"sloburn_http_req_duration_seconds_bucket{target="t",profile="p",le="0.01"}"#),
+        value(
+            r#"sloburn_http_req_duration_seconds_bucket{target="t",profile="p",step="request",le="0.01"}"#
+        ),
         per_class(0)
     );
     assert_eq!(
-        value(r#"sloburn_checks_total{target="t",profile="p",check="status",result="fail"}"#),
+        value(
+            r#"sloburn_checks_total{target="t",profile="p",step="request",check="status",result="fail"}"#
+        ),
         n / 2
     );
     assert_eq!(
@@ -588,7 +594,7 @@ fn clock_stamped_series() {
         r#"sloburn_config_reloads_total{result="failure"} 1"#,
         r#"sloburn_config_reloads_total{result="success"} 1"#,
         "sloburn_config_last_reload_successful 1",
-        r#"sloburn_http_reqs_total{target="we\"ird\\\nname",profile="p",status="200",error="none"} 1"#,
+        r#"sloburn_http_reqs_total{target="we\"ird\\\nname",profile="p",step="request",status="200",error="none"} 1"#,
     ] {
         assert!(text.lines().any(|l| l == line), "missing {line}\n{text}");
     }

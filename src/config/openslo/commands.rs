@@ -209,6 +209,8 @@ pub(in crate::config) fn load_into(
             super::super::Slo {
                 name: s.name,
                 target: s.target,
+                journey: None,
+                step: None,
                 profiles: s.profiles,
                 objective: s.objective,
                 period,

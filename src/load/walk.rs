@@ -1,0 +1,429 @@
+//! What one iteration does: send one request (a single-request profile), or walk one journey's
+//! steps in order, with captures, templates, data rows and think times.
+//!
+//! Steps are numbered across the run's journeys (`StepId`), in config order, so observers keep
+//! per-step figures in flat arrays. A single-request profile is one step named
+//! [`SINGLE_STEP`].
+
+use super::observe::Observers;
+use crate::checks::{self, Check};
+use crate::http::{Conn, Outcome, RequestSpec};
+use crate::journey::{Capture, Cursor, DataSet, Mix, Order, Template, Think, Values};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// The `step` label of a single-request profile's series.
+pub const SINGLE_STEP: &str = "request";
+
+/// One step of a journey, compiled.
+#[derive(Debug, Clone)]
+pub struct Step {
+    pub name: String,
+    pub method: http::Method,
+    /// The absolute URL.
+    pub url: Template,
+    /// The target's headers first, then the step's (a step's header replaces the target's).
+    pub headers: Vec<(http::HeaderName, Template)>,
+    pub body: Option<Template>,
+    pub checks: Vec<Check>,
+    pub captures: Vec<Capture>,
+    pub think: Option<Think>,
+    /// `on_failure: continue`: a failed step does not end the iteration.
+    pub keep_going: bool,
+    /// The request, built once, when nothing in it is templated.
+    pub fixed: Option<Arc<RequestSpec>>,
+}
+
+/// A journey, compiled.
+#[derive(Debug, Clone)]
+pub struct Journey {
+    pub name: String,
+    pub target: String,
+    pub steps: Vec<Step>,
+    pub data: Option<(Arc<DataSet>, Order)>,
+    /// How many capture slots an iteration needs.
+    pub slots: usize,
+}
+
+/// What each iteration of a run does.
+#[derive(Debug, Clone)]
+pub enum Work {
+    Single {
+        request: Arc<RequestSpec>,
+        checks: Arc<Vec<Check>>,
+    },
+    Journeys {
+        journeys: Vec<Arc<Journey>>,
+        mix: Mix,
+    },
+}
+
+/// A step's place in the run: which journey (none for a single request), its name, checks.
+#[derive(Debug, Clone)]
+pub struct StepInfo {
+    pub journey: Option<String>,
+    pub name: String,
+    pub checks: Vec<Check>,
+}
+
+/// How an iteration ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IterationResult {
+    /// Every step passed.
+    Ok,
+    /// A step failed (a check, a capture, the request).
+    FailedStep,
+    /// Never started (no VU, generator overload, data used up).
+    Dropped,
+}
+
+impl IterationResult {
+    pub const ALL: [IterationResult; 3] = [
+        IterationResult::Ok,
+        IterationResult::FailedStep,
+        IterationResult::Dropped,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IterationResult::Ok => "ok",
+            IterationResult::FailedStep => "failed_step",
+            IterationResult::Dropped => "dropped",
+        }
+    }
+}
+
+/// Why a step failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepFailure {
+    /// A check failed.
+    Check,
+    /// A capture found nothing.
+    Capture,
+    /// No good response: a transport error, an unexpected status.
+    Request,
+}
+
+impl StepFailure {
+    pub const ALL: [StepFailure; 3] = [
+        StepFailure::Check,
+        StepFailure::Capture,
+        StepFailure::Request,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepFailure::Request => "request",
+            StepFailure::Check => "check",
+            StepFailure::Capture => "capture",
+        }
+    }
+}
+
+impl Work {
+    pub fn single(request: RequestSpec, checks: Vec<Check>) -> Work {
+        Work::Single {
+            request: Arc::new(request),
+            checks: Arc::new(checks),
+        }
+    }
+
+    /// Every step of the run in `StepId` order.
+    pub fn steps(&self) -> Vec<StepInfo> {
+        match self {
+            Work::Single { checks, .. } => vec![StepInfo {
+                journey: None,
+                name: SINGLE_STEP.into(),
+                checks: checks.to_vec(),
+            }],
+            Work::Journeys { journeys, .. } => journeys
+                .iter()
+                .flat_map(|j| {
+                    j.steps.iter().map(|s| StepInfo {
+                        journey: Some(j.name.clone()),
+                        name: s.name.clone(),
+                        checks: s.checks.clone(),
+                    })
+                })
+                .collect(),
+        }
+    }
+
+    /// The journeys' names, in mix order (empty for a single request).
+    pub fn journey_names(&self) -> Vec<String> {
+        match self {
+            Work::Single { .. } => Vec::new(),
+            Work::Journeys { journeys, .. } => journeys.iter().map(|j| j.name.clone()).collect(),
+        }
+    }
+
+    /// The method of the first request (the `method` tag of k6's sub-metrics).
+    pub fn method(&self) -> String {
+        match self {
+            Work::Single { request, .. } => request.method.to_string(),
+            Work::Journeys { journeys, .. } => journeys
+                .first()
+                .and_then(|j| j.steps.first())
+                .map_or_else(|| "GET".into(), |s| s.method.to_string()),
+        }
+    }
+
+    /// Whether an iteration is one request.
+    pub fn is_single(&self) -> bool {
+        matches!(self, Work::Single { .. })
+    }
+
+    /// The shortest and longest think time of one iteration (the sum over its steps).
+    pub fn think_bounds(&self) -> (Duration, Duration) {
+        match self {
+            Work::Single { .. } => (Duration::ZERO, Duration::ZERO),
+            Work::Journeys { journeys, .. } => {
+                let sums = journeys.iter().map(|j| {
+                    j.steps
+                        .iter()
+                        .filter_map(|s| s.think)
+                        .fold((Duration::ZERO, Duration::ZERO), |(lo, hi), t| {
+                            (lo + t.min, hi + t.max)
+                        })
+                });
+                sums.fold((Duration::MAX, Duration::ZERO), |(lo, hi), (a, b)| {
+                    (lo.min(a), hi.max(b))
+                })
+            }
+        }
+    }
+}
+
+/// A run's work with its per-run state: the data cursors and each journey's first `StepId`.
+pub struct RunWork {
+    pub work: Arc<Work>,
+    cursors: Vec<Option<Cursor>>,
+    step_base: Vec<usize>,
+}
+
+/// A VU's own state between iterations: its connection, its number, reused buffers.
+pub struct Vu {
+    pub conn: Conn,
+    pub id: u64,
+    captures: Vec<Option<String>>,
+}
+
+impl Vu {
+    pub fn new(conn: Conn, id: u64) -> Vu {
+        Vu {
+            conn,
+            id,
+            captures: Vec::new(),
+        }
+    }
+}
+
+/// What happened when an iteration was asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Walked {
+    Done,
+    /// A `unique` data file has no rows left: the run should end (the journey's name index).
+    DataUsedUp(usize),
+}
+
+impl RunWork {
+    pub fn new(work: Arc<Work>) -> RunWork {
+        let (cursors, step_base) = match &*work {
+            Work::Single { .. } => (vec![None], vec![0]),
+            Work::Journeys { journeys, .. } => {
+                let mut base = 0;
+                let bases = journeys
+                    .iter()
+                    .map(|j| {
+                        let b = base;
+                        base += j.steps.len();
+                        b
+                    })
+                    .collect();
+                let cursors = journeys
+                    .iter()
+                    .map(|j| j.data.as_ref().map(|(d, o)| Cursor::new(*o, d.len())))
+                    .collect();
+                (cursors, bases)
+            }
+        };
+        RunWork {
+            work,
+            cursors,
+            step_base,
+        }
+    }
+
+    /// Rows taken from each journey's data file so far (`None` without one).
+    pub fn rows_taken(&self) -> Vec<Option<u64>> {
+        self.cursors
+            .iter()
+            .map(|c| c.as_ref().map(Cursor::taken))
+            .collect()
+    }
+
+    /// The journey iteration `k` walks.
+    pub fn journey_of(&self, k: u64) -> usize {
+        match &*self.work {
+            Work::Single { .. } => 0,
+            Work::Journeys { mix, .. } => mix.pick(k),
+        }
+    }
+
+    /// Runs iteration `k` on `vu`. `lateness` (how late it started) goes to its first request.
+    pub async fn iteration(
+        &self,
+        k: u64,
+        vu: &mut Vu,
+        lateness: Duration,
+        events: &Observers,
+        cancel: &CancellationToken,
+    ) -> Walked {
+        let journeys = match &*self.work {
+            Work::Single { request, checks } => {
+                let outcome = vu.conn.send(request).await;
+                let results = checks::Results::of(checks, &outcome);
+                events.request_finished(0, &outcome, lateness, results.as_slice());
+                return Walked::Done;
+            }
+            Work::Journeys { journeys, .. } => journeys,
+        };
+        let j = self.journey_of(k);
+        let Some(journey) = journeys.get(j) else {
+            return Walked::Done;
+        };
+        let row = match (self.cursors.get(j).and_then(Option::as_ref), &journey.data) {
+            (Some(cursor), Some((data, _))) => match cursor.take() {
+                Some(i) => data.row(i),
+                None => {
+                    events.iteration_finished(j, IterationResult::Dropped, Duration::ZERO);
+                    return Walked::DataUsedUp(j);
+                }
+            },
+            _ => None,
+        };
+        vu.captures.clear();
+        vu.captures.resize(journey.slots, None);
+        let base = self.step_base.get(j).copied().unwrap_or(0);
+        let started = Instant::now();
+        let mut result = IterationResult::Ok;
+        for (i, step) in journey.steps.iter().enumerate() {
+            if cancel.is_cancelled() {
+                break;
+            }
+            let values = Values {
+                vu: vu.id,
+                iter: k,
+                now_ms: unix_ms(),
+                row,
+                captures: &vu.captures,
+            };
+            let outcome = match &step.fixed {
+                Some(req) => vu.conn.send(req).await,
+                None => match build(step, &values) {
+                    Some(req) => vu.conn.send(&req).await,
+                    // A rendered URL that does not parse: the target never saw it.
+                    None => Outcome {
+                        error: Some(crate::http::ErrorClass::Other),
+                        ..Outcome::default()
+                    },
+                },
+            };
+            let results = checks::Results::of(&step.checks, &outcome);
+            let first = if i == 0 { lateness } else { Duration::ZERO };
+            events.request_finished(base + i, &outcome, first, results.as_slice());
+            let mut failure = None;
+            if !checks::verdict(&step.checks, results.as_slice(), &outcome) {
+                failure = Some(if results.as_slice().iter().any(|p| !p) {
+                    StepFailure::Check
+                } else {
+                    StepFailure::Request
+                });
+            }
+            for c in &step.captures {
+                match c.source.extract(&outcome) {
+                    Some(v) => {
+                        if let Some(slot) = vu.captures.get_mut(c.slot) {
+                            *slot = Some(v);
+                        }
+                    }
+                    None => {
+                        failure.get_or_insert(StepFailure::Capture);
+                    }
+                }
+            }
+            if let Some(f) = failure {
+                events.step_failed(base + i, f);
+                result = IterationResult::FailedStep;
+                if !step.keep_going {
+                    break;
+                }
+            }
+            if let Some(think) = step.think {
+                let pause = think.pick(rand::random::<f64>());
+                tokio::select! {
+                    _ = tokio::time::sleep(pause) => {}
+                    _ = cancel.cancelled() => break,
+                }
+            }
+        }
+        events.iteration_finished(j, result, started.elapsed());
+        Walked::Done
+    }
+}
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Renders a templated step into a request; `None` when the URL does not parse.
+fn build(step: &Step, values: &Values<'_>) -> Option<RequestSpec> {
+    let mut text = String::with_capacity(64);
+    step.url.render(values, &mut text);
+    let uri: http::Uri = text.parse().ok()?;
+    let mut headers = http::HeaderMap::with_capacity(step.headers.len());
+    for (name, t) in &step.headers {
+        text.clear();
+        t.render(values, &mut text);
+        if let Ok(mut v) = http::HeaderValue::from_str(&text) {
+            v.set_sensitive(t.sensitive || t.uses_capture());
+            headers.insert(name.clone(), v);
+        }
+    }
+    let body = match &step.body {
+        Some(t) => {
+            let mut b = String::new();
+            t.render(values, &mut b);
+            bytes::Bytes::from(b)
+        }
+        None => bytes::Bytes::new(),
+    };
+    Some(RequestSpec {
+        method: step.method.clone(),
+        uri,
+        headers,
+        body,
+    })
+}
+
+/// Builds the request of a step without templates, once.
+pub fn fixed_request(step: &Step) -> Option<RequestSpec> {
+    let all_static = step.url.is_static()
+        && step.headers.iter().all(|(_, t)| t.is_static())
+        && step.body.as_ref().is_none_or(Template::is_static);
+    if !all_static {
+        return None;
+    }
+    let values = Values {
+        vu: 0,
+        iter: 0,
+        now_ms: 0,
+        row: None,
+        captures: &[],
+    };
+    build(step, &values)
+}
