@@ -7,6 +7,7 @@ test: tools
 tools:
 	bash scripts/install-test-tools.sh
 	bash scripts/install-k8s-test-tools.sh
+	bash scripts/install-argo-models.sh >/dev/null
 	bash scripts/install-k6.sh >/dev/null
 	bash scripts/install-web-test-tools.sh
 

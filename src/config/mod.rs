@@ -135,6 +135,8 @@ pub struct Server {
     pub listen: SocketAddr,
     /// Bearer token for write endpoints; `None` disables them.
     pub admin_token: Option<Secret>,
+    /// Bearer token for `POST /api/hooks/flagger` only (so Flagger needs no admin rights).
+    pub hook_token: Option<Secret>,
     /// Whether read endpoints also require the token.
     pub protect_reads: bool,
     /// How long in-flight requests may take to finish on shutdown.

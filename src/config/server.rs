@@ -1,4 +1,4 @@
-//! The `server` section: listen address, admin token, read protection, shutdown grace, the
+//! The `server` section: listen address, admin and hook tokens, read protection, shutdown grace, the
 //! in-flight cap, and the limits of the daemon's own HTTP server (header timeout, connections).
 
 use super::secrets::secret;
@@ -13,6 +13,7 @@ pub fn server(ctx: &mut Ctx, node: Option<&Node>, base: &Path, env: &Env) -> Opt
     let mut server = Server {
         listen: "0.0.0.0:9090".parse().ok()?,
         admin_token: None,
+        hook_token: None,
         protect_reads: false,
         grace_period: Duration::from_secs(30),
         max_in_flight: 20_000,
@@ -29,6 +30,7 @@ pub fn server(ctx: &mut Ctx, node: Option<&Node>, base: &Path, env: &Env) -> Opt
         &[
             "listen",
             "admin_token",
+            "hook_token",
             "protect_reads",
             "grace_period",
             "max_in_flight",
@@ -49,14 +51,18 @@ pub fn server(ctx: &mut Ctx, node: Option<&Node>, base: &Path, env: &Env) -> Opt
             }
         }
     }
-    if let Some(n) = f.get("admin_token") {
-        let path = f.path_of("admin_token");
-        server.admin_token = if env.resolve_server_secrets {
-            secret(ctx, n, &path, base, env).map(Secret::new)
-        } else {
-            // `sloburn run` never serves the API: its token is not read, only its shape checked.
-            walk::string(ctx, n, &path).map(|_| Secret::new("unresolved".into()))
-        };
+    server.admin_token = token(ctx, &f, "admin_token", base, env);
+    server.hook_token = token(ctx, &f, "hook_token", base, env);
+    if let (Some(a), Some(h), Some(n)) =
+        (&server.admin_token, &server.hook_token, f.get("hook_token"))
+        && env.resolve_server_secrets
+        && a.expose() == h.expose()
+    {
+        ctx.error(
+            n.pos,
+            &f.path_of("hook_token"),
+            "the hook token must differ from the admin token (it grants only the hook endpoint)",
+        );
     }
     if let Some(n) = f.get("protect_reads") {
         server.protect_reads = walk::boolean(ctx, n, &f.path_of("protect_reads")).unwrap_or(false);
@@ -97,4 +103,16 @@ pub fn server(ctx: &mut Ctx, node: Option<&Node>, base: &Path, env: &Env) -> Opt
         );
     }
     Some(server)
+}
+
+/// A bearer token (`admin_token`, `hook_token`): a string or a `${env:..}`/`${file:..}` secret.
+fn token(ctx: &mut Ctx, f: &walk::Fields, key: &str, base: &Path, env: &Env) -> Option<Secret> {
+    let n = f.get(key)?;
+    let path = f.path_of(key);
+    if env.resolve_server_secrets {
+        secret(ctx, n, &path, base, env).map(Secret::new)
+    } else {
+        // `sloburn run` never serves the API: its tokens are not read, only their shape checked.
+        walk::string(ctx, n, &path).map(|_| Secret::new("unresolved".into()))
+    }
 }

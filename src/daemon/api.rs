@@ -10,7 +10,12 @@
 //! `server.protect_reads` is set; then `/readyz` answers its status to anyone but its reason
 //! only with the token. Wrong tokens are logged (at most a line a second, with a count) and,
 //! past a few a second, every token check answers 429 for the rest of that second.
+//!
+//! `POST /api/hooks/flagger` takes the admin token or `server.hook_token`, which grants that
+//! endpoint and nothing else; as a bearer header or, since Flagger sends no headers of its own,
+//! as the webhook's metadata `token`.
 
+use super::hooks;
 use super::reload::reload as reload_config;
 use super::runs::{StartError, start_run};
 use super::state::{Shared, unix_now};
@@ -39,6 +44,8 @@ pub fn app(shared: AppState) -> Router {
         .route("/api/runs/{id}", get(run_detail))
         .route("/api/series", get(series))
         .route("/api/slos", get(slos))
+        .route("/api/slos/{name}", get(slo))
+        .route("/api/hooks/flagger", post(flagger_hook))
         .route("/api/profiles/{name}/run", post(run_now))
         .route("/api/profiles/{name}/pause", post(pause))
         .route("/api/profiles/{name}/resume", post(resume))
@@ -72,6 +79,57 @@ fn authorize(shared: &Shared, headers: &HeaderMap, write: bool) -> Result<(), Ap
             "write endpoints are disabled: set server.admin_token".into(),
         ));
     };
+    check_token(
+        shared,
+        bearer(headers),
+        &[token.expose()],
+        "missing `Authorization: Bearer <token>`",
+    )
+}
+
+/// The hook's token check: the admin or the hook token, from the bearer header or else from
+/// the payload's metadata `token`.
+fn authorize_hook(
+    shared: &Shared,
+    headers: &HeaderMap,
+    metadata_token: Option<&str>,
+) -> Result<(), ApiError> {
+    let cfg = shared.config();
+    let tokens: Vec<&str> = [&cfg.server.hook_token, &cfg.server.admin_token]
+        .into_iter()
+        .flatten()
+        .map(|t| t.expose())
+        .collect();
+    if tokens.is_empty() {
+        return Err(ApiError(
+            StatusCode::FORBIDDEN,
+            "the Flagger hook is disabled: set server.hook_token (or server.admin_token)".into(),
+        ));
+    }
+    let given = bearer(headers).or(metadata_token.map(str::trim));
+    check_token(
+        shared,
+        given,
+        &tokens,
+        "missing `Authorization: Bearer <token>` (or metadata `token`)",
+    )
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+}
+
+/// `given` against each of `tokens`, with the back-off, the count and the log of wrong ones.
+fn check_token(
+    shared: &Shared,
+    given: Option<&str>,
+    tokens: &[&str],
+    missing: &str,
+) -> Result<(), ApiError> {
     let now = tokio::time::Instant::now();
     if shared.auth_failures.limited(now) {
         return Err(ApiError(
@@ -79,33 +137,26 @@ fn authorize(shared: &Shared, headers: &HeaderMap, write: bool) -> Result<(), Ap
             "too many wrong bearer tokens; retry in a second".into(),
         ));
     }
-    let given = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
-    match given {
-        // `subtle` compares in constant time for equal lengths; the length of a token is not
-        // secret.
-        Some(g) if bool::from(g.as_bytes().ct_eq(token.expose().as_bytes())) => Ok(()),
-        Some(_) => {
-            shared.metrics.admin_auth_failure(false);
-            if let Some(count) = shared.auth_failures.record(now) {
-                log_auth_failures(count);
-            }
-            Err(ApiError(
-                StatusCode::UNAUTHORIZED,
-                "wrong bearer token".into(),
-            ))
-        }
-        None => {
-            shared.metrics.admin_auth_failure(true);
-            Err(ApiError(
-                StatusCode::UNAUTHORIZED,
-                "missing `Authorization: Bearer <token>`".into(),
-            ))
-        }
+    let Some(given) = given else {
+        shared.metrics.admin_auth_failure(true);
+        return Err(ApiError(StatusCode::UNAUTHORIZED, missing.into()));
+    };
+    // `subtle` compares in constant time for equal lengths; the length of a token is not
+    // secret. Every token is compared.
+    let ok = tokens.iter().fold(false, |ok, t| {
+        ok | bool::from(given.as_bytes().ct_eq(t.as_bytes()))
+    });
+    if ok {
+        return Ok(());
     }
+    shared.metrics.admin_auth_failure(false);
+    if let Some(count) = shared.auth_failures.record(now) {
+        log_auth_failures(count);
+    }
+    Err(ApiError(
+        StatusCode::UNAUTHORIZED,
+        "wrong bearer token".into(),
+    ))
 }
 
 /// One warn line for `count` wrong tokens (the daemon's tick logs the rest of a burst).
@@ -354,52 +405,96 @@ fn finite(x: f64) -> serde_json::Value {
     }
 }
 
+/// One SLO's live state as the API shows it (an element of `/api/slos`, and `/api/slos/{name}`).
+/// `burn_rates` maps each standard window (`5m` … `3d`) to its burn rate.
+fn slo_json(r: &crate::slo::SloReport) -> serde_json::Value {
+    let window = |s: &crate::slo::SloStatus| {
+        json!({
+            "window": crate::units::format_duration(s.window),
+            "good": s.good,
+            "bad": s.bad,
+            "sli": finite(s.sli),
+            "burn_rate": finite(s.burn_rate),
+        })
+    };
+    // A calendar period names itself and its bounds (RFC 3339, in its zone).
+    let period = |r: &crate::slo::SloReport| {
+        let mut p = window(&r.period);
+        if let Some((c, start, end)) = &r.calendar {
+            p["window"] = json!(c.unit.as_str());
+            p["calendar"] = json!(c.unit.as_str());
+            p["timezone"] = json!(c.tz.name());
+            p["start"] = json!(crate::slo::rfc3339_in(c.tz, *start));
+            p["end"] = json!(crate::slo::rfc3339_in(c.tz, *end));
+        }
+        p
+    };
+    let burn_rates: serde_json::Map<String, serde_json::Value> = r
+        .windows
+        .iter()
+        .map(|s| (crate::units::format_duration(s.window), finite(s.burn_rate)))
+        .collect();
+    json!({
+        "name": r.name,
+        "objective": r.objective,
+        "error_budget": r.error_budget,
+        "budget_remaining": finite(r.budget_remaining),
+        "time_to_exhaustion_seconds": r.time_to_exhaustion.map(|d| d.as_secs_f64()),
+        "windows": r.windows.iter().map(window).collect::<Vec<_>>(),
+        "burn_rates": burn_rates,
+        "period": period(r),
+        "tiers": r.tiers.iter().map(|t| json!({
+            "name": t.name,
+            "severity": t.severity.as_str(),
+            "factor": t.factor,
+            "active": t.active,
+        })).collect::<Vec<_>>(),
+    })
+}
+
 async fn slos(State(shared): State<AppState>, headers: HeaderMap) -> Result<Response, ApiError> {
     authorize(&shared, &headers, false)?;
-    let reports: Vec<serde_json::Value> = shared
-        .budget
-        .reports()
-        .iter()
-        .map(|r| {
-            let window = |s: &crate::slo::SloStatus| {
-                json!({
-                    "window": crate::units::format_duration(s.window),
-                    "good": s.good,
-                    "bad": s.bad,
-                    "sli": finite(s.sli),
-                    "burn_rate": finite(s.burn_rate),
-                })
-            };
-            // A calendar period names itself and its bounds (RFC 3339, in its zone).
-            let period = |r: &crate::slo::SloReport| {
-                let mut p = window(&r.period);
-                if let Some((c, start, end)) = &r.calendar {
-                    p["window"] = json!(c.unit.as_str());
-                    p["calendar"] = json!(c.unit.as_str());
-                    p["timezone"] = json!(c.tz.name());
-                    p["start"] = json!(crate::slo::rfc3339_in(c.tz, *start));
-                    p["end"] = json!(crate::slo::rfc3339_in(c.tz, *end));
-                }
-                p
-            };
-            json!({
-                "name": r.name,
-                "objective": r.objective,
-                "error_budget": r.error_budget,
-                "budget_remaining": finite(r.budget_remaining),
-                "time_to_exhaustion_seconds": r.time_to_exhaustion.map(|d| d.as_secs_f64()),
-                "windows": r.windows.iter().map(window).collect::<Vec<_>>(),
-                "period": period(r),
-                "tiers": r.tiers.iter().map(|t| json!({
-                    "name": t.name,
-                    "severity": t.severity.as_str(),
-                    "factor": t.factor,
-                    "active": t.active,
-                })).collect::<Vec<_>>(),
-            })
-        })
-        .collect();
+    let reports: Vec<serde_json::Value> = shared.budget.reports().iter().map(slo_json).collect();
     Ok(axum::Json(json!({ "slos": reports })).into_response())
+}
+
+/// One SLO: the same object as its element of `/api/slos` (for Argo Rollouts' web metrics).
+async fn slo(
+    State(shared): State<AppState>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    authorize(&shared, &headers, false)?;
+    let reports = shared.budget.reports();
+    match reports.iter().find(|r| r.name == name) {
+        Some(r) => Ok(axum::Json(slo_json(r)).into_response()),
+        None if shared.config().slos.contains_key(&name) => Err(ApiError(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("SLO `{name}` has no report yet (the first one-second tick is due)"),
+        )),
+        None => Err(ApiError(StatusCode::NOT_FOUND, format!("no SLO `{name}`"))),
+    }
+}
+
+/// Flagger's webhook: the token check (header or metadata `token`), then [`hooks::answer`].
+async fn flagger_hook(
+    State(shared): State<AppState>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Result<Response, ApiError> {
+    let payload = hooks::parse(&body);
+    let metadata_token = payload
+        .as_ref()
+        .ok()
+        .and_then(|p| p.metadata.get("token"))
+        .map(String::as_str);
+    authorize_hook(&shared, &headers, metadata_token)?;
+    let payload = payload.map_err(|e| ApiError(StatusCode::BAD_REQUEST, e))?;
+    let header_timeout = headers
+        .get(hooks::TIMEOUT_HEADER)
+        .map(|v| v.to_str().unwrap_or("(not text)"));
+    let answer = hooks::answer(&shared, &payload, header_timeout).await;
+    Ok((answer.status, axum::Json(answer.body)).into_response())
 }
 
 async fn run_now(

@@ -6,6 +6,7 @@
 //!   guard, recording how it ended;
 //! - `schedules`: config generations and the per-profile schedule loops;
 //! - `reload`: SIGHUP, API and file-watch reloads;
+//! - `hooks`: Flagger's webhook (run a profile and answer its verdict, or the live burn);
 //! - `api`: the HTTP face (`/metrics`, probes, the admin API, the status page);
 //! - `lifecycle`: start-up order, the SLO tick, graceful drain, signals.
 //!
@@ -15,6 +16,7 @@
 //! [`TaskTracker`](tokio_util::task::TaskTracker).
 
 mod api;
+mod hooks;
 mod lifecycle;
 mod reload;
 mod runs;

@@ -3,7 +3,8 @@
 //! its budget guard trips, and record how it ended (in memory and in the store).
 
 use super::state::{
-    DETAILS_IN_MEMORY, ProfileState, RUNS_PER_PROFILE, RunRecord, Shared, ThresholdRecord, unix_now,
+    DETAILS_IN_MEMORY, Ending, ProfileState, RUNS_PER_PROFILE, RunRecord, Shared, ThresholdRecord,
+    unix_now,
 };
 use crate::budget::Watcher;
 use crate::checks::Check;
@@ -29,11 +30,22 @@ pub enum StartError {
     ShuttingDown,
 }
 
+/// A run to start: a profile and its target, as configured or as a hook adjusted them.
+pub(super) struct Launch {
+    pub profile: Profile,
+    pub target: config::Target,
+    /// Whether its requests are SLO events (not when a hook sent them to another URL).
+    pub slo_events: bool,
+}
+
 /// Starts a run of `name` now. Returns its id.
 pub fn start_run(shared: &Arc<Shared>, name: &str, trigger: &str) -> Result<u64, StartError> {
-    if shared.shutdown.is_cancelled() {
-        return Err(StartError::ShuttingDown);
-    }
+    let launch = launch_of(shared, name)?;
+    start(shared, launch, trigger).map(|(id, _)| id)
+}
+
+/// Profile `name` of the current config and its target.
+pub(super) fn launch_of(shared: &Shared, name: &str) -> Result<Launch, StartError> {
     let cfg = shared.config();
     let profile = cfg
         .profiles
@@ -43,8 +55,34 @@ pub fn start_run(shared: &Arc<Shared>, name: &str, trigger: &str) -> Result<u64,
     let Some(target) = cfg.targets.get(&profile.target).cloned() else {
         return Err(StartError::UnknownProfile);
     };
-    let Some(work) = cfg.work(&profile) else {
-        return Err(StartError::UnknownProfile);
+    Ok(Launch {
+        profile,
+        target,
+        slo_events: true,
+    })
+}
+
+/// Starts `launch` now (one run per profile at a time): its id, and how it ended once it has.
+pub(super) fn start(
+    shared: &Arc<Shared>,
+    launch: Launch,
+    trigger: &str,
+) -> Result<(u64, Ending), StartError> {
+    if shared.shutdown.is_cancelled() {
+        return Err(StartError::ShuttingDown);
+    }
+    let Launch {
+        profile,
+        target,
+        slo_events,
+    } = launch;
+    let name = profile.name.as_str();
+    let cfg = shared.config();
+    // A hook may have sent a single-request profile elsewhere: its request is the target's.
+    let work = if profile.mix.is_empty() {
+        Work::single(target.request(), target.checks.clone())
+    } else {
+        cfg.work(&profile).ok_or(StartError::UnknownProfile)?
     };
     let id = shared.next_id.fetch_add(1, Relaxed) + 1;
     let stopper = Stopper::new();
@@ -84,12 +122,16 @@ pub fn start_run(shared: &Arc<Shared>, name: &str, trigger: &str) -> Result<u64,
     // Saved to the store when it ends (one write per run, so a slow start-of-run write can
     // never overwrite the finished record).
     shared.remember(&record);
+    let (ended, ending) = tokio::sync::watch::channel(None);
     let shared2 = shared.clone();
     shared.tracker.spawn(async move {
-        let (result, detail) = execute(&shared2, &profile, &target, work, stopper, record).await;
-        finish(&shared2, &profile.name, id, result, detail);
+        let (result, detail) = execute(
+            &shared2, &profile, &target, work, slo_events, stopper, record,
+        )
+        .await;
+        finish(&shared2, &profile.name, id, result, detail, &ended);
     });
-    Ok(id)
+    Ok((id, ending))
 }
 
 /// A daemon run's observer: the profile's `/metrics` series and every SLO watching its traffic.
@@ -171,6 +213,7 @@ async fn execute(
     profile: &Profile,
     target: &config::Target,
     work: Work,
+    slo_events: bool,
     stopper: Stopper,
     mut record: RunRecord,
 ) -> (RunRecord, Option<RunDetail>) {
@@ -196,9 +239,13 @@ async fn execute(
     pm.set_vus_max(0);
     let live = Live {
         metrics: pm,
-        watchers: shared
-            .budget
-            .watchers_of(&target.name, &profile.name, &steps, &journeys),
+        watchers: if slo_events {
+            shared
+                .budget
+                .watchers_of(&target.name, &profile.name, &steps, &journeys)
+        } else {
+            Vec::new()
+        },
         checks: steps.iter().map(|s| s.checks.clone()).collect(),
     };
     let stats = Arc::new(RunStats::for_work(
@@ -387,6 +434,7 @@ fn finish(
     id: u64,
     record: RunRecord,
     detail: Option<RunDetail>,
+    ended: &tokio::sync::watch::Sender<Option<RunRecord>>,
 ) {
     shared.metrics.run_finished(profile, &record.result);
     tracing::info!(
@@ -414,6 +462,8 @@ fn finish(
         },
         Err(_) => false,
     };
+    // Told after the profile is free again, so a waiter may start the next run at once.
+    ended.send_replace(Some(record));
     if again && !shared.shutdown.is_cancelled() {
         let _ = start_run(shared, profile, "queued");
     }

@@ -71,6 +71,9 @@ pub struct ProfileView {
     pub next_run: Option<f64>,
 }
 
+/// How a run ended, once it has: `None` while it runs.
+pub(super) type Ending = tokio::sync::watch::Receiver<Option<RunRecord>>;
+
 /// Every SLO's burn-down, by name.
 pub(super) type BurnDowns = Arc<Vec<(String, BurnDown)>>;
 
@@ -129,6 +132,9 @@ pub struct Shared {
     pub(super) last_config_text: Mutex<Option<String>>,
     /// Wrong bearer tokens: counted for the log and the back-off.
     pub(super) auth_failures: AuthFailures,
+    /// Runs started by the Flagger hook, by call (canary, phase, checksum, metadata), so a
+    /// second call with the same key waits for the first one's run: `(run id, its ending)`.
+    pub(super) hook_runs: Mutex<BTreeMap<String, (u64, Ending)>>,
 }
 
 /// Wrong bearer tokens per one-second window: past `AUTH_FAILURES_PER_SECOND` in the current
@@ -250,6 +256,7 @@ impl Shared {
             ready: AtomicBool::new(false),
             last_config_text: Mutex::new(text),
             auth_failures: AuthFailures::default(),
+            hook_runs: Mutex::new(BTreeMap::new()),
         };
         shared.restore_history();
         shared

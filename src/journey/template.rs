@@ -198,6 +198,14 @@ impl Template {
             .any(|p| matches!(p, Piece::Var(Var::Capture(_), _)))
     }
 
+    /// Whether the template pastes in a captured value or a data-file column: values that may
+    /// be credentials, so a header made from them is marked sensitive.
+    pub fn carries_values(&self) -> bool {
+        self.pieces
+            .iter()
+            .any(|p| matches!(p, Piece::Var(Var::Capture(_) | Var::Data(_), _)))
+    }
+
     /// Appends the rendered text to `out`.
     pub fn render(&self, values: &Values<'_>, out: &mut String) {
         for p in &self.pieces {

@@ -390,7 +390,7 @@ fn build(step: &Step, values: &Values<'_>) -> Option<RequestSpec> {
         text.clear();
         t.render(values, &mut text);
         if let Ok(mut v) = http::HeaderValue::from_str(&text) {
-            v.set_sensitive(t.sensitive || t.uses_capture());
+            v.set_sensitive(t.sensitive || t.carries_values());
             headers.insert(name.clone(), v);
         }
     }

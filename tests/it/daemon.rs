@@ -403,14 +403,21 @@ fn protected_reads_need_the_token_and_writes_without_a_token_are_disabled() {
             "a GET route is neither in the OpenAPI spec, PAGES nor OPEN_READS"
         );
 
-        // Path parameters name the one profile of the config, a run that is not kept (the
-        // token gets past the guard to a 404), and one of the dashboard's assets.
+        // Path parameters name the one profile of the config, a run that is not kept and an
+        // SLO that does not exist (the token gets past the guard to a 404), and one of the
+        // dashboard's assets.
         let concrete = |path: &str| {
             path.replace("{name}", "p")
                 .replace("{id}", "999")
                 .replace("{file}", "app.js")
         };
-        let authorized = |path: &str| if path.contains("{id}") { 404 } else { 200 };
+        let authorized = |path: &str| {
+            if path.contains("{id}") || path == "/api/slos/{name}" {
+                404
+            } else {
+                200
+            }
+        };
         for path in &reads {
             let url = format!("{base}{}", concrete(path));
             let (code, body) = request("GET", &url, None).await;

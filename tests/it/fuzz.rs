@@ -477,6 +477,8 @@ fn the_api_answers_every_odd_request_without_a_server_error() {
         "/api/profiles/../../etc/passwd/run",
         "/api/profiles/ä/pause",
         "/api/reload",
+        "/api/hooks/flagger",
+        "/api/slos/x",
         "/api//profiles",
         "/nope",
         "/metrics?x=%zz",

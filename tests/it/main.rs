@@ -2,11 +2,13 @@
 
 mod alerting;
 mod architecture;
+mod argo;
 mod calendar;
 mod config;
 mod daemon;
 mod dashboards;
 mod deploy;
+mod flagger;
 mod fuzz;
 mod h2;
 mod hardening;

@@ -2,7 +2,8 @@
 //! `${file:}` reach the target (a capturing server here sees them) and nothing else. One test
 //! starts a real daemon child, a real `run` of a profile and of `--url`, and `check`, with
 //! distinctive values, and greps everything they print or serve: `check` output, text and
-//! JSON logs, the `/api/reload` 422 body, `/metrics`, `/`, every `GET /api/*`, `/readyz`, the
+//! JSON logs, the `/api/reload` 422 body, the Flagger hook's answers (its token in the
+//! metadata), `/metrics`, `/`, every `GET /api/*`, `/readyz`, the
 //! run summary, `--summary-export` and `--out json`. A URL is shown as written, its references
 //! kept.
 
@@ -18,6 +19,8 @@ const URL_SECRET: &str = "url-s3cr3t-7Qx9vK";
 const HEADER_SECRET: &str = "hdr-s3cr3t-Zp4wJm";
 const FILE_SECRET: &str = "file-s3cr3t-Lm2kTe";
 const SECRETS: [&str; 3] = [URL_SECRET, HEADER_SECRET, FILE_SECRET];
+/// `server.hook_token`: sent to the daemon in a Flagger payload's metadata, never shown.
+const HOOK_SECRET: &str = "hook-s3cr3t-Vb8nQr";
 
 /// An HTTP/1.1 server on 127.0.0.1 that answers `200 ok` to everything, one connection at a
 /// time, and keeps every request head it read.
@@ -56,6 +59,7 @@ fn config(addr: std::net::SocketAddr, data: &Path, bad_url: Option<&str>) -> Str
     format!(
         r#"server:
   admin_token: "${{env:TEST_ADMIN_TOKEN}}"
+  hook_token: "${{env:HOOK_SECRET}}"
   grace_period: 5s
 storage:
   path: "{data}"
@@ -91,6 +95,7 @@ fn with_secrets(cmd: &mut std::process::Command) -> &mut std::process::Command {
     cmd.env("URL_SECRET", URL_SECRET)
         .env("HEADER_SECRET", HEADER_SECRET)
         .env("TEST_ADMIN_TOKEN", ADMIN_TOKEN)
+        .env("HOOK_SECRET", HOOK_SECRET)
 }
 
 #[test]
@@ -131,6 +136,31 @@ fn secrets_in_a_url_a_header_and_a_file_never_appear_in_any_output() {
         Some(ADMIN_TOKEN),
     ));
     outputs.push(("/readyz".into(), readyz));
+    // Flagger's webhook with the hook token in its metadata: answered, refused, and a bad value.
+    for (meta, want) in [
+        (
+            serde_json::json!({"slo": "api-availability", "max_burn_rate": "1", "window": "5m", "token": HOOK_SECRET}),
+            200,
+        ),
+        (
+            serde_json::json!({"slo": "api-availability", "max_burn_rate": "1", "window": "5m", "token": format!("{HOOK_SECRET}x")}),
+            401,
+        ),
+        (
+            serde_json::json!({"profile": "probe", "rate": "fast", "token": HOOK_SECRET}),
+            400,
+        ),
+    ] {
+        let body = serde_json::json!({"name": "podinfo", "namespace": "test", "phase": "Progressing", "checksum": "1", "metadata": meta}).to_string();
+        let (code, answer) = rt.block_on(crate::flagger::send(
+            "POST",
+            &format!("{}/api/hooks/flagger", d.base),
+            &[],
+            &body,
+        ));
+        assert_eq!(code, want, "{answer}");
+        outputs.push(("/api/hooks/flagger".into(), answer));
+    }
     std::fs::write(&live, &bad).unwrap();
     let (code, body) = rt.block_on(request(
         "POST",
@@ -257,13 +287,18 @@ fn secrets_in_a_url_a_header_and_a_file_never_appear_in_any_output() {
     outputs.push(("run --url, broken".into(), all));
 
     for (source, text) in &outputs {
-        for secret in SECRETS {
+        for secret in SECRETS.iter().chain(&[HOOK_SECRET]) {
             assert!(!text.contains(secret), "{source} shows {secret}:\n{text}");
         }
     }
     // The requests carried the real values: the daemon's, the profile run's and `--url`'s.
     let heads = heads.lock().unwrap().join("\n");
     let with = |needle: &str| heads.matches(needle).count();
+    assert_eq!(
+        with(HOOK_SECRET),
+        0,
+        "the hook token went to the target: {heads}"
+    );
     assert!(
         with(&format!("GET /probe?k={URL_SECRET} ")) >= 10,
         "{heads}"

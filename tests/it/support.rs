@@ -282,7 +282,16 @@ pub fn test_env() -> sloburn::config::Env {
 
 /// The daemon in-process on 127.0.0.1:0 with `text` as its fixed config (no file watch).
 pub async fn serve_in_process(text: &str, dir: &Path) -> sloburn::daemon::Daemon {
-    let cfg = sloburn::config::from_str(text, "t.yaml", dir, &test_env())
+    serve_in_process_with(text, dir, &test_env()).await
+}
+
+/// [`serve_in_process`], the config read with `env`.
+pub async fn serve_in_process_with(
+    text: &str,
+    dir: &Path,
+    env: &sloburn::config::Env,
+) -> sloburn::daemon::Daemon {
+    let cfg = sloburn::config::from_str(text, "t.yaml", dir, env)
         .unwrap_or_else(|e| panic!("{e}"))
         .config;
     sloburn::daemon::start(sloburn::daemon::Options {

@@ -1,0 +1,524 @@
+//! Flagger's webhook (`POST /api/hooks/flagger`): what a call asks for and its answer. The
+//! HTTP face (`api`) checks the token and hands the body here.
+//!
+//! Flagger posts `{name, namespace, phase, checksum, metadata}`, where `metadata` is the
+//! webhook's map of strings, and counts any non-2xx answer as a failed check. The metadata
+//! picks the mode:
+//! - `profile: NAME` (with optional `url`, `rate`, `duration` overrides) runs that profile now
+//!   and answers when the run ends: 200 when every threshold passed, 412 when one failed or the
+//!   run was aborted (the body names the failed thresholds with their observed values), 500 when
+//!   the run ended in an error. A second call with the same canary, phase, checksum and
+//!   metadata while the first one's run is going waits for that run and gets its answer
+//!   (`"joined": true`): one run, however often Flagger retries. A run planned to last longer
+//!   than the call's `timeout` (metadata, or the `Sloburn-Timeout` header; Flagger's own default
+//!   of 10s when neither is given) is refused up front with 422.
+//! - `slo: NAME` with `max_burn_rate` and `window` answers at once from the live burn rate
+//!   (counting events not yet folded into the minute windows, as budget guards do): 200 when it
+//!   is at most `max_burn_rate`, else 412. It starts no run. A window without events burns 0.
+//!
+//! Other metadata keys (Flagger's, or a load tester's `cmd`) are ignored and listed in the
+//! answer as `ignored_metadata`. Bad JSON or a bad value is a 400 with the reason; an unknown
+//! profile or SLO a 404.
+
+use super::runs::{Launch, StartError, launch_of, start};
+use super::state::{RunRecord, Shared, unix_now};
+use crate::load::plan::{max_vus, planned_duration};
+use crate::load::spec::{Executor, default_vu_pool};
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Flagger's webhook timeout when the webhook sets none.
+pub const FLAGGER_DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The request header that may carry the caller's timeout (for callers other than Flagger,
+/// which sends no headers of its own).
+pub const TIMEOUT_HEADER: &str = "sloburn-timeout";
+
+/// The metadata keys this endpoint reads (`token` is read by the token check).
+const KEYS: &[&str] = &[
+    "profile",
+    "url",
+    "rate",
+    "duration",
+    "timeout",
+    "slo",
+    "max_burn_rate",
+    "window",
+    "token",
+];
+
+/// Flagger's webhook payload (`CanaryWebhookPayload`); fields Flagger may add are ignored.
+#[derive(Debug, serde::Deserialize)]
+pub struct Payload {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub namespace: String,
+    #[serde(default)]
+    pub phase: String,
+    #[serde(default)]
+    pub checksum: String,
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
+}
+
+/// The payload, or why it is not one (for a 400).
+pub fn parse(body: &[u8]) -> Result<Payload, String> {
+    serde_json::from_slice(body).map_err(|e| format!("the body is not Flagger's webhook JSON: {e}"))
+}
+
+/// An answer: its status and JSON body.
+pub struct Answer {
+    pub status: StatusCode,
+    pub body: Value,
+}
+
+fn refuse(status: StatusCode, why: impl Into<String>) -> Answer {
+    Answer {
+        status,
+        body: json!({ "error": why.into() }),
+    }
+}
+
+/// Answers one call whose token was accepted. `header_timeout` is the `Sloburn-Timeout`
+/// header, if sent.
+pub async fn answer(
+    shared: &Arc<Shared>,
+    payload: &Payload,
+    header_timeout: Option<&str>,
+) -> Answer {
+    let ignored: Vec<&str> = payload
+        .metadata
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !KEYS.contains(k))
+        .collect();
+    let m = &payload.metadata;
+    let mut answer = match (m.get("profile"), m.get("slo")) {
+        (Some(_), Some(_)) => refuse(
+            StatusCode::BAD_REQUEST,
+            "metadata sets both `profile` and `slo`: one webhook is one mode",
+        ),
+        (None, None) => refuse(
+            StatusCode::BAD_REQUEST,
+            "metadata needs `profile` (run a load test now) or `slo` (check the live burn rate)",
+        ),
+        (Some(profile), None) => run_profile(shared, payload, profile, header_timeout).await,
+        (None, Some(slo)) => slo_burn(shared, m, slo),
+    };
+    if !ignored.is_empty()
+        && let Some(obj) = answer.body.as_object_mut()
+    {
+        obj.insert("ignored_metadata".into(), json!(ignored));
+    }
+    answer
+}
+
+/// Profile mode: validate, refuse what cannot finish in time, start (or join) the run, wait.
+async fn run_profile(
+    shared: &Arc<Shared>,
+    payload: &Payload,
+    profile: &str,
+    header_timeout: Option<&str>,
+) -> Answer {
+    let launch = match launch_of(shared, profile) {
+        Ok(l) => l,
+        Err(_) => {
+            let known: Vec<String> = shared.config().profiles.keys().cloned().collect();
+            return refuse(
+                StatusCode::NOT_FOUND,
+                format!("no profile `{profile}` (profiles: {})", known.join(", ")),
+            );
+        }
+    };
+    let launch = match with_overrides(launch, &payload.metadata) {
+        Ok(l) => l,
+        Err(why) => return refuse(StatusCode::BAD_REQUEST, why),
+    };
+    let timeout = match call_timeout(payload.metadata.get("timeout"), header_timeout) {
+        Ok(t) => t,
+        Err(why) => return refuse(StatusCode::BAD_REQUEST, why),
+    };
+    let grace = shared.config().server.grace_period;
+    let worst = worst_case(&launch, grace);
+    if worst > timeout {
+        return refuse(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!(
+                "profile `{profile}` may take up to {} (start time, planned duration and the \
+                 last requests' timeout or graceful stop), longer than the webhook's timeout of \
+                 {}: raise the webhook's `timeout` and set the same in metadata `timeout`",
+                crate::units::format_duration(worst),
+                crate::units::format_duration(timeout)
+            ),
+        );
+    }
+    let key = serde_json::to_string(&(
+        &payload.namespace,
+        &payload.name,
+        &payload.phase,
+        &payload.checksum,
+        &payload.metadata,
+    ))
+    .unwrap_or_default();
+    let (id, mut ending, joined) = {
+        let Ok(mut runs) = shared.hook_runs.lock() else {
+            return refuse(StatusCode::SERVICE_UNAVAILABLE, "shutting down");
+        };
+        runs.retain(|_, (_, e)| e.borrow().is_none());
+        match runs.get(&key) {
+            Some((id, e)) => (*id, e.clone(), true),
+            None => match start(shared, launch, "flagger") {
+                Ok((id, e)) => {
+                    runs.insert(key, (id, e.clone()));
+                    (id, e, false)
+                }
+                Err(StartError::AlreadyRunning) => {
+                    return refuse(
+                        StatusCode::CONFLICT,
+                        format!(
+                            "profile `{profile}` is running already (started by its schedule, \
+                             the API or another webhook); retry when it ends"
+                        ),
+                    );
+                }
+                Err(StartError::UnknownProfile) => {
+                    return refuse(StatusCode::NOT_FOUND, format!("no profile `{profile}`"));
+                }
+                Err(StartError::ShuttingDown) => {
+                    return refuse(StatusCode::SERVICE_UNAVAILABLE, "shutting down");
+                }
+            },
+        }
+    };
+    tracing::info!(
+        profile,
+        run = id,
+        joined,
+        canary = %format!("{}.{}", payload.name, payload.namespace),
+        phase = %payload.phase,
+        "flagger webhook"
+    );
+    let record = match ending.wait_for(Option::is_some).await {
+        Ok(r) => r.clone(),
+        Err(_) => None,
+    };
+    match record {
+        Some(r) => verdict(&r, joined),
+        None => refuse(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("run {id} did not finish: the daemon is shutting down"),
+        ),
+    }
+}
+
+/// The answer for a finished run.
+fn verdict(r: &RunRecord, joined: bool) -> Answer {
+    let status = match r.result.as_str() {
+        "passed" => StatusCode::OK,
+        "error" => StatusCode::INTERNAL_SERVER_ERROR,
+        _ => StatusCode::PRECONDITION_FAILED,
+    };
+    let failed: Vec<Value> = r
+        .thresholds
+        .iter()
+        .filter(|t| !t.passed)
+        .map(|t| json!({ "metric": t.metric, "threshold": t.threshold, "observed": finite(t.observed) }))
+        .collect();
+    Answer {
+        status,
+        body: json!({
+            "mode": "profile",
+            "profile": r.profile,
+            "run": r.id,
+            "joined": joined,
+            "passed": status == StatusCode::OK,
+            "result": r.result,
+            "reason": r.reason,
+            "failed_thresholds": failed,
+            "thresholds": r.thresholds.iter().map(|t| json!({
+                "metric": t.metric,
+                "threshold": t.threshold,
+                "passed": t.passed,
+                "observed": finite(t.observed),
+            })).collect::<Vec<_>>(),
+            "requests": r.requests,
+            "failed_ratio": r.failed_ratio,
+            "p95_ms": r.p95_ms,
+            "p99_ms": r.p99_ms,
+        }),
+    }
+}
+
+fn finite(x: f64) -> Value {
+    if x.is_finite() { json!(x) } else { Value::Null }
+}
+
+/// The caller's timeout: the smaller of metadata `timeout` and the header; Flagger's default
+/// when neither is given.
+fn call_timeout(meta: Option<&String>, header: Option<&str>) -> Result<Duration, String> {
+    let parse = |what: &str, s: &str| match crate::units::parse_duration(s.trim()) {
+        Ok(d) if d.is_zero() => Err(format!("{what} `{s}` must be longer than zero")),
+        Ok(d) => Ok(d),
+        Err(e) => Err(format!("{what} `{s}`: {e}")),
+    };
+    let meta = meta.map(|s| parse("metadata `timeout`", s)).transpose()?;
+    let header = header
+        .map(|s| parse("header `Sloburn-Timeout`", s))
+        .transpose()?;
+    Ok(match (meta, header) {
+        (Some(a), Some(b)) => a.min(b),
+        (Some(a), None) | (None, Some(a)) => a,
+        (None, None) => FLAGGER_DEFAULT_TIMEOUT,
+    })
+}
+
+/// How long the run may take at most: its start time and planned duration, then its last
+/// requests (bounded by the target's timeout and the graceful stop, whichever is shorter).
+fn worst_case(launch: &Launch, grace_period: Duration) -> Duration {
+    let p = &launch.profile;
+    let tail = p.graceful_stop.min(grace_period).min(launch.target.timeout);
+    p.start_time
+        .saturating_add(planned_duration(&p.executor))
+        .saturating_add(tail)
+}
+
+/// Applies metadata `url`, `rate` and `duration`, checked as the config checks them.
+fn with_overrides(mut launch: Launch, m: &BTreeMap<String, String>) -> Result<Launch, String> {
+    let name = launch.profile.name.clone();
+    if let Some(rate) = m.get("rate") {
+        let r = crate::units::parse_rate(rate.trim())
+            .map_err(|e| format!("metadata `rate` `{rate}`: {e}"))?;
+        if r.is_nan() || r <= 0.0 {
+            return Err(format!(
+                "metadata `rate` `{rate}`: the rate must be above zero"
+            ));
+        }
+        match &mut launch.profile.executor {
+            Executor::ConstantArrivalRate {
+                rate,
+                pre_allocated_vus,
+                max_vus,
+                ..
+            } => {
+                *rate = r;
+                // A higher rate needs the pool a profile without its own VU settings would get.
+                let (pre, max) = default_vu_pool(r);
+                *pre_allocated_vus = (*pre_allocated_vus).max(pre);
+                *max_vus = (*max_vus).max(max).max(*pre_allocated_vus);
+            }
+            other => {
+                return Err(format!(
+                    "metadata `rate` overrides a constant-arrival-rate profile; `{name}` is {}",
+                    kind(other)
+                ));
+            }
+        }
+    }
+    if let Some(d) = m.get("duration") {
+        let dur = crate::units::parse_duration(d.trim())
+            .map_err(|e| format!("metadata `duration` `{d}`: {e}"))?;
+        if dur.is_zero() {
+            return Err(format!(
+                "metadata `duration` `{d}`: must be longer than zero"
+            ));
+        }
+        match &mut launch.profile.executor {
+            Executor::ConstantArrivalRate { duration, .. }
+            | Executor::ConstantVus { duration, .. } => *duration = dur,
+            other => {
+                return Err(format!(
+                    "metadata `duration` overrides a constant-vus or constant-arrival-rate \
+                     profile; `{name}` is {}",
+                    kind(other)
+                ));
+            }
+        }
+    }
+    if let Some(u) = m.get("url") {
+        override_url(&mut launch, u)?;
+    }
+    if let Ok(limit) = crate::limits::nofile() {
+        crate::limits::fits(u64::from(max_vus(&launch.profile.executor)), limit)
+            .map_err(|e| format!("profile `{name}` with these overrides: {e}"))?;
+    }
+    Ok(launch)
+}
+
+/// Sends the run to `url` instead of the target's URL. Its requests are then no SLO events
+/// (the SLOs watch the target, not a canary beside it). A target with secret headers keeps
+/// them for its own host: sending them elsewhere is refused.
+fn override_url(launch: &mut Launch, written: &str) -> Result<(), String> {
+    let written = written.trim();
+    if !launch.profile.mix.is_empty() {
+        return Err(format!(
+            "metadata `url` `{written}`: profile `{}` walks journeys, whose steps name their              own paths; `url` overrides a single-request profile",
+            launch.profile.name
+        ));
+    }
+    if written.contains("${") {
+        return Err(format!(
+            "metadata `url` `{written}`: references (`${{env:..}}`, `${{file:..}}`) are only \
+             expanded in the config, never from a webhook"
+        ));
+    }
+    let uri: http::Uri = written
+        .parse()
+        .map_err(|e| format!("metadata `url` `{written}` is not a URL: {e}"))?;
+    if !matches!(uri.scheme_str(), Some("http" | "https")) {
+        return Err(format!(
+            "metadata `url` `{written}`: use an absolute http:// or https:// URL"
+        ));
+    }
+    if uri.host().is_none_or(str::is_empty) {
+        return Err(format!("metadata `url` `{written}` has no host"));
+    }
+    let t = &mut launch.target;
+    let same_place = uri.scheme() == t.uri.scheme() && uri.authority() == t.uri.authority();
+    if !same_place && t.headers.values().any(|v| v.is_sensitive()) {
+        return Err(format!(
+            "metadata `url` `{written}`: target `{}` sends secret headers, which go only to \
+             its own host",
+            t.name
+        ));
+    }
+    t.uri = uri;
+    t.display_url = written.to_string();
+    launch.slo_events = false;
+    Ok(())
+}
+
+fn kind(e: &Executor) -> &'static str {
+    match e {
+        Executor::ConstantVus { .. } => "constant-vus",
+        Executor::RampingVus { .. } => "ramping-vus",
+        Executor::ConstantArrivalRate { .. } => "constant-arrival-rate",
+        Executor::RampingArrivalRate { .. } => "ramping-arrival-rate",
+        Executor::SharedIterations { .. } => "shared-iterations",
+        Executor::PerVuIterations { .. } => "per-vu-iterations",
+    }
+}
+
+/// SLO mode: the live burn rate over `window` against `max_burn_rate`.
+fn slo_burn(shared: &Shared, m: &BTreeMap<String, String>, slo: &str) -> Answer {
+    let cfg = shared.config();
+    let Some(def) = cfg.slos.get(slo) else {
+        let known: Vec<String> = cfg.slos.keys().cloned().collect();
+        return refuse(
+            StatusCode::NOT_FOUND,
+            format!("no SLO `{slo}` (SLOs: {})", known.join(", ")),
+        );
+    };
+    let max = match m.get("max_burn_rate") {
+        None => return refuse(StatusCode::BAD_REQUEST, "SLO mode needs `max_burn_rate`"),
+        Some(s) => match s.trim().parse::<f64>() {
+            Ok(x) if x.is_finite() && x >= 0.0 => x,
+            _ => {
+                return refuse(
+                    StatusCode::BAD_REQUEST,
+                    format!("metadata `max_burn_rate` `{s}` must be a number of at least 0"),
+                );
+            }
+        },
+    };
+    let period = def.period;
+    let window = match m.get("window") {
+        None => {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                "SLO mode needs `window`, e.g. `5m`",
+            );
+        }
+        Some(s) => match crate::units::parse_duration(s.trim()) {
+            Ok(w) if w >= Duration::from_secs(60) && w <= period => w,
+            Ok(_) => {
+                return refuse(
+                    StatusCode::BAD_REQUEST,
+                    format!(
+                        "metadata `window` `{s}` must be from 1m to the SLO's period ({})",
+                        crate::units::format_duration(period)
+                    ),
+                );
+            }
+            Err(e) => {
+                return refuse(
+                    StatusCode::BAD_REQUEST,
+                    format!("metadata `window` `{s}`: {e}"),
+                );
+            }
+        },
+    };
+    let Some(burn) = shared.budget.burn_rate(slo, window, unix_now() as i64) else {
+        return refuse(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("SLO `{slo}` has no live state yet"),
+        );
+    };
+    let passed = burn <= max;
+    Answer {
+        status: if passed {
+            StatusCode::OK
+        } else {
+            StatusCode::PRECONDITION_FAILED
+        },
+        body: json!({
+            "mode": "slo",
+            "slo": slo,
+            "window": crate::units::format_duration(window),
+            "burn_rate": finite(burn),
+            "max_burn_rate": max,
+            "passed": passed,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_timeout_is_the_smaller_given_and_flaggers_default_without_one() {
+        let m = |s: &str| Some(s.to_string());
+        assert_eq!(call_timeout(None, None), Ok(FLAGGER_DEFAULT_TIMEOUT));
+        assert_eq!(
+            call_timeout(m("2m").as_ref(), None),
+            Ok(Duration::from_secs(120))
+        );
+        assert_eq!(
+            call_timeout(m("2m").as_ref(), Some("30s")),
+            Ok(Duration::from_secs(30))
+        );
+        assert_eq!(
+            call_timeout(None, Some(" 45s ")),
+            Ok(Duration::from_secs(45))
+        );
+        assert!(
+            call_timeout(m("0s").as_ref(), None)
+                .unwrap_err()
+                .contains("longer than zero")
+        );
+        assert!(
+            call_timeout(None, Some("soon"))
+                .unwrap_err()
+                .contains("Sloburn-Timeout")
+        );
+    }
+
+    #[test]
+    fn flaggers_payload_reads_with_extra_fields_and_refuses_non_string_metadata() {
+        let p = parse(
+            br#"{"name":"podinfo","namespace":"test","phase":"Progressing","checksum":"85d5","buildId":"7","metadata":{"profile":"canary"}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (p.name.as_str(), p.phase.as_str()),
+            ("podinfo", "Progressing")
+        );
+        assert_eq!(p.metadata["profile"], "canary");
+        assert!(parse(br#"{"metadata":{"rate":20}}"#).is_err());
+        assert!(parse(b"").is_err());
+    }
+}
