@@ -2,7 +2,8 @@
 # Installs the tools the test suite drives for real, only when they are missing: promtool and
 # prometheus (Debian `prometheus`) and Alertmanager (Debian `prometheus-alertmanager`, which
 # installs /usr/bin/prometheus-alertmanager; upstream tarballs call it `alertmanager`), and nginx
-# (Debian `nginx`, the stall test's target).
+# (Debian `nginx`, the stall test's target), nghttpd and h2load (Debian `nghttp2-server` and
+# `nghttp2-client`: the HTTP/2 tests' server, and the HTTP/2 benchmark's peer).
 # Idempotent; safe to run on every `make test`.
 set -euo pipefail
 
@@ -15,6 +16,10 @@ if ! command -v prometheus-alertmanager >/dev/null 2>&1 &&
 fi
 # nginx: the fast target of the CPU-stall test (tests/it/storm.rs starts its own on 127.0.0.1).
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need+=(nginx)
+# nghttpd: the real HTTP/2 server of tests/it/h2.rs (h2c and ALPN over TLS); h2load: the peer of
+# the HTTP/2 benchmark.
+command -v nghttpd >/dev/null 2>&1 || need+=(nghttp2-server)
+command -v h2load >/dev/null 2>&1 || need+=(nghttp2-client)
 
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""

@@ -78,6 +78,10 @@ pub struct RunArgs {
     /// Skip TLS certificate verification.
     #[arg(long)]
     pub insecure: bool,
+    /// HTTP version, over the target's `http`: `2` (h2c prior knowledge on http://, only h2 in
+    /// ALPN on https), `1.1`, or `auto` (ALPN on https).
+    #[arg(long, value_name = "2|1.1|auto")]
+    pub http: Option<String>,
     /// Threshold `metric=expression` in k6 syntax, e.g. `http_req_duration=p(95)<300` (ms) or
     /// `http_req_duration{status:200}=p(99)<500` (repeatable).
     #[arg(long = "threshold")]
@@ -196,6 +200,11 @@ pub fn resolve(args: &RunArgs, out: &mut impl Write) -> anyhow::Result<Option<Re
                 )
             }
         };
+    let mut target = target;
+    if let Some(v) = &args.http {
+        target.http = crate::http::HttpVersion::parse(v)
+            .ok_or_else(|| Usage(format!("--http `{v}`: write 2, 1.1 or auto")))?;
+    }
     for t in &args.thresholds {
         let (metric, expr) = split_threshold(t).ok_or_else(|| {
             Usage(format!(
@@ -364,6 +373,11 @@ fn ad_hoc(args: &RunArgs, url: &str) -> anyhow::Result<(Target, Executor)> {
         dns_ttl: Duration::from_secs(300),
         max_body: 1 << 20,
         insecure_skip_verify: args.insecure,
+        http: crate::http::HttpVersion::Auto,
+        h2_max_connections: crate::http::h2::DEFAULT_MAX_CONNECTIONS,
+        tls: crate::http::TlsOptions::default(),
+        connect_to: None,
+        dns_select: crate::http::DnsSelect::First,
         checks: Vec::new(),
         buckets: config::DEFAULT_BUCKETS.to_vec(),
     };

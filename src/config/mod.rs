@@ -24,6 +24,7 @@ mod slos;
 mod storage;
 mod targets;
 mod thresholds;
+mod tls;
 mod walk;
 pub mod yaml;
 
@@ -190,7 +191,15 @@ pub struct Target {
     pub keep_alive: bool,
     pub dns_ttl: Duration,
     pub max_body: u64,
+    /// `tls.insecure`, or its older name `insecure_skip_verify`.
     pub insecure_skip_verify: bool,
+    pub http: crate::http::HttpVersion,
+    /// `http2.max_connections`: the HTTP/2 connections the target's users share.
+    pub h2_max_connections: usize,
+    pub tls: crate::http::TlsOptions,
+    /// `connect_to`: the host and port dialled in place of the URL's.
+    pub connect_to: Option<(String, u16)>,
+    pub dns_select: crate::http::DnsSelect,
     pub checks: Vec<Check>,
     /// Histogram bucket upper bounds in seconds, ascending.
     pub buckets: Vec<f64>,

@@ -47,6 +47,11 @@ impl Target {
             dns_ttl: self.dns_ttl,
             max_body: self.max_body.min(usize::MAX as u64) as usize,
             insecure_skip_verify: self.insecure_skip_verify,
+            http: self.http,
+            h2_max_connections: self.h2_max_connections,
+            tls: self.tls.clone(),
+            connect_to: self.connect_to.clone(),
+            dns_select: self.dns_select,
         }
     }
 

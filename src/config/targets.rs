@@ -1,5 +1,6 @@
-//! One entry of the `targets` section: URL, method, headers, body, timeouts, DNS, TLS and the
-//! histogram buckets. The target's `checks` list is read in [`super::checks`].
+//! One entry of the `targets` section: URL, method, headers, body, timeouts and the histogram
+//! buckets. The target's `checks` list is read in [`super::checks`]; its transport (`http`,
+//! `http2`, `tls`, `connect_to`, `dns`) in [`super::tls`].
 
 use super::checks::checks;
 use super::secrets::expand;
@@ -20,6 +21,10 @@ const TARGET_FIELDS: &[&str] = &[
     "dns",
     "max_body",
     "insecure_skip_verify",
+    "http",
+    "http2",
+    "tls",
+    "connect_to",
     "checks",
     "buckets",
 ];
@@ -120,15 +125,7 @@ pub fn target(ctx: &mut Ctx, name: &str, node: &Node, base: &Path, env: &Env) ->
     };
     let timeout = opt_duration(ctx, &f, "timeout", Duration::from_secs(10), true);
     let keep_alive = opt_bool(ctx, &f, "keep_alive", true);
-    let insecure_skip_verify = opt_bool(ctx, &f, "insecure_skip_verify", false);
-    let mut dns_ttl = Duration::from_secs(300);
-    if let Some(n) = f.get("dns")
-        && let Some(d) = walk::fields(ctx, n, &f.path_of("dns"), &["ttl"])
-        && let Some(t) = d.get("ttl")
-        && let Some(v) = walk::duration(ctx, t, &d.path_of("ttl"))
-    {
-        dns_ttl = v;
-    }
+    let transport = super::tls::transport(ctx, &f, base);
     let max_body = match f.get("max_body") {
         Some(n) => walk::size(ctx, n, &f.path_of("max_body")).unwrap_or(1 << 20),
         None => 1 << 20,
@@ -163,9 +160,14 @@ pub fn target(ctx: &mut Ctx, name: &str, node: &Node, base: &Path, env: &Env) ->
         body,
         timeout,
         keep_alive,
-        dns_ttl,
+        dns_ttl: transport.dns_ttl,
         max_body,
-        insecure_skip_verify,
+        insecure_skip_verify: transport.insecure,
+        http: transport.http,
+        h2_max_connections: transport.h2_max_connections,
+        tls: transport.tls,
+        connect_to: transport.connect_to,
+        dns_select: transport.dns_select,
         checks,
         buckets,
     })

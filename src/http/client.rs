@@ -1,33 +1,34 @@
-//! The measuring HTTP/1.1 client: one connection slot per virtual user, per-phase timings, and
-//! transport failures classified into [`ErrorClass`] instead of returned.
+//! The measuring HTTP client: one HTTP/1.1 connection slot per virtual user (HTTP/2 streams
+//! share a few connections, see [`super::h2`]), per-phase timings, and transport failures
+//! classified into [`ErrorClass`] instead of returned.
 //!
-//! Built on hyper's low-level `client::conn::http1` over our own connector (resolver → TCP →
+//! Built on hyper's low-level `client::conn` over our own connector (resolver → TCP →
 //! rustls), because a pooled client hides exactly what a load tester must measure: which
 //! request paid for DNS, connect and handshake, and which reused a connection.
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use http::header::{CONNECTION, HOST, HeaderValue};
-use http::{Method, Request, Uri};
+use http::{Method, Request, Uri, Version};
 use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
-use rustls::pki_types::ServerName;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, timeout_at};
 use tokio_rustls::TlsConnector;
-use tokio_rustls::client::TlsStream;
 
+use super::dns::select::{DnsSelect, order};
 use super::dns::{Cache, DnsError, Resolver};
+use super::h2::{self, HttpVersion, Pool, Sent};
 use super::timing::{IoStats, TimingIo};
+use super::tls::{Stream, TlsOptions, client_config, server_name};
 use super::{ErrorClass, Outcome, Phases};
 
 /// One request to send. The URI is absolute (`http://` or `https://`); `Host` is added from it
@@ -53,7 +54,16 @@ pub struct ClientOptions {
     /// past it is cut there: the request fails as [`ErrorClass::BodyTooLarge`] and its
     /// connection is closed.
     pub max_body: usize,
+    /// Skip certificate verification (`tls.insecure`, or `insecure_skip_verify`).
     pub insecure_skip_verify: bool,
+    pub http: HttpVersion,
+    /// How many HTTP/2 connections this client's users share (`http2.max_connections`).
+    pub h2_max_connections: usize,
+    pub tls: TlsOptions,
+    /// Dial this host and port whatever the URL says; SNI and `Host` stay the URL's.
+    pub connect_to: Option<(String, u16)>,
+    /// Which address of a multi-address name a new connection tries first.
+    pub dns_select: DnsSelect,
 }
 
 impl Default for ClientOptions {
@@ -65,6 +75,11 @@ impl Default for ClientOptions {
             dns_ttl: Duration::from_secs(300),
             max_body: 1 << 20,
             insecure_skip_verify: false,
+            http: HttpVersion::Auto,
+            h2_max_connections: h2::DEFAULT_MAX_CONNECTIONS,
+            tls: TlsOptions::default(),
+            connect_to: None,
+            dns_select: DnsSelect::First,
         }
     }
 }
@@ -80,6 +95,11 @@ struct Inner {
     resolver: Arc<Resolver>,
     tls: TlsConnector,
     cache: Mutex<Cache>,
+    h2: Pool,
+    /// Round-robin turns of `dns_select`.
+    turn: AtomicUsize,
+    /// `http: auto` on https, and the server picked HTTP/1.1: every user keeps its own.
+    h1_only: AtomicBool,
 }
 
 impl std::fmt::Debug for Client {
@@ -92,14 +112,51 @@ impl std::fmt::Debug for Client {
 
 impl Client {
     pub fn new(opts: ClientOptions, resolver: Arc<Resolver>) -> Client {
-        let tls = TlsConnector::from(Arc::new(tls_config(opts.insecure_skip_verify)));
+        let alpn: &[&[u8]] = match opts.http {
+            HttpVersion::Auto => &[b"h2", b"http/1.1"],
+            HttpVersion::Http1 => &[b"http/1.1"],
+            HttpVersion::Http2 => &[b"h2"],
+        };
+        if opts.insecure_skip_verify {
+            tracing::warn!("TLS certificates are not verified (tls.insecure)");
+        }
+        let config =
+            client_config(&opts.tls, opts.insecure_skip_verify, alpn).unwrap_or_else(|e| {
+                // Config validates the same options, so only a hand-built client gets here.
+                tracing::error!(
+                    "TLS options refused ({e}); using the default roots and no client certificate"
+                );
+                client_config(&TlsOptions::default(), opts.insecure_skip_verify, alpn)
+                    .expect("the default TLS options always build")
+            });
+        let h2 = Pool::new(opts.h2_max_connections);
         Client {
             inner: Arc::new(Inner {
                 opts,
                 resolver,
-                tls,
+                tls: TlsConnector::from(Arc::new(config)),
                 cache: Mutex::new(Cache::default()),
+                h2,
+                turn: AtomicUsize::new(0),
+                h1_only: AtomicBool::new(false),
             }),
+        }
+    }
+
+    pub(crate) fn speaks_h1_only(&self) -> bool {
+        self.inner.h1_only.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_h1_only(&self) {
+        self.inner.h1_only.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether requests to `target` go over the shared HTTP/2 connections.
+    fn wants_h2(&self, target: &Target<'_>) -> bool {
+        match self.inner.opts.http {
+            HttpVersion::Http1 => false,
+            HttpVersion::Http2 => true,
+            HttpVersion::Auto => target.tls && !self.speaks_h1_only(),
         }
     }
 
@@ -116,6 +173,9 @@ impl Client {
         Conn {
             client: self.clone(),
             live: None,
+            slot: self.inner.h2.assign(),
+            // `http: "2"` always goes over the shared connections; auto learns it per request.
+            h2_used: self.inner.opts.http == HttpVersion::Http2,
         }
     }
 
@@ -140,33 +200,40 @@ impl Client {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// DNS, TCP connect and TLS, recording each phase as it completes.
-    async fn connect(
+    /// DNS, TCP connect and TLS, recording each phase as it completes. `connect_to` replaces
+    /// the host and port dialled, never the name sent as SNI.
+    pub(crate) async fn dial(
         &self,
         target: &Target<'_>,
         deadline: Instant,
         phases: &mut Phases,
-    ) -> Result<Live, ErrorClass> {
+    ) -> Result<Dialed, ErrorClass> {
+        let opts = &self.inner.opts;
+        let (host, port) = match &opts.connect_to {
+            Some((host, port)) => (host.as_str(), *port),
+            None => (target.host, target.port),
+        };
         let t = Instant::now();
-        let resolved = timeout_at(deadline, self.resolve(target.host)).await;
+        let resolved = timeout_at(deadline, self.resolve(host)).await;
         phases.dns = t.elapsed();
-        let addrs = match resolved {
+        let mut addrs = match resolved {
             Ok(Ok(addrs)) if !addrs.is_empty() => addrs,
             // No socket for the nameserver: sloburn's own limit, not the name's fault.
             Ok(Err(DnsError::LocalFdExhausted)) => return Err(ErrorClass::LocalFdExhausted),
             _ => return Err(ErrorClass::Dns),
         };
+        let turn = match opts.dns_select {
+            DnsSelect::First => 0,
+            DnsSelect::Random => rand::random::<u32>() as usize,
+            DnsSelect::RoundRobin => self.inner.turn.fetch_add(1, Ordering::Relaxed),
+        };
+        order(&mut addrs, opts.dns_select, turn);
 
         let t = Instant::now();
         let mut last_err = ErrorClass::ConnectRefused;
         let mut tcp = None;
         for ip in addrs {
-            match timeout_at(
-                deadline,
-                TcpStream::connect(SocketAddr::new(ip, target.port)),
-            )
-            .await
-            {
+            match timeout_at(deadline, TcpStream::connect(SocketAddr::new(ip, port))).await {
                 Ok(Ok(stream)) => {
                     tcp = Some(stream);
                     break;
@@ -184,26 +251,42 @@ impl Client {
         let _ = tcp.set_nodelay(true);
         let local_port = tcp.local_addr().map(|a| a.port()).unwrap_or(0);
 
-        let stream = if target.tls {
-            let t = Instant::now();
-            let host = target
-                .host
-                .trim_start_matches('[')
-                .trim_end_matches([']', '.']);
-            let name = ServerName::try_from(host.to_string()).map_err(|_| ErrorClass::Tls)?;
-            let handshake = timeout_at(deadline, self.inner.tls.connect(name, tcp)).await;
-            phases.tls_handshaking = t.elapsed();
-            match handshake {
-                Ok(Ok(tls)) => Stream::Tls(Box::new(tls)),
-                Ok(Err(_)) => return Err(ErrorClass::Tls),
-                Err(_) => return Err(ErrorClass::Timeout),
-            }
-        } else {
-            Stream::Plain(tcp)
+        if !target.tls {
+            return Ok(Dialed {
+                stream: Stream::Plain(tcp),
+                local_port,
+                h2: opts.http == HttpVersion::Http2,
+            });
+        }
+        let t = Instant::now();
+        let name = server_name(&opts.tls, target.host).ok_or(ErrorClass::Tls)?;
+        let handshake = timeout_at(deadline, self.inner.tls.connect(name, tcp)).await;
+        phases.tls_handshaking = t.elapsed();
+        let tls = match handshake {
+            Ok(Ok(tls)) => tls,
+            Ok(Err(_)) => return Err(ErrorClass::Tls),
+            Err(_) => return Err(ErrorClass::Timeout),
         };
+        let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+        if opts.http == HttpVersion::Http2 && !h2 {
+            // Offered only h2 and the server did not take it: no protocol in common.
+            return Err(ErrorClass::Tls);
+        }
+        Ok(Dialed {
+            stream: Stream::Tls(Box::new(tls)),
+            local_port,
+            h2,
+        })
+    }
 
+    /// An HTTP/1.1 connection on a dialled stream.
+    pub(crate) async fn h1_handshake(
+        &self,
+        dialed: Dialed,
+        target: &Target<'_>,
+    ) -> Result<Live, ErrorClass> {
         let stats = IoStats::new();
-        let io = TokioIo::new(TimingIo::new(stream, stats.clone()));
+        let io = TokioIo::new(TimingIo::new(dialed.stream, stats.clone()));
         let (sender, connection) = hyper::client::conn::http1::Builder::new()
             .handshake(io)
             .await
@@ -215,7 +298,7 @@ impl Client {
         Ok(Live {
             sender,
             stats,
-            local_port,
+            local_port: dialed.local_port,
             tls: target.tls,
             host: target.host.to_string(),
             port: target.port,
@@ -224,87 +307,24 @@ impl Client {
     }
 }
 
-fn tls_config(insecure: bool) -> rustls::ClientConfig {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .expect("the ring provider supports rustls' default protocol versions");
-    let mut config = if insecure {
-        builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(SkipVerify(provider)))
-            .with_no_client_auth()
-    } else {
-        let roots = rustls::RootCertStore {
-            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-        };
-        builder.with_root_certificates(roots).with_no_client_auth()
-    };
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    config
-}
-
-/// Accepts any certificate but still checks handshake signatures, so the handshake costs what
-/// a verified one does minus the chain walk.
-#[derive(Debug)]
-struct SkipVerify(Arc<rustls::crypto::CryptoProvider>);
-
-impl rustls::client::danger::ServerCertVerifier for SkipVerify {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &rustls::pki_types::CertificateDer<'_>,
-        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: rustls::pki_types::UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        Ok(rustls::client::danger::ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls::pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls::pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
+/// A connected stream, and whether it speaks HTTP/2 (ALPN's pick, or h2c by configuration).
+pub(crate) struct Dialed {
+    pub(crate) stream: Stream,
+    pub(crate) local_port: u16,
+    pub(crate) h2: bool,
 }
 
 /// Where a request goes, borrowed from its URI.
-struct Target<'a> {
-    tls: bool,
-    host: &'a str,
-    port: u16,
+pub(crate) struct Target<'a> {
+    pub(crate) tls: bool,
+    pub(crate) host: &'a str,
+    pub(crate) port: u16,
     /// The `Host` header: the authority without userinfo.
-    authority: &'a str,
+    pub(crate) authority: &'a str,
 }
 
 impl<'a> Target<'a> {
-    fn parse(uri: &'a Uri) -> Option<Target<'a>> {
+    pub(crate) fn parse(uri: &'a Uri) -> Option<Target<'a>> {
         let tls = match uri.scheme_str() {
             Some(s) if s.eq_ignore_ascii_case("http") => false,
             Some(s) if s.eq_ignore_ascii_case("https") => true,
@@ -330,7 +350,7 @@ impl<'a> Target<'a> {
 }
 
 /// An open connection: hyper's sender, the driver task, and the stats its IO reports to.
-struct Live {
+pub(crate) struct Live {
     sender: SendRequest<Full<Bytes>>,
     stats: Arc<IoStats>,
     local_port: u16,
@@ -358,6 +378,20 @@ impl Drop for Live {
 pub struct Conn {
     client: Client,
     live: Option<Live>,
+    /// This user's HTTP/2 connection slot.
+    slot: usize,
+    /// Whether its last request went over HTTP/2 (then `is_open` asks the pool).
+    h2_used: bool,
+}
+
+/// Which attempt of a request this is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Try {
+    First,
+    /// On the connection the HTTP/2 path just opened (the server picked HTTP/1.1).
+    Fresh,
+    /// Again, on a new connection, after a reused one died under the first.
+    Retry,
 }
 
 enum Attempt {
@@ -377,14 +411,37 @@ impl Conn {
             out.error = Some(ErrorClass::Other);
             return out;
         };
+        let mut fresh = false;
+        if self.live.is_none() && self.client.wants_h2(&target) {
+            let client = self.client.clone();
+            let pool = &client.inner.h2;
+            match h2::send(&client, pool, self.slot, req, &target, start, deadline).await {
+                Sent::Done(out) => {
+                    self.h2_used = true;
+                    return out;
+                }
+                Sent::Http1(Some((live, opened))) => {
+                    (self.live, out, fresh) = (Some(live), opened, true);
+                }
+                Sent::Http1(None) => {}
+            }
+        }
+        self.h2_used = false;
         if let Attempt::Stale = self
-            .attempt(req, &target, start, deadline, &mut out, false)
+            .attempt(
+                req,
+                &target,
+                start,
+                deadline,
+                &mut out,
+                if fresh { Try::Fresh } else { Try::First },
+            )
             .await
         {
             // The first attempt's time lands in `blocked`: it was spent before the connection
             // that served the request was opened.
             out = Outcome::default();
-            self.attempt(req, &target, start, deadline, &mut out, true)
+            self.attempt(req, &target, start, deadline, &mut out, Try::Retry)
                 .await;
         }
         out
@@ -393,6 +450,7 @@ impl Conn {
     /// Whether a connection is open and usable: the next request then connects nothing.
     pub fn is_open(&self) -> bool {
         self.live.as_ref().is_some_and(|l| !l.sender.is_closed())
+            || (self.h2_used && self.client.inner.h2.is_open(self.slot))
     }
 
     /// Drops the open connection, if any; the next request connects afresh.
@@ -407,19 +465,23 @@ impl Conn {
         start: Instant,
         deadline: Instant,
         out: &mut Outcome,
-        retrying: bool,
+        how: Try,
     ) -> Attempt {
+        let (retrying, fresh) = (how == Try::Retry, how == Try::Fresh);
         let keep_alive = self.client.inner.opts.keep_alive;
-        if retrying
-            || self
-                .live
-                .as_ref()
-                .is_some_and(|l| !l.serves(target) || l.sender.is_closed())
+        if !fresh
+            && (retrying
+                || self
+                    .live
+                    .as_ref()
+                    .is_some_and(|l| !l.serves(target) || l.sender.is_closed()))
         {
             self.live = None;
         }
         let mut reused = false;
-        if let Some(live) = self.live.as_mut() {
+        if fresh {
+            // Opened by the HTTP/2 path, whose outcome already holds its phases.
+        } else if let Some(live) = self.live.as_mut() {
             match timeout_at(deadline, live.sender.ready()).await {
                 Ok(Ok(())) => reused = true,
                 // Closed while idle: noticed before sending, so just reconnect.
@@ -431,9 +493,16 @@ impl Conn {
                 }
             }
         }
-        out.phases.blocked = start.elapsed();
-        if !reused {
-            match self.client.connect(target, deadline, &mut out.phases).await {
+        if !fresh {
+            out.phases.blocked = start.elapsed();
+        }
+        if !reused && !fresh {
+            let client = &self.client;
+            let connected = match client.dial(target, deadline, &mut out.phases).await {
+                Ok(dialed) => client.h1_handshake(dialed, target).await,
+                Err(class) => Err(class),
+            };
+            match connected {
                 Ok(live) => self.live = Some(live),
                 Err(class) => {
                     out.error = Some(class);
@@ -447,6 +516,7 @@ impl Conn {
         };
         out.reused = reused;
         out.local_port = Some(live.local_port);
+        out.version = Version::HTTP_11;
 
         let Some(request) = build_request(req, target, keep_alive) else {
             out.error = Some(ErrorClass::Other);
@@ -487,36 +557,13 @@ impl Conn {
         let (parts, mut body) = response.into_parts();
         out.status = Some(parts.status.as_u16());
         out.headers = parts.headers;
-        let mut sink = BodySink::new(self.client.inner.opts.max_body);
-        let mut broken = None;
-        loop {
-            match timeout_at(deadline, body.frame()).await {
-                Ok(None) => break,
-                Ok(Some(Ok(frame))) => {
-                    if let Ok(data) = frame.into_data()
-                        && !sink.push(data)
-                    {
-                        // A read cap, not only a keep cap: a 200 MB body must not be read to
-                        // the end. The rest is unread, so the connection cannot be reused.
-                        broken = Some(ErrorClass::BodyTooLarge);
-                        break;
-                    }
-                }
-                Ok(Some(Err(_))) => {
-                    broken = Some(ErrorClass::Body);
-                    break;
-                }
-                Err(_) => {
-                    broken = Some(ErrorClass::Timeout);
-                    break;
-                }
-            }
-        }
+        let read = read_body(&mut body, deadline, self.client.inner.opts.max_body).await;
+        let broken = read.error;
         let end = Instant::now();
         out.phases.set_exchange(t0, &stats, head_at, end);
         out.bytes_sent = stats.written() - written0;
         out.bytes_received = stats.read() - read0;
-        (out.body, out.body_discarded) = sink.finish();
+        (out.body, out.body_discarded) = (read.body, read.discarded);
         out.error = broken;
         if broken.is_some() || !keep_alive {
             self.live = None;
@@ -535,6 +582,54 @@ impl Phases {
         self.sending = last_write - t0;
         self.waiting = first_read - last_write;
         self.receiving = end.saturating_duration_since(first_read);
+    }
+}
+
+/// A response body as read: what was kept, what went past the cap, and why reading stopped.
+pub(crate) struct ReadBody {
+    pub(crate) body: Bytes,
+    pub(crate) discarded: u64,
+    /// Body bytes received, kept or not.
+    pub(crate) received: u64,
+    pub(crate) error: Option<ErrorClass>,
+}
+
+/// Reads a body up to `max` bytes, by the request's deadline.
+pub(crate) async fn read_body(body: &mut Incoming, deadline: Instant, max: usize) -> ReadBody {
+    let mut sink = BodySink::new(max);
+    let mut received = 0u64;
+    let mut error = None;
+    loop {
+        match timeout_at(deadline, body.frame()).await {
+            Ok(None) => break,
+            Ok(Some(Ok(frame))) => {
+                if let Ok(data) = frame.into_data() {
+                    received += data.len() as u64;
+                    if !sink.push(data) {
+                        // A read cap, not only a keep cap: a 200 MB body must not be read to
+                        // the end. The rest is unread, so the connection cannot be reused.
+                        error = Some(ErrorClass::BodyTooLarge);
+                        break;
+                    }
+                }
+            }
+            Ok(Some(Err(_))) => {
+                // Also an HTTP/2 stream reset after the head: the body broke.
+                error = Some(ErrorClass::Body);
+                break;
+            }
+            Err(_) => {
+                error = Some(ErrorClass::Timeout);
+                break;
+            }
+        }
+    }
+    let (body, discarded) = sink.finish();
+    ReadBody {
+        body,
+        discarded,
+        received,
+        error,
     }
 }
 
@@ -620,7 +715,7 @@ fn build_request(
 }
 
 /// Methods a client may resend after a connection died under it (RFC 9110 §9.2.2).
-fn is_idempotent(m: &Method) -> bool {
+pub(crate) fn is_idempotent(m: &Method) -> bool {
     matches!(
         *m,
         Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE | Method::PUT | Method::DELETE
@@ -643,6 +738,10 @@ pub fn classify_errno(errno: i32, connecting: bool) -> Option<ErrorClass> {
 
 /// Classifies an IO error by errno first, then by kind (errors built without an errno).
 pub fn classify_io(e: &io::Error, connecting: bool) -> ErrorClass {
+    // A TLS alert after the handshake (TLS 1.3 reports a refused client certificate only then).
+    if e.get_ref().is_some_and(|inner| inner.is::<rustls::Error>()) {
+        return ErrorClass::Tls;
+    }
     if let Some(class) = e.raw_os_error().and_then(|n| classify_errno(n, connecting)) {
         return class;
     }
@@ -664,6 +763,18 @@ pub fn classify_io(e: &io::Error, connecting: bool) -> ErrorClass {
 pub fn classify_hyper(e: &hyper::Error) -> ErrorClass {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(err) = source {
+        if let Some(h2) = err.downcast_ref::<::h2::Error>() {
+            if let Some(io) = h2.get_io() {
+                return classify_io(io, false);
+            }
+            // GOAWAY or RST_STREAM: the server dropped the stream; else our side's protocol
+            // check failed.
+            return if h2.is_go_away() || h2.is_reset() {
+                ErrorClass::Reset
+            } else {
+                ErrorClass::Other
+            };
+        }
         if let Some(io) = err.downcast_ref::<io::Error>() {
             return classify_io(io, false);
         }
@@ -675,70 +786,6 @@ pub fn classify_hyper(e: &hyper::Error) -> ErrorClass {
         ErrorClass::Timeout
     } else {
         ErrorClass::Other
-    }
-}
-
-/// Plain TCP or TLS over TCP, as one stream type for hyper.
-enum Stream {
-    Plain(TcpStream),
-    Tls(Box<TlsStream<TcpStream>>),
-}
-
-impl AsyncRead for Stream {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_read(cx, buf),
-            Stream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
-        }
-    }
-}
-
-impl AsyncWrite for Stream {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_write(cx, buf),
-            Stream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
-        }
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
-            Stream::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
-        }
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        match self {
-            Stream::Plain(s) => s.is_write_vectored(),
-            Stream::Tls(s) => s.is_write_vectored(),
-        }
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_flush(cx),
-            Stream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
-        }
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Stream::Plain(s) => Pin::new(s).poll_shutdown(cx),
-            Stream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
-        }
     }
 }
 

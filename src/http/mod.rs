@@ -148,6 +148,9 @@ pub struct Outcome {
     pub local_port: Option<u16>,
     /// True when the request went over a connection opened by an earlier request.
     pub reused: bool,
+    /// The HTTP version the response came in (HTTP/1.1 until a response says otherwise);
+    /// tracing's `network.protocol.version`.
+    pub version: ::http::Version,
     pub headers: ::http::HeaderMap,
     /// The body, up to the configured limit.
     pub body: bytes::Bytes,
@@ -158,9 +161,14 @@ pub struct Outcome {
 
 pub mod client;
 pub mod dns;
+pub mod h2;
 mod timing;
+pub mod tls;
 
 pub use client::{
     Client, ClientOptions, Conn, RequestSpec, classify_errno, classify_hyper, classify_io,
 };
+pub use dns::select::DnsSelect;
 pub use dns::{DnsError, HostsFile, Lookup, Resolver, ResolverConfig, ndots_warning, system_ndots};
+pub use h2::HttpVersion;
+pub use tls::{ClientCert, TlsOptions, TlsVersion};

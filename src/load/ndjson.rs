@@ -40,6 +40,8 @@ enum Record {
         received: u64,
         checks: u64,
         n_checks: u8,
+        /// k6's `proto` tag.
+        proto: &'static str,
     },
     Dropped(SystemTime),
 }
@@ -161,6 +163,11 @@ impl Observer for NdjsonOut {
             received: outcome.bytes_received,
             checks: bits,
             n_checks: checks.len().min(MAX_CHECKS) as u8,
+            proto: if outcome.version == http::Version::HTTP_2 {
+                "HTTP/2.0"
+            } else {
+                "HTTP/1.1"
+            },
         });
     }
 
@@ -321,6 +328,7 @@ fn write_all(
                 received,
                 checks,
                 n_checks,
+                proto,
             }) => {
                 let t = rfc3339(time);
                 let mut http = json!({
@@ -328,7 +336,7 @@ fn write_all(
                     "group": "",
                     "method": tags.method,
                     "name": tags.url,
-                    "proto": "HTTP/1.1",
+                    "proto": proto,
                     "scenario": tags.scenario,
                     "status": status.to_string(),
                     "url": tags.url,

@@ -7,6 +7,7 @@
 //! nameservers.
 
 mod exchange;
+pub mod select;
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
