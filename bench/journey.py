@@ -45,7 +45,8 @@ def config(url: str, shape: str, rate: int, duration: int) -> str:
         "    executor: constant-arrival-rate\n"
         f"    rate: {rate if shape == 'single' else rate // 3}/s\n"
         f"    duration: {duration}s\n"
-        "    max_vus: 200\n"
+        "    pre_allocated_vus: 50\n"
+        "    max_vus: 400\n"
     )
     if shape == "single":
         return head + "profiles:\n  p:\n    target: nginx\n" + profile
