@@ -21,6 +21,7 @@ mod server;
 mod slos;
 mod storage;
 mod targets;
+mod telemetry;
 mod thresholds;
 mod walk;
 pub mod yaml;
@@ -123,6 +124,8 @@ pub struct Config {
     pub targets: BTreeMap<String, Target>,
     pub profiles: BTreeMap<String, Profile>,
     pub slos: BTreeMap<String, Slo>,
+    /// `telemetry:`; `None` when absent (nothing traced, nothing exported).
+    pub telemetry: Option<crate::telemetry::TelemetryConfig>,
 }
 
 #[derive(Debug, Clone)]

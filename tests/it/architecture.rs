@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[&[&str]] = &[
     &["exit", "units", "timer", "limits", "signals"],
     &["http"],
-    &["checks", "thresholds", "schedule", "slo"],
+    &["checks", "thresholds", "schedule", "slo", "telemetry"],
     &["load", "rules", "metrics", "store"],
     &["config"],
     &["budget", "target", "web"],
