@@ -9,6 +9,7 @@ tools:
 	bash scripts/install-k8s-test-tools.sh
 	bash scripts/install-k6.sh >/dev/null
 	bash scripts/install-web-test-tools.sh
+	bash scripts/install-otel-test-tools.sh
 
 lint:
 	cargo fmt --check

@@ -251,6 +251,12 @@ pub const STORE_HEALTHY: Family = family(
     None,
     "Whether the embedded store is writable (1) or not (0).",
 );
+pub const TELEMETRY_SPANS_DROPPED: Family = family(
+    "sloburn_telemetry_spans_dropped",
+    Kind::Counter,
+    None,
+    "Trace spans that never reached the OTLP collector, by reason (queue_full or export_failed).",
+);
 pub const THRESHOLD_PASSED: Family = family(
     "sloburn_threshold_passed",
     Kind::Gauge,
@@ -271,7 +277,7 @@ pub const VUS_MAX: Family = family(
 );
 
 /// Every family, in exposition order (sorted by name).
-pub const FAMILIES: [Family; 40] = [
+pub const FAMILIES: [Family; 41] = [
     PROCESS_CPU,
     PROCESS_MAX_FDS,
     PROCESS_OPEN_FDS,
@@ -309,6 +315,7 @@ pub const FAMILIES: [Family; 40] = [
     SLO_TIME_TO_EXHAUSTION,
     STORE_FLUSHES,
     STORE_HEALTHY,
+    TELEMETRY_SPANS_DROPPED,
     THRESHOLD_PASSED,
     VUS,
     VUS_MAX,

@@ -245,6 +245,8 @@ pub struct ProfileMetrics {
     pub(super) phase_labels: [String; 7],
     pub(super) bounds: Bounds,
     pub(super) duration: Hist,
+    /// The latest sampled request per `duration` bucket (OpenMetrics exemplars).
+    pub(super) duration_exemplars: Box<[super::exemplar::Slot]>,
     /// The duration plus the iteration's lateness.
     pub(super) corrected: Hist,
     /// Indexed by `Phase as usize`.
@@ -340,6 +342,9 @@ impl ProfileMetrics {
                 ])
             }),
             duration: Hist::new(&bounds),
+            duration_exemplars: (0..=bounds.nanos.len())
+                .map(|_| super::exemplar::Slot::default())
+                .collect(),
             corrected: Hist::new(&bounds),
             phases: std::array::from_fn(|_| Hist::new(&bounds)),
             lateness: Hist::new(&bounds),
@@ -365,6 +370,30 @@ impl ProfileMetrics {
             data_received: AtomicU64::new(0),
             vus: AtomicU32::new(0),
             vus_max: AtomicU32::new(0),
+        }
+    }
+
+    /// Records a sampled request as the exemplar of the `sloburn_http_req_duration_seconds`
+    /// bucket its duration falls in (the latest one wins). Call it only for sampled requests
+    /// that got a status (as `observe` records the duration); atomics only, no allocation.
+    pub fn exemplar(
+        &self,
+        duration_seconds: f64,
+        trace_id: opentelemetry::trace::TraceId,
+        span_id: opentelemetry::trace::SpanId,
+    ) {
+        let d = Duration::try_from_secs_f64(duration_seconds).unwrap_or_default();
+        let nanos = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        let unix_millis = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX));
+        if let Some(slot) = self.duration_exemplars.get(self.bounds.index(nanos)) {
+            slot.write(super::exemplar::Exemplar {
+                trace_id: u128::from_be_bytes(trace_id.to_bytes()),
+                span_id: u64::from_be_bytes(span_id.to_bytes()),
+                value_nanos: nanos,
+                unix_millis,
+            });
         }
     }
 
