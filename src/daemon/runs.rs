@@ -81,10 +81,15 @@ pub fn start_run(shared: &Arc<Shared>, name: &str, trigger: &str) -> Result<u64,
     // never overwrite the finished record).
     shared.remember(&record);
     let shared2 = shared.clone();
-    shared.tracker.spawn(async move {
+    let span = tracing::info_span!("run", profile = %name, run = id, trigger, trace_id = tracing::field::Empty);
+    crate::telemetry::daemon::stamp(&span);
+    let task = async move {
         let (result, detail) = execute(&shared2, &profile, &target, stopper, record).await;
         finish(&shared2, &profile.name, id, result, detail);
-    });
+    };
+    shared
+        .tracker
+        .spawn(tracing::Instrument::instrument(task, span));
     Ok(id)
 }
 

@@ -44,3 +44,40 @@ pub fn stamp(span: &tracing::Span) {
         span.record("trace_id", tracing::field::display(sc.trace_id()));
     }
 }
+
+static EXPORTER: OnceLock<super::Exporter> = OnceLock::new();
+
+/// The scope of the daemon's own spans (runs, reloads, store flushes).
+pub const SCOPE: &str = "sloburn.daemon";
+
+/// Starts the process's exporter from the start-up config (once: `telemetry:` changes need a
+/// restart, a reload keeps the exporter it has) and sends the daemon's own spans to it. `None`
+/// when the exporter could not be built (logged: tracing is never worth refusing to start).
+pub fn start(cfg: &super::TelemetryConfig) -> Option<&'static super::Exporter> {
+    if let Some(e) = EXPORTER.get() {
+        return Some(e);
+    }
+    match super::Exporter::start(cfg) {
+        Ok(e) => {
+            let e = EXPORTER.get_or_init(|| e);
+            install(e.tracer(SCOPE));
+            Some(e)
+        }
+        Err(message) => {
+            tracing::error!(error = %message, "telemetry disabled: the OTLP exporter did not start");
+            None
+        }
+    }
+}
+
+/// The exporter [`start`] made, for the load's [`super::Tracer`].
+pub fn exporter() -> Option<&'static super::Exporter> {
+    EXPORTER.get()
+}
+
+/// Exports what is queued (blocking, bounded by the exporter's timeout); call on shutdown.
+pub fn flush() {
+    if let Some(e) = EXPORTER.get() {
+        let _ = e.flush();
+    }
+}
