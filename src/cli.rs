@@ -41,8 +41,7 @@ pub fn init_logging(format: LogFormat, default_level: &str) {
     };
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
-    // The OpenTelemetry slot sits first on the registry, empty until `serve` reads a
-    // `telemetry:` section (`telemetry::daemon::install`).
+    // The daemon's own spans: sampled only once `serve` installs an exporter.
     let registry = tracing_subscriber::registry()
         .with(crate::telemetry::daemon::layer())
         .with(filter);

@@ -63,6 +63,7 @@ impl ExportStats {
 /// loses the spans still queued.
 pub struct Exporter {
     provider: SdkTracerProvider,
+    processor: Arc<BoundedProcessor>,
     stats: Arc<ExportStats>,
     runtime: Option<tokio::runtime::Runtime>,
 }
@@ -100,20 +101,25 @@ impl Exporter {
             .with_max_export_batch_size(traces.max_export_batch_size.clamp(1, max_queue))
             .with_scheduled_delay(traces.schedule_delay)
             .build();
-        let processor = BatchSpanProcessor::builder(counting)
+        let mut processor = BatchSpanProcessor::builder(counting)
             .with_batch_config(batch)
             .build();
-        let bounded = BoundedProcessor {
+        let resource = resource(&cfg.resource);
+        // Set here rather than by the provider: the processor is shared (the daemon's own
+        // spans go through it too), so the provider only sees a handle.
+        processor.set_resource(&resource);
+        let bounded = Arc::new(BoundedProcessor {
             inner: processor,
             stats: stats.clone(),
             max_queue: max_queue as u64,
-        };
+        });
         let provider = SdkTracerProvider::builder()
-            .with_span_processor(bounded)
-            .with_resource(resource(&cfg.resource))
+            .with_span_processor(SharedProcessor(bounded.clone()))
+            .with_resource(resource)
             .build();
         Ok(Exporter {
             provider,
+            processor: bounded,
             stats,
             runtime: Some(runtime),
         })
@@ -126,6 +132,12 @@ impl Exporter {
 
     pub fn provider(&self) -> &SdkTracerProvider {
         &self.provider
+    }
+
+    /// The bounded processor, as a [`SpanProcessor`] another provider can end spans into
+    /// (the daemon's `tracing` spans, see `telemetry::daemon`).
+    pub fn processor(&self) -> SharedProcessor {
+        SharedProcessor(self.processor.clone())
     }
 
     pub fn stats(&self) -> &Arc<ExportStats> {
@@ -320,6 +332,28 @@ impl SpanExporter for CountingExporter {
     }
 }
 
+/// A handle on an [`Exporter`]'s bounded processor; its resource is the exporter's.
+#[derive(Debug, Clone)]
+pub struct SharedProcessor(Arc<BoundedProcessor>);
+
+impl SpanProcessor for SharedProcessor {
+    fn on_start(&self, span: &mut opentelemetry_sdk::trace::Span, cx: &opentelemetry::Context) {
+        self.0.on_start(span, cx);
+    }
+
+    fn on_end(&self, span: SpanData) {
+        self.0.on_end(span);
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        self.0.force_flush()
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.0.shutdown_with_timeout(timeout)
+    }
+}
+
 /// Admits a span to the batch processor only while its queue has room.
 #[derive(Debug)]
 struct BoundedProcessor {
@@ -355,10 +389,6 @@ impl SpanProcessor for BoundedProcessor {
 
     fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
         self.inner.shutdown_with_timeout(timeout)
-    }
-
-    fn set_resource(&mut self, resource: &Resource) {
-        self.inner.set_resource(resource);
     }
 }
 

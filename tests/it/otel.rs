@@ -562,3 +562,63 @@ fn exemplars_ride_on_openmetrics_buckets_and_leave_the_classic_format_as_it_was(
     assert_eq!(om.matches("trace_id=").count(), 2);
     assert!(om.ends_with("# EOF\n"));
 }
+
+#[test]
+fn the_daemons_run_reload_and_store_flush_are_spans_and_its_logs_carry_the_trace_id() {
+    use crate::support::{
+        AVAILABILITY_SLO, BackgroundTarget, Daemon, daemon_config, eventually, write_config,
+    };
+    let receiver = Receiver::start();
+    let target = BackgroundTarget::start(TargetOptions::default());
+    let dir = tempfile::tempdir().unwrap();
+    let quick = "  quick:\n    target: api\n    every: 1h\n    run_on_start: true\n    executor: constant-vus\n    vus: 1\n    duration: 1s\n";
+    let mut text = daemon_config(
+        target.addr,
+        &dir.path().join("data"),
+        quick,
+        AVAILABILITY_SLO,
+    );
+    text.push_str(&format!(
+        "telemetry:\n  otlp:\n    endpoint: http://127.0.0.1:{}\n    headers:\n      Authorization: \"Bearer ${{env:TEST_ADMIN_TOKEN}}\"\n  traces:\n    sample_ratio: 1.0\n    schedule_delay: 100ms\n  resource:\n    deployment.environment: otel-daemon-test\n",
+        receiver.port
+    ));
+    let path = write_config(dir.path(), &text);
+    let d = Daemon::start(&path, &[]);
+    let named = |name: &str| {
+        receiver
+            .spans(0)
+            .into_iter()
+            .find(|s| s["name"] == name && s["scope"] == "sloburn.daemon")
+    };
+    let run = eventually(Duration::from_secs(30), || named("run")).expect("a run span");
+    assert_eq!(attr(&run, "profile"), "quick");
+    assert_eq!(
+        run["resource"]["deployment.environment"],
+        "otel-daemon-test"
+    );
+    eventually(Duration::from_secs(30), || named("store_flush")).expect("a store flush span");
+    d.signal(libc::SIGHUP);
+    eventually(Duration::from_secs(30), || named("reload")).expect("a reload span");
+
+    // A log line written inside the run carries the run span's trace id.
+    let trace = run["trace_id"].as_str().unwrap().to_string();
+    let logged = eventually(Duration::from_secs(10), || {
+        d.logs
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|l| l.contains(&trace))
+            .cloned()
+    });
+    assert!(
+        logged.is_some(),
+        "no log line with trace id {trace}: {:#?}",
+        d.logs.lock().unwrap()
+    );
+    let metrics = d.metrics();
+    assert!(
+        metrics.contains("sloburn_telemetry_spans_dropped_total{reason=\"export_failed\"} 0"),
+        "{metrics}"
+    );
+    assert!(!receiver.raw().contains(crate::support::ADMIN_TOKEN));
+}
