@@ -622,3 +622,98 @@ fn the_daemons_run_reload_and_store_flush_are_spans_and_its_logs_carry_the_trace
     );
     assert!(!receiver.raw().contains(crate::support::ADMIN_TOKEN));
 }
+
+#[test]
+fn latency_panels_show_exemplars_linked_to_the_traces_datasource() {
+    for (file, d) in crate::dashboards::dashboards() {
+        if file == "load-runs.json" {
+            continue;
+        }
+        let vars = d["templating"]["list"].as_array().unwrap();
+        let traces = vars
+            .iter()
+            .find(|v| v["name"] == "traces_datasource")
+            .unwrap_or_else(|| panic!("{file}: no $traces_datasource"));
+        assert_eq!(traces["type"], "datasource", "{file}");
+        let with_exemplars: Vec<&Value> = crate::dashboards::panels(&d)
+            .into_iter()
+            .filter(|p| {
+                p["targets"].as_array().into_iter().flatten().any(|t| {
+                    t["exemplar"] == true
+                        && t["expr"]
+                            .as_str()
+                            .unwrap_or("")
+                            .contains("sloburn_http_req_duration_seconds_bucket")
+                })
+            })
+            .collect();
+        assert!(
+            !with_exemplars.is_empty(),
+            "{file}: no latency panel with exemplars"
+        );
+        for p in with_exemplars {
+            let links = p["fieldConfig"]["defaults"]["links"].as_array().unwrap();
+            assert!(
+                links.iter().any(|l| {
+                    let url = l["url"].as_str().unwrap();
+                    url.contains("${traces_datasource}")
+                        && url.contains("${__data.fields.trace_id}")
+                }),
+                "{file}: panel {} has no trace link",
+                p["title"]
+            );
+        }
+    }
+}
+
+#[test]
+fn the_telemetry_section_is_validated_with_positions() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = "targets:\n  api:\n    url: http://127.0.0.1:1/\n";
+    let good = format!(
+        "{base}telemetry:\n  otlp:\n    endpoint: grpc://collector:4317\n    headers: {{ Authorization: \"Bearer ${{env:TEST_ADMIN_TOKEN}}\" }}\n  traces:\n    sample_ratio: 0.25\n    propagate: false\n    tracestate: \"sloburn=canary\"\n  resource: {{ service.name: canary-gen, deployment.environment: prod }}\n"
+    );
+    let cfg = sloburn::config::from_str(&good, "t.yaml", dir.path(), &crate::support::test_env())
+        .unwrap_or_else(|e| panic!("{e}"))
+        .config;
+    let t = cfg.telemetry.expect("telemetry section");
+    assert_eq!(t.otlp.protocol, Some(Protocol::Grpc));
+    assert_eq!(t.otlp.endpoint.as_deref(), Some("grpc://collector:4317"));
+    let (name, value) = &t.otlp.headers[0];
+    assert_eq!(name, "authorization");
+    assert!(value.is_sensitive());
+    assert_eq!(
+        value.to_str().unwrap(),
+        format!("Bearer {}", crate::support::ADMIN_TOKEN)
+    );
+    assert!(!format!("{value:?}").contains(crate::support::ADMIN_TOKEN));
+    assert_eq!(t.traces.sample_ratio, 0.25);
+    assert!(!t.traces.propagate);
+    assert_eq!(t.traces.tracestate.as_deref(), Some("sloburn=canary"));
+    assert_eq!(
+        t.resource,
+        vec![
+            ("service.name".to_string(), "canary-gen".to_string()),
+            ("deployment.environment".to_string(), "prod".to_string())
+        ]
+    );
+    let none = sloburn::config::from_str(base, "t.yaml", dir.path(), &crate::support::test_env())
+        .unwrap()
+        .config;
+    assert!(none.telemetry.is_none());
+
+    let bad = format!(
+        "{base}telemetry:\n  otlp:\n    endpoint: ftp://collector\n  traces:\n    sample_ratio: 1.5\n    tracestate: \"Bad=1\"\n    sampel_ratio: 0.1\n"
+    );
+    let err = sloburn::config::from_str(&bad, "t.yaml", dir.path(), &crate::support::test_env())
+        .unwrap_err()
+        .to_string();
+    for want in [
+        "t.yaml:6:15: telemetry.otlp.endpoint",
+        "t.yaml:8:19: telemetry.traces.sample_ratio: must be between 0 and 1",
+        "t.yaml:9:17: telemetry.traces.tracestate",
+        "t.yaml:10:5: telemetry.traces.sampel_ratio: unknown field `sampel_ratio` (did you mean `sample_ratio`?)",
+    ] {
+        assert!(err.contains(want), "missing `{want}` in:\n{err}");
+    }
+}
