@@ -717,3 +717,151 @@ fn the_telemetry_section_is_validated_with_positions() {
         assert!(err.contains(want), "missing `{want}` in:\n{err}");
     }
 }
+
+/// `/metrics` of an in-process registry, negotiated as the daemon does.
+async fn serve_metrics(m: sloburn::metrics::Metrics) -> SocketAddr {
+    use axum::http::header::{ACCEPT, CONTENT_TYPE};
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move |headers: axum::http::HeaderMap| {
+            let m = m.clone();
+            async move {
+                let om = sloburn::metrics::Metrics::wants_openmetrics(
+                    headers.get(ACCEPT).and_then(|v| v.to_str().ok()),
+                );
+                (
+                    [(CONTENT_TYPE, sloburn::metrics::Metrics::content_type(om))],
+                    m.encode(om),
+                )
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_prometheus_stores_the_exemplars_of_exported_request_spans() {
+    use crate::support::{Server, free_port, urlencode, wait_ready, which};
+    let receiver = Receiver::start();
+    let stop = CancellationToken::new();
+    let target = spawn(TargetOptions::default(), stop.clone()).await.unwrap();
+    let traces = TracesConfig {
+        sample_ratio: 1.0,
+        schedule_delay: Duration::from_millis(100),
+        ..TracesConfig::default()
+    };
+    let exporter = Exporter::start(&config(
+        format!("http://127.0.0.1:{}", receiver.port),
+        traces.clone(),
+    ))
+    .unwrap();
+    let tracer = Tracer::new(exporter.tracer(spans::SCOPE), &traces);
+    let metrics = sloburn::metrics::Metrics::new("0.1.0");
+    let pm = metrics.profile("api", "canary", &[0.0005, 0.001, 0.005, 0.05, 1.0], &[]);
+    let scrape = serve_metrics(metrics.clone()).await;
+
+    // What the runner's hook does per sampled request: span, header, request, observe, then
+    // the exemplar with the span's ids.
+    let run = tracer.run_span("canary", "constant-vus");
+    let client = client();
+    let mut conn = client.conn();
+    for _ in 0..20 {
+        let mut iter = run.iteration(None).unwrap();
+        let span = iter.request(None);
+        let mut req = request(target.addr, "");
+        span.inject(&mut req.headers);
+        let out = conn.send(&req).await;
+        pm.observe(&out, Duration::ZERO, &[]);
+        pm.exemplar(
+            out.phases.duration().as_secs_f64(),
+            span.trace_id(),
+            span.span_id(),
+        );
+        span.finish(&out, "GET", "http://api/", None);
+        iter.finish();
+    }
+    run.finish("passed");
+    flush(&exporter).await;
+    let exported = receiver.spans(41);
+    let client_spans: Vec<(String, String)> = exported
+        .iter()
+        .filter(|s| s["kind"] == 3)
+        .map(|s| {
+            (
+                s["trace_id"].as_str().unwrap().to_string(),
+                s["span_id"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(client_spans.len(), 20);
+
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = format!(
+        "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: sloburn\n    static_configs:\n      - targets: [\"{scrape}\"]\n"
+    );
+    let cfg_path = dir.path().join("prometheus.yml");
+    std::fs::write(&cfg_path, cfg).unwrap();
+    let port = free_port();
+    let mut cmd = Command::new(which("prometheus"));
+    cmd.arg(format!("--config.file={}", cfg_path.display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.path().join("tsdb").display()
+        ))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .arg("--enable-feature=exemplar-storage");
+    let prom = Server::spawn(&mut cmd, dir, port);
+    let prom_ready = tokio::task::spawn_blocking(move || {
+        wait_ready(
+            &format!("http://127.0.0.1:{port}/-/ready"),
+            port,
+            Duration::from_secs(30),
+        )
+    })
+    .await
+    .unwrap();
+    assert!(prom_ready, "prometheus did not start:\n{}", prom.log_tail());
+
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let path = format!(
+        "/api/v1/query_exemplars?query={}&start={}&end={}",
+        urlencode("sloburn_http_req_duration_seconds_bucket"),
+        now - 600,
+        now + 600
+    );
+    let prom = Arc::new(prom);
+    let p2 = prom.clone();
+    let found = tokio::task::spawn_blocking(move || {
+        crate::support::eventually(Duration::from_secs(30), || {
+            let v = p2.api(&path);
+            let ids: Vec<(String, String)> = v["data"]
+                .as_array()?
+                .iter()
+                .flat_map(|series| series["exemplars"].as_array().cloned().unwrap_or_default())
+                .map(|e| {
+                    (
+                        e["labels"]["trace_id"].as_str().unwrap_or("").to_string(),
+                        e["labels"]["span_id"].as_str().unwrap_or("").to_string(),
+                    )
+                })
+                .collect();
+            (!ids.is_empty()).then_some(ids)
+        })
+    })
+    .await
+    .unwrap()
+    .unwrap_or_else(|| panic!("no exemplars in Prometheus:\n{}", prom.log_tail()));
+    for id in &found {
+        assert!(
+            client_spans.contains(id),
+            "exemplar {id:?} is not an exported client span"
+        );
+    }
+    stop.cancel();
+}
