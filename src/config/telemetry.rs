@@ -21,12 +21,7 @@ pub fn telemetry(
     let errors = ctx.errors.len();
     let otlp = match f.get("otlp") {
         Some(n) => otlp(ctx, n, base, env),
-        None => OtlpConfig {
-            endpoint: None,
-            protocol: None,
-            headers: Vec::new(),
-            timeout: None,
-        },
+        None => OtlpConfig::default(),
     };
     let traces = match f.get("traces") {
         Some(n) => traces(ctx, n),
@@ -62,12 +57,7 @@ pub fn telemetry(
 }
 
 fn otlp(ctx: &mut Ctx, node: &Node, base: &Path, env: &Env) -> OtlpConfig {
-    let mut out = OtlpConfig {
-        endpoint: None,
-        protocol: None,
-        headers: Vec::new(),
-        timeout: None,
-    };
+    let mut out = OtlpConfig::default();
     let path = "telemetry.otlp";
     let Some(f) = walk::fields(ctx, node, path, &["endpoint", "headers", "timeout"]) else {
         return out;

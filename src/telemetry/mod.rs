@@ -35,7 +35,7 @@ pub enum Protocol {
 }
 
 /// `telemetry.otlp`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct OtlpConfig {
     /// As written, `grpc://` turned into `http://` for tonic. `None`: the standard
     /// `OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT` variables, then the OTLP default.
