@@ -4,12 +4,14 @@
 # - opentelemetry-proto: the official OTLP protobuf definitions, generated for Python; the
 #   test's OTLP receiver (tests/it/otel/receiver.py) decodes `/v1/traces` bodies with it.
 #   It brings its runtime, `protobuf`.
+# - grpcio: the gRPC server of the receiver's `--grpc` mode (OTLP/gRPC).
 # Prometheus (for the exemplar test) comes from install-test-tools.sh (Debian's package).
 set -euo pipefail
 
 PY=${PYTHON:-python3}
 pins=(
   "opentelemetry-proto==1.45.2"
+  "grpcio==1.85.1"
 )
 
 have() { # name version
@@ -30,4 +32,4 @@ if [ ${#need[@]} -gt 0 ]; then
   echo "installing ${need[*]} from PyPI" >&2
   "$PY" -m pip install --quiet --disable-pip-version-check "${need[@]}" >&2
 fi
-"$PY" -c 'from opentelemetry.proto.collector.trace.v1 import trace_service_pb2' >/dev/null
+"$PY" -c 'import grpc; from opentelemetry.proto.collector.trace.v1 import trace_service_pb2' >/dev/null

@@ -37,6 +37,11 @@ struct Receiver {
 
 impl Receiver {
     fn start() -> Receiver {
+        Receiver::start_with(&[])
+    }
+
+    /// `args` after the output file: `--grpc` for OTLP/gRPC.
+    fn start_with(args: &[&str]) -> Receiver {
         let status = Command::new("bash")
             .arg(concat!(
                 env!("CARGO_MANIFEST_DIR"),
@@ -57,6 +62,7 @@ impl Receiver {
                 "/tests/it/otel/receiver.py"
             ))
             .arg(&out)
+            .args(args)
             .stdout(Stdio::piped())
             .spawn()
             .expect("python3 starts the receiver");
@@ -360,6 +366,45 @@ async fn propagate_false_sends_nothing_to_the_target() {
     assert_eq!(target.stats().traceparents_received, 0);
     assert!(target.traceparents().is_empty());
     stop.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grpc_endpoint_exports_over_otlp_grpc() {
+    let receiver = Receiver::start_with(&["--grpc"]);
+    let traces = TracesConfig {
+        sample_ratio: 1.0,
+        schedule_delay: Duration::from_millis(100),
+        ..TracesConfig::default()
+    };
+    let mut cfg = config(
+        format!("grpc://127.0.0.1:{}", receiver.port),
+        traces.clone(),
+    );
+    cfg.otlp.protocol = Some(Protocol::Grpc);
+    let exporter = Exporter::start(&cfg).unwrap();
+    let tracer = Tracer::new(exporter.tracer(spans::SCOPE), &traces);
+    let run = tracer.run_span("g", "constant-vus");
+    let mut iter = run.iteration(Some("j")).unwrap();
+    let span = iter.request(Some("s"));
+    let mut out = sloburn::http::Outcome {
+        status: Some(204),
+        ..Default::default()
+    };
+    out.phases.waiting = Duration::from_millis(3);
+    span.finish(&out, "POST", "http://svc:8080/x", None);
+    iter.finish();
+    run.finish("passed");
+    flush(&exporter).await;
+    let got = receiver.spans(3);
+    assert_eq!(got.len(), 3, "{got:#?}");
+    let req = got
+        .iter()
+        .find(|s| s["kind"] == 3)
+        .expect("the client span");
+    assert_eq!(attr(req, "http.request.method"), "POST");
+    assert_eq!(attr(req, "http.response.status_code"), 204);
+    assert_eq!(attr(req, "server.port"), 8080);
+    assert_eq!(exporter.stats().exported(), 3);
 }
 
 #[test]
