@@ -255,14 +255,6 @@ impl ReqSpan {
         if let Some(e) = &error_type {
             attrs.push(KeyValue::new("error.type", e.clone()));
         }
-        attrs.push(KeyValue::new(
-            "http.request.body.size",
-            outcome.bytes_sent as i64,
-        ));
-        attrs.push(KeyValue::new(
-            "http.response.body.size",
-            outcome.body.len() as i64,
-        ));
         self.span.set_attributes(attrs);
         let p = &outcome.phases;
         let phases = [
