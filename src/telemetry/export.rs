@@ -228,6 +228,18 @@ pub fn http_endpoint(base: &str) -> String {
     }
 }
 
+/// `OTEL_EXPORTER_OTLP_TRACES_TIMEOUT`, else `OTEL_EXPORTER_OTLP_TIMEOUT` (milliseconds), else
+/// the OTLP default of 10 s.
+fn env_timeout() -> Duration {
+    [
+        "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+        "OTEL_EXPORTER_OTLP_TIMEOUT",
+    ]
+    .iter()
+    .find_map(|v| std::env::var(v).ok()?.trim().parse::<u64>().ok())
+    .map_or(Duration::from_secs(10), Duration::from_millis)
+}
+
 enum AnyExporter {
     Http(opentelemetry_otlp::SpanExporter),
     Grpc(opentelemetry_otlp::SpanExporter),
@@ -245,7 +257,9 @@ fn build_exporter(
         .collect();
     match protocol(cfg) {
         Protocol::HttpProtobuf => {
-            let client = OtlpHttpClient::new(rt.clone(), headers.clone());
+            // The client's own bound: the export timeout as the exporter resolves it.
+            let timeout = otlp.timeout.unwrap_or_else(env_timeout);
+            let client = OtlpHttpClient::new(rt.clone(), headers.clone(), timeout);
             let mut b = opentelemetry_otlp::SpanExporter::builder()
                 .with_http()
                 .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
@@ -408,8 +422,13 @@ impl std::fmt::Debug for OtlpHttpClient {
 }
 
 impl OtlpHttpClient {
-    fn new(rt: tokio::runtime::Handle, headers: Vec<(HeaderName, HeaderValue)>) -> Self {
+    fn new(
+        rt: tokio::runtime::Handle,
+        headers: Vec<(HeaderName, HeaderValue)>,
+        timeout: Duration,
+    ) -> Self {
         let opts = ClientOptions {
+            timeout,
             max_body: 64 << 10,
             ..ClientOptions::default()
         };
