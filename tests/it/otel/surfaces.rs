@@ -105,7 +105,16 @@ fn the_daemons_run_reload_and_store_flush_are_spans_and_its_logs_carry_the_trace
         receiver.port
     ));
     let path = write_config(dir.path(), &text);
-    let d = Daemon::start(&path, &[]);
+    // Downward-API variables and the standard OTEL_* ones; the config's resource wins.
+    let mut cmd = Daemon::command(&path, &[]);
+    cmd.env("POD_NAME", "sloburn-7d9f-abcde")
+        .env("POD_NAMESPACE", "canaries")
+        .env("NODE_NAME", "node-3")
+        .env(
+            "OTEL_RESOURCE_ATTRIBUTES",
+            "team=sre,deployment.environment=from-env",
+        );
+    let d = Daemon::spawn(cmd);
     let named = |name: &str| {
         receiver
             .spans(0)
@@ -114,10 +123,13 @@ fn the_daemons_run_reload_and_store_flush_are_spans_and_its_logs_carry_the_trace
     };
     let run = eventually(Duration::from_secs(30), || named("run")).expect("a run span");
     assert_eq!(attr(&run, "profile"), "quick");
-    assert_eq!(
-        run["resource"]["deployment.environment"],
-        "otel-daemon-test"
-    );
+    let resource = &run["resource"];
+    assert_eq!(resource["deployment.environment"], "otel-daemon-test");
+    assert_eq!(resource["team"], "sre");
+    assert_eq!(resource["service.name"], "sloburn");
+    assert_eq!(resource["k8s.pod.name"], "sloburn-7d9f-abcde");
+    assert_eq!(resource["k8s.namespace.name"], "canaries");
+    assert_eq!(resource["k8s.node.name"], "node-3");
     eventually(Duration::from_secs(30), || named("store_flush")).expect("a store flush span");
     d.signal(libc::SIGHUP);
     eventually(Duration::from_secs(30), || named("reload")).expect("a reload span");
