@@ -10,6 +10,7 @@ tools:
 	bash scripts/install-argo-models.sh >/dev/null
 	bash scripts/install-k6.sh >/dev/null
 	bash scripts/install-web-test-tools.sh
+	bash scripts/install-otel-test-tools.sh
 
 lint:
 	cargo fmt --check

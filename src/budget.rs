@@ -312,6 +312,9 @@ impl Budget {
         if batch.is_empty() {
             return Ok(0);
         }
+        let span = tracing::info_span!("store_flush", trace_id = tracing::field::Empty);
+        crate::telemetry::daemon::stamp(&span);
+        let _in_span = span.enter();
         let result = match self.store.lock() {
             Ok(mut store) => match store.as_mut() {
                 Some(st) => match st.keep_in_place() {

@@ -39,13 +39,17 @@ pub fn init_logging(format: LogFormat, default_level: &str) {
         LogFormat::Text => false,
         LogFormat::Auto => !std::io::stderr().is_terminal(),
     };
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    // The daemon's own spans: sampled only once `serve` installs an exporter.
+    let registry = tracing_subscriber::registry()
+        .with(crate::telemetry::daemon::layer())
+        .with(filter);
+    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
     let _ = if json {
-        builder.json().flatten_event(true).try_init()
+        registry.with(fmt.json().flatten_event(true)).try_init()
     } else {
-        builder.try_init()
+        registry.with(fmt).try_init()
     };
 }
 

@@ -22,6 +22,7 @@ pub mod signals;
 pub mod slo;
 pub mod store;
 pub mod target;
+pub mod telemetry;
 pub mod thresholds;
 pub mod timer;
 pub mod units;

@@ -4,7 +4,9 @@
 
 use super::walk::{self, Ctx, Fields, did_you_mean, named_keys, node_at};
 use super::yaml::Node;
-use super::{Config, Env, Profile, Slo, journeys, profiles, server, slos, storage, targets};
+use super::{
+    Config, Env, Profile, Slo, journeys, profiles, server, slos, storage, targets, telemetry,
+};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -25,10 +27,12 @@ pub fn config(ctx: &mut Ctx, root: &Node, base: &Path, env: &Env) -> Option<Conf
             "profiles",
             "slos",
             "slos_from",
+            "telemetry",
         ],
     )?;
     let server = server::server(ctx, top.get("server"), base, env);
     let storage = storage::storage(ctx, top.get("storage"), base);
+    let telemetry = telemetry::telemetry(ctx, top.get("telemetry"), base, env);
 
     let mut targets = BTreeMap::new();
     if let Some(node) = top.get("targets") {
@@ -94,6 +98,7 @@ pub fn config(ctx: &mut Ctx, root: &Node, base: &Path, env: &Env) -> Option<Conf
         profiles,
         slos,
         journeys,
+        telemetry,
     })
 }
 

@@ -23,6 +23,7 @@ mod server;
 mod slos;
 mod storage;
 mod targets;
+mod telemetry;
 mod thresholds;
 mod tls;
 mod walk;
@@ -128,6 +129,8 @@ pub struct Config {
     pub slos: BTreeMap<String, Slo>,
     /// Multi-step iterations, compiled (`journeys:`).
     pub journeys: BTreeMap<String, std::sync::Arc<crate::load::walk::Journey>>,
+    /// `telemetry:`; `None` when absent (nothing traced, nothing exported).
+    pub telemetry: Option<crate::telemetry::TelemetryConfig>,
 }
 
 #[derive(Debug, Clone)]

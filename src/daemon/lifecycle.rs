@@ -74,6 +74,11 @@ pub async fn start(opts: Options) -> Result<Daemon, Startup> {
         Source::Fixed(cfg) => ((**cfg).clone(), None),
     };
     let metrics = Metrics::new(env!("CARGO_PKG_VERSION"));
+    if let Some(t) = &cfg.telemetry
+        && let Some(exporter) = crate::telemetry::daemon::start(t)
+    {
+        metrics.set_telemetry(exporter.stats().clone());
+    }
     let budget = Budget::open(&cfg.storage.path, metrics.clone());
     let listen = opts.listen.unwrap_or(cfg.server.listen);
     let listener = tokio::net::TcpListener::bind(listen)
@@ -399,7 +404,10 @@ pub async fn run_until_signal(daemon: Daemon, signals: &mut Signals) -> i32 {
     let mut shutdown = std::pin::pin!(daemon.shutdown());
     loop {
         tokio::select! {
-            _ = &mut shutdown => return crate::exit::OK,
+            _ = &mut shutdown => {
+                let _ = tokio::task::spawn_blocking(crate::telemetry::daemon::flush).await;
+                return crate::exit::OK;
+            }
             sig = next(signals) => if let Sig::Stop(name) = sig {
                 tracing::warn!(signal = name, "second signal: flushing the SLO state, then exiting");
                 flush_now(&shared).await;

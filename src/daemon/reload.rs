@@ -19,6 +19,9 @@ pub fn reload(shared: &Arc<Shared>) -> Result<bool, String> {
     let Source::File(path) = &shared.source else {
         return Ok(false);
     };
+    let span = tracing::info_span!("reload", trace_id = tracing::field::Empty);
+    crate::telemetry::daemon::stamp(&span);
+    let _in_span = span.enter();
     let text =
         config::read_config(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let result = load_text(path, &text);

@@ -124,13 +124,18 @@ pub(super) fn start(
     shared.remember(&record);
     let (ended, ending) = tokio::sync::watch::channel(None);
     let shared2 = shared.clone();
-    shared.tracker.spawn(async move {
+    let span = tracing::info_span!("run", profile = %name, run = id, trigger, trace_id = tracing::field::Empty);
+    crate::telemetry::daemon::stamp(&span);
+    let task = async move {
         let (result, detail) = execute(
             &shared2, &profile, &target, work, slo_events, stopper, record,
         )
         .await;
         finish(&shared2, &profile.name, id, result, detail, &ended);
-    });
+    };
+    shared
+        .tracker
+        .spawn(tracing::Instrument::instrument(task, span));
     Ok((id, ending))
 }
 

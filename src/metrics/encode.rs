@@ -177,6 +177,21 @@ fn source(f: &Family) -> Option<Source> {
         }),
         STORE_FLUSHES => Counts(|s| success_failure(s.state.store_flushes)),
         STORE_HEALTHY => Floats(|s| one(s.state.store_healthy.map(flag))),
+        TELEMETRY_SPANS_DROPPED => Counts(|s| {
+            let Some(t) = &s.state.telemetry else {
+                return Vec::new();
+            };
+            vec![
+                (
+                    label_set(&[("reason", "export_failed")]),
+                    t.dropped_export_failed.load(Relaxed),
+                ),
+                (
+                    label_set(&[("reason", "queue_full")]),
+                    t.dropped_queue_full.load(Relaxed),
+                ),
+            ]
+        }),
         THRESHOLD_PASSED => Floats(|s| {
             let row = |((p, m, t), ok): (&(String, String, String), &bool)| {
                 let labels = label_set(&[("profile", p), ("metric", m), ("threshold", t)]);
@@ -309,9 +324,26 @@ fn histograms(
         } else {
             &p.bounds.le_classic
         };
-        for (labels, h) in series(p) {
-            for (le, n) in le.iter().zip(&h.cumulative) {
-                e.sample(f.name, "_bucket", labels, Some(("le", le)), *n);
+        // Exemplars only in OpenMetrics (the classic format has none) and only on the
+        // request-duration histogram, the one the runner feeds sampled requests to: its
+        // series are the profile's steps, in order.
+        let with_exemplars = e.openmetrics && f.name == HTTP_REQ_DURATION.name;
+        for (j, (labels, h)) in series(p).into_iter().enumerate() {
+            let exemplars = p
+                .steps
+                .get(j)
+                .filter(|_| with_exemplars)
+                .map(|s| &s.duration_exemplars);
+            for (i, (le, n)) in le.iter().zip(&h.cumulative).enumerate() {
+                match exemplars.and_then(|x| x.get(i)?.read()) {
+                    Some(x) => {
+                        e.start(f.name, "_bucket", labels, Some(("le", le)));
+                        super::text::Value::write(*n, &mut e.out);
+                        x.write_suffix(&mut e.out);
+                        e.out.push('\n');
+                    }
+                    None => e.sample(f.name, "_bucket", labels, Some(("le", le)), *n),
+                }
             }
             e.sample(f.name, "_sum", labels, None, h.sum_seconds);
             let count = h.cumulative.last().copied().unwrap_or(0);

@@ -269,6 +269,12 @@ pub const STORE_HEALTHY: Family = family(
     None,
     "Whether the embedded store is writable (1) or not (0).",
 );
+pub const TELEMETRY_SPANS_DROPPED: Family = family(
+    "sloburn_telemetry_spans_dropped",
+    Kind::Counter,
+    None,
+    "Trace spans that never reached the OTLP collector, by reason (queue_full or export_failed).",
+);
 pub const THRESHOLD_PASSED: Family = family(
     "sloburn_threshold_passed",
     Kind::Gauge,
@@ -289,7 +295,7 @@ pub const VUS_MAX: Family = family(
 );
 
 /// Every family, in exposition order (sorted by name).
-pub const FAMILIES: [Family; 43] = [
+pub const FAMILIES: [Family; 44] = [
     PROCESS_CPU,
     PROCESS_MAX_FDS,
     PROCESS_OPEN_FDS,
@@ -330,6 +336,7 @@ pub const FAMILIES: [Family; 43] = [
     SLO_TIME_TO_EXHAUSTION,
     STORE_FLUSHES,
     STORE_HEALTHY,
+    TELEMETRY_SPANS_DROPPED,
     THRESHOLD_PASSED,
     VUS,
     VUS_MAX,

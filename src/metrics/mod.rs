@@ -17,6 +17,7 @@
 
 mod accept;
 mod encode;
+mod exemplar;
 mod families;
 mod process;
 mod profile;

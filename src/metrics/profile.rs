@@ -268,6 +268,8 @@ pub(super) struct StepSeries {
     /// The same with `,phase=".."`, in [`PHASES_BY_LABEL`] order.
     pub phase_labels: [String; 7],
     pub duration: Hist,
+    /// The latest sampled request per `duration` bucket (OpenMetrics exemplars).
+    pub duration_exemplars: Box<[super::exemplar::Slot]>,
     /// The duration plus the iteration's lateness.
     pub corrected: Hist,
     /// Indexed by `Phase as usize`.
@@ -414,6 +416,35 @@ impl ProfileMetrics {
             data_received: AtomicU64::new(0),
             vus: AtomicU32::new(0),
             vus_max: AtomicU32::new(0),
+        }
+    }
+
+    /// Records a sampled request of step `step` as the exemplar of the
+    /// `sloburn_http_req_duration_seconds` bucket its duration falls in (the latest one wins).
+    /// Call it only for sampled requests that got a status (as `observe` records the
+    /// duration); atomics only, no allocation.
+    pub fn exemplar(
+        &self,
+        step: usize,
+        duration_seconds: f64,
+        trace_id: opentelemetry::trace::TraceId,
+        span_id: opentelemetry::trace::SpanId,
+    ) {
+        let Some(s) = self.steps.get(step) else {
+            return;
+        };
+        let d = Duration::try_from_secs_f64(duration_seconds).unwrap_or_default();
+        let nanos = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        let unix_millis = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX));
+        if let Some(slot) = s.duration_exemplars.get(self.bounds.index(nanos)) {
+            slot.write(super::exemplar::Exemplar {
+                trace_id: u128::from_be_bytes(trace_id.to_bytes()),
+                span_id: u64::from_be_bytes(span_id.to_bytes()),
+                value_nanos: nanos,
+                unix_millis,
+            });
         }
     }
 
@@ -573,6 +604,9 @@ impl StepSeries {
             labels: label_set(&base),
             phase_labels: PHASES_BY_LABEL.map(|p| with("phase", p.as_str())),
             duration: Hist::new(bounds),
+            duration_exemplars: (0..=bounds.nanos.len())
+                .map(|_| super::exemplar::Slot::default())
+                .collect(),
             corrected: Hist::new(bounds),
             phases: std::array::from_fn(|_| Hist::new(bounds)),
             reqs: ReqTable::new(),

@@ -49,6 +49,8 @@ pub(super) struct State {
     pub(super) store_flushes: [u64; 2],
     /// Refused bearer tokens: [missing, wrong].
     pub(super) auth_failures: [u64; 2],
+    /// The OTLP exporter's counts, once `telemetry:` started one.
+    pub(super) telemetry: Option<Arc<crate::telemetry::ExportStats>>,
 }
 
 impl State {
@@ -255,6 +257,11 @@ impl Metrics {
     /// profiles (those a reload removed included), zeros too, in label order.
     pub fn local_errors(&self) -> Vec<(&'static str, u64)> {
         self.inner.local_totals.read()
+    }
+
+    /// Exposes the exporter's losses as `sloburn_telemetry_spans_dropped_total`.
+    pub fn set_telemetry(&self, stats: Arc<crate::telemetry::ExportStats>) {
+        lock(&self.inner.state).telemetry = Some(stats);
     }
 
     pub fn store_flush(&self, ok: bool) {

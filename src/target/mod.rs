@@ -165,7 +165,13 @@ struct Stats {
     errors_injected: AtomicU64,
     resets: AtomicU64,
     connections: AtomicU64,
+    traceparents_received: AtomicU64,
+    /// The last [`TRACEPARENTS_KEPT`] `traceparent` values received, oldest first.
+    traceparents: std::sync::Mutex<std::collections::VecDeque<String>>,
 }
+
+/// How many received `traceparent` values `/stats` lists (the count covers all of them).
+pub const TRACEPARENTS_KEPT: usize = 256;
 
 /// A copy of the counters at one moment.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -180,6 +186,19 @@ pub struct StatsSnapshot {
     pub resets: u64,
     /// Connections accepted.
     pub connections: u64,
+    /// Requests that carried a `traceparent` header.
+    #[serde(default)]
+    pub traceparents_received: u64,
+}
+
+/// `/stats`: the counters and the last `traceparent` values received (oldest first, at most
+/// [`TRACEPARENTS_KEPT`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatsBody {
+    #[serde(flatten)]
+    pub counters: StatsSnapshot,
+    #[serde(default)]
+    pub traceparents: Vec<String>,
 }
 
 impl Stats {
@@ -190,7 +209,33 @@ impl Stats {
             errors_injected: self.errors_injected.load(Ordering::Relaxed),
             resets: self.resets.load(Ordering::Relaxed),
             connections: self.connections.load(Ordering::Relaxed),
+            traceparents_received: self.traceparents_received.load(Ordering::Relaxed),
         }
+    }
+
+    fn body(&self) -> StatsBody {
+        let traceparents = match self.traceparents.lock() {
+            Ok(q) => q.iter().cloned().collect(),
+            Err(p) => p.into_inner().iter().cloned().collect(),
+        };
+        StatsBody {
+            counters: self.snapshot(),
+            traceparents,
+        }
+    }
+
+    /// Counts the header and keeps its value (bounded); only requests that carry one pay.
+    fn record_traceparent(&self, value: &http::HeaderValue) {
+        self.traceparents_received.fetch_add(1, Ordering::Relaxed);
+        let text = String::from_utf8_lossy(value.as_bytes()).into_owned();
+        let mut q = match self.traceparents.lock() {
+            Ok(q) => q,
+            Err(p) => p.into_inner(),
+        };
+        if q.len() == TRACEPARENTS_KEPT {
+            q.pop_front();
+        }
+        q.push_back(text);
     }
 }
 
@@ -226,6 +271,11 @@ pub struct Target {
 impl Target {
     pub fn stats(&self) -> StatsSnapshot {
         self.shared.stats.snapshot()
+    }
+
+    /// The last `traceparent` values received, oldest first (as on `/stats`).
+    pub fn traceparents(&self) -> Vec<String> {
+        self.shared.stats.body().traceparents
     }
 
     /// Resolves once the shutdown token is cancelled and every connection has finished its
@@ -457,13 +507,15 @@ impl Conn {
     fn plan(&self, req: &Request<Incoming>) -> Plan {
         let uri = req.uri();
         if uri.path() == "/stats" {
-            let snapshot = self.shared.stats.snapshot();
-            let json = serde_json::to_vec(&snapshot).unwrap_or_default();
+            let json = serde_json::to_vec(&self.shared.stats.body()).unwrap_or_default();
             return Plan::Respond(response(
                 StatusCode::OK,
                 "application/json",
                 TargetBody::once(Bytes::from(json)),
             ));
+        }
+        if let Some(tp) = req.headers().get("traceparent") {
+            self.shared.stats.record_traceparent(tp);
         }
         let faults = match uri.query() {
             None => self.shared.faults,

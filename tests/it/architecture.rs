@@ -10,7 +10,14 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[&[&str]] = &[
     &["exit", "units", "timer", "limits", "signals"],
     &["http"],
-    &["checks", "thresholds", "schedule", "slo", "journey"],
+    &[
+        "checks",
+        "thresholds",
+        "schedule",
+        "slo",
+        "journey",
+        "telemetry",
+    ],
     &["load", "rules", "metrics", "store"],
     &["config"],
     &["budget", "target", "web"],

@@ -30,7 +30,13 @@ use serde_json::{Value, json};
 const KUBE_VERSION: &str = "1.33.0";
 
 /// Every kustomization, relative to `deploy/`.
-const KUSTOMIZATIONS: &[&str] = &["base", "overlays/shard", "overlays/pvc", "examples/sidecar"];
+const KUSTOMIZATIONS: &[&str] = &[
+    "base",
+    "overlays/shard",
+    "overlays/pvc",
+    "overlays/otel",
+    "examples/sidecar",
+];
 
 const CRD_KINDS: &[&str] = &["ServiceMonitor", "PodMonitor", "PrometheusRule"];
 

@@ -18,6 +18,7 @@ mod k6;
 mod load;
 mod metrics;
 mod openslo;
+mod otel;
 mod panels;
 mod rules;
 mod secrets;

@@ -386,18 +386,36 @@ fn every_panel_query_returns_data_after_a_minute_of_the_demo() {
     for (name, want) in [
         (
             "overview.json $slo",
-            &["checkout-availability", "search-latency"][..],
+            &[
+                "checkout-availability",
+                "search-latency",
+                "shop-browse",
+                "shop-checkout",
+            ][..],
         ),
         (
             "overview.json $profile",
-            &["checkout-canary", "checkout-spike", "search-steady"][..],
+            &[
+                "checkout-canary",
+                "checkout-spike",
+                "search-steady",
+                "shoppers",
+            ][..],
         ),
-        ("overview.json $target", &["checkout", "search"][..]),
+        ("overview.json $target", &["checkout", "search", "shop"][..]),
         (
             "load-runs.json $profile",
-            &["checkout-canary", "checkout-spike", "search-steady"][..],
+            &[
+                "checkout-canary",
+                "checkout-spike",
+                "search-steady",
+                "shoppers",
+            ][..],
         ),
-        ("load-runs.json $target", &["checkout", "search"][..]),
+        (
+            "load-runs.json $target",
+            &["checkout", "search", "shop"][..],
+        ),
         ("slo-detail.json $slo", &["checkout-availability"][..]),
     ] {
         let got: Option<Vec<&str>> = vars

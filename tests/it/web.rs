@@ -345,7 +345,7 @@ fn the_demo_dashboard_in_chromium_matches_the_api_and_its_live_figures_move() {
            c.querySelectorAll('figure.chart').length)",
     );
     let per_profile: Vec<u64> = serde_json::from_value(per_profile).unwrap();
-    assert_eq!(per_profile.len(), 3, "the demo's three profiles");
+    assert_eq!(per_profile.len(), 4, "the demo's four profiles");
     assert!(per_profile.iter().all(|n| *n >= 1), "{per_profile:?}");
 
     // The numbers on the cards are those of the /api/slos answer they were drawn from, read
