@@ -1,20 +1,32 @@
-//! The `storage` section: where SLO state is kept and how often it is flushed.
+//! The `storage` section: where SLO state is kept, how often it is flushed, and where it is
+//! restored from when the store has none (`restore`).
 
-use super::Storage;
+use super::secrets::expand;
 use super::walk::{self, Ctx};
 use super::yaml::Node;
+use super::{Env, Restore, Secret, Storage};
 use std::path::Path;
 use std::time::Duration;
 
-pub fn storage(ctx: &mut Ctx, node: Option<&Node>, base: &Path) -> Option<Storage> {
+/// `restore.max_age` when not given: the longest default SLO period.
+const DEFAULT_MAX_AGE: Duration = Duration::from_secs(30 * 86_400);
+/// `restore.timeout` when not given.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// The longest `max_age`: a year of minutes (Prometheus keeps 15 days by default).
+const MAX_MAX_AGE: Duration = Duration::from_secs(366 * 86_400);
+/// The longest `timeout`: start-up must not look stuck for longer.
+const MAX_TIMEOUT: Duration = Duration::from_secs(600);
+
+pub fn storage(ctx: &mut Ctx, node: Option<&Node>, base: &Path, env: &Env) -> Option<Storage> {
     let mut storage = Storage {
         path: base.join("sloburn-data"),
         flush_interval: Duration::from_secs(5),
+        restore: None,
     };
     let Some(node) = node else {
         return Some(storage);
     };
-    let f = walk::fields(ctx, node, "storage", &["path", "flush_interval"])?;
+    let f = walk::fields(ctx, node, "storage", &["path", "flush_interval", "restore"])?;
     if let Some(n) = f.get("path")
         && let Some(p) = walk::string(ctx, n, &f.path_of("path"))
     {
@@ -34,5 +46,123 @@ pub fn storage(ctx: &mut Ctx, node: Option<&Node>, base: &Path) -> Option<Storag
             }
         }
     }
+    if let Some(n) = f.get("restore") {
+        storage.restore = restore(ctx, n, &f.path_of("restore"), base, env);
+    }
     Some(storage)
+}
+
+/// `storage.restore: { prometheus: URL, max_age: 30d, timeout: 30s }`.
+fn restore(ctx: &mut Ctx, node: &Node, path: &str, base: &Path, env: &Env) -> Option<Restore> {
+    let f = walk::fields(ctx, node, path, &["prometheus", "max_age", "timeout"])?;
+    let url = match f.get("prometheus") {
+        Some(n) => prometheus_url(ctx, n, &f.path_of("prometheus"), base, env),
+        None => {
+            ctx.error(node.pos, path, "missing `prometheus` (its base URL)");
+            None
+        }
+    };
+    let max_age = bounded(
+        ctx,
+        &f,
+        "max_age",
+        DEFAULT_MAX_AGE,
+        Duration::from_secs(60),
+        MAX_MAX_AGE,
+    );
+    let timeout = bounded(
+        ctx,
+        &f,
+        "timeout",
+        DEFAULT_TIMEOUT,
+        Duration::from_secs(1),
+        MAX_TIMEOUT,
+    );
+    let (prometheus, display_url) = url?;
+    Some(Restore {
+        prometheus,
+        display_url,
+        max_age: max_age?,
+        timeout: timeout?,
+    })
+}
+
+/// A duration field between `min` and `max`, `default` when absent; `None` after an error.
+fn bounded(
+    ctx: &mut Ctx,
+    f: &walk::Fields,
+    key: &str,
+    default: Duration,
+    min: Duration,
+    max: Duration,
+) -> Option<Duration> {
+    let Some(n) = f.get(key) else {
+        return Some(default);
+    };
+    let path = f.path_of(key);
+    let d = walk::duration(ctx, n, &path)?;
+    if d < min || d > max {
+        let (lo, hi) = (
+            crate::units::format_duration(min),
+            crate::units::format_duration(max),
+        );
+        ctx.error(n.pos, &path, format!("must be between {lo} and {hi}"));
+        return None;
+    }
+    Some(d)
+}
+
+/// Prometheus' base URL (`http://prometheus:9090`, or with a path prefix): http or https, a
+/// host, no credentials; the API path goes after its path, its query (a token a proxy wants)
+/// before the API's parameters. References are expanded; messages
+/// show the URL as written.
+fn prometheus_url(
+    ctx: &mut Ctx,
+    node: &Node,
+    path: &str,
+    base: &Path,
+    env: &Env,
+) -> Option<(Secret, String)> {
+    let written = walk::string(ctx, node, path)?;
+    let text = expand(ctx, &written, node.pos, path, base, env)?;
+    let uri: http::Uri = match text.parse() {
+        Ok(u) => u,
+        Err(_) => {
+            ctx.error(node.pos, path, format!("`{written}` is not a URL"));
+            return None;
+        }
+    };
+    match uri.scheme_str() {
+        Some("http" | "https") => {}
+        Some(_) => {
+            let scheme = written.split("://").next().unwrap_or_default();
+            ctx.error(
+                node.pos,
+                path,
+                format!("unsupported scheme `{scheme}`: use http:// or https://"),
+            );
+            return None;
+        }
+        None => {
+            ctx.error(
+                node.pos,
+                path,
+                format!("`{written}` has no scheme: write `http://{written}`"),
+            );
+            return None;
+        }
+    }
+    if uri.host().is_none_or(str::is_empty) {
+        ctx.error(node.pos, path, format!("`{written}` has no host"));
+        return None;
+    }
+    if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
+        ctx.error(
+            node.pos,
+            path,
+            "credentials in the URL are not sent; put Prometheus behind a URL without them",
+        );
+        return None;
+    }
+    Some((Secret::new(text), written))
 }
