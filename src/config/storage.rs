@@ -166,3 +166,68 @@ fn prometheus_url(
     }
     Some((Secret::new(text), written))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn read(text: &str) -> (Option<Storage>, Vec<String>) {
+        let env = Env::from_map(BTreeMap::from([("PROM".into(), "hidden:9090".into())]), 5);
+        let root = super::super::yaml::parse(text).unwrap();
+        let node = match &root.value {
+            super::super::yaml::Value::Map(entries) => entries
+                .iter()
+                .find(|(k, _)| k.name == "storage")
+                .map(|(_, v)| v.clone()),
+            _ => None,
+        };
+        let mut ctx = Ctx::default();
+        let s = storage(&mut ctx, node.as_ref(), Path::new("."), &env);
+        let errors = ctx
+            .errors
+            .iter()
+            .map(|d| format!("{}:{}: {}: {}", d.pos.line, d.pos.col, d.path, d.message))
+            .collect();
+        (s, errors)
+    }
+
+    #[test]
+    fn restore_defaults_and_keeps_the_url_as_written() {
+        let (s, errors) =
+            read("storage:\n  restore:\n    prometheus: \"http://${env:PROM}/prom\"\n");
+        assert!(errors.is_empty(), "{errors:?}");
+        let r = s.unwrap().restore.unwrap();
+        assert_eq!(r.prometheus.expose(), "http://hidden:9090/prom");
+        assert_eq!(r.display_url, "http://${env:PROM}/prom");
+        assert_eq!(r.max_age, Duration::from_secs(30 * 86_400));
+        assert_eq!(r.timeout, Duration::from_secs(30));
+        assert!(!format!("{r:?}").contains("hidden"), "{r:?}");
+        let (s, errors) = read("storage:\n  path: x\n");
+        assert!(errors.is_empty() && s.unwrap().restore.is_none());
+    }
+
+    #[test]
+    fn restore_errors_point_at_the_field() {
+        let text = "storage:\n  restore:\n    prometheus: \"ftp://p:21\"\n    max_age: 0s\n    timeout: forever\n    step: 1m\n";
+        let (_, errors) = read(text);
+        let want = [
+            "3:17: storage.restore.prometheus: unsupported scheme `ftp`",
+            "4:14: storage.restore.max_age: must be between 1m and 366d",
+            "5:14: storage.restore.timeout:",
+            "6:5: storage.restore.step:",
+        ];
+        for w in want {
+            assert!(errors.iter().any(|e| e.starts_with(w)), "{w}: {errors:?}");
+        }
+        let (_, errors) = read("storage:\n  restore:\n    max_age: 1d\n");
+        assert!(errors[0].contains("missing `prometheus`"), "{errors:?}");
+        for bad in ["prometheus:9090", "http://u:${env:PROM}@p/", "http:///x"] {
+            let (_, errors) = read(&format!(
+                "storage:\n  restore:\n    prometheus: \"{bad}\"\n"
+            ));
+            assert_eq!(errors.len(), 1, "{bad}: {errors:?}");
+            assert!(!errors[0].contains("hidden"), "{errors:?}");
+        }
+    }
+}

@@ -6,6 +6,7 @@
 //!   guard, recording how it ended;
 //! - `schedules`: config generations and the per-profile schedule loops;
 //! - `reload`: SIGHUP, API and file-watch reloads;
+//! - `restore`: SLO windows rebuilt from Prometheus at start-up (`storage.restore`);
 //! - `api`: the HTTP face (`/metrics`, probes, the admin API, the status page);
 //! - `lifecycle`: start-up order, the SLO tick, graceful drain, signals.
 //!
@@ -17,6 +18,7 @@
 mod api;
 mod lifecycle;
 mod reload;
+mod restore;
 mod runs;
 mod schedules;
 mod state;

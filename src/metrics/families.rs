@@ -227,6 +227,25 @@ pub const SLO_OBJECTIVE: Family = family(
     RATIO,
     "The SLO objective as a ratio (0.999 for 99.9 %).",
 );
+pub const SLO_RESTORE_GAPS: Family = family(
+    "sloburn_slo_restore_gap_minutes",
+    Kind::Gauge,
+    None,
+    "Minutes of the start-up restore's range that Prometheus had no sample for.",
+);
+pub const SLO_RESTORE_STATE: Family = family(
+    "sloburn_slo_restore_state",
+    Kind::Gauge,
+    None,
+    "The start-up restore from Prometheus: 1 for its state (restoring, done or incomplete), \
+     0 for the others; absent without storage.restore.",
+);
+pub const SLO_RESTORED: Family = family(
+    "sloburn_slo_restored_minutes",
+    Kind::Gauge,
+    None,
+    "Minutes of the SLO's windows rebuilt from Prometheus at start-up (the store had none).",
+);
 pub const SLO_SLI: Family = family(
     "sloburn_slo_sli_ratio",
     Kind::Gauge,
@@ -271,7 +290,7 @@ pub const VUS_MAX: Family = family(
 );
 
 /// Every family, in exposition order (sorted by name).
-pub const FAMILIES: [Family; 40] = [
+pub const FAMILIES: [Family; 43] = [
     PROCESS_CPU,
     PROCESS_MAX_FDS,
     PROCESS_OPEN_FDS,
@@ -305,6 +324,9 @@ pub const FAMILIES: [Family; 40] = [
     SLO_BUDGET_REMAINING,
     SLO_EVENTS,
     SLO_OBJECTIVE,
+    SLO_RESTORE_GAPS,
+    SLO_RESTORE_STATE,
+    SLO_RESTORED,
     SLO_SLI,
     SLO_TIME_TO_EXHAUSTION,
     STORE_FLUSHES,

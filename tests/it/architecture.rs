@@ -23,7 +23,15 @@ const LAYERS: &[&[&str]] = &[
 /// `crate::<folder>::` imports between its files.
 const INNER: &[(&str, &[&str])] = &[(
     "daemon",
-    &["state", "runs", "schedules", "reload", "api", "lifecycle"],
+    &[
+        "state",
+        "runs",
+        "schedules",
+        "reload",
+        "restore",
+        "api",
+        "lifecycle",
+    ],
 )];
 
 fn root() -> PathBuf {
