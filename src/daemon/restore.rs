@@ -242,26 +242,30 @@ impl Prometheus {
             body: Bytes::new(),
         };
         let mut wait = FIRST_RETRY;
+        let mut last: Option<String> = None;
         loop {
-            let last = match tokio::time::timeout_at(self.deadline, self.conn.send(&req)).await {
-                Err(_) => return Err(timed_out(None)),
-                Ok(out) => match (out.error, out.status) {
-                    (Some(e), _) => format!("cannot reach prometheus: {}", e.as_str()),
-                    (None, Some(200)) => return parse(&out.body),
-                    (None, Some(code)) if code == 429 || code >= 500 => {
-                        format!("prometheus answered {code}")
-                    }
-                    (None, Some(code)) => {
-                        let why = parse(&out.body).err().unwrap_or_default();
-                        return Err(format!("prometheus refused the query ({code}): {why}"));
-                    }
-                    (None, None) => "no response from prometheus".to_string(),
-                },
+            let Ok(out) = tokio::time::timeout_at(self.deadline, self.conn.send(&req)).await else {
+                return Err(timed_out(last.as_deref()));
             };
-            if Instant::now() + wait >= self.deadline {
-                return Err(timed_out(Some(&last)));
+            let why = match (out.error, out.status) {
+                (Some(e), _) => format!("cannot reach prometheus: {}", e.as_str()),
+                (None, Some(200)) => return parse(&out.body),
+                (None, Some(code)) if code == 429 || code >= 500 => {
+                    format!("prometheus answered {code}")
+                }
+                (None, Some(code)) => {
+                    let why = parse(&out.body).err().unwrap_or_default();
+                    return Err(format!("prometheus refused the query ({code}): {why}"));
+                }
+                (None, None) => "no response from prometheus".to_string(),
+            };
+            let now = Instant::now();
+            if now >= self.deadline {
+                return Err(timed_out(Some(&why)));
             }
-            tokio::time::sleep(wait).await;
+            last = Some(why);
+            // Sleep at most until the deadline, which ends the retries.
+            tokio::time::sleep_until((now + wait).min(self.deadline)).await;
             wait = (wait * 2).min(LAST_RETRY);
         }
     }

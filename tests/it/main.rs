@@ -15,6 +15,7 @@ mod load;
 mod metrics;
 mod openslo;
 mod panels;
+mod restore;
 mod rules;
 mod secrets;
 mod signals;

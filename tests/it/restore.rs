@@ -1,0 +1,291 @@
+//! `storage.restore`: a daemon without a store rebuilds its SLO windows from a real Prometheus
+//! that scraped its predecessor; a Prometheus that is down delays readiness for the bounded
+//! time only; `sloburn check` validates the fields.
+
+use crate::support::{
+    ADMIN_TOKEN, AVAILABILITY_SLO, BackgroundTarget, Daemon, IDLE, Server, daemon_config,
+    eventually, free_port, get_blocking, metric_sum, request, sloburn, write_config,
+};
+use serde_json::Value;
+use sloburn::target::TargetOptions;
+use std::path::Path;
+use std::time::Duration;
+
+/// 100 requests a second for 100 s, started through the API (so Prometheus has scraped the
+/// SLO counters at 0 first).
+const LOAD: &str = "  load:\n    target: api\n    executor: constant-arrival-rate\n    rate: 100/s\n    duration: 100s\n";
+
+const SLO: &str = "slo=\"api-availability\"";
+
+/// `daemon_config` plus `restore` under `storage` (indented YAML lines).
+fn config(target: std::net::SocketAddr, data: &Path, profiles: &str, restore: &str) -> String {
+    let text = daemon_config(target, data, profiles, AVAILABILITY_SLO);
+    text.replacen(
+        "  flush_interval: 1s\n",
+        &format!("  flush_interval: 1s\n{restore}"),
+        1,
+    )
+}
+
+/// `sloburn serve` with `PROM_PORT` in its environment (the restore URL names it).
+fn start(path: &Path, prom_port: u16) -> Daemon {
+    let mut cmd = Daemon::command(path, &["--no-watch"]);
+    cmd.env("PROM_PORT", prom_port.to_string());
+    Daemon::spawn(cmd)
+}
+
+/// The restore section, Prometheus' port as an `${env:}` reference.
+fn restore_yaml(timeout: &str) -> String {
+    format!(
+        "  restore:\n    prometheus: \"http://127.0.0.1:${{env:PROM_PORT}}\"\n    max_age: 1h\n    timeout: {timeout}\n"
+    )
+}
+
+/// (good, bad) over the first SLO's period, from `/api/slos`.
+fn period(d: &Daemon) -> (u64, u64) {
+    let (_, body) = get_blocking(&format!("{}/api/slos", d.base));
+    let v: Value = serde_json::from_str(&body).unwrap();
+    let p = &v["slos"][0]["period"];
+    (p["good"].as_u64().unwrap(), p["bad"].as_u64().unwrap())
+}
+
+fn within_one_percent(ours: u64, theirs: f64) -> bool {
+    (ours as f64 - theirs).abs() <= theirs * 0.01
+}
+
+#[test]
+fn a_daemon_without_a_store_restores_its_period_from_prometheus() {
+    let target = BackgroundTarget::start(TargetOptions {
+        error_ratio: 0.2,
+        ..TargetOptions::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+
+    // Daemon A, scraped every second; its load starts once Prometheus saw the counters at 0.
+    let data_a = dir.path().join("a");
+    let path = write_config(dir.path(), &config(target.addr, &data_a, LOAD, ""));
+    let mut a = Daemon::start(&path, &["--no-watch"]);
+    let prom = Server::prometheus(a.base.trim_start_matches("http://"), None, "1s", None);
+    let events = format!("sloburn_slo_events_total{{{SLO}}}");
+    let zero = eventually(Duration::from_secs(30), || {
+        (prom.query(&events).len() == 2).then_some(())
+    });
+    assert!(
+        zero.is_some(),
+        "prometheus never scraped A:\n{}",
+        prom.log_tail()
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (code, body) = rt.block_on(request(
+        "POST",
+        &format!("{}/api/profiles/load/run", a.base),
+        Some(ADMIN_TOKEN),
+    ));
+    assert_eq!(code, 202, "{body}");
+
+    // The run ends after 100 s; A's own final counts, once Prometheus has scraped them.
+    let good_q = format!("sum(sloburn_slo_events_total{{{SLO},result=\"good\"}})");
+    let bad_q = format!("sum(sloburn_slo_events_total{{{SLO},result=\"bad\"}})");
+    let truth = eventually(Duration::from_secs(150), || {
+        let m = a.metrics();
+        let runs = metric_sum(&m, "sloburn_runs_total{profile=\"load\",result=\"passed\"}")
+            + metric_sum(&m, "sloburn_runs_total{profile=\"load\",result=\"failed\"}");
+        if runs < 1.0 {
+            return None;
+        }
+        let good = metric_sum(
+            &m,
+            &format!("sloburn_slo_events_total{{{SLO},result=\"good\"}}"),
+        );
+        let bad = metric_sum(
+            &m,
+            &format!("sloburn_slo_events_total{{{SLO},result=\"bad\"}}"),
+        );
+        // Two scrapes after the end: Prometheus holds the final values.
+        std::thread::sleep(Duration::from_secs(2));
+        (prom.scalar(&good_q) == good && prom.scalar(&bad_q) == bad).then_some((good, bad))
+    });
+    let (true_good, true_bad) = truth.expect("the 100 s run did not end, or was not scraped");
+    assert!(
+        true_bad > 1000.0 && true_good > 2.0 * true_bad,
+        "{true_good} {true_bad}"
+    );
+
+    // A goes, and its store with it.
+    a.signal(libc::SIGTERM);
+    assert_eq!(a.wait(Duration::from_secs(15)), Some(0));
+    std::fs::remove_dir_all(&data_a).unwrap();
+
+    // Prometheus' own increase over A's whole life (the restore's range covers it).
+    let theirs = |result: &str| {
+        prom.scalar(&format!(
+            "sum(increase(sloburn_slo_events_total{{{SLO},result=\"{result}\"}}[10m]))"
+        ))
+    };
+    let (their_good, their_bad) = (theirs("good"), theirs("bad"));
+
+    // Daemon B: no store, `restore` pointing at that Prometheus.
+    let data_b = dir.path().join("b");
+    let port = prom.base.rsplit(':').next().unwrap().parse().unwrap();
+    let path = write_config(
+        dir.path(),
+        &config(target.addr, &data_b, IDLE, &restore_yaml("30s")),
+    );
+    let b = start(&path, port);
+    let ready = eventually(Duration::from_secs(40), || {
+        let (code, body) = get_blocking(&format!("{}/readyz", b.base));
+        (code == 200).then_some(body)
+    })
+    .expect("B never became ready");
+    let (good, bad) = period(&b);
+    assert!(
+        within_one_percent(good, their_good) && within_one_percent(bad, their_bad),
+        "B restored {good} good / {bad} bad; prometheus' increase {their_good} / {their_bad}"
+    );
+    assert!(
+        within_one_percent(good, true_good) && within_one_percent(bad, true_bad),
+        "B restored {good} good / {bad} bad; A counted {true_good} / {true_bad}"
+    );
+
+    // The coverage, on /readyz, /metrics and in the log; the URL only as written.
+    let line = ready
+        .lines()
+        .find(|l| l.starts_with("restored from prometheus: api-availability "))
+        .unwrap_or_else(|| panic!("{ready}"));
+    let m = b.metrics();
+    let restored = metric_sum(&m, &format!("sloburn_slo_restored_minutes{{{SLO}}}"));
+    let gaps = metric_sum(&m, &format!("sloburn_slo_restore_gap_minutes{{{SLO}}}"));
+    assert!(
+        restored >= 2.0,
+        "A ran 100 s over at least two minutes: {m}"
+    );
+    assert_eq!(
+        restored + gaps,
+        59.0,
+        "59 whole minutes in 1h besides the current one"
+    );
+    assert!(
+        line.contains(&format!(
+            "{restored} of 59 minutes, {good} good, {bad} bad, gaps: "
+        )),
+        "{line}"
+    );
+    assert_eq!(
+        metric_sum(&m, "sloburn_slo_restore_state{state=\"done\"}"),
+        1.0
+    );
+    assert_eq!(
+        metric_sum(&m, "sloburn_slo_restore_state{state=\"restoring\"}"),
+        0.0
+    );
+    let logs = b.logs.lock().unwrap().join("\n");
+    assert!(
+        logs.contains("SLO windows restored from prometheus"),
+        "{logs}"
+    );
+    assert!(logs.contains("${env:PROM_PORT}"), "{logs}");
+    assert!(
+        !logs.contains(&prom.base),
+        "the expanded URL was logged:\n{logs}"
+    );
+
+    // The restored minutes reach B's store: after a flush, C starts on it without Prometheus'
+    // help (the store wins) and has the same counts.
+    std::thread::sleep(Duration::from_secs(2));
+    let mut b = b;
+    b.signal(libc::SIGTERM);
+    assert_eq!(b.wait(Duration::from_secs(15)), Some(0));
+    let c = start(&path, port);
+    let ready = eventually(Duration::from_secs(40), || {
+        let (code, body) = get_blocking(&format!("{}/readyz", c.base));
+        (code == 200).then_some(body)
+    })
+    .expect("C never became ready");
+    assert!(
+        ready.contains("restored from prometheus: from the store: api-availability"),
+        "{ready}"
+    );
+    assert_eq!(period(&c), (good, bad), "the store's counts, not doubled");
+}
+
+#[test]
+fn prometheus_down_delays_readiness_for_the_timeout_only() {
+    let target = BackgroundTarget::start(TargetOptions::default());
+    let dir = tempfile::tempdir().unwrap();
+    let closed = free_port();
+    let path = write_config(
+        dir.path(),
+        &config(
+            target.addr,
+            &dir.path().join("data"),
+            IDLE,
+            &restore_yaml("5s"),
+        ),
+    );
+    let d = start(&path, closed);
+    let readyz = || get_blocking(&format!("{}/readyz", d.base));
+    let healthz = || get_blocking(&format!("{}/healthz", d.base));
+    let (code, body) = readyz();
+    assert_eq!(code, 503, "{body}");
+    assert!(
+        body.contains("not ready: restoring from prometheus…"),
+        "{body}"
+    );
+    assert_eq!(
+        metric_sum(
+            &d.metrics(),
+            "sloburn_slo_restore_state{state=\"restoring\"}"
+        ),
+        1.0
+    );
+    // Healthy throughout; ready once the 5 s are over, saying what happened.
+    let mut probes = 0;
+    let ready = eventually(Duration::from_secs(30), || {
+        assert_eq!(healthz().0, 200);
+        probes += 1;
+        let (code, body) = readyz();
+        (code == 200).then_some(body)
+    })
+    .expect("never ready after the restore timed out");
+    assert!(probes > 1, "the restore did not wait for prometheus");
+    assert!(
+        ready.contains("restore from prometheus incomplete, serving with what it has")
+            && ready.contains("cannot reach prometheus: connect_refused")
+            && ready.contains("api-availability 0 of 59 minutes"),
+        "{ready}"
+    );
+    let m = d.metrics();
+    assert_eq!(
+        metric_sum(&m, "sloburn_slo_restore_state{state=\"incomplete\"}"),
+        1.0
+    );
+    assert_eq!(
+        metric_sum(&m, &format!("sloburn_slo_restored_minutes{{{SLO}}}")),
+        0.0
+    );
+    assert_eq!(period(&d), (0, 0));
+}
+
+#[test]
+fn check_rejects_bad_restore_fields_at_their_position() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "storage:\n  restore:\n    prometheus: \"prom:9090\"\n    max_age: 2y\n    timeout: 0s\ntargets:\n  a:\n    url: http://127.0.0.1:1/\n",
+    )
+    .unwrap();
+    let out = sloburn().arg("check").arg(&bad).output().unwrap();
+    assert_eq!(out.status.code(), Some(78), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for want in [
+        "bad.yaml:3:17: storage.restore.prometheus: `prom:9090` has no scheme",
+        "bad.yaml:4:14: storage.restore.max_age:",
+        "bad.yaml:5:14: storage.restore.timeout: must be between 1s and 10m",
+    ] {
+        assert!(stdout.contains(want), "{want}\n{stdout}");
+    }
+}
