@@ -13,8 +13,8 @@
 //! by `query_range` (step 60 s, at most 11,000 points per query), the current minute by one
 //! instant query over its seconds so far. Every evaluation time is at or before the start, so
 //! the daemon's own new series (scraped only after it listens) never counts twice. The query
-//! sums every series of the SLO (`sum by (result)`): each instance's counter resets are
-//! handled by `increase` before the sum.
+//! (`slo::restore::increase_query`) sums every series of the SLO by `result`, each instance's
+//! counter resets handled before the sum.
 //!
 //! A failed request (Prometheus down, 5xx, 429) is retried after 0.5 s, doubling to 5 s, until
 //! the timeout; a refused query (another 4xx) ends that SLO's restore. The URL is shown only as
@@ -94,12 +94,14 @@ pub(super) async fn run(shared: Arc<Shared>, cfg: Restore, started: i64) {
             r = restore_slo(&mut prom, &shared, name, p, started, &mut status) => r,
             _ = shared.shutdown.cancelled() => Err("the daemon is shutting down".into()),
         };
+        let complete = outcome.is_ok();
         if let Err(why) = outcome {
             problems.push(format!("{name}: {why}"));
         }
         if let Some(c) = status.slos.get(name) {
             tracing::info!(
                 slo = %name,
+                complete,
                 prometheus = %cfg.display_url,
                 restored_minutes = c.restored,
                 gap_minutes = c.gap_minutes(),
@@ -144,7 +146,7 @@ async fn restore_slo(
 ) -> Result<(), String> {
     let selector = format!("{EVENTS_METRIC}{{slo=\"{}\"}}", promql_string(name));
     if let Some((minute, seconds)) = p.partial {
-        let q = format!("sum by (result) (increase({selector}[{seconds}s]))");
+        let q = plan::increase_query(&selector, &format!("{seconds}s"));
         let series = prom
             .get(
                 "/api/v1/query",
@@ -159,7 +161,7 @@ async fn restore_slo(
         }
         seed(shared, name, &counts, None, started, status);
     }
-    let q = format!("sum by (result) (increase({selector}[1m]))");
+    let q = plan::increase_query(&selector, "1m");
     for chunk in plan::chunks(p.first, p.last, MAX_POINTS) {
         let params = [
             ("query", q.clone()),
