@@ -57,6 +57,52 @@ fn stored_minutes(dir: &Path) -> std::collections::BTreeMap<i64, (u64, u64)> {
     rows.into_iter().map(|(m, g, b)| (m, (g, b))).collect()
 }
 
+/// Once Prometheus has scraped `d`'s SLO counters at 0, runs `profile` through the API and
+/// waits for it to end and for Prometheus to hold the final counts; returns them (good, bad).
+fn load_and_wait(d: &Daemon, prom: &Server, profile: &str) -> (f64, f64) {
+    let good_q = format!("sum(sloburn_slo_events_total{{{SLO},result=\"good\"}})");
+    let bad_q = format!("sum(sloburn_slo_events_total{{{SLO},result=\"bad\"}})");
+    let zero = eventually(Duration::from_secs(30), || {
+        (prom.scalar(&good_q) == 0.0 && prom.scalar(&bad_q) == 0.0).then_some(())
+    });
+    assert!(
+        zero.is_some(),
+        "prometheus never scraped {}:\n{}",
+        d.base,
+        prom.log_tail()
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (code, body) = rt.block_on(request(
+        "POST",
+        &format!("{}/api/profiles/{profile}/run", d.base),
+        Some(ADMIN_TOKEN),
+    ));
+    assert_eq!(code, 202, "{body}");
+    let counted = |m: &str, result: &str| {
+        metric_sum(
+            m,
+            &format!("sloburn_slo_events_total{{{SLO},result=\"{result}\"}}"),
+        )
+    };
+    let done = eventually(Duration::from_secs(150), || {
+        let m = d.metrics();
+        let runs = metric_sum(&m, &format!("sloburn_runs_total{{profile=\"{profile}\""));
+        if runs < 1.0 {
+            return None;
+        }
+        let (good, bad) = (counted(&m, "good"), counted(&m, "bad"));
+        // Two scrapes after the end: Prometheus holds the final values.
+        std::thread::sleep(Duration::from_secs(2));
+        (prom.scalar(&good_q) == good && prom.scalar(&bad_q) == bad).then_some((good, bad))
+    });
+    let (good, bad) = done.unwrap_or_else(|| panic!("{profile} did not end, or was not scraped"));
+    assert!(bad > 400.0 && good > 2.0 * bad, "{good} {bad}");
+    (good, bad)
+}
+
 fn within_one_percent(ours: u64, theirs: f64) -> bool {
     (ours as f64 - theirs).abs() <= theirs * 0.01
 }
@@ -75,48 +121,8 @@ fn a_daemon_without_a_store_restores_its_period_from_prometheus() {
     let mut a = Daemon::start(&path, &["--no-watch"]);
     let prom = Server::prometheus(a.base.trim_start_matches("http://"), None, "1s", None);
     let events = format!("sloburn_slo_events_total{{{SLO}}}");
-    let zero = eventually(Duration::from_secs(30), || {
-        (prom.query(&events).len() == 2).then_some(())
-    });
-    assert!(
-        zero.is_some(),
-        "prometheus never scraped A:\n{}",
-        prom.log_tail()
-    );
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let (code, body) = rt.block_on(request(
-        "POST",
-        &format!("{}/api/profiles/load/run", a.base),
-        Some(ADMIN_TOKEN),
-    ));
-    assert_eq!(code, 202, "{body}");
-
-    // The run ends after 100 s; A's own final counts, once Prometheus has scraped them.
-    let good_q = format!("sum(sloburn_slo_events_total{{{SLO},result=\"good\"}})");
-    let bad_q = format!("sum(sloburn_slo_events_total{{{SLO},result=\"bad\"}})");
-    let truth = eventually(Duration::from_secs(150), || {
-        let m = a.metrics();
-        let runs = metric_sum(&m, "sloburn_runs_total{profile=\"load\",result=\"passed\"}")
-            + metric_sum(&m, "sloburn_runs_total{profile=\"load\",result=\"failed\"}");
-        if runs < 1.0 {
-            return None;
-        }
-        let good = metric_sum(
-            &m,
-            &format!("sloburn_slo_events_total{{{SLO},result=\"good\"}}"),
-        );
-        let bad = metric_sum(
-            &m,
-            &format!("sloburn_slo_events_total{{{SLO},result=\"bad\"}}"),
-        );
-        // Two scrapes after the end: Prometheus holds the final values.
-        std::thread::sleep(Duration::from_secs(2));
-        (prom.scalar(&good_q) == good && prom.scalar(&bad_q) == bad).then_some((good, bad))
-    });
-    let (true_good, true_bad) = truth.expect("the 100 s run did not end, or was not scraped");
+    let truth = load_and_wait(&a, &prom, "load");
+    let (true_good, true_bad) = truth;
     assert!(
         true_bad > 1000.0 && true_good > 2.0 * true_bad,
         "{true_good} {true_bad}"
@@ -249,6 +255,73 @@ fn a_daemon_without_a_store_restores_its_period_from_prometheus() {
         "{ready}"
     );
     assert_eq!(period(&c), (good, bad), "the store's counts, not doubled");
+}
+
+/// 100 requests a second for 25 s, started through the API.
+const SHORT: &str = "  short:\n    target: api\n    executor: constant-arrival-rate\n    rate: 100/s\n    duration: 25s\n";
+
+/// `sloburn serve` on a fixed port, so a restarted daemon is the same Prometheus series.
+fn start_on(path: &Path, port: u16) -> Daemon {
+    let mut cmd = sloburn();
+    cmd.args(["serve", "--log-format", "json", "--no-watch", "--listen"])
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--config")
+        .arg(path)
+        .env("TEST_ADMIN_TOKEN", ADMIN_TOKEN)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    Daemon::spawn(cmd)
+}
+
+/// A daemon restarted on the same address resets its counters in the same series: the
+/// minute of the reset falls back to `increase`, and the restore counts both lives once.
+#[test]
+fn a_counter_reset_between_two_lives_is_counted_once() {
+    let target = BackgroundTarget::start(TargetOptions {
+        error_ratio: 0.2,
+        ..TargetOptions::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let prom = Server::prometheus(&format!("127.0.0.1:{port}"), None, "1s", None);
+    let mut lives = Vec::new();
+    for life in ["one", "two"] {
+        let path = write_config(
+            dir.path(),
+            &config(target.addr, &dir.path().join(life), SHORT, ""),
+        );
+        let mut d = start_on(&path, port);
+        lives.push(load_and_wait(&d, &prom, "short"));
+        d.signal(libc::SIGTERM);
+        assert_eq!(d.wait(Duration::from_secs(15)), Some(0));
+    }
+    let resets = prom.scalar(&format!(
+        "sum(resets(sloburn_slo_events_total{{{SLO},result=\"good\"}}[10m]))"
+    ));
+    assert_eq!(resets, 1.0, "one series, reset once");
+    let (true_good, true_bad) = (lives[0].0 + lives[1].0, lives[0].1 + lives[1].1);
+    let path = write_config(
+        dir.path(),
+        &config(
+            target.addr,
+            &dir.path().join("b"),
+            IDLE,
+            &restore_yaml("30s"),
+        ),
+    );
+    let prom_port = prom.base.rsplit(':').next().unwrap().parse().unwrap();
+    let b = start(&path, prom_port);
+    let ready = eventually(Duration::from_secs(40), || {
+        let (code, body) = get_blocking(&format!("{}/readyz", b.base));
+        (code == 200).then_some(body)
+    });
+    assert!(ready.is_some(), "B never became ready");
+    let (good, bad) = period(&b);
+    eprintln!("lives {lives:?}, B restored {good}/{bad}");
+    assert!(
+        within_one_percent(good, true_good) && within_one_percent(bad, true_bad),
+        "B restored {good} good / {bad} bad; the two lives counted {true_good} / {true_bad}"
+    );
 }
 
 #[test]
