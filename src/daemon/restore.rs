@@ -5,7 +5,7 @@
 //! It runs as a task beside the server: `/metrics` and `/healthz` answer from the start, and
 //! `/readyz` says "restoring from prometheus…" until every SLO's range came back or
 //! `restore.timeout` passed; then the daemon is ready with what it has, and `/readyz`, the log
-//! and `sloburn_slo_restored_minutes` / `sloburn_slo_restore_gap_minutes` /
+//! and `sloburn_slo_restored_seconds` / `sloburn_slo_restore_gap_seconds` /
 //! `sloburn_slo_restore_state` tell how much that is. Which minutes are asked for and how
 //! samples become minute counts is `slo::restore` (pure); this file does the HTTP.
 //!

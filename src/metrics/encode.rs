@@ -183,7 +183,7 @@ fn source(f: &Family) -> Option<Source> {
     })
 }
 
-/// One restore figure per SLO still configured, in name order.
+/// One restore figure per SLO still configured, in name order: minutes, shown in seconds.
 fn restore_rows(s: &Snapshot, pick: fn((u64, u64)) -> u64) -> Vec<(String, f64)> {
     let Some((_, coverage)) = &s.state.restore else {
         return Vec::new();
@@ -192,7 +192,7 @@ fn restore_rows(s: &Snapshot, pick: fn((u64, u64)) -> u64) -> Vec<(String, f64)>
         .iter()
         .filter_map(|(slo, _)| {
             let c = coverage.get(&slo.name)?;
-            Some((slo.labels.clone(), pick(*c) as f64))
+            Some((slo.labels.clone(), pick(*c) as f64 * 60.0))
         })
         .collect()
 }

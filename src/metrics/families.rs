@@ -228,10 +228,10 @@ pub const SLO_OBJECTIVE: Family = family(
     "The SLO objective as a ratio (0.999 for 99.9 %).",
 );
 pub const SLO_RESTORE_GAPS: Family = family(
-    "sloburn_slo_restore_gap_minutes",
+    "sloburn_slo_restore_gap_seconds",
     Kind::Gauge,
-    None,
-    "Minutes of the start-up restore's range that Prometheus had no sample for.",
+    SECONDS,
+    "Time of the start-up restore's range (whole minutes) that Prometheus had no sample for.",
 );
 pub const SLO_RESTORE_STATE: Family = family(
     "sloburn_slo_restore_state",
@@ -241,10 +241,11 @@ pub const SLO_RESTORE_STATE: Family = family(
      0 for the others; absent without storage.restore.",
 );
 pub const SLO_RESTORED: Family = family(
-    "sloburn_slo_restored_minutes",
+    "sloburn_slo_restored_seconds",
     Kind::Gauge,
-    None,
-    "Minutes of the SLO's windows rebuilt from Prometheus at start-up (the store had none).",
+    SECONDS,
+    "Time of the SLO's windows (whole minutes) rebuilt from Prometheus at start-up, the store \
+     having none.",
 );
 pub const SLO_SLI: Family = family(
     "sloburn_slo_sli_ratio",

@@ -4,7 +4,8 @@
 
 use crate::support::{
     ADMIN_TOKEN, AVAILABILITY_SLO, BackgroundTarget, Daemon, IDLE, Server, daemon_config,
-    eventually, free_port, get_blocking, metric_sum, request, sloburn, urlencode, write_config,
+    eventually, free_port, get_blocking, metric_sum, promtool_check_metrics, request, sloburn,
+    urlencode, write_config,
 };
 use serde_json::Value;
 use sloburn::target::TargetOptions;
@@ -187,8 +188,8 @@ fn a_daemon_without_a_store_restores_its_period_from_prometheus() {
         .find(|l| l.starts_with("restored from prometheus: api-availability "))
         .unwrap_or_else(|| panic!("{ready}"));
     let m = b.metrics();
-    let restored = metric_sum(&m, &format!("sloburn_slo_restored_minutes{{{SLO}}}"));
-    let gaps = metric_sum(&m, &format!("sloburn_slo_restore_gap_minutes{{{SLO}}}"));
+    let restored = metric_sum(&m, &format!("sloburn_slo_restored_seconds{{{SLO}}}")) / 60.0;
+    let gaps = metric_sum(&m, &format!("sloburn_slo_restore_gap_seconds{{{SLO}}}")) / 60.0;
     // A's 100 s span two or three minutes; the last may be B's current minute, not yet whole.
     assert!(restored >= 1.0, "{m}");
     assert_eq!(
@@ -376,9 +377,16 @@ fn prometheus_down_delays_readiness_for_the_timeout_only() {
         1.0
     );
     assert_eq!(
-        metric_sum(&m, &format!("sloburn_slo_restored_minutes{{{SLO}}}")),
+        metric_sum(&m, &format!("sloburn_slo_restored_seconds{{{SLO}}}")),
         0.0
     );
+    assert_eq!(
+        metric_sum(&m, &format!("sloburn_slo_restore_gap_seconds{{{SLO}}}")),
+        0.0,
+        "nothing came back, so no minute is known to be empty"
+    );
+    let (clean, out) = promtool_check_metrics(&m);
+    assert!(clean, "promtool check metrics:\n{out}");
     assert_eq!(period(&d), (0, 0));
 }
 
