@@ -1,7 +1,6 @@
 //! The `storage` section: where SLO state is kept, how often it is flushed, and where it is
 //! restored from when the store has none (`restore`).
 
-use super::secrets::expand;
 use super::walk::{self, Ctx};
 use super::yaml::Node;
 use super::{Env, Restore, Secret, Storage};
@@ -112,10 +111,10 @@ fn bounded(
     Some(d)
 }
 
-/// Prometheus' base URL (`http://prometheus:9090`, or with a path prefix): http or https, a
-/// host, no credentials; the API path goes after its path, its query (a token a proxy wants)
-/// before the API's parameters. References are expanded; messages
-/// show the URL as written.
+/// Prometheus' base URL (`http://prometheus:9090`, or with a path prefix), read as a target's
+/// URL is (http or https, a host, references expanded, messages showing it as written), and
+/// without credentials; the API path goes after its path, its query (a token a proxy wants)
+/// before the API's parameters.
 fn prometheus_url(
     ctx: &mut Ctx,
     node: &Node,
@@ -123,39 +122,7 @@ fn prometheus_url(
     base: &Path,
     env: &Env,
 ) -> Option<(Secret, String)> {
-    let written = walk::string(ctx, node, path)?;
-    let text = expand(ctx, &written, node.pos, path, base, env)?;
-    let uri: http::Uri = match text.parse() {
-        Ok(u) => u,
-        Err(_) => {
-            ctx.error(node.pos, path, format!("`{written}` is not a URL"));
-            return None;
-        }
-    };
-    match uri.scheme_str() {
-        Some("http" | "https") => {}
-        Some(_) => {
-            let scheme = written.split("://").next().unwrap_or_default();
-            ctx.error(
-                node.pos,
-                path,
-                format!("unsupported scheme `{scheme}`: use http:// or https://"),
-            );
-            return None;
-        }
-        None => {
-            ctx.error(
-                node.pos,
-                path,
-                format!("`{written}` has no scheme: write `http://{written}`"),
-            );
-            return None;
-        }
-    }
-    if uri.host().is_none_or(str::is_empty) {
-        ctx.error(node.pos, path, format!("`{written}` has no host"));
-        return None;
-    }
+    let (uri, written) = super::targets::url(ctx, node, path, base, env)?;
     if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
         ctx.error(
             node.pos,
@@ -164,7 +131,7 @@ fn prometheus_url(
         );
         return None;
     }
-    Some((Secret::new(text), written))
+    Some((Secret::new(uri.to_string()), written))
 }
 
 #[cfg(test)]
