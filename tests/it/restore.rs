@@ -319,8 +319,12 @@ fn a_counter_reset_between_two_lives_is_counted_once() {
     assert!(ready.is_some(), "B never became ready");
     let (good, bad) = period(&b);
     eprintln!("lives {lives:?}, B restored {good}/{bad}");
+    // Counted once: twice would add a whole life (about 50 %), dropping one lose it. The minute
+    // of the reset is Prometheus' increase, whose extrapolation moves a scrape interval or two
+    // of events at 100/s (measured: up to 0.8 % of the bad ones), so 2 % and 20 events.
+    let close = |ours: u64, theirs: f64| (ours as f64 - theirs).abs() <= 0.02 * theirs + 20.0;
     assert!(
-        within_one_percent(good, true_good) && within_one_percent(bad, true_bad),
+        close(good, true_good) && close(bad, true_bad),
         "B restored {good} good / {bad} bad; the two lives counted {true_good} / {true_bad}"
     );
 }
