@@ -19,8 +19,9 @@
 //! exactly the counter's growth. A minute's events are then those between the last scrape at or
 //! before its start and the last one at or before its end (shifted by at most one scrape
 //! interval). Where the counter was reset (a daemon restart: `resets` in the window, or a value
-//! below the one before), the series falls back to `increase`, which handles resets. Values may
-//! then be fractional: each minute's count is the rounded running total minus the rounded
+//! below the one before), the series falls back to `increase`, which handles resets but
+//! extrapolates that minute (measured: up to 1.3 % over two 25 s lives of a daemon on one
+//! address, against 0 % without a reset). Values may then be fractional: each minute's count is the rounded running total minus the rounded
 //! running total before it ([`Counts::finish`]), never drifting by half an event per minute.
 
 use std::collections::BTreeMap;
