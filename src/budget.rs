@@ -122,6 +122,9 @@ struct SloState {
     /// Event totals already folded into `windows`.
     folded: (u64, u64),
     report: Option<SloReport>,
+    /// The store had no minute of this SLO's period when it was configured: `storage.restore`
+    /// may seed it (once).
+    restorable: bool,
 }
 
 struct Inner {
@@ -139,7 +142,53 @@ pub struct Budget {
     /// The last flush error; cleared by the next successful flush (a disk that filled up and
     /// was freed).
     flush_error: Mutex<Option<String>>,
+    /// The start-up restore from Prometheus, when `storage.restore` is set.
+    restore: Mutex<Option<RestoreStatus>>,
     metrics: Metrics,
+}
+
+/// Where the start-up restore from Prometheus is (`storage.restore`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RestorePhase {
+    /// Querying Prometheus; `/readyz` is not ready meanwhile, for at most the timeout.
+    Restoring,
+    /// Every SLO's range was answered (gaps are minutes Prometheus had no data for).
+    Done,
+    /// Timed out or failed; the daemon serves with what it has. The reason.
+    Incomplete(String),
+}
+
+/// How much of one SLO's period came back from Prometheus.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SloCoverage {
+    /// Whole minutes asked for (the current minute, not yet whole, is asked for besides).
+    pub planned: u64,
+    /// Whole minutes Prometheus had a sample for (zero counts included).
+    pub restored: u64,
+    /// Minutes without one, as inclusive unix-minute runs, oldest first.
+    pub gaps: Vec<(i64, i64)>,
+    /// Events restored.
+    pub good: u64,
+    pub bad: u64,
+}
+
+impl SloCoverage {
+    pub fn gap_minutes(&self) -> u64 {
+        self.gaps
+            .iter()
+            .map(|(a, b)| u64::try_from(b - a + 1).unwrap_or(0))
+            .sum()
+    }
+}
+
+/// The restore's state and coverage, for `/readyz`, the log and the metrics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RestoreStatus {
+    pub phase: RestorePhase,
+    /// The SLOs being restored, by name.
+    pub slos: BTreeMap<String, SloCoverage>,
+    /// SLOs the store already had minutes for (the store wins).
+    pub from_store: Vec<String>,
 }
 
 impl Budget {
@@ -161,6 +210,7 @@ impl Budget {
             dir: dir.to_path_buf(),
             problem: Mutex::new(problem),
             flush_error: Mutex::new(None),
+            restore: Mutex::new(None),
             metrics,
         }
     }
@@ -206,6 +256,11 @@ impl Budget {
                 .lock()
                 .ok()
                 .and_then(|st| st.as_ref().map(|st| st.load(&s.name, since)));
+            let restorable = match &restored {
+                None => true,
+                Some(Ok(m)) => m.is_empty(),
+                Some(Err(_)) => false,
+            };
             let windows = match restored {
                 Some(Ok(minutes)) => Windows::restore(def.span(), minutes),
                 Some(Err(e)) => {
@@ -228,6 +283,7 @@ impl Budget {
                     metrics,
                     folded,
                     report: None,
+                    restorable,
                 },
             );
         }
@@ -235,6 +291,83 @@ impl Budget {
         self.metrics.retain_slos(&names);
         drop(inner);
         self.tick(now_unix);
+    }
+
+    /// The SLOs the store had no minute for when they were configured, with the span their
+    /// windows hold: what `storage.restore` may seed.
+    pub fn restore_candidates(&self) -> Vec<(String, Duration)> {
+        let Ok(inner) = self.inner.lock() else {
+            return Vec::new();
+        };
+        inner
+            .slos
+            .iter()
+            .filter(|(_, s)| s.restorable)
+            .map(|(n, s)| (n.clone(), s.def.span()))
+            .collect()
+    }
+
+    /// The names of every configured SLO.
+    pub fn slo_names(&self) -> Vec<String> {
+        self.inner
+            .lock()
+            .map(|inner| inner.slos.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Adds restored `(minute, good, bad)` counts to an SLO's windows and to the pending batch
+    /// (the next flush writes them to the store, so the next start needs no Prometheus), then
+    /// re-evaluates it. Only an SLO still [`restore_candidates`](Self::restore_candidates)
+    /// takes them; returns whether it did.
+    pub fn seed(&self, name: &str, minutes: &[(i64, u64, u64)], now_unix: i64) -> bool {
+        let now_minute = slo::minute_of(now_unix);
+        let Ok(mut guard) = self.inner.lock() else {
+            return false;
+        };
+        let inner = &mut *guard;
+        let Some(s) = inner.slos.get_mut(name).filter(|s| s.restorable) else {
+            return false;
+        };
+        for &(minute, good, bad) in minutes {
+            s.windows.record(minute, good, bad);
+            inner.pending.add(name, minute, good, bad);
+        }
+        let report = slo::evaluate(
+            &s.def,
+            &s.windows,
+            now_minute.max(s.windows.newest_minute().unwrap_or(now_minute)),
+        );
+        s.metrics.set_report(&report);
+        s.report = Some(report);
+        true
+    }
+
+    /// Ends seeding: no later restore may add to any SLO.
+    pub fn end_restore(&self) {
+        if let Ok(mut inner) = self.inner.lock() {
+            inner.slos.values_mut().for_each(|s| s.restorable = false);
+        }
+    }
+
+    pub fn set_restore(&self, status: RestoreStatus) {
+        let phase = match &status.phase {
+            RestorePhase::Restoring => "restoring",
+            RestorePhase::Done => "done",
+            RestorePhase::Incomplete(_) => "incomplete",
+        };
+        let coverage = status
+            .slos
+            .iter()
+            .map(|(n, c)| (n.clone(), (c.restored, c.gap_minutes())))
+            .collect();
+        self.metrics.set_restore(phase, coverage);
+        if let Ok(mut slot) = self.restore.lock() {
+            *slot = Some(status);
+        }
+    }
+
+    pub fn restore_status(&self) -> Option<RestoreStatus> {
+        self.restore.lock().ok().and_then(|s| s.clone())
     }
 
     /// The SLOs that count traffic from `profile` on `target`.

@@ -31,7 +31,7 @@ pub fn config(ctx: &mut Ctx, root: &Node, base: &Path, env: &Env) -> Option<Conf
         ],
     )?;
     let server = server::server(ctx, top.get("server"), base, env);
-    let storage = storage::storage(ctx, top.get("storage"), base);
+    let storage = storage::storage(ctx, top.get("storage"), base, env);
     let telemetry = telemetry::telemetry(ctx, top.get("telemetry"), base, env);
 
     let mut targets = BTreeMap::new();

@@ -157,6 +157,22 @@ pub struct Server {
 pub struct Storage {
     pub path: PathBuf,
     pub flush_interval: Duration,
+    /// `storage.restore`: rebuild SLO windows from Prometheus when the store has none.
+    pub restore: Option<Restore>,
+}
+
+/// `storage.restore`: where the per-minute SLO counts are read back from when the store has
+/// none for an SLO (see `daemon::restore`).
+#[derive(Debug, Clone)]
+pub struct Restore {
+    /// Prometheus' base URL, references expanded: never shown (see `display_url`).
+    pub prometheus: Secret,
+    /// The URL as written, `${env:..}` and `${file:..}` kept as references.
+    pub display_url: String,
+    /// How far back to read (capped by each SLO's period).
+    pub max_age: Duration,
+    /// How long start-up waits for Prometheus before serving with what it has.
+    pub timeout: Duration,
 }
 
 /// A string that must never be printed. `Debug` shows `<redacted>`.

@@ -182,7 +182,7 @@ pub(super) fn is_sensitive_header(name: &http::HeaderName) -> bool {
 
 /// The URL, expanded, and as written (its `${env:..}` and `${file:..}` references kept), for
 /// every message and display: an expanded value may be a secret (`?api_key=${env:KEY}`).
-fn url(
+pub(super) fn url(
     ctx: &mut Ctx,
     node: &Node,
     path: &str,

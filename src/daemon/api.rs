@@ -199,9 +199,17 @@ async fn readyz(State(shared): State<AppState>, headers: HeaderMap) -> Response 
         Err(why) => format!("not ready: {why}"),
     };
     let overload = overload_line(&shared, true);
+    let restore = shared
+        .budget
+        .restore_status()
+        .map(|r| format!("{}\n", super::restore::readyz_line(&r)))
+        .unwrap_or_default();
     (
         code,
-        format!("{head}\n{overload}{}\n", local_errors_line(&shared)),
+        format!(
+            "{head}\n{overload}{restore}{}\n",
+            local_errors_line(&shared)
+        ),
     )
         .into_response()
 }

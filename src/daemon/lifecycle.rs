@@ -60,6 +60,9 @@ pub struct Daemon {
 /// Validates the config, opens the store, binds, starts everything. Config errors come back
 /// as `Err(Startup::Config)` before any port is bound.
 pub async fn start(opts: Options) -> Result<Daemon, Startup> {
+    // Before the port is bound: the restore reads Prometheus up to here, so the daemon's own
+    // new series (scraped once it listens) never counts twice.
+    let started = super::restore::now();
     let (cfg, text) = match &opts.source {
         Source::File(path) => {
             let text = crate::config::read_config(path).map_err(|e| {
@@ -88,6 +91,7 @@ pub async fn start(opts: Options) -> Result<Daemon, Startup> {
         .local_addr()
         .map_err(|e| Startup::Bind(e.to_string()))?;
     let flush_every = cfg.storage.flush_interval;
+    let restore = cfg.storage.restore.clone();
     let shared = Arc::new(Shared::new(
         &cfg,
         metrics,
@@ -111,6 +115,12 @@ pub async fn start(opts: Options) -> Result<Daemon, Startup> {
         .spawn(budget_loop(shared.clone(), flush_every));
     if opts.watch {
         shared.tracker.spawn(watch(shared.clone()));
+    }
+    if let Some(r) = restore {
+        super::restore::begin(&shared);
+        shared
+            .tracker
+            .spawn(super::restore::run(shared.clone(), r, started));
     }
     shared.ready.store(true, Relaxed);
     tracing::info!(%addr, "sloburn ready");

@@ -6,6 +6,7 @@
 //!   guard, recording how it ended;
 //! - `schedules`: config generations and the per-profile schedule loops;
 //! - `reload`: SIGHUP, API and file-watch reloads;
+//! - `restore`: SLO windows rebuilt from Prometheus at start-up (`storage.restore`);
 //! - `hooks`: Flagger's webhook (run a profile and answer its verdict, or the live burn);
 //! - `api`: the HTTP face (`/metrics`, probes, the admin API, the status page);
 //! - `lifecycle`: start-up order, the SLO tick, graceful drain, signals.
@@ -19,6 +20,7 @@ mod api;
 mod hooks;
 mod lifecycle;
 mod reload;
+mod restore;
 mod runs;
 mod schedules;
 mod state;

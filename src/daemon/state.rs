@@ -274,6 +274,11 @@ impl Shared {
         if !self.ready.load(Relaxed) {
             return Err("starting".into());
         }
+        if let Some(r) = self.budget.restore_status()
+            && r.phase == crate::budget::RestorePhase::Restoring
+        {
+            return Err("restoring from prometheus…".into());
+        }
         match self.budget.problem() {
             Some(p) => Err(format!("SLO store: {p}")),
             None => Ok(()),

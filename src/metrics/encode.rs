@@ -164,6 +164,17 @@ fn source(f: &Family) -> Option<Source> {
                 .map(|(slo, _)| (slo.labels.clone(), slo.objective()))
                 .collect()
         }),
+        SLO_RESTORE_GAPS => Floats(|s| restore_rows(s, |(_, gaps)| gaps)),
+        SLO_RESTORE_STATE => Floats(|s| {
+            let Some((phase, _)) = &s.state.restore else {
+                return Vec::new();
+            };
+            ["done", "incomplete", "restoring"]
+                .into_iter()
+                .map(|p| (label_set(&[("state", p)]), flag(p == *phase)))
+                .collect()
+        }),
+        SLO_RESTORED => Floats(|s| restore_rows(s, |(restored, _)| restored)),
         SLO_SLI => Floats(|s| {
             s.reports()
                 .flat_map(|(_, r)| &r.windows)
@@ -203,6 +214,20 @@ fn source(f: &Family) -> Option<Source> {
         VUS_MAX => PerProfile(|p| u64::from(p.vus_max.load(Relaxed))),
         _ => return None,
     })
+}
+
+/// One restore figure per SLO still configured, in name order: minutes, shown in seconds.
+fn restore_rows(s: &Snapshot, pick: fn((u64, u64)) -> u64) -> Vec<(String, f64)> {
+    let Some((_, coverage)) = &s.state.restore else {
+        return Vec::new();
+    };
+    s.slos
+        .iter()
+        .filter_map(|(slo, _)| {
+            let c = coverage.get(&slo.name)?;
+            Some((slo.labels.clone(), pick(*c) as f64 * 60.0))
+        })
+        .collect()
 }
 
 /// The whole exposition of `s`; `capacity` is a guess of its size, to allocate once.

@@ -245,6 +245,26 @@ pub const SLO_OBJECTIVE: Family = family(
     RATIO,
     "The SLO objective as a ratio (0.999 for 99.9 %).",
 );
+pub const SLO_RESTORE_GAPS: Family = family(
+    "sloburn_slo_restore_gap_seconds",
+    Kind::Gauge,
+    SECONDS,
+    "Time of the start-up restore's range (whole minutes) that Prometheus had no sample for.",
+);
+pub const SLO_RESTORE_STATE: Family = family(
+    "sloburn_slo_restore_state",
+    Kind::Gauge,
+    None,
+    "The start-up restore from Prometheus: 1 for its state (restoring, done or incomplete), \
+     0 for the others; absent without storage.restore.",
+);
+pub const SLO_RESTORED: Family = family(
+    "sloburn_slo_restored_seconds",
+    Kind::Gauge,
+    SECONDS,
+    "Time of the SLO's windows (whole minutes) rebuilt from Prometheus at start-up, the store \
+     having none.",
+);
 pub const SLO_SLI: Family = family(
     "sloburn_slo_sli_ratio",
     Kind::Gauge,
@@ -295,7 +315,7 @@ pub const VUS_MAX: Family = family(
 );
 
 /// Every family, in exposition order (sorted by name).
-pub const FAMILIES: [Family; 44] = [
+pub const FAMILIES: [Family; 47] = [
     PROCESS_CPU,
     PROCESS_MAX_FDS,
     PROCESS_OPEN_FDS,
@@ -332,6 +352,9 @@ pub const FAMILIES: [Family; 44] = [
     SLO_BUDGET_REMAINING,
     SLO_EVENTS,
     SLO_OBJECTIVE,
+    SLO_RESTORE_GAPS,
+    SLO_RESTORE_STATE,
+    SLO_RESTORED,
     SLO_SLI,
     SLO_TIME_TO_EXHAUSTION,
     STORE_FLUSHES,

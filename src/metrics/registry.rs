@@ -29,6 +29,9 @@ fn unix_now() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
+/// Per SLO, the minutes a start-up restore filled and the minutes it found no data for.
+pub type RestoreCoverage = BTreeMap<String, (u64, u64)>;
+
 /// Run-level and daemon-level values: few, set rarely, so a `Mutex` and maps are fine.
 #[derive(Debug, Default, Clone)]
 pub(super) struct State {
@@ -51,6 +54,8 @@ pub(super) struct State {
     pub(super) auth_failures: [u64; 2],
     /// The OTLP exporter's counts, once `telemetry:` started one.
     pub(super) telemetry: Option<Arc<crate::telemetry::ExportStats>>,
+    /// The start-up restore from Prometheus: its phase and, per SLO, (restored, gap) minutes.
+    pub(super) restore: Option<(&'static str, RestoreCoverage)>,
 }
 
 impl State {
@@ -246,6 +251,12 @@ impl Metrics {
 
     pub fn set_store_healthy(&self, ok: bool) {
         lock(&self.inner.state).store_healthy = Some(ok);
+    }
+
+    /// The start-up restore's phase (`restoring`, `done` or `incomplete`) and, per SLO, the
+    /// minutes restored and the minutes Prometheus had no data for.
+    pub fn set_restore(&self, phase: &'static str, coverage: RestoreCoverage) {
+        lock(&self.inner.state).restore = Some((phase, coverage));
     }
 
     /// A bearer token refused: `missing` when none was sent, else a wrong one.

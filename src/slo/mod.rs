@@ -6,6 +6,7 @@
 
 mod calendar;
 mod math;
+pub mod restore;
 mod tiers;
 mod window;
 

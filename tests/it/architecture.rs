@@ -35,6 +35,7 @@ const INNER: &[(&str, &[&str])] = &[(
         "runs",
         "schedules",
         "reload",
+        "restore",
         "hooks",
         "api",
         "lifecycle",

@@ -20,6 +20,7 @@ mod metrics;
 mod openslo;
 mod otel;
 mod panels;
+mod restore;
 mod rules;
 mod secrets;
 mod signals;

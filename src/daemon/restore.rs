@@ -1,0 +1,502 @@
+//! `storage.restore`: at start-up, rebuilds the per-minute windows of every SLO the store has
+//! no minute for from Prometheus' `sloburn_slo_events_total`, then lets the next flush write
+//! them to the store (so the next start needs no Prometheus).
+//!
+//! It runs as a task beside the server: `/metrics` and `/healthz` answer from the start, and
+//! `/readyz` says "restoring from prometheus…" until every SLO's range came back or
+//! `restore.timeout` passed; then the daemon is ready with what it has, and `/readyz`, the log
+//! and `sloburn_slo_restored_seconds` / `sloburn_slo_restore_gap_seconds` /
+//! `sloburn_slo_restore_state` tell how much that is. Which minutes are asked for and how
+//! samples become minute counts is `slo::restore` (pure); this file does the HTTP.
+//!
+//! Each SLO's range is `now − min(max_age, its period)` to the daemon's start: whole minutes
+//! by `query_range` (step 60 s, at most 11,000 points per query), the current minute by one
+//! instant query over its seconds so far. Every evaluation time is at or before the start, so
+//! the daemon's own new series (scraped only after it listens) never counts twice. The query
+//! (`slo::restore::increase_query`) sums every series of the SLO by `result`, each instance's
+//! counter resets handled before the sum.
+//!
+//! A failed request (Prometheus down, 5xx, 429) is retried after 0.5 s, doubling to 5 s, until
+//! the timeout; a refused query (another 4xx) ends that SLO's restore. The URL is shown only as
+//! written (`display_url`), its `${env:..}` references kept.
+
+use super::state::{Shared, unix_now};
+use crate::budget::{RestorePhase, RestoreStatus, SloCoverage};
+use crate::config::Restore;
+use crate::http::{Client, ClientOptions, Conn, RequestSpec};
+use crate::rules::EVENTS_METRIC;
+use crate::slo::restore::{self as plan, Counts, MAX_POINTS, STEP_SECONDS};
+use bytes::Bytes;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// The largest response read: 11,000 points of two series is well under 1 MiB.
+const MAX_RESPONSE: usize = 16 << 20;
+/// One request's bound (the whole restore has its own).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+const FIRST_RETRY: Duration = Duration::from_millis(500);
+const LAST_RETRY: Duration = Duration::from_secs(5);
+
+/// Marks the restore as running (so `/readyz` says so from the first request); call before
+/// the daemon reports ready, then spawn [`run`].
+pub(super) fn begin(shared: &Shared) {
+    shared.budget.set_restore(RestoreStatus {
+        phase: RestorePhase::Restoring,
+        slos: BTreeMap::new(),
+        from_store: Vec::new(),
+    });
+}
+
+/// Restores every SLO the store had nothing for, as of `started` (unix seconds, taken before
+/// the daemon bound its port), within `cfg.timeout`.
+pub(super) async fn run(shared: Arc<Shared>, cfg: Restore, started: i64) {
+    let deadline = Instant::now() + cfg.timeout;
+    let candidates = shared.budget.restore_candidates();
+    let from_store: Vec<String> = shared
+        .budget
+        .slo_names()
+        .into_iter()
+        .filter(|n| !candidates.iter().any(|(c, _)| c == n))
+        .collect();
+    let mut status = RestoreStatus {
+        phase: RestorePhase::Restoring,
+        slos: BTreeMap::new(),
+        from_store,
+    };
+    let client = Client::new(
+        ClientOptions {
+            timeout: REQUEST_TIMEOUT,
+            max_body: MAX_RESPONSE,
+            ..ClientOptions::default()
+        },
+        shared.resolver.clone(),
+    );
+    let mut prom = Prometheus {
+        base: cfg.prometheus.expose().to_string(),
+        conn: client.conn(),
+        deadline,
+    };
+    let mut problems = Vec::new();
+    for (name, span) in &candidates {
+        let p = plan::plan(started, *span, cfg.max_age);
+        status.slos.insert(
+            name.clone(),
+            SloCoverage {
+                planned: u64::try_from(p.last - p.first + 1).unwrap_or(0),
+                ..SloCoverage::default()
+            },
+        );
+        shared.budget.set_restore(status.clone());
+        let outcome = tokio::select! {
+            r = restore_slo(&mut prom, &shared, name, p, started, &mut status) => r,
+            _ = shared.shutdown.cancelled() => Err("the daemon is shutting down".into()),
+        };
+        let complete = outcome.is_ok();
+        if let Err(why) = outcome {
+            problems.push(format!("{name}: {why}"));
+        }
+        if let Some(c) = status.slos.get(name) {
+            tracing::info!(
+                slo = %name,
+                complete,
+                prometheus = %cfg.display_url,
+                restored_minutes = c.restored,
+                gap_minutes = c.gap_minutes(),
+                gaps = %gaps_text(&c.gaps),
+                good = c.good,
+                bad = c.bad,
+                "SLO windows restored from prometheus"
+            );
+        }
+    }
+    shared.budget.end_restore();
+    status.phase = if problems.is_empty() {
+        RestorePhase::Done
+    } else {
+        RestorePhase::Incomplete(problems.join("; "))
+    };
+    match &status.phase {
+        RestorePhase::Incomplete(why) => tracing::warn!(
+            prometheus = %cfg.display_url,
+            problem = %why,
+            "restore from prometheus incomplete; serving with what it restored"
+        ),
+        _ => tracing::info!(
+            prometheus = %cfg.display_url,
+            slos = status.slos.len(),
+            from_store = status.from_store.len(),
+            "restore from prometheus done"
+        ),
+    }
+    shared.budget.set_restore(status);
+}
+
+/// One SLO: the current minute, then its whole minutes newest chunk first, each seeded as it
+/// arrives (so a timeout keeps what came back).
+async fn restore_slo(
+    prom: &mut Prometheus,
+    shared: &Shared,
+    name: &str,
+    p: plan::Plan,
+    started: i64,
+    status: &mut RestoreStatus,
+) -> Result<(), String> {
+    let selector = format!("{EVENTS_METRIC}{{slo=\"{}\"}}", promql_string(name));
+    if let Some((minute, seconds)) = p.partial {
+        let q = plan::increase_query(&selector, &format!("{seconds}s"));
+        let series = prom
+            .get(
+                "/api/v1/query",
+                &[("query", q), ("time", started.to_string())],
+            )
+            .await?;
+        let mut counts = Counts::new();
+        for (good, samples) in series {
+            for (_, v) in samples {
+                counts.add(minute, good, v);
+            }
+        }
+        seed(shared, name, &counts, None, started, status);
+    }
+    let q = plan::increase_query(&selector, "1m");
+    for chunk in plan::chunks(p.first, p.last, MAX_POINTS) {
+        let params = [
+            ("query", q.clone()),
+            ("start", chunk.start.to_string()),
+            ("end", chunk.end.to_string()),
+            ("step", STEP_SECONDS.to_string()),
+        ];
+        let series = prom.get("/api/v1/query_range", &params).await?;
+        let mut counts = Counts::new();
+        for (good, samples) in series {
+            for (t, v) in samples {
+                let minute = plan::minute_of_sample(t);
+                if (chunk.first..=chunk.last).contains(&minute) {
+                    counts.add(minute, good, v);
+                }
+            }
+        }
+        seed(
+            shared,
+            name,
+            &counts,
+            Some((chunk.first, chunk.last)),
+            started,
+            status,
+        );
+        shared.budget.set_restore(status.clone());
+    }
+    Ok(())
+}
+
+/// Seeds the budget with `counts` and adds them to the SLO's coverage (of the whole minutes
+/// `range`, when they are whole minutes).
+fn seed(
+    shared: &Shared,
+    name: &str,
+    counts: &Counts,
+    range: Option<(i64, i64)>,
+    started: i64,
+    status: &mut RestoreStatus,
+) {
+    let minutes = counts.finish();
+    shared.budget.seed(name, &minutes, started);
+    let Some(c) = status.slos.get_mut(name) else {
+        return;
+    };
+    c.good += minutes.iter().map(|m| m.1).sum::<u64>();
+    c.bad += minutes.iter().map(|m| m.2).sum::<u64>();
+    if let Some((first, last)) = range {
+        let cov = plan::coverage(first, last, counts);
+        c.restored += cov.restored;
+        c.gaps.extend(cov.gaps);
+        c.gaps.sort_unstable();
+    }
+}
+
+/// Prometheus' HTTP API over one kept-alive connection, bounded by the restore's deadline.
+struct Prometheus {
+    /// The base URL, references expanded: never in a message.
+    base: String,
+    conn: Conn,
+    deadline: Instant,
+}
+
+/// A query's series: whether it counts good events (`result="good"`), and its `(t, value)`
+/// samples. Series of another `result` are left out.
+type Series = Vec<(bool, Vec<(f64, f64)>)>;
+
+impl Prometheus {
+    /// GETs `path` with `params`, retrying what may pass (transport errors, 5xx, 429) until
+    /// the deadline.
+    async fn get(&mut self, path: &str, params: &[(&str, String)]) -> Result<Series, String> {
+        let uri = api_uri(&self.base, path, params)?;
+        let req = RequestSpec {
+            method: http::Method::GET,
+            uri,
+            headers: http::HeaderMap::from_iter([(
+                http::header::ACCEPT,
+                http::HeaderValue::from_static("application/json"),
+            )]),
+            body: Bytes::new(),
+        };
+        let mut wait = FIRST_RETRY;
+        let mut last: Option<String> = None;
+        loop {
+            let Ok(out) = tokio::time::timeout_at(self.deadline, self.conn.send(&req)).await else {
+                return Err(timed_out(last.as_deref()));
+            };
+            let why = match (out.error, out.status) {
+                (Some(e), _) => format!("cannot reach prometheus: {}", e.as_str()),
+                (None, Some(200)) => return parse(&out.body),
+                (None, Some(code)) if code == 429 || code >= 500 => {
+                    format!("prometheus answered {code}")
+                }
+                (None, Some(code)) => {
+                    let why = parse(&out.body).err().unwrap_or_default();
+                    return Err(format!("prometheus refused the query ({code}): {why}"));
+                }
+                (None, None) => "no response from prometheus".to_string(),
+            };
+            let now = Instant::now();
+            if now >= self.deadline {
+                return Err(timed_out(Some(&why)));
+            }
+            last = Some(why);
+            // Sleep at most until the deadline, which ends the retries.
+            tokio::time::sleep_until((now + wait).min(self.deadline)).await;
+            wait = (wait * 2).min(LAST_RETRY);
+        }
+    }
+}
+
+fn timed_out(last: Option<&str>) -> String {
+    match last {
+        Some(why) => format!("timed out ({why})"),
+        None => "timed out".into(),
+    }
+}
+
+/// `base` + `path` + the query: the base's own query (a token a proxy wants) first, then
+/// `params`, percent-encoded.
+fn api_uri(base: &str, path: &str, params: &[(&str, String)]) -> Result<http::Uri, String> {
+    let (head, own_query) = match base.split_once('?') {
+        Some((h, q)) => (h, Some(q)),
+        None => (base, None),
+    };
+    let mut uri = format!("{}{path}?", head.trim_end_matches('/'));
+    if let Some(q) = own_query.filter(|q| !q.is_empty()) {
+        uri.push_str(q);
+        uri.push('&');
+    }
+    let encoded: Vec<String> = params
+        .iter()
+        .map(|(k, v)| format!("{k}={}", percent_encode(v)))
+        .collect();
+    uri.push_str(&encoded.join("&"));
+    // The base URL was validated by `config`; never say what it expanded to.
+    uri.parse()
+        .map_err(|_| "the prometheus URL does not make a valid API URL".to_string())
+}
+
+/// Percent-encodes everything but RFC 3986's unreserved characters.
+fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() * 3);
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// A PromQL double-quoted string's content.
+fn promql_string(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"")
+}
+
+/// A Prometheus API answer: a matrix (`query_range`) or a vector (`query`); an error answer
+/// gives its `error` text.
+fn parse(body: &[u8]) -> Result<Series, String> {
+    let v: Value =
+        serde_json::from_slice(body).map_err(|e| format!("prometheus sent no JSON answer: {e}"))?;
+    if v["status"] != "success" {
+        let why = v["error"].as_str().unwrap_or("no reason given");
+        return Err(format!(
+            "prometheus: {}",
+            why.chars().take(300).collect::<String>()
+        ));
+    }
+    let results = v["data"]["result"]
+        .as_array()
+        .ok_or("prometheus' answer has no data.result")?;
+    let mut out = Vec::new();
+    for r in results {
+        let good = match r["metric"]["result"].as_str() {
+            Some("good") => true,
+            Some("bad") => false,
+            _ => continue,
+        };
+        let points: Vec<&Value> = match (r["values"].as_array(), r.get("value")) {
+            (Some(values), _) => values.iter().collect(),
+            (None, Some(value)) => vec![value],
+            (None, None) => Vec::new(),
+        };
+        let samples = points
+            .into_iter()
+            .filter_map(|p| {
+                let t = p[0].as_f64()?;
+                let v = p[1].as_str()?.parse::<f64>().ok()?;
+                Some((t, v))
+            })
+            .collect();
+        out.push((good, samples));
+    }
+    Ok(out)
+}
+
+/// At most three gap runs as UTC times, and how many more there are.
+pub(super) fn gaps_text(gaps: &[(i64, i64)]) -> String {
+    if gaps.is_empty() {
+        return "none".into();
+    }
+    let at = |minute: i64| {
+        chrono::DateTime::from_timestamp(minute.saturating_mul(60), 0)
+            .map(|t| t.format("%Y-%m-%dT%H:%MZ").to_string())
+            .unwrap_or_default()
+    };
+    let mut shown: Vec<String> = gaps
+        .iter()
+        .take(3)
+        .map(|&(a, b)| {
+            if a == b {
+                at(a)
+            } else {
+                format!("{}..{}", at(a), at(b))
+            }
+        })
+        .collect();
+    if gaps.len() > 3 {
+        shown.push(format!("{} more", gaps.len() - 3));
+    }
+    shown.join(", ")
+}
+
+/// The restore's line for `/readyz`: its state and each SLO's coverage.
+pub(super) fn readyz_line(status: &RestoreStatus) -> String {
+    let head = match &status.phase {
+        RestorePhase::Restoring => "restoring from prometheus…".to_string(),
+        RestorePhase::Done => "restored from prometheus".to_string(),
+        RestorePhase::Incomplete(why) => {
+            format!("restore from prometheus incomplete, serving with what it has ({why})")
+        }
+    };
+    let mut parts: Vec<String> = status
+        .slos
+        .iter()
+        .map(|(name, c)| {
+            format!(
+                "{name} {} of {} minutes, {} good, {} bad, gaps: {}",
+                c.restored,
+                c.planned,
+                c.good,
+                c.bad,
+                gaps_text(&c.gaps)
+            )
+        })
+        .collect();
+    if !status.from_store.is_empty() {
+        parts.push(format!("from the store: {}", status.from_store.join(", ")));
+    }
+    if parts.is_empty() {
+        head
+    } else {
+        format!("{head}: {}", parts.join("; "))
+    }
+}
+
+/// The current time as the restore sees it: the daemon's clock, whole seconds.
+pub(super) fn now() -> i64 {
+    unix_now().floor() as i64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn api_uris_keep_the_base_path_and_query() {
+        let params = [("query", "sum by (result) (x{slo=\"a\"}[1m])".to_string())];
+        let u = api_uri("http://p:9090/", "/api/v1/query", &params).unwrap();
+        assert_eq!(
+            u.to_string(),
+            "http://p:9090/api/v1/query?query=sum%20by%20%28result%29%20%28x%7Bslo%3D%22a%22%7D%5B1m%5D%29"
+        );
+        let u = api_uri(
+            "https://p/prom?token=t",
+            "/api/v1/query",
+            &[("time", "5".into())],
+        )
+        .unwrap();
+        assert_eq!(u.to_string(), "https://p/prom/api/v1/query?token=t&time=5");
+    }
+
+    #[test]
+    fn answers_parse_by_result_and_errors_say_why() {
+        let matrix = br#"{"status":"success","data":{"resultType":"matrix","result":[
+            {"metric":{"result":"good"},"values":[[120,"3.5"],[180,"0"]]},
+            {"metric":{"result":"bad"},"values":[[120,"1"]]},
+            {"metric":{},"values":[[120,"7"]]}]}}"#;
+        let s = parse(matrix).unwrap();
+        assert_eq!(
+            s,
+            vec![
+                (true, vec![(120.0, 3.5), (180.0, 0.0)]),
+                (false, vec![(120.0, 1.0)])
+            ]
+        );
+        let vector = br#"{"status":"success","data":{"resultType":"vector","result":[
+            {"metric":{"result":"bad"},"value":[1700000037.5,"2"]}]}}"#;
+        assert_eq!(
+            parse(vector).unwrap(),
+            vec![(false, vec![(1_700_000_037.5, 2.0)])]
+        );
+        let err = br#"{"status":"error","errorType":"bad_data","error":"exceeded maximum resolution of 11,000 points per timeseries"}"#;
+        assert!(parse(err).unwrap_err().contains("11,000 points"));
+        assert!(parse(b"<html>").unwrap_err().contains("no JSON"));
+    }
+
+    #[test]
+    fn names_are_quoted_for_promql() {
+        assert_eq!(promql_string(r#"a"b\c"#), r#"a\"b\\c"#);
+    }
+
+    #[test]
+    fn readyz_line_names_coverage_and_gaps() {
+        let m = 29_000_000; // 2025-02-19T21:20Z
+        let status = RestoreStatus {
+            phase: RestorePhase::Done,
+            slos: BTreeMap::from([(
+                "api".to_string(),
+                SloCoverage {
+                    planned: 10,
+                    restored: 7,
+                    gaps: vec![(m, m + 1), (m + 5, m + 5)],
+                    good: 90,
+                    bad: 3,
+                },
+            )]),
+            from_store: vec!["web".into()],
+        };
+        assert_eq!(
+            readyz_line(&status),
+            "restored from prometheus: api 7 of 10 minutes, 90 good, 3 bad, gaps: \
+             2025-02-19T21:20Z..2025-02-19T21:21Z, 2025-02-19T21:25Z; from the store: web"
+        );
+    }
+}
