@@ -130,6 +130,8 @@ pub struct Resolved {
     pub target: Target,
     pub spec: RunSpec,
     pub planned: Duration,
+    /// The config's `telemetry:` section: traced iterations are exported while the run lasts.
+    pub telemetry: Option<crate::telemetry::TelemetryConfig>,
 }
 
 pub fn resolve(args: &RunArgs, out: &mut impl Write) -> anyhow::Result<Option<Resolved>> {
@@ -137,6 +139,7 @@ pub fn resolve(args: &RunArgs, out: &mut impl Write) -> anyhow::Result<Option<Re
         Some(s) => parse_shard(s)?,
         None => Shard::WHOLE,
     };
+    let mut telemetry = None;
     let (name, target, work, executor, mut thresholds, graceful_stop, start_time, lateness) =
         match (&args.file, &args.url) {
             (Some(_), Some(_)) => bail!("give a config file or --url, not both"),
@@ -150,6 +153,7 @@ pub fn resolve(args: &RunArgs, out: &mut impl Write) -> anyhow::Result<Option<Re
                     }
                 };
                 let cfg = loaded.config;
+                telemetry = cfg.telemetry.clone();
                 let profile = match &args.profile {
                     Some(p) => cfg.profiles.get(p).ok_or_else(|| {
                         anyhow!(
@@ -187,7 +191,11 @@ pub fn resolve(args: &RunArgs, out: &mut impl Write) -> anyhow::Result<Option<Re
             }
             (None, Some(url)) => {
                 let (target, executor) = ad_hoc(args, url)?;
-                let work = crate::load::walk::Work::single(target.request(), target.checks.clone());
+                let work = crate::load::walk::Work::single(
+                    target.request(),
+                    target.checks.clone(),
+                    &target.display_url,
+                );
                 (
                     "adhoc".to_string(),
                     target,
@@ -238,12 +246,14 @@ pub fn resolve(args: &RunArgs, out: &mut impl Write) -> anyhow::Result<Option<Re
         global: None,
         start_time,
         max_lateness,
+        tracer: None,
     };
     Ok(Some(Resolved {
         name,
         target,
         spec,
         planned,
+        telemetry,
     }))
 }
 
@@ -553,8 +563,21 @@ pub async fn execute(
         .as_ref()
         .map(|_| crate::web::Capture::start(stats.clone(), None));
     others.extend(capture.iter().map(|c| c.observer()));
+    // The exporter lives as long as this run; it is flushed (bounded by its timeout) before
+    // the summary.
+    let exporter = r.telemetry.as_ref().and_then(|t| {
+        crate::telemetry::Exporter::start(t)
+            .map_err(|e| {
+                let _ = writeln!(std::io::stderr(), "warning: telemetry disabled: {e}");
+            })
+            .ok()
+    });
+    let mut spec = r.spec.clone();
+    spec.tracer = exporter.as_ref().zip(r.telemetry.as_ref()).map(|(e, t)| {
+        crate::telemetry::Tracer::new(e.tracer(crate::telemetry::spans::SCOPE), &t.traces)
+    });
     let run = runner::run(
-        &r.spec,
+        &spec,
         &client,
         Observers::new(stats.clone(), others),
         stopper,
@@ -571,6 +594,16 @@ pub async fn execute(
         .filter(|_| matches!(report.aborted, Some(Abort::Stopped(_))));
     tasks.abort_all();
     done.cancel();
+    if let Some(e) = exporter {
+        let stats = e.stats().clone();
+        let _ = tokio::task::spawn_blocking(move || e.shutdown(Duration::from_secs(10))).await;
+        let _ = writeln!(
+            std::io::stderr(),
+            "telemetry: {} spans exported, {} dropped",
+            stats.exported(),
+            stats.dropped()
+        );
+    }
     if let Some(Ok((Some(mut file), prev))) = progress.join_next().await {
         let line = summary::last_bucket_json(&report.stats, &prev, unix_now(), interrupted_by);
         // The results matter more than this file: a failed write costs its last line only.

@@ -429,7 +429,18 @@ fn step(
         }
         None => false,
     };
+    let written = f
+        .get("path")
+        .or(f.get("url"))
+        .and_then(|n| n.as_scalar())
+        .unwrap_or("");
+    let display_url = match (f.has("url"), target) {
+        (true, _) => written.to_string(),
+        (false, Some(t)) => display_for(&t.display_url, written),
+        (false, None) => String::new(),
+    };
     let mut step = Step {
+        display_url,
         name,
         method,
         url: url?,
@@ -451,6 +462,27 @@ fn step(
     }
     step.fixed = fixed_request(&step).map(Arc::new);
     Some(step)
+}
+
+/// A step's URL as written, for spans: the target's URL as written (references kept) with the
+/// path resolved the way [`base_for`] resolves it.
+fn display_for(target: &str, path: &str) -> String {
+    let after_scheme = target.find("://").map_or(0, |i| i + 3);
+    let origin_end = target[after_scheme..]
+        .find('/')
+        .map_or(target.len(), |i| after_scheme + i);
+    if path.is_empty() {
+        return target.to_string();
+    }
+    if path.starts_with('/') {
+        return format!("{}{path}", &target[..origin_end]);
+    }
+    let base = target.split(['?', '#']).next().unwrap_or(target);
+    let dir = base
+        .rfind('/')
+        .filter(|i| *i >= origin_end)
+        .map_or(base.len(), |i| i);
+    format!("{}/{path}", &base[..dir])
 }
 
 /// The URL text a step's `path` is appended to: the origin for an absolute path, else the

@@ -13,7 +13,7 @@ impl Config {
     pub fn work(&self, profile: &Profile) -> Option<Work> {
         if profile.mix.is_empty() {
             let t = self.targets.get(&profile.target)?;
-            return Some(Work::single(t.request(), t.checks.clone()));
+            return Some(Work::single(t.request(), t.checks.clone(), &t.display_url));
         }
         let journeys = profile
             .mix

@@ -80,7 +80,7 @@ pub(super) fn start(
     let cfg = shared.config();
     // A hook may have sent a single-request profile elsewhere: its request is the target's.
     let work = if profile.mix.is_empty() {
-        Work::single(target.request(), target.checks.clone())
+        Work::single(target.request(), target.checks.clone(), &target.display_url)
     } else {
         cfg.work(&profile).ok_or(StartError::UnknownProfile)?
     };
@@ -166,6 +166,17 @@ impl Observer for Live {
         self.metrics.step_failed(step, why as usize);
     }
 
+    fn request_traced(
+        &self,
+        step: usize,
+        outcome: &Outcome,
+        trace_id: opentelemetry::trace::TraceId,
+        span_id: opentelemetry::trace::SpanId,
+    ) {
+        let took = outcome.phases.duration().as_secs_f64();
+        self.metrics.exemplar(step, took, trace_id, span_id);
+    }
+
     fn iteration_finished(&self, journey: usize, result: IterationResult, took: Duration) {
         self.metrics
             .iteration_finished(journey, result as usize, took);
@@ -190,6 +201,17 @@ impl Observer for Live {
     fn vus_allocated(&self, n: u32) {
         self.metrics.raise_vus_max(n);
     }
+}
+
+/// The load tracer, when `serve` started an exporter from `telemetry:`.
+fn tracer(shared: &Shared) -> Option<crate::telemetry::Tracer> {
+    let exporter = crate::telemetry::daemon::exporter()?;
+    let cfg = shared.config();
+    let traces = &cfg.telemetry.as_ref()?.traces;
+    Some(crate::telemetry::Tracer::new(
+        exporter.tracer(crate::telemetry::spans::SCOPE),
+        traces,
+    ))
 }
 
 /// Stops the run when its SLO burns faster than the guard allows; checked every
@@ -277,6 +299,7 @@ async fn execute(
         global: Some(shared.in_flight.clone()),
         start_time: profile.start_time,
         max_lateness: profile.max_lateness,
+        tracer: tracer(shared),
     };
     let client = target.client(shared.resolver.clone());
     shared.metrics.run_started(&profile.name);

@@ -22,6 +22,17 @@ pub trait Observer: Send + Sync {
     /// results, in check order.
     fn request_finished(&self, step: usize, outcome: &Outcome, lateness: Duration, checks: &[bool]);
 
+    /// A traced request finished (after `request_finished`): its span's trace and span ids,
+    /// for exemplars. Only sampled requests send it.
+    fn request_traced(
+        &self,
+        _step: usize,
+        _outcome: &Outcome,
+        _trace_id: opentelemetry::trace::TraceId,
+        _span_id: opentelemetry::trace::SpanId,
+    ) {
+    }
+
     /// A journey's step failed (and, unless `on_failure: continue`, ended its iteration).
     fn step_failed(&self, _step: usize, _why: StepFailure) {}
 
@@ -71,6 +82,18 @@ impl Observers {
         self.stats.request_finished(step, outcome, lateness, checks);
         for o in &self.others {
             o.request_finished(step, outcome, lateness, checks);
+        }
+    }
+
+    pub fn request_traced(
+        &self,
+        step: usize,
+        outcome: &Outcome,
+        trace_id: opentelemetry::trace::TraceId,
+        span_id: opentelemetry::trace::SpanId,
+    ) {
+        for o in &self.others {
+            o.request_traced(step, outcome, trace_id, span_id);
         }
     }
 

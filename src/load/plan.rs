@@ -77,7 +77,8 @@ impl Shard {
     }
 }
 
-fn executor_name(executor: &Executor) -> &'static str {
+/// k6's name of an executor (`constant-arrival-rate`, …).
+pub fn executor_name(executor: &Executor) -> &'static str {
     match executor {
         Executor::ConstantVus { .. } => "constant-vus",
         Executor::RampingVus { .. } => "ramping-vus",

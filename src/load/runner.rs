@@ -49,6 +49,9 @@ pub struct RunSpec {
     pub start_time: Duration,
     /// Arrival-rate only: arrivals the scheduler reaches later than this are dropped.
     pub max_lateness: Duration,
+    /// OpenTelemetry, when `telemetry:` is set: a run span, and the share of iterations
+    /// `traces.sample_ratio` traced (`None`: nothing traced, nothing sent).
+    pub tracer: Option<crate::telemetry::Tracer>,
 }
 
 /// Why a run ended before its plan did.
@@ -129,9 +132,14 @@ pub async fn run(
     }
     let start = Instant::now();
     let stats = events.stats().clone();
+    let mut work = RunWork::new(spec.work.clone());
+    work.trace = spec
+        .tracer
+        .as_ref()
+        .map(|t| t.run_span(&spec.profile, super::plan::executor_name(&spec.executor)));
     let ctx = Arc::new(VuCtx {
         global: spec.global.clone(),
-        work: RunWork::new(spec.work.clone()),
+        work,
         events,
         stopper: stopper.clone(),
         next: std::sync::atomic::AtomicU64::new(0),
@@ -158,11 +166,21 @@ pub async fn run(
     // Per-second figures divide by the test's duration, as k6's do.
     let window = super::stats::rate_window(&spec.executor, start.elapsed(), stopper.is_stopped());
     let snapshot = stats.snapshot(window);
-    let thresholds = spec
+    let thresholds: Vec<_> = spec
         .thresholds
         .iter()
         .map(|t| (t.clone(), t.threshold.evaluate(&snapshot)))
         .collect();
+    if let Some(span) = &ctx.work.trace {
+        let result = match stopper.reason() {
+            Some(Abort::DataUsedUp(_)) | None if thresholds.iter().all(|(_, r)| r.passed) => {
+                "passed"
+            }
+            Some(Abort::DataUsedUp(_)) | None => "failed",
+            Some(_) => "aborted",
+        };
+        span.finish(result);
+    }
     Ok(RunReport {
         stats: snapshot,
         thresholds,

@@ -9,6 +9,7 @@ use super::observe::Observers;
 use crate::checks::{self, Check};
 use crate::http::{Conn, Outcome, RequestSpec};
 use crate::journey::{Capture, Cursor, DataSet, Mix, Order, Template, Think, Values};
+use crate::telemetry::RunSpan;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -34,6 +35,9 @@ pub struct Step {
     pub keep_going: bool,
     /// The request, built once, when nothing in it is templated.
     pub fixed: Option<Arc<RequestSpec>>,
+    /// The URL as written (the target's as written, then the step's path, references and
+    /// templates kept): what a span's `url.full` is made from.
+    pub display_url: String,
 }
 
 /// A journey, compiled.
@@ -53,6 +57,8 @@ pub enum Work {
     Single {
         request: Arc<RequestSpec>,
         checks: Arc<Vec<Check>>,
+        /// The target's URL as written, for spans.
+        display_url: Arc<str>,
     },
     Journeys {
         journeys: Vec<Arc<Journey>>,
@@ -123,10 +129,11 @@ impl StepFailure {
 }
 
 impl Work {
-    pub fn single(request: RequestSpec, checks: Vec<Check>) -> Work {
+    pub fn single(request: RequestSpec, checks: Vec<Check>, display_url: &str) -> Work {
         Work::Single {
             request: Arc::new(request),
             checks: Arc::new(checks),
+            display_url: Arc::from(display_url),
         }
     }
 
@@ -201,6 +208,9 @@ pub struct RunWork {
     pub work: Arc<Work>,
     cursors: Vec<Option<Cursor>>,
     step_base: Vec<usize>,
+    /// The run's span when tracing is on: each iteration decides (head sampling) whether it
+    /// is traced.
+    pub trace: Option<RunSpan>,
 }
 
 /// A VU's own state between iterations: its connection, its number, reused buffers.
@@ -253,6 +263,7 @@ impl RunWork {
             work,
             cursors,
             step_base,
+            trace: None,
         }
     }
 
@@ -282,10 +293,39 @@ impl RunWork {
         cancel: &CancellationToken,
     ) -> Walked {
         let journeys = match &*self.work {
-            Work::Single { request, checks } => {
-                let outcome = vu.conn.send(request).await;
+            Work::Single {
+                request,
+                checks,
+                display_url,
+            } => {
+                // One random draw decides; an untraced request is sent as built, untouched.
+                let mut traced = self.trace.as_ref().and_then(|r| r.iteration(None));
+                let span = traced.as_mut().map(|it| it.request(None));
+                let outcome = match &span {
+                    Some(s) => {
+                        let mut req = RequestSpec::clone(request);
+                        s.inject(&mut req.headers);
+                        vu.conn.send(&req).await
+                    }
+                    None => vu.conn.send(request).await,
+                };
                 let results = checks::Results::of(checks, &outcome);
                 events.request_finished(0, &outcome, lateness, results.as_slice());
+                if let Some(s) = span {
+                    finish_span(
+                        s,
+                        0,
+                        &outcome,
+                        &request.method,
+                        display_url,
+                        checks,
+                        &results,
+                        events,
+                    );
+                }
+                if let Some(it) = traced {
+                    it.finish();
+                }
                 return Walked::Done;
             }
             Work::Journeys { journeys, .. } => journeys,
@@ -294,6 +334,10 @@ impl RunWork {
         let Some(journey) = journeys.get(j) else {
             return Walked::Done;
         };
+        let mut traced = self
+            .trace
+            .as_ref()
+            .and_then(|r| r.iteration(Some(&journey.name)));
         let row = match (self.cursors.get(j).and_then(Option::as_ref), &journey.data) {
             (Some(cursor), Some((data, _))) => match cursor.take() {
                 Some(i) => data.row(i),
@@ -320,10 +364,21 @@ impl RunWork {
                 row,
                 captures: &vu.captures,
             };
-            let outcome = match &step.fixed {
-                Some(req) => vu.conn.send(req).await,
-                None => match build(step, &values) {
-                    Some(req) => vu.conn.send(&req).await,
+            let span = traced.as_mut().map(|it| it.request(Some(&step.name)));
+            let outcome = match (&step.fixed, &span) {
+                (Some(req), None) => vu.conn.send(req).await,
+                (Some(req), Some(s)) => {
+                    let mut req = RequestSpec::clone(req);
+                    s.inject(&mut req.headers);
+                    vu.conn.send(&req).await
+                }
+                (None, _) => match build(step, &values) {
+                    Some(mut req) => {
+                        if let Some(s) = &span {
+                            s.inject(&mut req.headers);
+                        }
+                        vu.conn.send(&req).await
+                    }
                     // A rendered URL that does not parse: the target never saw it.
                     None => Outcome {
                         error: Some(crate::http::ErrorClass::Other),
@@ -334,6 +389,19 @@ impl RunWork {
             let results = checks::Results::of(&step.checks, &outcome);
             let first = if i == 0 { lateness } else { Duration::ZERO };
             events.request_finished(base + i, &outcome, first, results.as_slice());
+            if let Some(s) = span {
+                let at = base + i;
+                finish_span(
+                    s,
+                    at,
+                    &outcome,
+                    &step.method,
+                    &step.display_url,
+                    &step.checks,
+                    &results,
+                    events,
+                );
+            }
             let mut failure = None;
             if !checks::verdict(&step.checks, results.as_slice(), &outcome) {
                 failure = Some(if results.as_slice().iter().any(|p| !p) {
@@ -370,8 +438,35 @@ impl RunWork {
             }
         }
         events.iteration_finished(j, result, started.elapsed());
+        if let Some(it) = traced {
+            it.finish();
+        }
         Walked::Done
     }
+}
+
+/// Ends a traced request's span (semantic conventions, phases, the first failed check) and
+/// tells the observers its ids, for exemplars.
+#[allow(clippy::too_many_arguments)]
+fn finish_span(
+    span: crate::telemetry::ReqSpan,
+    step: usize,
+    outcome: &Outcome,
+    method: &http::Method,
+    display_url: &str,
+    checks: &[Check],
+    results: &checks::Results,
+    events: &Observers,
+) {
+    if outcome.status.is_some() {
+        events.request_traced(step, outcome, span.trace_id(), span.span_id());
+    }
+    let failed = checks
+        .iter()
+        .zip(results.as_slice())
+        .find(|(_, ok)| !**ok)
+        .map(|(c, _)| c.name.as_str());
+    span.finish(outcome, method.as_str(), display_url, failed);
 }
 
 fn unix_ms() -> u64 {

@@ -109,7 +109,7 @@ impl RunSpan {
     }
 
     /// Ends the run span with `sloburn.result` (`passed`, `failed`, `aborted`, …).
-    pub fn finish(self, result: &str) {
+    pub fn finish(&self, result: &str) {
         let span = self.cx.span();
         span.set_attribute(KeyValue::new("sloburn.result", result.to_string()));
         if result != "passed" {
@@ -234,7 +234,14 @@ impl ReqSpan {
         let url = url_full(display_url);
         let mut attrs = vec![
             KeyValue::new("http.request.method", method),
-            KeyValue::new("network.protocol.version", "1.1"),
+            KeyValue::new(
+                "network.protocol.version",
+                match outcome.version {
+                    http::Version::HTTP_2 => "2",
+                    http::Version::HTTP_10 => "1.0",
+                    _ => "1.1",
+                },
+            ),
         ];
         if let Some((host, port)) = server_of(&url) {
             attrs.push(KeyValue::new("server.address", host));

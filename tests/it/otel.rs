@@ -23,6 +23,9 @@ use tokio_util::sync::CancellationToken;
 /// Exemplars, the daemon's own spans, dashboards, config: the surfaces around the spans.
 mod surfaces;
 
+/// `sloburn run` with `telemetry:`: the runner hook end to end.
+mod runs;
+
 const SECRET_HEADER: &str = "Bearer hdr-s3cr3t-7f1c";
 const SECRET_QUERY: &str = "qry-s3cr3t-91ab";
 const SECRET_USER: &str = "usr-s3cr3t-55aa";
