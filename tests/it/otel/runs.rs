@@ -239,3 +239,57 @@ fn a_dead_collector_costs_the_load_nothing_and_its_spans_are_counted_as_dropped(
         "{dropped} dropped for {down} traced requests"
     );
 }
+
+/// A daemon with `telemetry:` traces its scheduled runs: its OpenMetrics buckets carry the
+/// trace ids of requests whose spans reached the receiver; the classic format carries none.
+#[test]
+fn a_serving_daemon_puts_exported_trace_ids_on_its_openmetrics_buckets() {
+    use crate::support::{Daemon, daemon_config, eventually, get_blocking_with};
+    let receiver = Receiver::start();
+    let target = BackgroundTarget::start(TargetOptions::default());
+    let dir = tempfile::tempdir().unwrap();
+    let profiles = "  canary:\n    target: api\n    every: 1h\n    run_on_start: true\n    \
+                    executor: shared-iterations\n    vus: 1\n    iterations: 30\n";
+    let slos = "  api-availability:\n    target: api\n    sli: availability\n    objective: 99\n";
+    let config = format!(
+        "telemetry:\n  otlp: {{ endpoint: \"http://127.0.0.1:{}\", timeout: 2s }}\n  traces: {{ sample_ratio: 1.0, schedule_delay: 100ms }}\n{}",
+        receiver.port,
+        daemon_config(target.addr, &dir.path().join("data"), profiles, slos)
+    );
+    let path = write_config(dir.path(), &config);
+    let d = Daemon::start(&path, &["--no-watch"]);
+    let mut accept = http::HeaderMap::new();
+    accept.insert(
+        "accept",
+        http::HeaderValue::from_static("application/openmetrics-text; version=1.0.0"),
+    );
+    let url = format!("{}/metrics", d.base);
+    let text = eventually(std::time::Duration::from_secs(20), || {
+        let (_, _, m) = get_blocking_with(&url, accept.clone());
+        m.lines()
+            .any(|l| {
+                l.starts_with("sloburn_http_req_duration_seconds_bucket")
+                    && l.contains(" # {trace_id=\"")
+            })
+            .then_some(m)
+    })
+    .expect("no exemplar on the OpenMetrics buckets");
+    let ids: BTreeSet<String> = text
+        .lines()
+        .filter_map(|l| l.split("trace_id=\"").nth(1))
+        .filter_map(|r| r.split('"').next())
+        .map(str::to_string)
+        .collect();
+    let exported: BTreeSet<String> = receiver
+        .spans(31)
+        .iter()
+        .filter(|s| s["kind"] == 3)
+        .map(|s| s["trace_id"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        !ids.is_empty() && ids.is_subset(&exported),
+        "{ids:?} vs {exported:?}"
+    );
+    let (_, _, classic) = get_blocking_with(&url, http::HeaderMap::new());
+    assert!(!classic.contains("trace_id"));
+}
