@@ -43,7 +43,7 @@ fn fmt_bytes(n: f64) -> String {
     }
 }
 
-fn trend_line(h: &HistSnapshot) -> String {
+pub(super) fn trend_line(h: &HistSnapshot) -> String {
     format!(
         "avg={} min={} med={} max={} p(90)={} p(95)={} p(99)={}",
         fmt_duration(h.mean()),
@@ -57,7 +57,7 @@ fn trend_line(h: &HistSnapshot) -> String {
 }
 
 /// `key.....: value`, k6's dotted rows.
-fn row(out: &mut String, indent: usize, name: &str, width: usize, value: &str) {
+pub(super) fn row(out: &mut String, indent: usize, name: &str, width: usize, value: &str) {
     let dots = width.saturating_sub(name.chars().count() + indent);
     let _ = writeln!(
         out,
@@ -68,7 +68,7 @@ fn row(out: &mut String, indent: usize, name: &str, width: usize, value: &str) {
 }
 
 /// Rows of the HTTP, EXECUTION and NETWORK groups: k6 pads them to this width.
-const WIDTH: usize = 76;
+pub(super) const WIDTH: usize = 76;
 
 /// A threshold's observed value with its unit: a duration for trend metrics (evaluated in
 /// milliseconds), a plain number otherwise.
@@ -117,7 +117,7 @@ fn fmt_count_rate(n: u64, per_second: f64) -> String {
     format!("{:<7} {}/s", n, fmt_number(per_second))
 }
 
-fn fmt_rate(hits: u64, total: u64) -> String {
+pub(super) fn fmt_rate(hits: u64, total: u64) -> String {
     let pct = if total > 0 {
         100.0 * hits as f64 / total as f64
     } else {
@@ -401,75 +401,10 @@ pub fn text_with(h: &Header, report: &RunReport) -> String {
             fmt_bytes(s.per_second(s.data_sent))
         ),
     );
-    journeys(&mut out, s);
+    super::groups::text(&mut out, s);
     let _ = writeln!(out);
     vegeta(&mut out, s);
     out
-}
-
-/// Per journey and step, as k6 shows groups: iterations by result, then each step's requests,
-/// failures and latency.
-fn journeys(out: &mut String, s: &StatsSnapshot) {
-    use super::walk::StepFailure;
-    for (j, journey) in s.journeys.iter().enumerate() {
-        let [ok, failed, dropped] = journey.results;
-        let _ = writeln!(out, "\n  █ JOURNEY {}\n", journey.name);
-        row(
-            out,
-            4,
-            "iterations",
-            WIDTH,
-            &format!("{ok} ok, {failed} failed_step, {dropped} dropped"),
-        );
-        row(
-            out,
-            4,
-            "iteration_duration",
-            WIDTH,
-            &trend_line(&journey.duration),
-        );
-        let steps = s
-            .steps
-            .iter()
-            .filter(|st| st.journey.as_deref() == Some(journey.name.as_str()));
-        for st in steps {
-            let failures: Vec<String> = StepFailure::ALL
-                .iter()
-                .zip(st.failures)
-                .filter(|(_, n)| *n > 0)
-                .map(|(f, n)| format!("{n} {}", f.as_str()))
-                .collect();
-            let failed = if failures.is_empty() {
-                String::new()
-            } else {
-                format!(", failed: {}", failures.join(", "))
-            };
-            let _ = writeln!(out, "\n    ↳ {}", st.name);
-            row(
-                out,
-                6,
-                "http_reqs",
-                WIDTH - 2,
-                &format!(
-                    "{} ({} failed){failed}",
-                    st.requests,
-                    fmt_rate(st.failed, st.requests)
-                ),
-            );
-            row(
-                out,
-                6,
-                "http_req_duration",
-                WIDTH - 2,
-                &trend_line(&st.duration),
-            );
-            for (name, p, f) in &st.checks {
-                let mark = if *f == 0 { '✓' } else { '✗' };
-                let _ = writeln!(out, "      {mark} {name}: {p} passed, {f} failed");
-            }
-        }
-        let _ = j;
-    }
 }
 
 /// Why iterations were dropped, and whether the generator itself fell behind: those drops are
@@ -693,7 +628,12 @@ fn trend_json(h: &HistSnapshot) -> Value {
 }
 
 /// k6's ids: the MD5 of a group's or check's path.
-fn k6_id(path: &str) -> String {
+/// A check as k6's summary-export writes it, at `path` (`::name`, `::group::name`).
+pub(super) fn check_json(path: &str, name: &str, passes: u64, fails: u64) -> Value {
+    json!({ "name": name, "path": path, "id": k6_id(path), "passes": passes, "fails": fails })
+}
+
+pub(super) fn k6_id(path: &str) -> String {
     Md5::digest(path.as_bytes())
         .iter()
         .map(|b| format!("{b:02x}"))
@@ -801,13 +741,7 @@ pub fn export_json(report: &RunReport, interrupted_by: Option<&str>) -> Value {
     let checks: Map<String, Value> = s
         .checks
         .iter()
-        .map(|(name, p, f)| {
-            let path = format!("::{name}");
-            (
-                name.clone(),
-                json!({ "name": name, "path": path, "id": k6_id(&path), "passes": p, "fails": f }),
-            )
-        })
+        .map(|(name, p, f)| (name.clone(), check_json(&format!("::{name}"), name, *p, *f)))
         .collect();
     let mut state = Map::new();
     state.insert(
@@ -817,38 +751,7 @@ pub fn export_json(report: &RunReport, interrupted_by: Option<&str>) -> Value {
     state.insert("isStdOutTTY".into(), Value::Bool(false));
     state.insert("isStdErrTTY".into(), Value::Bool(false));
     mark_interrupted(&mut state, interrupted_by);
-    // Journeys and their steps are k6 groups: `::journey` and `::journey::step`.
-    let mut groups = Map::new();
-    for journey in &s.journeys {
-        let jpath = format!("::{}", journey.name);
-        let mut steps = Map::new();
-        for st in s
-            .steps
-            .iter()
-            .filter(|st| st.journey.as_deref() == Some(journey.name.as_str()))
-        {
-            let spath = format!("{jpath}::{}", st.name);
-            let checks: Map<String, Value> = st
-                .checks
-                .iter()
-                .map(|(name, p, f)| {
-                    let path = format!("{spath}::{name}");
-                    (
-                        name.clone(),
-                        json!({ "name": name, "path": path, "id": k6_id(&path), "passes": p, "fails": f }),
-                    )
-                })
-                .collect();
-            steps.insert(
-                st.name.clone(),
-                json!({ "name": st.name, "path": spath, "id": k6_id(&spath), "groups": {}, "checks": checks }),
-            );
-        }
-        groups.insert(
-            journey.name.clone(),
-            json!({ "name": journey.name, "path": jpath, "id": k6_id(&jpath), "groups": steps, "checks": {} }),
-        );
-    }
+    let groups = super::groups::json(s);
     json!({
         "root_group": { "name": "", "path": "", "id": k6_id(""), "groups": groups, "checks": checks },
         "metrics": metrics,
