@@ -133,10 +133,13 @@ pub async fn run(
     let start = Instant::now();
     let stats = events.stats().clone();
     let mut work = RunWork::new(spec.work.clone());
-    work.trace = spec
-        .tracer
-        .as_ref()
-        .map(|t| t.run_span(&spec.profile, super::plan::executor_name(&spec.executor)));
+    work.trace = spec.tracer.as_ref().map(|t| {
+        t.run_span(
+            &spec.profile,
+            super::plan::executor_name(&spec.executor),
+            spec.work.span_steps(),
+        )
+    });
     let ctx = Arc::new(VuCtx {
         global: spec.global.clone(),
         work,

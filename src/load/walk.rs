@@ -158,6 +158,31 @@ impl Work {
         }
     }
 
+    /// What each step sends, in `StepId` order, for its spans.
+    pub fn span_steps(&self) -> Vec<crate::telemetry::StepDesc<'_>> {
+        match self {
+            Work::Single {
+                request,
+                display_url,
+                ..
+            } => vec![crate::telemetry::StepDesc {
+                method: request.method.as_str(),
+                display_url,
+                step: None,
+            }],
+            Work::Journeys { journeys, .. } => journeys
+                .iter()
+                .flat_map(|j| {
+                    j.steps.iter().map(|s| crate::telemetry::StepDesc {
+                        method: s.method.as_str(),
+                        display_url: &s.display_url,
+                        step: Some(&s.name),
+                    })
+                })
+                .collect(),
+        }
+    }
+
     /// The journeys' names, in mix order (empty for a single request).
     pub fn journey_names(&self) -> Vec<String> {
         match self {
@@ -296,11 +321,11 @@ impl RunWork {
             Work::Single {
                 request,
                 checks,
-                display_url,
+                display_url: _,
             } => {
                 // One random draw decides; an untraced request is sent as built, untouched.
                 let mut traced = self.trace.as_ref().and_then(|r| r.iteration(None));
-                let span = traced.as_mut().map(|it| it.request(None));
+                let span = traced.as_mut().map(|it| it.request(0));
                 let outcome = match &span {
                     Some(s) => {
                         let mut req = RequestSpec::clone(request);
@@ -312,16 +337,7 @@ impl RunWork {
                 let results = checks::Results::of(checks, &outcome);
                 events.request_finished(0, &outcome, lateness, results.as_slice());
                 if let Some(s) = span {
-                    finish_span(
-                        s,
-                        0,
-                        &outcome,
-                        &request.method,
-                        display_url,
-                        checks,
-                        &results,
-                        events,
-                    );
+                    finish_span(s, 0, &outcome, checks, &results, events);
                 }
                 if let Some(it) = traced {
                     it.finish();
@@ -364,7 +380,7 @@ impl RunWork {
                 row,
                 captures: &vu.captures,
             };
-            let span = traced.as_mut().map(|it| it.request(Some(&step.name)));
+            let span = traced.as_mut().map(|it| it.request(base + i));
             let outcome = match (&step.fixed, &span) {
                 (Some(req), None) => vu.conn.send(req).await,
                 (Some(req), Some(s)) => {
@@ -390,17 +406,7 @@ impl RunWork {
             let first = if i == 0 { lateness } else { Duration::ZERO };
             events.request_finished(base + i, &outcome, first, results.as_slice());
             if let Some(s) = span {
-                let at = base + i;
-                finish_span(
-                    s,
-                    at,
-                    &outcome,
-                    &step.method,
-                    &step.display_url,
-                    &step.checks,
-                    &results,
-                    events,
-                );
+                finish_span(s, base + i, &outcome, &step.checks, &results, events);
             }
             let mut failure = None;
             if !checks::verdict(&step.checks, results.as_slice(), &outcome) {
@@ -447,13 +453,10 @@ impl RunWork {
 
 /// Ends a traced request's span (semantic conventions, phases, the first failed check) and
 /// tells the observers its ids, for exemplars.
-#[allow(clippy::too_many_arguments)]
 fn finish_span(
     span: crate::telemetry::ReqSpan,
     step: usize,
     outcome: &Outcome,
-    method: &http::Method,
-    display_url: &str,
     checks: &[Check],
     results: &checks::Results,
     events: &Observers,
@@ -466,7 +469,7 @@ fn finish_span(
         .zip(results.as_slice())
         .find(|(_, ok)| !**ok)
         .map(|(c, _)| c.name.as_str());
-    span.finish(outcome, method.as_str(), display_url, failed);
+    span.finish(outcome, failed);
 }
 
 fn unix_ms() -> u64 {

@@ -23,7 +23,7 @@ pub mod spans;
 
 pub use export::{ExportStats, Exporter};
 pub use sampling::Sampler;
-pub use spans::{IterSpan, ReqSpan, RunSpan, Tracer};
+pub use spans::{IterSpan, ReqSpan, RunSpan, StepDesc, Tracer};
 
 /// How spans travel to the collector.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,19 +1,24 @@
 //! Run → iteration → request spans for load requests.
 //!
-//! The runner's hook, in order: [`Tracer::run_span`] once per run; [`RunSpan::iteration`] per
+//! The runner's hook, in order: [`Tracer::run_span`] once per run, with each step's
+//! [`StepDesc`] (its constant attributes are built there, once); [`RunSpan::iteration`] per
 //! iteration (the head-sampling decision: `None`, and nothing else done, when not sampled);
 //! [`IterSpan::request`] per request, whose [`ReqSpan::traceparent`] goes on the request;
 //! [`ReqSpan::finish`] with the request's [`Outcome`]; [`IterSpan::finish`] and
 //! [`RunSpan::finish`] with the run's result.
+//!
+//! A traced request allocates little: its constant attributes (method, `url.full`,
+//! `server.*`, step) are reference-counted clones of the run's, in one vector sized once.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use http::{HeaderMap, HeaderValue};
 use opentelemetry::trace::{
     Span as _, SpanContext, SpanId, SpanKind, Status, TraceContextExt, TraceId, Tracer as _,
 };
-use opentelemetry::{Context, KeyValue};
+use opentelemetry::{Context, KeyValue, StringValue};
 use opentelemetry_sdk::trace::SdkTracer;
 
 use super::propagation::{TRACEPARENT, TRACESTATE, traceparent};
@@ -42,6 +47,61 @@ impl std::fmt::Debug for Tracer {
     }
 }
 
+/// What a run's step sends, as its spans describe it.
+#[derive(Debug, Clone, Copy)]
+pub struct StepDesc<'a> {
+    pub method: &'a str,
+    /// The target's URL as written (secret references kept); its user-info and query values
+    /// are redacted in `url.full`.
+    pub display_url: &'a str,
+    /// The journey step's name; `None` for a single-request profile.
+    pub step: Option<&'a str>,
+}
+
+/// One step's span name and constant attributes, built once per run.
+#[derive(Debug)]
+struct StepAttrs {
+    name: Cow<'static, str>,
+    attrs: Box<[KeyValue]>,
+    step: Option<Arc<str>>,
+}
+
+/// Attributes a request span adds when it ends (status, protocol, error type); reserved up
+/// front so ending a span does not grow its vector.
+const END_ATTRS: usize = 3;
+
+impl StepAttrs {
+    fn new(d: &StepDesc<'_>) -> StepAttrs {
+        let method = d.method.to_ascii_uppercase();
+        let name = match method.as_str() {
+            "GET" => Cow::Borrowed("GET"),
+            "POST" => Cow::Borrowed("POST"),
+            "PUT" => Cow::Borrowed("PUT"),
+            "DELETE" => Cow::Borrowed("DELETE"),
+            "PATCH" => Cow::Borrowed("PATCH"),
+            "HEAD" => Cow::Borrowed("HEAD"),
+            "OPTIONS" => Cow::Borrowed("OPTIONS"),
+            _ => Cow::Owned(method.clone()),
+        };
+        let url = url_full(d.display_url);
+        let mut attrs = vec![KeyValue::new("http.request.method", method)];
+        if let Some((host, port)) = server_of(&url) {
+            attrs.push(KeyValue::new("server.address", host));
+            attrs.push(KeyValue::new("server.port", i64::from(port)));
+        }
+        attrs.push(KeyValue::new("url.full", url));
+        let step: Option<Arc<str>> = d.step.map(Arc::from);
+        if let Some(s) = &step {
+            attrs.push(KeyValue::new("sloburn.step", s.clone()));
+        }
+        StepAttrs {
+            name,
+            attrs: attrs.into_boxed_slice(),
+            step,
+        }
+    }
+}
+
 impl Tracer {
     pub fn new(tracer: SdkTracer, traces: &TracesConfig) -> Tracer {
         Tracer {
@@ -56,7 +116,13 @@ impl Tracer {
     }
 
     /// The root span of one run (INTERNAL), with `sloburn.profile` and `sloburn.executor`.
-    pub fn run_span(&self, profile: &str, executor: &str) -> RunSpan {
+    /// `steps` are the run's steps in their index order (one for a single-request profile).
+    pub fn run_span<'a>(
+        &self,
+        profile: &str,
+        executor: &str,
+        steps: impl IntoIterator<Item = StepDesc<'a>>,
+    ) -> RunSpan {
         let span = self
             .tracer
             .span_builder(format!("run {profile}"))
@@ -69,6 +135,7 @@ impl Tracer {
         RunSpan {
             tracer: self.clone(),
             cx: Context::new().with_span(span),
+            steps: steps.into_iter().map(|d| StepAttrs::new(&d)).collect(),
         }
     }
 }
@@ -77,6 +144,7 @@ impl Tracer {
 pub struct RunSpan {
     tracer: Tracer,
     cx: Context,
+    steps: Arc<[StepAttrs]>,
 }
 
 impl RunSpan {
@@ -100,7 +168,8 @@ impl RunSpan {
         Some(IterSpan {
             tracer: self.tracer.clone(),
             cx: self.cx.with_span(span),
-            steps: Vec::new(),
+            steps: self.steps.clone(),
+            walked: Vec::new(),
         })
     }
 
@@ -123,37 +192,47 @@ impl RunSpan {
 pub struct IterSpan {
     tracer: Tracer,
     cx: Context,
-    steps: Vec<String>,
+    steps: Arc<[StepAttrs]>,
+    /// The step indexes of its requests, in order.
+    walked: Vec<usize>,
 }
 
 impl IterSpan {
-    /// A CLIENT span for one request, started now. `step` names the journey step.
-    pub fn request(&mut self, step: Option<&str>) -> ReqSpan {
+    /// A CLIENT span for one request of step `step` (its index in the run's steps), started
+    /// now.
+    pub fn request(&mut self, step: usize) -> ReqSpan {
         let t = &self.tracer.tracer;
         let started = SystemTime::now();
-        let mut b = t
-            .span_builder("HTTP")
-            .with_kind(SpanKind::Client)
-            .with_start_time(started);
-        if let Some(s) = step {
-            self.steps.push(s.to_string());
-            b = b.with_attributes([KeyValue::new("sloburn.step", s.to_string())]);
-        }
-        let span = b.start_with_context(t, &self.cx);
-        let sc = span.span_context().clone();
-        let (header, state) = if self.tracer.propagate {
-            (
-                Some(traceparent(sc.trace_id(), sc.span_id())),
-                self.tracer.tracestate.clone(),
-            )
-        } else {
-            (None, None)
+        let (name, attrs) = match self.steps.get(step) {
+            Some(s) => {
+                if s.step.is_some() {
+                    self.walked.push(step);
+                }
+                let mut attrs = Vec::with_capacity(s.attrs.len() + END_ATTRS);
+                attrs.extend_from_slice(&s.attrs);
+                (s.name.clone(), attrs)
+            }
+            None => (Cow::Borrowed("HTTP"), Vec::with_capacity(END_ATTRS)),
         };
+        let span = t
+            .span_builder(name)
+            .with_kind(SpanKind::Client)
+            .with_start_time(started)
+            .with_attributes(attrs)
+            .start_with_context(t, &self.cx);
+        let header = self.tracer.propagate.then(|| {
+            let sc = span.span_context();
+            traceparent(sc.trace_id(), sc.span_id())
+        });
         ReqSpan {
             span,
             started,
             header,
-            state,
+            state: if self.tracer.propagate {
+                self.tracer.tracestate.clone()
+            } else {
+                None
+            },
         }
     }
 
@@ -164,9 +243,13 @@ impl IterSpan {
     /// Ends the iteration span; the step names of its requests go in `sloburn.steps`.
     pub fn finish(self) {
         let span = self.cx.span();
-        if !self.steps.is_empty() {
-            let steps: Vec<opentelemetry::StringValue> =
-                self.steps.into_iter().map(Into::into).collect();
+        if !self.walked.is_empty() {
+            let steps: Vec<StringValue> = self
+                .walked
+                .iter()
+                .filter_map(|&i| self.steps.get(i)?.step.clone())
+                .map(StringValue::from)
+                .collect();
             span.set_attribute(KeyValue::new(
                 "sloburn.steps",
                 opentelemetry::Value::Array(steps.into()),
@@ -200,6 +283,11 @@ impl ReqSpan {
         self.header.as_ref()
     }
 
+    /// The `tracestate` to send with it, when configured (and propagating).
+    pub fn tracestate(&self) -> Option<&HeaderValue> {
+        self.state.as_ref()
+    }
+
     /// Adds `traceparent` (and `tracestate` when configured) to a request's headers; does
     /// nothing with `propagate: false`.
     pub fn inject(&self, headers: &mut HeaderMap) {
@@ -219,50 +307,33 @@ impl ReqSpan {
         self.span.span_context().span_id()
     }
 
-    /// Ends the span with the HTTP client semantic conventions. `display_url` is the target's
-    /// URL as written (secret references kept); its user-info and query values are redacted.
-    /// `check_failed` names the first failed check: the span's status becomes an error with it.
-    pub fn finish(
-        mut self,
-        outcome: &Outcome,
-        method: &str,
-        display_url: &str,
-        check_failed: Option<&str>,
-    ) {
-        let method = method.to_ascii_uppercase();
-        self.span.update_name(method.clone());
-        let url = url_full(display_url);
-        let mut attrs = vec![
-            KeyValue::new("http.request.method", method),
-            KeyValue::new(
-                "network.protocol.version",
-                match outcome.version {
-                    http::Version::HTTP_2 => "2",
-                    http::Version::HTTP_10 => "1.0",
-                    _ => "1.1",
-                },
-            ),
-        ];
-        if let Some((host, port)) = server_of(&url) {
-            attrs.push(KeyValue::new("server.address", host));
-            attrs.push(KeyValue::new("server.port", i64::from(port)));
-        }
-        attrs.push(KeyValue::new("url.full", url));
+    /// Ends the span with the rest of the HTTP client semantic conventions (status code,
+    /// protocol version, error type) and the phases. `check_failed` names the first failed
+    /// check: the span's status becomes an error with it.
+    pub fn finish(mut self, outcome: &Outcome, check_failed: Option<&str>) {
+        self.span.set_attribute(KeyValue::new(
+            "network.protocol.version",
+            match outcome.version {
+                http::Version::HTTP_2 => "2",
+                http::Version::HTTP_10 => "1.0",
+                _ => "1.1",
+            },
+        ));
         if let Some(status) = outcome.status {
-            attrs.push(KeyValue::new(
+            self.span.set_attribute(KeyValue::new(
                 "http.response.status_code",
                 i64::from(status),
             ));
         }
-        let error_type = match (outcome.error, outcome.status) {
-            (Some(class), _) => Some(class.as_str().to_string()),
-            (None, Some(s)) if s >= 400 => Some(s.to_string()),
+        let error_type: Option<Cow<'static, str>> = match (outcome.error, outcome.status) {
+            (Some(class), _) => Some(Cow::Borrowed(class.as_str())),
+            (None, Some(s)) if s >= 400 => Some(Cow::Owned(s.to_string())),
             _ => None,
         };
         if let Some(e) = &error_type {
-            attrs.push(KeyValue::new("error.type", e.clone()));
+            self.span
+                .set_attribute(KeyValue::new("error.type", e.clone()));
         }
-        self.span.set_attributes(attrs);
         let p = &outcome.phases;
         let phases = [
             p.dns,

@@ -16,7 +16,7 @@ use serde_json::Value;
 use sloburn::http::{Client, ClientOptions, HostsFile, RequestSpec, Resolver, ResolverConfig};
 use sloburn::target::{TargetOptions, spawn};
 use sloburn::telemetry::{
-    Exporter, OtlpConfig, Protocol, Sampler, TelemetryConfig, Tracer, TracesConfig, spans,
+    Exporter, OtlpConfig, Protocol, Sampler, StepDesc, TelemetryConfig, Tracer, TracesConfig, spans,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -189,7 +189,12 @@ async fn client_spans_reach_a_real_otlp_receiver_and_match_the_targets_tracepare
         target.addr
     );
 
-    let run = tracer.run_span("canary", "constant-arrival-rate");
+    let steps = ["login", "pay"].map(|step| StepDesc {
+        method: "get",
+        display_url: &display,
+        step: Some(step),
+    });
+    let run = tracer.run_span("canary", "constant-arrival-rate", steps);
     let client = client();
     let mut conn = client.conn();
     const ITERATIONS: usize = 4;
@@ -198,16 +203,15 @@ async fn client_spans_reach_a_real_otlp_receiver_and_match_the_targets_tracepare
         let mut iter = run
             .iteration(Some("checkout"))
             .expect("ratio 1 samples all");
-        for (step, query, failed_check) in [
-            ("login", "", None),
-            ("pay", "?status=503", Some("status is 200")),
-        ] {
-            let span = iter.request(Some(step));
+        for (step, query, failed_check) in
+            [(0, "", None), (1, "?status=503", Some("status is 200"))]
+        {
+            let span = iter.request(step);
             let mut req = request(target.addr, query);
             span.inject(&mut req.headers);
             let out = conn.send(&req).await;
             assert!(out.error.is_none(), "{:?}", out.error);
-            span.finish(&out, "get", &display, failed_check);
+            span.finish(&out, failed_check);
             sent += 1;
         }
         iter.finish();
@@ -348,18 +352,26 @@ async fn propagate_false_sends_nothing_to_the_target() {
         ..TracesConfig::default()
     };
     let (exporter, tracer) = tracing_to(format!("http://127.0.0.1:{}", receiver.port), &traces);
-    let run = tracer.run_span("p", "shared-iterations");
+    let run = tracer.run_span(
+        "p",
+        "shared-iterations",
+        [StepDesc {
+            method: "GET",
+            display_url: "http://t/",
+            step: None,
+        }],
+    );
     let client = client();
     let mut conn = client.conn();
     for _ in 0..5 {
         let mut iter = run.iteration(None).unwrap();
-        let span = iter.request(None);
+        let span = iter.request(0);
         assert!(span.traceparent().is_none());
         let mut req = request(target.addr, "");
         span.inject(&mut req.headers);
         assert!(req.headers.get("tracestate").is_none());
         let out = conn.send(&req).await;
-        span.finish(&out, "GET", "http://t/", None);
+        span.finish(&out, None);
         iter.finish();
     }
     run.finish("passed");
@@ -386,15 +398,23 @@ async fn a_grpc_endpoint_exports_over_otlp_grpc() {
     cfg.otlp.protocol = Some(Protocol::Grpc);
     let exporter = Exporter::start(&cfg).unwrap();
     let tracer = Tracer::new(exporter.tracer(spans::SCOPE), &traces);
-    let run = tracer.run_span("g", "constant-vus");
+    let run = tracer.run_span(
+        "g",
+        "constant-vus",
+        [StepDesc {
+            method: "POST",
+            display_url: "http://svc:8080/x",
+            step: Some("s"),
+        }],
+    );
     let mut iter = run.iteration(Some("j")).unwrap();
-    let span = iter.request(Some("s"));
+    let span = iter.request(0);
     let mut out = sloburn::http::Outcome {
         status: Some(204),
         ..Default::default()
     };
     out.phases.waiting = Duration::from_millis(3);
-    span.finish(&out, "POST", "http://svc:8080/x", None);
+    span.finish(&out, None);
     iter.finish();
     run.finish("passed");
     flush(&exporter).await;
@@ -453,13 +473,21 @@ async fn load_against(endpoint: String) -> Load {
     };
     let (exporter, tracer) = tracing_to(endpoint, &traces);
     let stats = exporter.stats().clone();
-    let run = tracer.run_span("p", "constant-arrival-rate");
+    let run = tracer.run_span(
+        "p",
+        "constant-arrival-rate",
+        [StepDesc {
+            method: "GET",
+            display_url: "http://t/",
+            step: None,
+        }],
+    );
     let client = client();
     let mut conn = client.conn();
     let (mut ok, mut sampled, mut max_in_flight) = (0, 0, 0);
     for _ in 0..LOAD_ITERATIONS {
         let mut iter = run.iteration(None);
-        let span = iter.as_mut().map(|i| i.request(None));
+        let span = iter.as_mut().map(|i| i.request(0));
         let mut req = request(target.addr, "");
         if let Some(s) = &span {
             s.inject(&mut req.headers);
@@ -467,7 +495,7 @@ async fn load_against(endpoint: String) -> Load {
         let out = conn.send(&req).await;
         ok += usize::from(out.status == Some(200));
         if let (Some(s), Some(i)) = (span, iter) {
-            s.finish(&out, "GET", "http://t/", None);
+            s.finish(&out, None);
             i.finish();
             sampled += 1;
         }

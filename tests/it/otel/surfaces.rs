@@ -294,12 +294,20 @@ async fn a_real_prometheus_stores_the_exemplars_of_exported_request_spans() {
 
     // What the runner's hook does per sampled request: span, header, request, observe, then
     // the exemplar with the span's ids.
-    let run = tracer.run_span("canary", "constant-vus");
+    let run = tracer.run_span(
+        "canary",
+        "constant-vus",
+        [StepDesc {
+            method: "GET",
+            display_url: "http://api/",
+            step: None,
+        }],
+    );
     let client = client();
     let mut conn = client.conn();
     for _ in 0..20 {
         let mut iter = run.iteration(None).unwrap();
-        let span = iter.request(None);
+        let span = iter.request(0);
         let mut req = request(target.addr, "");
         span.inject(&mut req.headers);
         let out = conn.send(&req).await;
@@ -310,7 +318,7 @@ async fn a_real_prometheus_stores_the_exemplars_of_exported_request_spans() {
             span.trace_id(),
             span.span_id(),
         );
-        span.finish(&out, "GET", "http://api/", None);
+        span.finish(&out, None);
         iter.finish();
     }
     run.finish("passed");
