@@ -171,9 +171,11 @@ def run_measured(cmd: list[str], workdir: Path, name: str, timeout_s: float,
 # nginx
 
 class Nginx:
-    def __init__(self, workdir: Path):
+    def __init__(self, workdir: Path, http2: bool = False):
+        """`http2`: the port speaks HTTP/2 over cleartext with prior knowledge (h2c) only."""
         self.dir = workdir / "nginx"
         self.port = free_port()
+        self.http2 = http2
         self.proc: subprocess.Popen | None = None
         self.binary = find_binary("nginx", [Path("/usr/sbin/nginx")])
 
@@ -215,7 +217,7 @@ http {{
     keepalive_requests 100000;
     open_file_cache max=16 inactive=60s;
     server {{
-        listen {HOST}:{self.port} backlog=4096;
+        listen {HOST}:{self.port} backlog=4096{" http2" if self.http2 else ""};
         root {html};
         location / {{ }}
     }}
@@ -233,6 +235,14 @@ http {{
                 errlog = (self.dir / "logs" / "error.log")
                 detail = errlog.read_text() if errlog.exists() else ""
                 raise SystemExit(f"bench: nginx exited ({self.proc.returncode}): {detail}")
+            if self.http2:
+                # No HTTP/1.1 on an h2c-only port: a TCP connect is the readiness check.
+                try:
+                    socket.create_connection((HOST, self.port), timeout=1).close()
+                    return
+                except OSError:
+                    time.sleep(0.1)
+                    continue
             try:
                 c = http.client.HTTPConnection(HOST, self.port, timeout=1)
                 c.request("GET", "/index.html")
