@@ -62,6 +62,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--connections", type=int, default=4)
     ap.add_argument("--streams", type=int, default=25)
+    ap.add_argument("--json", help="also write the medians here (bench/all.py reads it)")
     ap.add_argument("--sloburn", default=os.environ.get("SLOBURN",
                     str(peers.REPO_ROOT / "target/release/sloburn")))
     args = ap.parse_args()
@@ -140,6 +141,13 @@ def main() -> int:
         print(f"| {tool} | {v:,.0f} | {ratio} | {statistics.median(cpu[tool]):.3f} |")
     for tool, note in notes.items():
         print(f"\n{tool}: {note}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({
+            "connections": C, "streams": M,
+            "rps": {t: statistics.median(v) for t, v in rps.items() if v},
+            "cpu_per_10k": {t: statistics.median(v) for t, v in cpu.items() if v},
+            "notes": notes,
+        }, indent=2))
     return 0
 
 

@@ -76,6 +76,7 @@ def main() -> int:
     ap.add_argument("--duration", type=int, default=10)
     ap.add_argument("--rate", type=int, default=3000)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--json", help="also write the medians here (bench/all.py reads it)")
     ap.add_argument("--sloburn", default=os.environ.get("SLOBURN",
                     str(peers.REPO_ROOT / "target/release/sloburn")))
     args = ap.parse_args()
@@ -115,6 +116,9 @@ def main() -> int:
     for shape in SHAPES:
         c = statistics.median(cpu[shape])
         print(f"| {shape} | {int(statistics.median(reqs[shape]))} | {c:.3f} | {c / base:.2f}x |")
+    if args.json:
+        Path(args.json).write_text(json.dumps(
+            {"cpu_per_10k": {s: statistics.median(cpu[s]) for s in SHAPES}}, indent=2))
     return 0
 
 

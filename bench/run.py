@@ -90,6 +90,9 @@ class ToolResult:
     peak_rss_mib: float | None = None
     rss_from: str = ""             # "fixed" or "saturation" (tools without a rate limiter)
     achieved_ratio: float | None = None
+    sat_cpu_per_10k: float | None = None   # CPU per 10k requests of the saturation run
+    # With --rounds > 1: each round's figures; the fields above are then the medians.
+    rounds: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
@@ -560,11 +563,35 @@ class Bench:
         return tr
 
 
+def merge_rounds(runs: list[ToolResult]) -> ToolResult:
+    """One tool's rounds as one result: the medians of its figures, the round with the median
+    saturation rate as the raw runs, and every round's figures in `rounds`."""
+    if len(runs) == 1:
+        return runs[0]
+    import statistics
+
+    def med(key: str) -> float | None:
+        xs = [getattr(r, key) for r in runs if getattr(r, key) is not None]
+        return statistics.median(xs) if xs else None
+
+    ranked = sorted(runs, key=lambda r: r.sat_rps or 0.0)
+    out = ranked[len(ranked) // 2]
+    out.rounds = [{"sat_rps": r.sat_rps, "cpu_per_10k": r.cpu_per_10k,
+                   "sat_cpu_per_10k": r.sat_cpu_per_10k, "peak_rss_mib": r.peak_rss_mib}
+                  for r in runs]
+    for key in ("sat_rps", "cpu_per_10k", "sat_cpu_per_10k", "peak_rss_mib", "achieved_ratio"):
+        setattr(out, key, med(key))
+    out.notes = sorted({n for r in runs for n in r.notes})
+    return out
+
+
 def derive(tr: ToolResult, D: float, rate: int) -> None:
     s, f = tr.saturation, tr.fixed
     if s and s.requests is not None:
         # Prefer the tool's own rate; fall back to count / nominal duration.
         tr.sat_rps = s.tool_rps if s.tool_rps else s.requests / D
+        if s.requests:
+            tr.sat_cpu_per_10k = s.cpu_s / s.requests * 10_000
     if s and s.note:
         tr.notes.append(f"saturation: {s.note}")
     if f and f.requests:
@@ -634,6 +661,8 @@ def main() -> int:
     ap.add_argument("--rate", type=int, default=5000, help="fixed rate, req/s (default 5000)")
     ap.add_argument("--k6-vus", type=int, default=100, help="k6 preAllocatedVUs at fixed rate")
     ap.add_argument("--pause", type=float, default=1.0, help="seconds between runs (default 1)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="run every tool this many times, interleaved; figures are medians")
     ap.add_argument("--logs", metavar="DIR", help="keep tool outputs in DIR (default: temp, removed)")
     args = ap.parse_args()
     # Tools run with the scratch dir as cwd: make the binary path absolute first.
@@ -663,8 +692,14 @@ def main() -> int:
         nginx.start()
         log(f"nginx {nginx.binary} serving {nginx.url} ({len(BODY)} B); loadavg {load0[0]:.2f}")
         bench = Bench(args, workdir, nginx.url)
-        for t in tools:
-            results.append(bench.run_tool(t))
+        per_round: list[list[ToolResult]] = []
+        for r in range(args.rounds):
+            # Round-major: every tool once per round, so a slow minute of a shared machine
+            # falls on all of them.
+            if args.rounds > 1:
+                log(f"round {r + 1} of {args.rounds}")
+            per_round.append([bench.run_tool(t) for t in tools])
+        results = [merge_rounds([rnd[i] for rnd in per_round]) for i in range(len(tools))]
     except KeyboardInterrupt:
         log("interrupted")
         return 130
@@ -674,7 +709,8 @@ def main() -> int:
             shutil.rmtree(workdir, ignore_errors=True)
 
     load1 = os.getloadavg()
-    print(f"\nsloburn bench: {args.connections} connections, saturation {args.duration:g}s; "
+    print(f"\nsloburn bench: {args.rounds} round(s), medians; "
+          f"{args.connections} connections, saturation {args.duration:g}s; "
           f"fixed rate {args.rate}/s for {args.duration:g}s; nginx 1 worker, "
           f"{len(BODY)} B static file; {os.cpu_count()} CPUs; "
           f"loadavg {load0[0]:.2f} -> {load1[0]:.2f}\n")
@@ -692,6 +728,7 @@ def main() -> int:
             "started_unix": started,
             "params": {"duration_s": args.duration, "connections": args.connections,
                        "rate": args.rate, "k6_vus": args.k6_vus, "body_bytes": len(BODY),
+                       "rounds": args.rounds,
                        "cpus": os.cpu_count(), "loadavg_start": load0, "loadavg_end": load1},
             "baseline": "oha",
             "results": [asdict(r) for r in results],

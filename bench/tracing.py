@@ -73,6 +73,7 @@ def main() -> int:
     ap.add_argument("--duration", type=int, default=10)
     ap.add_argument("--rate", type=int, default=5000)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--json", help="also write the medians here (bench/all.py reads it)")
     ap.add_argument("--instructions", action="store_true",
                     help="also count instructions per request under valgrind's cachegrind "
                          "(deterministic, unlike CPU time on a shared machine) at --ir-rate")
@@ -157,6 +158,13 @@ def main() -> int:
             med, each, spans_long = ir[name]
             print(f"| {name} | {med:.0f} | {med / ir['off'][0]:.3f}x | "
                   f"{', '.join(f'{v:.0f}' for v in each)} | {spans_long} |")
+    if args.json:
+        Path(args.json).write_text(json.dumps({
+            "cpu_per_10k": {n: statistics.median(cpu[n]) for n, _ in shapes},
+            "cpu_paired_vs_off": {n: statistics.median(a / b for a, b in zip(cpu[n], cpu["off"]))
+                                  for n, _ in shapes},
+            "instructions_per_request": {n: v[0] for n, v in ir.items()},
+        }, indent=2))
     return 0
 
 
