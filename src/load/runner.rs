@@ -411,7 +411,9 @@ async fn open_model(
             let _busy = ctx.events.busy();
             let mut vu = vu;
             let lateness = Instant::now().saturating_duration_since(due);
-            ctx.iteration(&mut vu, Some(k), lateness, true).await;
+            // Boxed: the task spawned per arrival stays small, so spawning it copies a few
+            // hundred bytes instead of the whole request's state machine (kilobytes).
+            Box::pin(ctx.iteration(&mut vu, Some(k), lateness, true)).await;
             if let Ok(mut p) = pool.lock() {
                 p.push(vu);
             }
