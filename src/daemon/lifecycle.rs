@@ -350,6 +350,8 @@ where
     F: FnOnce(Signals) -> Fut,
     Fut: Future<Output = i32>,
 {
+    // Before the runtime's threads exist, so none of them gets an arena past the cap.
+    crate::memory::cap_arenas(crate::memory::SERVE_ARENAS);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -480,16 +480,26 @@ fn finish(
     );
     shared.remember(&record);
     save(shared, &record, detail.as_ref());
-    let again = match shared.profiles.lock() {
-        Ok(mut states) => match states.get_mut(profile) {
-            Some(st) => {
-                st.active = None;
-                st.slot.on_finished() && !st.paused
-            }
-            None => false,
-        },
-        Err(_) => false,
+    let (again, idle) = match shared.profiles.lock() {
+        Ok(mut states) => {
+            let again = match states.get_mut(profile) {
+                Some(st) => {
+                    st.active = None;
+                    st.slot.on_finished() && !st.paused
+                }
+                None => false,
+            };
+            (again, states.values().all(|st| st.active.is_none()))
+        }
+        Err(_) => (false, false),
     };
+    if idle && !again {
+        // The last active run ended: what the runs freed goes back to the kernel, or an idle
+        // daemon keeps the peak of its busiest minute.
+        shared
+            .tracker
+            .spawn_blocking(crate::memory::release_free_heap);
+    }
     // Told after the profile is free again, so a waiter may start the next run at once.
     ended.send_replace(Some(record));
     if again && !shared.shutdown.is_cancelled() {
