@@ -6,9 +6,14 @@
 //! 1/128 (0.78%) of its lower bound wide and its midpoint is within 0.39% of any value in it.
 //! Values from 2^37 ns (≈137.4 s) up share one overflow bucket; `min`/`max`/`sum` stay exact.
 //!
-//! Memory is fixed at [`BUCKETS`] × 8 = 31,744 bytes of counters plus 32 bytes of
-//! count/sum/min/max per [`Histogram`], whatever the run length or request rate.
+//! Memory is bounded at [`BUCKETS`] × 8 = 31,744 bytes of counters plus 32 bytes of
+//! count/sum/min/max per [`Histogram`], whatever the run length or request rate. The counters
+//! come in chunks of [`CHUNK`] (one power of two), allocated when a value first falls in them:
+//! a run's latencies span a few powers of two, so a histogram holds 1–3 KB, not 31 KB (a run
+//! has a dozen histograms, and 1,000 profiles starting on the same minute held 400 MB of
+//! zeros).
 
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -19,6 +24,9 @@ const SUB: u64 = 1 << SUB_BITS;
 const MAX_EXP: u32 = 37;
 /// Number of counters: 256 exact + 128 per power of two from 2^8 to 2^36.
 pub const BUCKETS: usize = (LINEAR + (MAX_EXP as u64 - 8) * SUB) as usize;
+/// Counters per lazily allocated chunk: one power of two's sub-buckets (the linear part is two).
+pub const CHUNK: usize = SUB as usize;
+const CHUNKS: usize = BUCKETS.div_ceil(CHUNK);
 
 fn index_of(v: u64) -> usize {
     if v < LINEAR {
@@ -57,7 +65,8 @@ fn nanos(d: Duration) -> u64 {
 /// A latency histogram many VU tasks record into concurrently without a lock.
 #[derive(Debug)]
 pub struct Histogram {
-    buckets: Box<[AtomicU64]>,
+    /// `CHUNKS` chunks of `CHUNK` counters; a chunk exists once a value fell in it.
+    chunks: Box<[OnceLock<Box<[AtomicU64]>>]>,
     count: AtomicU64,
     sum_ns: AtomicU64,
     min_ns: AtomicU64,
@@ -73,7 +82,7 @@ impl Default for Histogram {
 impl Histogram {
     pub fn new() -> Histogram {
         Histogram {
-            buckets: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+            chunks: (0..CHUNKS).map(|_| OnceLock::new()).collect(),
             count: AtomicU64::new(0),
             sum_ns: AtomicU64::new(0),
             min_ns: AtomicU64::new(u64::MAX),
@@ -85,12 +94,23 @@ impl Histogram {
     /// only need eventual totals, not a consistent cut (see [`Histogram::snapshot`]).
     pub fn record(&self, v: Duration) {
         let ns = nanos(v);
-        self.buckets[index_of(ns)].fetch_add(1, Ordering::Relaxed);
+        let idx = index_of(ns);
+        if let Some(chunk) = self.chunks.get(idx / CHUNK) {
+            let counters = chunk.get_or_init(|| (0..CHUNK).map(|_| AtomicU64::new(0)).collect());
+            if let Some(c) = counters.get(idx % CHUNK) {
+                c.fetch_add(1, Ordering::Relaxed);
+            }
+        }
         self.count.fetch_add(1, Ordering::Relaxed);
         // The sum wraps only after 584 years of cumulative latency.
         self.sum_ns.fetch_add(ns, Ordering::Relaxed);
         self.min_ns.fetch_min(ns, Ordering::Relaxed);
         self.max_ns.fetch_max(ns, Ordering::Relaxed);
+    }
+
+    /// Counter chunks allocated so far (each [`CHUNK`] × 8 bytes).
+    pub fn allocated_chunks(&self) -> usize {
+        self.chunks.iter().filter(|c| c.get().is_some()).count()
     }
 
     /// Values recorded so far (may run ahead of a concurrent snapshot's bucket total).
@@ -102,11 +122,14 @@ impl Histogram {
     /// atomic cut: its `count` is the sum of the copied buckets (so quantiles are consistent),
     /// while `sum`/`min`/`max` may include a few values recorded during the copy.
     pub fn snapshot(&self) -> HistSnapshot {
-        let buckets: Vec<u64> = self
-            .buckets
-            .iter()
-            .map(|b| b.load(Ordering::Relaxed))
-            .collect();
+        let mut buckets = vec![0u64; BUCKETS];
+        for (chunk, out) in self.chunks.iter().zip(buckets.chunks_mut(CHUNK)) {
+            if let Some(counters) = chunk.get() {
+                for (b, o) in counters.iter().zip(out) {
+                    *o = b.load(Ordering::Relaxed);
+                }
+            }
+        }
         let count = buckets.iter().sum();
         HistSnapshot {
             buckets,
@@ -327,6 +350,27 @@ impl HistSnapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn memory_follows_the_spread_of_the_values_not_the_layout() {
+        let h = Histogram::new();
+        assert_eq!(h.allocated_chunks(), 0);
+        // 1.0 ms to 1.9 ms: one power of two (2^19..2^20 ns covers 0.52-1.05 ms, 2^20.. the
+        // rest), so at most two chunks of counters.
+        for us in 1000..1900 {
+            h.record(Duration::from_micros(us));
+        }
+        assert!(h.allocated_chunks() <= 2, "{} chunks", h.allocated_chunks());
+        h.record(Duration::from_secs(3600));
+        h.record(Duration::from_nanos(3));
+        assert!(h.allocated_chunks() <= 4);
+        let snap = h.snapshot();
+        assert_eq!(snap.count(), 902);
+        assert_eq!(
+            snap.buckets_le(&[0.000_001, 0.002, f64::INFINITY]),
+            vec![1, 901, 902]
+        );
+    }
 
     /// splitmix64: a seeded generator so failures reproduce.
     struct Rng(u64);
