@@ -495,10 +495,11 @@ fn finish(
     };
     if idle && !again {
         // The last active run ended: what the runs freed goes back to the kernel, or an idle
-        // daemon keeps the peak of its busiest minute.
-        shared
-            .tracker
-            .spawn_blocking(crate::memory::release_free_heap);
+        // daemon keeps the peak of its busiest minute; so do the code pages the run mapped.
+        shared.tracker.spawn_blocking(|| {
+            crate::memory::release_free_heap();
+            crate::memory::release_idle_code();
+        });
     }
     // Told after the profile is free again, so a waiter may start the next run at once.
     ended.send_replace(Some(record));
