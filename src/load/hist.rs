@@ -122,15 +122,18 @@ impl Histogram {
     /// atomic cut: its `count` is the sum of the copied buckets (so quantiles are consistent),
     /// while `sum`/`min`/`max` may include a few values recorded during the copy.
     pub fn snapshot(&self) -> HistSnapshot {
-        let mut buckets = vec![0u64; BUCKETS];
-        for (chunk, out) in self.chunks.iter().zip(buckets.chunks_mut(CHUNK)) {
+        let mut buckets = Vec::new();
+        for (c, chunk) in self.chunks.iter().enumerate() {
             if let Some(counters) = chunk.get() {
-                for (b, o) in counters.iter().zip(out) {
-                    *o = b.load(Ordering::Relaxed);
+                for (i, b) in counters.iter().enumerate() {
+                    let n = b.load(Ordering::Relaxed);
+                    if n > 0 {
+                        buckets.push(((c * CHUNK + i) as u32, n));
+                    }
                 }
             }
         }
-        let count = buckets.iter().sum();
+        let count = buckets.iter().map(|b| b.1).sum();
         HistSnapshot {
             buckets,
             count,
@@ -144,7 +147,9 @@ impl Histogram {
 /// A point-in-time copy of a [`Histogram`]; mergeable across VUs, targets or shards.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HistSnapshot {
-    buckets: Vec<u64>,
+    /// `(bucket index, count)` of the non-empty buckets, by index: a snapshot is as small as
+    /// the spread of its values (a dense copy was 31 KB, and a run's sampler holds two dozen).
+    buckets: Vec<(u32, u64)>,
     count: u64,
     sum_ns: u64,
     min_ns: u64,
@@ -154,7 +159,7 @@ pub struct HistSnapshot {
 impl Default for HistSnapshot {
     fn default() -> Self {
         HistSnapshot {
-            buckets: vec![0; BUCKETS],
+            buckets: Vec::new(),
             count: 0,
             sum_ns: 0,
             min_ns: u64::MAX,
@@ -185,6 +190,11 @@ impl crate::thresholds::Trend for HistSnapshot {
 }
 
 impl HistSnapshot {
+    /// Non-empty buckets this snapshot holds (each 16 bytes).
+    pub fn buckets_held(&self) -> usize {
+        self.buckets.len()
+    }
+
     pub fn count(&self) -> u64 {
         self.count
     }
@@ -225,10 +235,10 @@ impl HistSnapshot {
             return self.max_ns as f64;
         }
         let mut seen = 0u64;
-        for (idx, &c) in self.buckets.iter().enumerate() {
+        for &(idx, c) in &self.buckets {
             seen += c;
             if seen > rank {
-                let (lo, hi) = bounds_of(idx);
+                let (lo, hi) = bounds_of(idx as usize);
                 let hi = hi.min(self.max_ns).max(lo);
                 let mid = lo as f64 + (hi - lo) as f64 / 2.0;
                 return mid.clamp(self.min_ns as f64, self.max_ns as f64);
@@ -270,19 +280,13 @@ impl HistSnapshot {
     /// bucket's width. Lets a one-second sampler read interval percentiles from one cumulative
     /// histogram without resetting it under the VUs that record into it.
     pub fn since(&self, earlier: &HistSnapshot) -> HistSnapshot {
-        let buckets: Vec<u64> = self
-            .buckets
-            .iter()
-            .zip(&earlier.buckets)
-            .map(|(now, then)| now.saturating_sub(*then))
-            .collect();
-        let count = buckets.iter().sum();
-        let first = buckets.iter().position(|c| *c > 0);
-        let last = buckets.iter().rposition(|c| *c > 0);
+        let buckets = combine(&self.buckets, &earlier.buckets, u64::saturating_sub);
+        let count = buckets.iter().map(|b| b.1).sum();
+        let (first, last) = (buckets.first(), buckets.last());
         let (min_ns, max_ns) = match (first, last) {
             (Some(f), Some(l)) => {
-                let lo = bounds_of(f).0.min(self.max_ns);
-                let hi = bounds_of(l).1.min(self.max_ns).max(lo);
+                let lo = bounds_of(f.0 as usize).0.min(self.max_ns);
+                let hi = bounds_of(l.0 as usize).1.min(self.max_ns).max(lo);
                 (lo, hi)
             }
             _ => (u64::MAX, 0),
@@ -297,9 +301,7 @@ impl HistSnapshot {
     }
 
     pub fn merge(&mut self, other: &HistSnapshot) {
-        for (mine, theirs) in self.buckets.iter_mut().zip(&other.buckets) {
-            *mine += theirs;
-        }
+        self.buckets = combine(&self.buckets, &other.buckets, |a, b| a + b);
         self.count += other.count;
         self.sum_ns = self.sum_ns.saturating_add(other.sum_ns);
         self.min_ns = self.min_ns.min(other.min_ns);
@@ -313,12 +315,14 @@ impl HistSnapshot {
     /// `b` is below 256 ns, below the minimum, at or above the maximum, or on a bucket edge.
     /// NaN and negative bounds count nothing.
     pub fn buckets_le(&self, bounds: &[f64]) -> Vec<u64> {
-        let mut cumulative = Vec::with_capacity(BUCKETS);
-        let mut running = 0u64;
-        for &c in &self.buckets {
-            running += c;
-            cumulative.push(running);
-        }
+        // Counts of the buckets up to and including `i`.
+        let up_to = |i: usize| {
+            self.buckets
+                .iter()
+                .take_while(|b| b.0 as usize <= i)
+                .map(|b| b.1)
+                .sum::<u64>()
+        };
         bounds
             .iter()
             .map(|&b| {
@@ -341,10 +345,44 @@ impl HistSnapshot {
                 } else {
                     idx.checked_sub(1)
                 };
-                last_full.map_or(0, |i| cumulative[i])
+                last_full.map_or(0, up_to)
             })
             .collect()
     }
+}
+
+/// Merges two sparse bucket lists (sorted by index) with `f(a, b)` per index, a missing
+/// bucket counting 0; empty results are left out, so the list stays sparse and sorted.
+fn combine(a: &[(u32, u64)], b: &[(u32, u64)], f: impl Fn(u64, u64) -> u64) -> Vec<(u32, u64)> {
+    let mut out = Vec::with_capacity(a.len().max(b.len()));
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() || j < b.len() {
+        let (idx, x, y) = match (a.get(i), b.get(j)) {
+            (Some(&(ia, x)), Some(&(ib, y))) if ia == ib => {
+                i += 1;
+                j += 1;
+                (ia, x, y)
+            }
+            (Some(&(ia, x)), Some(&(ib, _))) if ia < ib => {
+                i += 1;
+                (ia, x, 0)
+            }
+            (Some(&(ia, x)), None) => {
+                i += 1;
+                (ia, x, 0)
+            }
+            (_, Some(&(ib, y))) => {
+                j += 1;
+                (ib, 0, y)
+            }
+            (None, None) => break,
+        };
+        let v = f(x, y);
+        if v > 0 {
+            out.push((idx, v));
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -366,6 +404,17 @@ mod tests {
         assert!(h.allocated_chunks() <= 4);
         let snap = h.snapshot();
         assert_eq!(snap.count(), 902);
+        // The snapshot holds the non-empty buckets only.
+        assert!(
+            snap.buckets_held() <= 2 * CHUNK + 2,
+            "{}",
+            snap.buckets_held()
+        );
+        let mut merged = HistSnapshot::default();
+        merged.merge(&snap);
+        merged.merge(&snap);
+        assert_eq!(merged.since(&snap), snap.since(&HistSnapshot::default()));
+        assert_eq!(merged.count(), 2 * 902);
         assert_eq!(
             snap.buckets_le(&[0.000_001, 0.002, f64::INFINITY]),
             vec![1, 901, 902]
