@@ -1,12 +1,12 @@
 //! Per-minute good/bad counts of one SLO over its whole period, with cheap window sums.
 //!
 //! Layout, two resolutions. A ring of per-minute counts covers the newest `FINE_MINUTES`
-//! (3 days and an hour: every standard window) or the whole period when it is shorter; a ring
-//! of per-hour counts (absolute hours, `minute div 60`) covers the whole period, with a Fenwick
-//! tree over it for the middle of long windows. Memory per SLO is about 47 KB for any period of
-//! 30 days (4 × 4,380 minute bytes + 2 × 8 × 722 hour bytes); the earlier single-resolution
-//! layout (4 × 8 bytes per minute of the period) was 1.4 MB for 30 days, and 1,000 profiles
-//! with two SLOs each needed 1.3 GB.
+//! (7 hours: the windows of the paging tiers, 5m to 6h) or the whole period when it is shorter; a
+//! ring of per-hour counts (absolute hours, `minute div 60`) covers the whole period, with a
+//! Fenwick tree over it for the middle of long windows. Memory per SLO is about 15 KB for a
+//! period of 30 days (8 × 420 minute bytes + 2 × 8 × 722 hour bytes); the earlier
+//! single-resolution layout (4 × 8 bytes per minute of the period) was 1.4 MB for 30 days, which
+//! 1,000 profiles with two SLOs each would fill to 2.7 GB over a month.
 //!
 //! Window definition: at `now`, a window of `w` minutes covers the minutes `now-w+1 ..= now`, i.e.
 //! the current (partial) minute and the `w-1` whole minutes before it. Prometheus'
@@ -15,10 +15,11 @@
 //! includes events older than its length, and a window never exceeds the period.
 //!
 //! Exactness: a window whose oldest minute is in the minute ring is exact (every window of an SLO
-//! whose period is at most `FINE_MINUTES`, and every window up to 3 days of a longer one). A
-//! window reaching further back (the period of a 30-day SLO) is exact in whole hours; its oldest,
-//! partial hour is counted pro rata (the hour's counts × its minutes inside the window ÷ 60), so
-//! the error is at most one hour's events out of the period.
+//! whose period is at most `FINE_MINUTES`, and every window up to 6 hours of a longer one). A
+//! window reaching further back (1d, 3d, the period) is exact in whole hours; its oldest, partial
+//! hour is counted pro rata (the hour's counts × its minutes inside the window ÷ 60), so the
+//! error is at most one hour's events out of the window (1/24 of an hour's share for 1d, and
+//! none when events are spread evenly over the hour).
 
 use std::time::Duration;
 
@@ -33,9 +34,9 @@ pub const STANDARD_WINDOWS: [Duration; 7] = [
     Duration::from_secs(3 * 86400),
 ];
 
-/// Minutes kept at minute resolution: the longest standard window (3 days) plus an hour, so
-/// the partial hour at a 3-day window's old edge is still in minutes.
-pub const FINE_MINUTES: i64 = 3 * 1440 + 60;
+/// Minutes kept at minute resolution: the longest window of the paging tiers (6 hours) plus an
+/// hour, so the partial hour at a 6-hour window's old edge is still in minutes.
+pub const FINE_MINUTES: i64 = 7 * 60;
 
 /// Number of minute buckets a window spans: rounded up, and at least one (the current minute).
 pub fn window_minutes(window: Duration) -> i64 {
@@ -420,13 +421,13 @@ mod tests {
         // One minute-resolution ring over the whole period was 1.4 MB per 30-day SLO, and 1,000
         // profiles with two SLOs each held 1.3 GB.
         let w = Windows::new(mins(30 * 24 * 60));
-        assert!(w.heap_bytes() < 64 * 1024, "{} bytes", w.heap_bytes());
+        assert!(w.heap_bytes() < 16 * 1024, "{} bytes", w.heap_bytes());
         // A short period stays wholly at minute resolution.
         assert_eq!(Windows::new(mins(60)).heap_bytes(), 60 * 8 + 2 * 2 * 8);
     }
 
     #[test]
-    fn a_long_period_is_exact_up_to_3_days_and_within_an_hour_beyond() {
+    fn a_long_period_is_exact_up_to_6_hours_and_within_an_hour_beyond() {
         let period = 30 * 24 * 60;
         let mut w = Windows::new(mins(period));
         let events = |m: i64| ((m % 13) as u64, u64::from(m % 7 == 0));
@@ -444,8 +445,22 @@ mod tests {
         for now in [head, head - 1, head - 37] {
             for win in STANDARD_WINDOWS {
                 let got = w.totals(win, now);
-                let want = brute(now - window_minutes(win) + 1, now.min(head));
-                assert_eq!(got, want, "window {win:?} at {now}");
+                let lo = now - window_minutes(win) + 1;
+                let want = brute(lo, now.min(head));
+                if window_minutes(win) <= 6 * 60 {
+                    assert_eq!(got, want, "window {win:?} at {now}");
+                } else {
+                    // Beyond the minute ring: within the oldest hour's events.
+                    let hour = brute(lo, lo + 59);
+                    assert!(
+                        got.0.abs_diff(want.0) <= hour.0,
+                        "{win:?}: {got:?} vs {want:?}"
+                    );
+                    assert!(
+                        got.1.abs_diff(want.1) <= hour.1.max(1),
+                        "{win:?}: {got:?} vs {want:?}"
+                    );
+                }
             }
         }
         // The period: exact but for its oldest, partial hour (at most 60 minutes of events).
