@@ -14,6 +14,7 @@ pub mod http;
 pub mod journey;
 pub mod limits;
 pub mod load;
+pub mod memory;
 pub mod metrics;
 pub mod rules;
 pub mod run;

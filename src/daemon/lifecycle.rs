@@ -267,7 +267,16 @@ async fn budget_loop(shared: Arc<Shared>, flush_every: Duration) {
         if last_prune.elapsed() >= Duration::from_secs(600) {
             last_prune = tokio::time::Instant::now();
             let s = shared.clone();
-            let _ = tokio::task::spawn_blocking(move || s.budget.prune(unix_now() as i64)).await;
+            let _ = tokio::task::spawn_blocking(move || {
+                s.budget.prune(unix_now() as i64);
+                // The prune mapped the store's code again: an idle daemon gives it back now,
+                // not after its next run.
+                if s.active_runs().is_empty() {
+                    crate::memory::release_free_heap();
+                    crate::memory::release_idle_code();
+                }
+            })
+            .await;
         }
     }
 }
@@ -350,6 +359,8 @@ where
     F: FnOnce(Signals) -> Fut,
     Fut: Future<Output = i32>,
 {
+    // Before the runtime's threads exist, so none of them gets an arena past the cap.
+    crate::memory::cap_arenas(crate::memory::SERVE_ARENAS);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -455,6 +455,37 @@ fn failed_thresholds(report: &RunReport) -> String {
     failed.join("; ")
 }
 
+/// How long after the last run ends the daemon gives memory back: past the run's own
+/// aftermath (its record saved, two SLO store flushes at the default 5 s), which would map the
+/// code again.
+const IDLE_RELEASE_AFTER: Duration = Duration::from_secs(12);
+
+/// The last active run ended: unless another starts within [`IDLE_RELEASE_AFTER`], what the
+/// runs freed goes back to the kernel (or an idle daemon keeps the peak of its busiest
+/// minute), and so do the code pages they mapped.
+fn release_when_idle(shared: &Arc<Shared>) {
+    let shared = shared.clone();
+    let tracker = shared.tracker.clone();
+    tracker.spawn(async move {
+        tokio::select! {
+            _ = tokio::time::sleep(IDLE_RELEASE_AFTER) => {}
+            _ = shared.shutdown.cancelled() => return,
+        }
+        let idle = shared
+            .profiles
+            .lock()
+            .map(|states| states.values().all(|st| st.active.is_none()))
+            .unwrap_or(false);
+        if idle {
+            let _ = tokio::task::spawn_blocking(|| {
+                crate::memory::release_free_heap();
+                crate::memory::release_idle_code();
+            })
+            .await;
+        }
+    });
+}
+
 /// Records how the run ended; starts the next one when the overlap policy queued it.
 fn finish(
     shared: &Arc<Shared>,
@@ -480,16 +511,22 @@ fn finish(
     );
     shared.remember(&record);
     save(shared, &record, detail.as_ref());
-    let again = match shared.profiles.lock() {
-        Ok(mut states) => match states.get_mut(profile) {
-            Some(st) => {
-                st.active = None;
-                st.slot.on_finished() && !st.paused
-            }
-            None => false,
-        },
-        Err(_) => false,
+    let (again, idle) = match shared.profiles.lock() {
+        Ok(mut states) => {
+            let again = match states.get_mut(profile) {
+                Some(st) => {
+                    st.active = None;
+                    st.slot.on_finished() && !st.paused
+                }
+                None => false,
+            };
+            (again, states.values().all(|st| st.active.is_none()))
+        }
+        Err(_) => (false, false),
     };
+    if idle && !again {
+        release_when_idle(shared);
+    }
     // Told after the profile is free again, so a waiter may start the next run at once.
     ended.send_replace(Some(record));
     if again && !shared.shutdown.is_cancelled() {

@@ -6,9 +6,14 @@
 //! 1/128 (0.78%) of its lower bound wide and its midpoint is within 0.39% of any value in it.
 //! Values from 2^37 ns (≈137.4 s) up share one overflow bucket; `min`/`max`/`sum` stay exact.
 //!
-//! Memory is fixed at [`BUCKETS`] × 8 = 31,744 bytes of counters plus 32 bytes of
-//! count/sum/min/max per [`Histogram`], whatever the run length or request rate.
+//! Memory is bounded at [`BUCKETS`] × 8 = 31,744 bytes of counters plus 32 bytes of
+//! count/sum/min/max per [`Histogram`], whatever the run length or request rate. The counters
+//! come in chunks of [`CHUNK`] (one power of two), allocated when a value first falls in them:
+//! a run's latencies span a few powers of two, so a histogram holds 1–3 KB, not 31 KB (a run
+//! has a dozen histograms, and 1,000 profiles starting on the same minute held 400 MB of
+//! zeros).
 
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -19,6 +24,9 @@ const SUB: u64 = 1 << SUB_BITS;
 const MAX_EXP: u32 = 37;
 /// Number of counters: 256 exact + 128 per power of two from 2^8 to 2^36.
 pub const BUCKETS: usize = (LINEAR + (MAX_EXP as u64 - 8) * SUB) as usize;
+/// Counters per lazily allocated chunk: one power of two's sub-buckets (the linear part is two).
+pub const CHUNK: usize = SUB as usize;
+const CHUNKS: usize = BUCKETS.div_ceil(CHUNK);
 
 fn index_of(v: u64) -> usize {
     if v < LINEAR {
@@ -57,7 +65,8 @@ fn nanos(d: Duration) -> u64 {
 /// A latency histogram many VU tasks record into concurrently without a lock.
 #[derive(Debug)]
 pub struct Histogram {
-    buckets: Box<[AtomicU64]>,
+    /// `CHUNKS` chunks of `CHUNK` counters; a chunk exists once a value fell in it.
+    chunks: Box<[OnceLock<Box<[AtomicU64]>>]>,
     count: AtomicU64,
     sum_ns: AtomicU64,
     min_ns: AtomicU64,
@@ -73,7 +82,7 @@ impl Default for Histogram {
 impl Histogram {
     pub fn new() -> Histogram {
         Histogram {
-            buckets: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+            chunks: (0..CHUNKS).map(|_| OnceLock::new()).collect(),
             count: AtomicU64::new(0),
             sum_ns: AtomicU64::new(0),
             min_ns: AtomicU64::new(u64::MAX),
@@ -85,12 +94,23 @@ impl Histogram {
     /// only need eventual totals, not a consistent cut (see [`Histogram::snapshot`]).
     pub fn record(&self, v: Duration) {
         let ns = nanos(v);
-        self.buckets[index_of(ns)].fetch_add(1, Ordering::Relaxed);
+        let idx = index_of(ns);
+        if let Some(chunk) = self.chunks.get(idx / CHUNK) {
+            let counters = chunk.get_or_init(|| (0..CHUNK).map(|_| AtomicU64::new(0)).collect());
+            if let Some(c) = counters.get(idx % CHUNK) {
+                c.fetch_add(1, Ordering::Relaxed);
+            }
+        }
         self.count.fetch_add(1, Ordering::Relaxed);
         // The sum wraps only after 584 years of cumulative latency.
         self.sum_ns.fetch_add(ns, Ordering::Relaxed);
         self.min_ns.fetch_min(ns, Ordering::Relaxed);
         self.max_ns.fetch_max(ns, Ordering::Relaxed);
+    }
+
+    /// Counter chunks allocated so far (each [`CHUNK`] × 8 bytes).
+    pub fn allocated_chunks(&self) -> usize {
+        self.chunks.iter().filter(|c| c.get().is_some()).count()
     }
 
     /// Values recorded so far (may run ahead of a concurrent snapshot's bucket total).
@@ -102,12 +122,18 @@ impl Histogram {
     /// atomic cut: its `count` is the sum of the copied buckets (so quantiles are consistent),
     /// while `sum`/`min`/`max` may include a few values recorded during the copy.
     pub fn snapshot(&self) -> HistSnapshot {
-        let buckets: Vec<u64> = self
-            .buckets
-            .iter()
-            .map(|b| b.load(Ordering::Relaxed))
-            .collect();
-        let count = buckets.iter().sum();
+        let mut buckets = Vec::new();
+        for (c, chunk) in self.chunks.iter().enumerate() {
+            if let Some(counters) = chunk.get() {
+                for (i, b) in counters.iter().enumerate() {
+                    let n = b.load(Ordering::Relaxed);
+                    if n > 0 {
+                        buckets.push(((c * CHUNK + i) as u32, n));
+                    }
+                }
+            }
+        }
+        let count = buckets.iter().map(|b| b.1).sum();
         HistSnapshot {
             buckets,
             count,
@@ -121,7 +147,9 @@ impl Histogram {
 /// A point-in-time copy of a [`Histogram`]; mergeable across VUs, targets or shards.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HistSnapshot {
-    buckets: Vec<u64>,
+    /// `(bucket index, count)` of the non-empty buckets, by index: a snapshot is as small as
+    /// the spread of its values (a dense copy was 31 KB, and a run's sampler holds two dozen).
+    buckets: Vec<(u32, u64)>,
     count: u64,
     sum_ns: u64,
     min_ns: u64,
@@ -131,7 +159,7 @@ pub struct HistSnapshot {
 impl Default for HistSnapshot {
     fn default() -> Self {
         HistSnapshot {
-            buckets: vec![0; BUCKETS],
+            buckets: Vec::new(),
             count: 0,
             sum_ns: 0,
             min_ns: u64::MAX,
@@ -162,6 +190,11 @@ impl crate::thresholds::Trend for HistSnapshot {
 }
 
 impl HistSnapshot {
+    /// Non-empty buckets this snapshot holds (each 16 bytes).
+    pub fn buckets_held(&self) -> usize {
+        self.buckets.len()
+    }
+
     pub fn count(&self) -> u64 {
         self.count
     }
@@ -202,10 +235,10 @@ impl HistSnapshot {
             return self.max_ns as f64;
         }
         let mut seen = 0u64;
-        for (idx, &c) in self.buckets.iter().enumerate() {
+        for &(idx, c) in &self.buckets {
             seen += c;
             if seen > rank {
-                let (lo, hi) = bounds_of(idx);
+                let (lo, hi) = bounds_of(idx as usize);
                 let hi = hi.min(self.max_ns).max(lo);
                 let mid = lo as f64 + (hi - lo) as f64 / 2.0;
                 return mid.clamp(self.min_ns as f64, self.max_ns as f64);
@@ -247,19 +280,13 @@ impl HistSnapshot {
     /// bucket's width. Lets a one-second sampler read interval percentiles from one cumulative
     /// histogram without resetting it under the VUs that record into it.
     pub fn since(&self, earlier: &HistSnapshot) -> HistSnapshot {
-        let buckets: Vec<u64> = self
-            .buckets
-            .iter()
-            .zip(&earlier.buckets)
-            .map(|(now, then)| now.saturating_sub(*then))
-            .collect();
-        let count = buckets.iter().sum();
-        let first = buckets.iter().position(|c| *c > 0);
-        let last = buckets.iter().rposition(|c| *c > 0);
+        let buckets = combine(&self.buckets, &earlier.buckets, u64::saturating_sub);
+        let count = buckets.iter().map(|b| b.1).sum();
+        let (first, last) = (buckets.first(), buckets.last());
         let (min_ns, max_ns) = match (first, last) {
             (Some(f), Some(l)) => {
-                let lo = bounds_of(f).0.min(self.max_ns);
-                let hi = bounds_of(l).1.min(self.max_ns).max(lo);
+                let lo = bounds_of(f.0 as usize).0.min(self.max_ns);
+                let hi = bounds_of(l.0 as usize).1.min(self.max_ns).max(lo);
                 (lo, hi)
             }
             _ => (u64::MAX, 0),
@@ -274,9 +301,7 @@ impl HistSnapshot {
     }
 
     pub fn merge(&mut self, other: &HistSnapshot) {
-        for (mine, theirs) in self.buckets.iter_mut().zip(&other.buckets) {
-            *mine += theirs;
-        }
+        self.buckets = combine(&self.buckets, &other.buckets, |a, b| a + b);
         self.count += other.count;
         self.sum_ns = self.sum_ns.saturating_add(other.sum_ns);
         self.min_ns = self.min_ns.min(other.min_ns);
@@ -290,12 +315,14 @@ impl HistSnapshot {
     /// `b` is below 256 ns, below the minimum, at or above the maximum, or on a bucket edge.
     /// NaN and negative bounds count nothing.
     pub fn buckets_le(&self, bounds: &[f64]) -> Vec<u64> {
-        let mut cumulative = Vec::with_capacity(BUCKETS);
-        let mut running = 0u64;
-        for &c in &self.buckets {
-            running += c;
-            cumulative.push(running);
-        }
+        // Counts of the buckets up to and including `i`.
+        let up_to = |i: usize| {
+            self.buckets
+                .iter()
+                .take_while(|b| b.0 as usize <= i)
+                .map(|b| b.1)
+                .sum::<u64>()
+        };
         bounds
             .iter()
             .map(|&b| {
@@ -318,15 +345,81 @@ impl HistSnapshot {
                 } else {
                     idx.checked_sub(1)
                 };
-                last_full.map_or(0, |i| cumulative[i])
+                last_full.map_or(0, up_to)
             })
             .collect()
     }
 }
 
+/// Merges two sparse bucket lists (sorted by index) with `f(a, b)` per index, a missing
+/// bucket counting 0; empty results are left out, so the list stays sparse and sorted.
+fn combine(a: &[(u32, u64)], b: &[(u32, u64)], f: impl Fn(u64, u64) -> u64) -> Vec<(u32, u64)> {
+    let mut out = Vec::with_capacity(a.len().max(b.len()));
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() || j < b.len() {
+        let (idx, x, y) = match (a.get(i), b.get(j)) {
+            (Some(&(ia, x)), Some(&(ib, y))) if ia == ib => {
+                i += 1;
+                j += 1;
+                (ia, x, y)
+            }
+            (Some(&(ia, x)), Some(&(ib, _))) if ia < ib => {
+                i += 1;
+                (ia, x, 0)
+            }
+            (Some(&(ia, x)), None) => {
+                i += 1;
+                (ia, x, 0)
+            }
+            (_, Some(&(ib, y))) => {
+                j += 1;
+                (ib, 0, y)
+            }
+            (None, None) => break,
+        };
+        let v = f(x, y);
+        if v > 0 {
+            out.push((idx, v));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn memory_follows_the_spread_of_the_values_not_the_layout() {
+        let h = Histogram::new();
+        assert_eq!(h.allocated_chunks(), 0);
+        // 1.0 ms to 1.9 ms: one power of two (2^19..2^20 ns covers 0.52-1.05 ms, 2^20.. the
+        // rest), so at most two chunks of counters.
+        for us in 1000..1900 {
+            h.record(Duration::from_micros(us));
+        }
+        assert!(h.allocated_chunks() <= 2, "{} chunks", h.allocated_chunks());
+        h.record(Duration::from_secs(3600));
+        h.record(Duration::from_nanos(3));
+        assert!(h.allocated_chunks() <= 4);
+        let snap = h.snapshot();
+        assert_eq!(snap.count(), 902);
+        // The snapshot holds the non-empty buckets only.
+        assert!(
+            snap.buckets_held() <= 2 * CHUNK + 2,
+            "{}",
+            snap.buckets_held()
+        );
+        let mut merged = HistSnapshot::default();
+        merged.merge(&snap);
+        merged.merge(&snap);
+        assert_eq!(merged.since(&snap), snap.since(&HistSnapshot::default()));
+        assert_eq!(merged.count(), 2 * 902);
+        assert_eq!(
+            snap.buckets_le(&[0.000_001, 0.002, f64::INFINITY]),
+            vec![1, 901, 902]
+        );
+    }
 
     /// splitmix64: a seeded generator so failures reproduce.
     struct Rng(u64);

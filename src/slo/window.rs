@@ -1,14 +1,25 @@
-//! Per-minute good/bad counts of one SLO over its whole period, with O(log n) window sums.
+//! Per-minute good/bad counts of one SLO over its whole period, with cheap window sums.
 //!
-//! Layout: a ring of `n = period in minutes` slots indexed by `minute mod n`, plus two Fenwick
-//! trees (good, bad) over the same slots. Memory is fixed per SLO (4 × 8 bytes × n, about 1.4 MB
-//! for 30 days) whatever the traffic, and every window query is two or four prefix sums.
+//! Layout, two resolutions. A ring of per-minute counts covers the newest `FINE_MINUTES`
+//! (7 hours: the windows of the paging tiers, 5m to 6h) or the whole period when it is shorter; a
+//! ring of per-hour counts (absolute hours, `minute div 60`) covers the whole period, with a
+//! Fenwick tree over it for the middle of long windows. Memory per SLO is about 15 KB for a
+//! period of 30 days (8 × 420 minute bytes + 2 × 8 × 722 hour bytes); the earlier
+//! single-resolution layout (4 × 8 bytes per minute of the period) was 1.4 MB for 30 days, which
+//! 1,000 profiles with two SLOs each would fill to 2.7 GB over a month.
 //!
 //! Window definition: at `now`, a window of `w` minutes covers the minutes `now-w+1 ..= now`, i.e.
 //! the current (partial) minute and the `w-1` whole minutes before it. Prometheus'
 //! `increase(x[5m])` at time `t` covers `(t-5m, t]`, which at minute granularity is between 4 and
 //! 5 whole minutes plus the current partial one; we take the lower bound so a window never
 //! includes events older than its length, and a window never exceeds the period.
+//!
+//! Exactness: a window whose oldest minute is in the minute ring is exact (every window of an SLO
+//! whose period is at most `FINE_MINUTES`, and every window up to 6 hours of a longer one). A
+//! window reaching further back (1d, 3d, the period) is exact in whole hours; its oldest, partial
+//! hour is counted pro rata (the hour's counts × its minutes inside the window ÷ 60), so the
+//! error is at most one hour's events out of the window (1/24 of an hour's share for 1d, and
+//! none when events are spread evenly over the hour).
 
 use std::time::Duration;
 
@@ -22,6 +33,10 @@ pub const STANDARD_WINDOWS: [Duration; 7] = [
     Duration::from_secs(86400),
     Duration::from_secs(3 * 86400),
 ];
+
+/// Minutes kept at minute resolution: the longest window of the paging tiers (6 hours) plus an
+/// hour, so the partial hour at a 6-hour window's old edge is still in minutes.
+pub const FINE_MINUTES: i64 = 7 * 60;
 
 /// Number of minute buckets a window spans: rounded up, and at least one (the current minute).
 pub fn window_minutes(window: Duration) -> i64 {
@@ -65,6 +80,11 @@ impl Fenwick {
         self.prefix(end).wrapping_sub(self.prefix(start))
     }
 
+    /// The value of one slot.
+    fn get(&self, index: usize) -> u64 {
+        self.range(index, index + 1)
+    }
+
     fn clear(&mut self) {
         self.tree.iter_mut().for_each(|v| *v = 0);
     }
@@ -76,12 +96,21 @@ pub struct Windows {
     len: i64,
     /// Newest minute seen by `record` or `advance`; `None` until the first call.
     head: Option<i64>,
-    good: Vec<u64>,
-    bad: Vec<u64>,
-    good_sum: Fenwick,
-    bad_sum: Fenwick,
+    /// Minute ring of `min(len, FINE_MINUTES)` slots. A minute's count saturates at `u32::MAX`
+    /// (71 million events a second); the hour ring keeps the exact sum.
+    good: Vec<u32>,
+    bad: Vec<u32>,
+    /// Hour ring: `ceil(len / 60) + 1` slots, so the hour that falls out of the period is never
+    /// the one that comes in.
+    good_hours: Fenwick,
+    bad_hours: Fenwick,
     stale_records: u64,
     stale_events: u64,
+}
+
+fn ring_slot(x: i64, len: usize) -> usize {
+    // rem_euclid of a positive len is in 0..len, which fits in usize by construction.
+    usize::try_from(x.rem_euclid(i64::try_from(len).unwrap_or(1).max(1))).unwrap_or(0)
 }
 
 impl Windows {
@@ -91,14 +120,15 @@ impl Windows {
         // The period comes from validated config; clamp anyway so a bogus one cannot make us
         // allocate without bound (2^20 minutes is about two years).
         let len = len.min(1 << 20);
-        let n = usize::try_from(len).unwrap_or(1);
+        let fine = usize::try_from(len.min(FINE_MINUTES)).unwrap_or(1);
+        let hours = usize::try_from((len + 59) / 60 + 1).unwrap_or(2);
         Windows {
             len,
             head: None,
-            good: vec![0; n],
-            bad: vec![0; n],
-            good_sum: Fenwick::new(n),
-            bad_sum: Fenwick::new(n),
+            good: vec![0; fine],
+            bad: vec![0; fine],
+            good_hours: Fenwick::new(hours),
+            bad_hours: Fenwick::new(hours),
             stale_records: 0,
             stale_events: 0,
         }
@@ -113,7 +143,7 @@ impl Windows {
         w
     }
 
-    /// Period length in minutes (the ring size).
+    /// Period length in minutes.
     pub fn period_minutes(&self) -> i64 {
         self.len
     }
@@ -123,6 +153,12 @@ impl Windows {
         self.head
     }
 
+    /// Bytes this SLO's counts take on the heap (their capacity, touched or not).
+    pub fn heap_bytes(&self) -> usize {
+        (self.good.capacity() + self.bad.capacity()) * size_of::<u32>()
+            + (self.good_hours.tree.capacity() + self.bad_hours.tree.capacity()) * size_of::<u64>()
+    }
+
     /// Records that were older than the period when they arrived (after a backwards clock jump
     /// or a late restore), and how many events they carried. They are dropped, not added.
     pub fn stale(&self) -> (u64, u64) {
@@ -130,8 +166,16 @@ impl Windows {
     }
 
     fn slot(&self, minute: i64) -> usize {
-        // rem_euclid of a positive len is in 0..len, which fits in usize by construction.
-        usize::try_from(minute.rem_euclid(self.len)).unwrap_or(0)
+        ring_slot(minute, self.good.len())
+    }
+
+    fn hour_slot(&self, hour: i64) -> usize {
+        ring_slot(hour, self.good_hours.tree.len())
+    }
+
+    /// Whether `minute` (inside the period) is still in the minute ring.
+    fn fine(&self, head: i64, minute: i64) -> bool {
+        minute > head - self.good.len() as i64 && minute <= head
     }
 
     /// Adds events to `minute`. A minute newer than any seen first advances the windows to it; a
@@ -145,13 +189,15 @@ impl Windows {
             self.stale_events = self.stale_events.saturating_add(good.saturating_add(bad));
             return;
         }
-        let slot = self.slot(minute);
-        let new_good = self.good[slot].saturating_add(good);
-        let new_bad = self.bad[slot].saturating_add(bad);
-        self.good_sum.add(slot, new_good - self.good[slot]);
-        self.bad_sum.add(slot, new_bad - self.bad[slot]);
-        self.good[slot] = new_good;
-        self.bad[slot] = new_bad;
+        if self.fine(head, minute) {
+            let slot = self.slot(minute);
+            let clamp = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
+            self.good[slot] = clamp(u64::from(self.good[slot]).saturating_add(good));
+            self.bad[slot] = clamp(u64::from(self.bad[slot]).saturating_add(bad));
+        }
+        let h = self.hour_slot(minute.div_euclid(60));
+        self.good_hours.add(h, good);
+        self.bad_hours.add(h, bad);
     }
 
     /// Moves the newest minute forward to `now_minute`, expiring minutes that fall out of the
@@ -166,22 +212,76 @@ impl Windows {
             return;
         }
         let steps = now_minute.saturating_sub(head);
-        if steps >= self.len {
+        if steps >= self.good.len() as i64 {
             self.good.iter_mut().for_each(|v| *v = 0);
             self.bad.iter_mut().for_each(|v| *v = 0);
-            self.good_sum.clear();
-            self.bad_sum.clear();
         } else {
             for minute in head + 1..=now_minute {
-                // This slot held `minute - len`, which is now out of the period.
+                // This slot held `minute - fine`, which is now out of the minute ring.
                 let slot = self.slot(minute);
-                self.good_sum.add(slot, self.good[slot].wrapping_neg());
-                self.bad_sum.add(slot, self.bad[slot].wrapping_neg());
                 self.good[slot] = 0;
                 self.bad[slot] = 0;
             }
         }
+        let (old_hour, new_hour) = (head.div_euclid(60), now_minute.div_euclid(60));
+        let hours = self.good_hours.tree.len() as i64;
+        if new_hour - old_hour >= hours {
+            self.good_hours.clear();
+            self.bad_hours.clear();
+        } else {
+            for hour in old_hour + 1..=new_hour {
+                // This slot held `hour - hours`, wholly older than the period.
+                let h = self.hour_slot(hour);
+                self.good_hours
+                    .add(h, self.good_hours.get(h).wrapping_neg());
+                self.bad_hours.add(h, self.bad_hours.get(h).wrapping_neg());
+            }
+        }
         self.head = Some(now_minute);
+    }
+
+    /// Sums of whole hours `first..=last` (absolute hours inside the hour ring).
+    fn hours_sum(&self, first: i64, last: i64) -> (u64, u64) {
+        if first > last {
+            return (0, 0);
+        }
+        let (start, end) = (self.hour_slot(first), self.hour_slot(last));
+        let n = self.good_hours.tree.len();
+        let range = |f: &Fenwick| {
+            if start <= end {
+                f.range(start, end + 1)
+            } else {
+                f.range(start, n).wrapping_add(f.prefix(end + 1))
+            }
+        };
+        (range(&self.good_hours), range(&self.bad_hours))
+    }
+
+    /// Minutes `lo..=hi` of one hour: exact for those in the minute ring; the others get the
+    /// rest of the hour's counts (what the ring does not hold) pro rata to their minutes.
+    fn part_hour(&self, head: i64, lo: i64, hi: i64) -> (u64, u64) {
+        let fine_from = head - self.good.len() as i64 + 1;
+        let fine_sum = |from: i64, to: i64| {
+            (from.max(fine_from)..=to.min(head)).fold((0u64, 0u64), |(g, b), m| {
+                let s = self.slot(m);
+                (g + u64::from(self.good[s]), b + u64::from(self.bad[s]))
+            })
+        };
+        let exact = fine_sum(lo, hi);
+        if lo >= fine_from {
+            return exact;
+        }
+        let hour = lo.div_euclid(60);
+        let (first, last) = (hour * 60, hour * 60 + 59);
+        let (hour_good, hour_bad) = self.hours_sum(hour, hour);
+        let (in_ring_good, in_ring_bad) = fine_sum(first, last);
+        let coarse_minutes = u128::try_from(last.min(fine_from - 1) - first + 1).unwrap_or(1);
+        let share = u128::try_from(hi.min(fine_from - 1) - lo + 1).unwrap_or(0);
+        let pro_rata = |rest: u64| (u128::from(rest) * share / coarse_minutes.max(1)) as u64;
+        (
+            exact.0 + pro_rata(hour_good.saturating_sub(in_ring_good)),
+            exact.1 + pro_rata(hour_bad.saturating_sub(in_ring_bad)),
+        )
     }
 
     /// `(good, bad)` over the window ending at `now_minute` (see the module docs). Minutes after
@@ -198,37 +298,56 @@ impl Windows {
         if lo > hi {
             return (0, 0);
         }
-        let (start, end) = (self.slot(lo), self.slot(hi));
-        if start <= end {
-            (
-                self.good_sum.range(start, end + 1),
-                self.bad_sum.range(start, end + 1),
-            )
-        } else {
-            let n = self.good.len();
-            (
-                self.good_sum
-                    .range(start, n)
-                    .wrapping_add(self.good_sum.prefix(end + 1)),
-                self.bad_sum
-                    .range(start, n)
-                    .wrapping_add(self.bad_sum.prefix(end + 1)),
-            )
+        let (hlo, hhi) = (lo.div_euclid(60), hi.div_euclid(60));
+        if hlo == hhi {
+            return self.part_hour(head, lo, hi);
         }
+        // A first or last hour wholly inside the window is summed as an hour.
+        let first_whole = if lo.rem_euclid(60) == 0 { hlo } else { hlo + 1 };
+        let last_whole = if hi.rem_euclid(60) == 59 {
+            hhi
+        } else {
+            hhi - 1
+        };
+        let left = if first_whole == hlo {
+            (0, 0)
+        } else {
+            self.part_hour(head, lo, hlo * 60 + 59)
+        };
+        let right = if last_whole == hhi {
+            (0, 0)
+        } else {
+            self.part_hour(head, hhi * 60, hi)
+        };
+        let mid = self.hours_sum(first_whole, last_whole);
+        (
+            left.0.wrapping_add(mid.0).wrapping_add(right.0),
+            left.1.wrapping_add(mid.1).wrapping_add(right.1),
+        )
     }
 
-    /// Non-empty minutes inside the period, oldest first, as `(minute, good, bad)` for
-    /// persistence; [`Windows::restore`] takes them back.
+    /// Non-empty minutes inside the period, oldest first, as `(minute, good, bad)`: what a
+    /// burn-down is drawn from. Minutes still in the minute ring come one by one; older ones
+    /// come as one row per hour, at the hour's first minute inside the period.
     pub fn minutes(&self) -> impl Iterator<Item = (i64, u64, u64)> + '_ {
         let (first, last) = match self.head {
             Some(head) => (head - (self.len - 1), head),
             None => (1, 0),
         };
-        (first..=last).filter_map(move |minute| {
+        let fine_from = last - self.good.len() as i64 + 1;
+        let coarse = (first.div_euclid(60)..=(fine_from - 1).div_euclid(60))
+            .filter(move |_| first < fine_from)
+            .filter_map(move |hour| {
+                let (lo, hi) = ((hour * 60).max(first), (hour * 60 + 59).min(fine_from - 1));
+                let (good, bad) = self.part_hour(last, lo, hi);
+                (good != 0 || bad != 0).then_some((lo, good, bad))
+            });
+        let fine = (fine_from.max(first)..=last).filter_map(move |minute| {
             let slot = self.slot(minute);
-            let (good, bad) = (self.good[slot], self.bad[slot]);
+            let (good, bad) = (u64::from(self.good[slot]), u64::from(self.bad[slot]));
             (good != 0 || bad != 0).then_some((minute, good, bad))
-        })
+        });
+        coarse.chain(fine)
     }
 }
 
@@ -295,6 +414,70 @@ mod tests {
             &[(0, 1, 0), (10, 2, 0), (19, 4, 1)],
             &[(10, 19, (6, 1)), (1000, 19, (6, 1)), (20, 19, (6, 1))],
         );
+    }
+
+    #[test]
+    fn a_30_day_slo_takes_kilobytes_not_megabytes() {
+        // One minute-resolution ring over the whole period was 1.4 MB per 30-day SLO, and 1,000
+        // profiles with two SLOs each held 1.3 GB.
+        let w = Windows::new(mins(30 * 24 * 60));
+        assert!(w.heap_bytes() < 16 * 1024, "{} bytes", w.heap_bytes());
+        // A short period stays wholly at minute resolution.
+        assert_eq!(Windows::new(mins(60)).heap_bytes(), 60 * 8 + 2 * 2 * 8);
+    }
+
+    #[test]
+    fn a_long_period_is_exact_up_to_6_hours_and_within_an_hour_beyond() {
+        let period = 30 * 24 * 60;
+        let mut w = Windows::new(mins(period));
+        let events = |m: i64| ((m % 13) as u64, u64::from(m % 7 == 0));
+        let (start, head) = (1_000_000i64, 1_000_000 + period as i64 + 500);
+        for m in start..=head {
+            let (g, b) = events(m);
+            w.record(m, g, b);
+        }
+        let brute = |lo: i64, hi: i64| {
+            (lo..=hi).fold((0u64, 0u64), |acc, m| {
+                let (g, b) = events(m);
+                (acc.0 + g, acc.1 + b)
+            })
+        };
+        for now in [head, head - 1, head - 37] {
+            for win in STANDARD_WINDOWS {
+                let got = w.totals(win, now);
+                let lo = now - window_minutes(win) + 1;
+                let want = brute(lo, now.min(head));
+                if window_minutes(win) <= 6 * 60 {
+                    assert_eq!(got, want, "window {win:?} at {now}");
+                } else {
+                    // Beyond the minute ring: within the oldest hour's events.
+                    let hour = brute(lo, lo + 59);
+                    assert!(
+                        got.0.abs_diff(want.0) <= hour.0,
+                        "{win:?}: {got:?} vs {want:?}"
+                    );
+                    assert!(
+                        got.1.abs_diff(want.1) <= hour.1.max(1),
+                        "{win:?}: {got:?} vs {want:?}"
+                    );
+                }
+            }
+        }
+        // The period: exact but for its oldest, partial hour (at most 60 minutes of events).
+        let got = w.totals(mins(period), head);
+        let want = brute(head - period as i64 + 1, head);
+        let hour = brute(head - period as i64 + 1, head - period as i64 + 60);
+        assert!(got.0.abs_diff(want.0) <= hour.0, "{got:?} vs {want:?}");
+        assert!(
+            got.1.abs_diff(want.1) <= hour.1.max(1),
+            "{got:?} vs {want:?}"
+        );
+        // The burn-down rows hold the same events as the period total, hours beyond 3 days.
+        let rows: Vec<_> = w.minutes().collect();
+        let sum = rows.iter().fold((0, 0), |a, r| (a.0 + r.1, a.1 + r.2));
+        assert_eq!(sum, got);
+        assert!(rows.len() < FINE_MINUTES as usize + period as usize / 60);
+        assert!(rows.windows(2).all(|p| p[0].0 < p[1].0));
     }
 
     #[test]

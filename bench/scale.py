@@ -1,0 +1,339 @@
+#!/usr/bin/env python3
+"""Scale: one `sloburn serve` with N profiles (default 1000), each with its own target on one
+local nginx (or `sloburn target` when nginx is missing), a small rate, a 1-minute schedule and
+two SLOs. Prints, as markdown tables:
+
+- growth: for a few N (default 100, 500 and N), the /metrics scrape's time, size, size per
+  profile and series count, and the RSS after every profile's first run (a fresh daemon each);
+- at N: schedule lateness (a run's `started_at` from /api/runs minus the minute it was due, for
+  every scheduled run), the p99 of `sloburn_iteration_lateness_seconds` over all profiles, the
+  RSS after each minute, the scrape, and the time `POST /api/reload` takes to re-apply the whole
+  config (median and max of --reloads).
+
+    python3 -u bench/scale.py [--sloburn target/release/sloburn] [--profiles 1000]
+                              [--sizes 100,500] [--minutes 3] [--rate 1] [--duration 5]
+                              [--extra 'phase_histograms: false']
+
+Outside CI. Only 127.0.0.1: nginx (or the target) and the daemon are started here on free ports;
+each request loop is bounded (a profile runs `--duration` seconds at `--rate`), and the whole
+program by --minutes plus start-up (at most a few minutes more).
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+HOST = "127.0.0.1"
+TOKEN = "scale-bench-token"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def start_nginx(work: Path, port: int):
+    nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
+    if not nginx:
+        return None
+    (work / "logs").mkdir(exist_ok=True)
+    conf = work / "nginx.conf"
+    conf.write_text(f"""worker_processes 1;
+daemon off;
+pid {work}/nginx.pid;
+error_log {work}/nginx.err warn;
+events {{ worker_connections 4096; }}
+http {{
+  access_log off;
+  keepalive_requests 100000;
+  client_body_temp_path {work}/tmp; proxy_temp_path {work}/tmp; fastcgi_temp_path {work}/tmp;
+  uwsgi_temp_path {work}/tmp; scgi_temp_path {work}/tmp;
+  server {{ listen {HOST}:{port} backlog=4096; location / {{ return 200 "ok\\n"; }} }}
+}}
+""")
+    (work / "tmp").mkdir(exist_ok=True)
+    return subprocess.Popen([nginx, "-p", str(work), "-c", str(conf)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def config(port: int, tport: int, data: str, n: int, rate: int, duration: int, extra: str,
+           slos: int = 2) -> str:
+    out = [f'server: {{ listen: "{HOST}:{port}", admin_token: "${{env:SLOBURN_SCALE_TOKEN}}" }}',
+           f'storage: {{ path: "{data}", flush_interval: 10s }}', "targets:"]
+    for i in range(n):
+        out.append(f"  t{i:04}:\n    url: http://{HOST}:{tport}/p{i}\n    timeout: 2s\n"
+                   "    checks:\n      - status: 200")
+        if extra:
+            out.append(f"    {extra}")
+    out.append("profiles:")
+    for i in range(n):
+        out.append(f"  p{i:04}:\n    target: t{i:04}\n    schedule: \"* * * * *\"\n"
+                   "    run_on_start: true\n    overlap: skip\n"
+                   f"    executor: constant-arrival-rate\n    rate: {rate}/s\n"
+                   f"    duration: {duration}s\n    max_vus: 4")
+    out.append("slos:" if slos else "")
+    for i in range(n if slos else 0):
+        out.append(f"  t{i:04}-availability: {{ target: t{i:04}, sli: availability, "
+                   "objective: 99 }")
+        if slos > 1:
+            out.append(f"  t{i:04}-latency: {{ target: t{i:04}, "
+                       "sli: { latency: { under: 100ms } }, objective: 95 }")
+    return "\n".join(out) + "\n"
+
+
+def rss_mib(pid: int) -> tuple[float, float]:
+    status = Path(f"/proc/{pid}/status").read_text()
+    rss = int(re.search(r"^VmRSS:\s+(\d+) kB", status, re.M).group(1)) / 1024
+    hwm = int(re.search(r"^VmHWM:\s+(\d+) kB", status, re.M).group(1)) / 1024
+    return rss, hwm
+
+
+def get(port: int, path: str, timeout: float = 30) -> bytes:
+    req = urllib.request.Request(f"http://{HOST}:{port}{path}",
+                                 headers={"Authorization": f"Bearer {TOKEN}"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return r.read()
+
+
+def scrape(port: int, times: int = 5) -> tuple[float, float, int, str]:
+    """Median and max scrape ms over `times` scrapes, the size in bytes and the last text."""
+    ms, body = [], b""
+    for _ in range(times):
+        t0 = time.perf_counter()
+        body = get(port, "/metrics")
+        ms.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(ms), max(ms), len(body), body.decode()
+
+
+def series(text: str) -> int:
+    return sum(1 for line in text.splitlines() if line and not line.startswith("#"))
+
+
+def metric_sum(text: str, name: str) -> float:
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name) and line[len(name):len(name) + 1] in ("{", " "):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def lateness_p99(text: str) -> float | None:
+    """p99 (seconds, the bucket's upper bound) of the summed iteration-lateness histograms."""
+    name = "sloburn_iteration_lateness_seconds_bucket"
+    buckets: dict[float, float] = {}
+    for line in text.splitlines():
+        if line.startswith(name + "{"):
+            le = re.search(r'[{,]le="([^"]+)"', line).group(1)
+            bound = float("inf") if le == "+Inf" else float(le)
+            buckets[bound] = buckets.get(bound, 0.0) + float(line.split("}", 1)[1].split()[0])
+    if not buckets or buckets.get(float("inf"), 0) == 0:
+        return None
+    total = buckets[float("inf")]
+    for bound in sorted(buckets):
+        if buckets[bound] >= 0.99 * total:
+            return bound
+    return None
+
+
+def wait_ready(port: int, daemon, log: Path, seconds: float = 60) -> None:
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if daemon.poll() is not None:
+            raise SystemExit(f"the daemon exited with {daemon.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            get(port, "/healthz", timeout=1)
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise SystemExit(f"the daemon did not start:\n{log.read_text()[-3000:]}")
+
+
+def runs_done(port: int) -> list[dict]:
+    return [r for r in json.loads(get(port, "/api/runs"))["runs"] if r.get("finished_at")]
+
+
+class Daemon:
+    def __init__(self, binary: str, work: Path, tport: int, n: int, args, tag: str):
+        self.port = free_port()
+        self.cfg = work / f"scale-{tag}.yaml"
+        self.cfg.write_text(config(self.port, tport, f"{work}/data-{tag}", n, args.rate,
+                                   args.duration, args.extra, args.slos))
+        self.log = work / f"serve-{tag}.log"
+        env = dict(os.environ, SLOBURN_SCALE_TOKEN=TOKEN)
+        self.started = time.time()
+        self.proc = subprocess.Popen([binary, "--log-format", "json", "serve", "--config",
+                                      str(self.cfg), "--no-watch"], env=env,
+                                     stdout=open(self.log, "w"), stderr=subprocess.STDOUT)
+        wait_ready(self.port, self.proc, self.log)
+
+    def wait_runs(self, count: int, seconds: float) -> int:
+        deadline = time.time() + seconds
+        done = 0
+        while time.time() < deadline:
+            done = len(runs_done(self.port))
+            if done >= count:
+                break
+            time.sleep(1)
+        return done
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sloburn", default=os.environ.get("SLOBURN", "target/release/sloburn"))
+    ap.add_argument("--profiles", type=int, default=1000)
+    ap.add_argument("--sizes", default="100,500", help="smaller N for the growth table")
+    ap.add_argument("--minutes", type=int, default=3, help="scheduled minutes watched at N")
+    ap.add_argument("--rate", type=int, default=1, help="requests per second per profile")
+    ap.add_argument("--duration", type=int, default=5, help="seconds per run")
+    ap.add_argument("--reloads", type=int, default=5)
+    ap.add_argument("--slos", type=int, default=2, choices=(0, 1, 2), help="SLOs per target")
+    ap.add_argument("--extra", default="", help="a line added to every target, e.g. "
+                    "'phase_histograms: false'")
+    ap.add_argument("--json", help="also write the figures at N here (bench/all.py reads it)")
+    args = ap.parse_args()
+    binary = str(Path(args.sloburn).resolve())
+    n = args.profiles
+    sizes = sorted({int(s) for s in args.sizes.split(",") if s and int(s) < n}) + [n]
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        tport = free_port()
+        server = start_nginx(work, tport)
+        server_name = "nginx"
+        if server is None:
+            server_name = "sloburn target"
+            server = subprocess.Popen([binary, "target", "--listen", f"{HOST}:{tport}",
+                                       "--workers", "1"],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.5)
+        print(f"scale: {n} profiles (1 target, {args.slos} SLOs, {args.rate}/s for {args.duration}s, "
+              f"every minute) against {server_name} on {HOST}:{tport}; binary {binary}"
+              + (f"; every target has `{args.extra}`" if args.extra else ""), flush=True)
+        try:
+            growth = []
+            final = None
+            for size in sizes:
+                d = Daemon(binary, work, tport, size, args, str(size))
+                try:
+                    done = d.wait_runs(size, 60 + args.duration)
+                    time.sleep(1)
+                    med, worst, nbytes, text = scrape(d.port)
+                    rss, hwm = rss_mib(d.proc.pid)
+                    growth.append((size, done, med, worst, nbytes, series(text), rss, hwm))
+                    print(f"  N={size}: {done} first runs, scrape {med:.1f} ms, "
+                          f"{nbytes / 1024:.0f} KiB, RSS {rss:.1f} MiB", flush=True)
+                finally:
+                    if size != n:
+                        d.stop()
+                    else:
+                        final = d
+            print("\n| profiles | scrape ms (median / max of 5) | scrape KiB | bytes per profile "
+                  "| series | series per profile | RSS MiB after first runs | peak RSS MiB |\n"
+                  "|---:|---:|---:|---:|---:|---:|---:|---:|")
+            for size, done, med, worst, nbytes, ser, rss, hwm in growth:
+                print(f"| {size} | {med:.1f} / {worst:.1f} | {nbytes / 1024:.0f} | "
+                      f"{nbytes / size:,.0f} | {ser:,} | {ser / size:.1f} | {rss:.1f} | {hwm:.1f} |")
+            if len(growth) > 1:
+                (n0, *_, b0, s0, r0, _), (n1, *_, b1, s1, r1, _) = growth[0], growth[-1]
+                print(f"\ngrowth from {n0} to {n1} profiles: {(b1 - b0) / (n1 - n0):,.0f} "
+                      f"bytes of scrape and {(r1 - r0) * 1024 / (n1 - n0):.1f} KiB of RSS per "
+                      "added profile", flush=True)
+
+            d = final
+            print(f"\nat N={n}, {args.minutes} scheduled minutes:", flush=True)
+            minutes = []
+            first_minute = (int(time.time()) // 60 + 1) * 60
+            for m in range(args.minutes):
+                # Sample 40 s past each minute: the runs (a few seconds) are over, the next
+                # has not started.
+                due = first_minute + 60 * m + 40
+                time.sleep(max(0.0, due - time.time()))
+                if d.proc.poll() is not None:
+                    raise SystemExit(f"the daemon exited with {d.proc.returncode}")
+                rss, hwm = rss_mib(d.proc.pid)
+                med, worst, nbytes, text = scrape(d.port)
+                minutes.append((m + 1, rss, hwm, med, worst, nbytes))
+                print(f"  minute {m + 1}: RSS {rss:.1f} MiB, scrape {med:.1f} ms", flush=True)
+            runs = runs_done(d.port)
+            # Signed: a run's start minus the nearest minute (a schedule of "* * * * *"), for
+            # the watched minutes only (a `run_on_start` run is triggered as "schedule" too).
+            late = sorted(r["started_at"] - round(r["started_at"] / 60) * 60 for r in runs
+                          if r["trigger"] == "schedule" and r["started_at"] >= first_minute - 5)
+            text = scrape(d.port, 1)[3]
+            p99_iter = lateness_p99(text)
+            failed = metric_sum(text, 'sloburn_runs_total{profile="p0000",result="failed"}')
+            reload_ms = []
+            for _ in range(args.reloads):
+                req = urllib.request.Request(f"http://{HOST}:{d.port}/api/reload", method="POST",
+                                             headers={"Authorization": f"Bearer {TOKEN}"})
+                t0 = time.perf_counter()
+                with urllib.request.urlopen(req, timeout=60) as r:
+                    r.read()
+                reload_ms.append((time.perf_counter() - t0) * 1000)
+                time.sleep(1)
+            rss_after_reload = rss_mib(d.proc.pid)[0]
+            print("\n| minute | RSS MiB | peak RSS MiB | scrape ms (median / max of 5) "
+                  "| scrape KiB |\n|---:|---:|---:|---:|---:|")
+            for m, rss, hwm, med, worst, nbytes in minutes:
+                print(f"| {m} | {rss:.1f} | {hwm:.1f} | {med:.1f} / {worst:.1f} "
+                      f"| {nbytes / 1024:.0f} |")
+
+            def pct(q: float) -> float:
+                return late[min(len(late) - 1, int(q * len(late)))] * 1000 if late else float("nan")
+
+            print("\n| figure | value |\n|---|---:|")
+            print(f"| scheduled runs seen | {len(late)} (expected {n * args.minutes}) |")
+            print(f"| schedule lateness min / p50 / p99 / max ms | "
+                  f"{late[0] * 1000 if late else float('nan'):.0f} / {pct(0.5):.0f} / "
+                  f"{pct(0.99):.0f} / {late[-1] * 1000 if late else float('nan'):.0f} |")
+            print("| iteration lateness p99 (bucket bound) ms | "
+                  + (f"{p99_iter * 1000:g}" if p99_iter is not None else "n/a") + " |")
+            print(f"| reload ms (median / max of {args.reloads}) | "
+                  f"{statistics.median(reload_ms):.0f} / {max(reload_ms):.0f} |")
+            print(f"| RSS MiB after the reloads | {rss_after_reload:.1f} |")
+            print(f"| failed runs of p0000 (sanity) | {failed:.0f} |")
+            errors = sum(1 for line in d.log.read_text().splitlines()
+                         if '"level":"ERROR"' in line)
+            print(f"\ndaemon log lines at ERROR: {errors}", flush=True)
+            if args.json:
+                mib = 1.048576  # MB as the goals say them
+                Path(args.json).write_text(json.dumps({
+                    "profiles": n,
+                    "lateness_p99_ms": pct(0.99) if late else None,
+                    "scrape_ms": statistics.median(m[3] for m in minutes) if minutes else None,
+                    "scrape_mb": max(m[5] for m in minutes) / 1e6 if minutes else None,
+                    "rss_mb": max(m[1] for m in minutes) * mib if minutes else None,
+                    "peak_rss_mb": max(m[2] for m in minutes) * mib if minutes else None,
+                    "reload_s": max(reload_ms) / 1000,
+                    "growth": [{"profiles": g[0], "scrape_bytes": g[4], "series": g[5],
+                                "rss_mib": g[6]} for g in growth],
+                }, indent=2))
+            d.stop()
+            return 0
+        finally:
+            if final is not None and final.proc.poll() is None:
+                final.stop()
+            server.terminate()
+            server.wait()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
