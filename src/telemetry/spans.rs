@@ -283,11 +283,6 @@ impl ReqSpan {
         self.header.as_ref()
     }
 
-    /// The `tracestate` to send with it, when configured (and propagating).
-    pub fn tracestate(&self) -> Option<&HeaderValue> {
-        self.state.as_ref()
-    }
-
     /// Adds `traceparent` (and `tracestate` when configured) to a request's headers; does
     /// nothing with `propagate: false`.
     pub fn inject(&self, headers: &mut HeaderMap) {
