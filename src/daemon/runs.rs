@@ -68,6 +68,7 @@ pub(super) fn start(
     launch: Launch,
     trigger: &str,
 ) -> Result<(u64, Ending), StartError> {
+    let started = tokio::time::Instant::now();
     if shared.shutdown.is_cancelled() {
         return Err(StartError::ShuttingDown);
     }
@@ -115,10 +116,6 @@ pub(super) fn start(
         p99_ms: 0.0,
         thresholds: Vec::new(),
     };
-    // The series of profiles a reload removed go (a run start is rare enough to check it).
-    if let Ok(mut series) = shared.series.lock() {
-        series.retain(|p, _| cfg.profiles.contains_key(p));
-    }
     // Saved to the store when it ends (one write per run, so a slow start-of-run write can
     // never overwrite the finished record).
     shared.remember(&record);
@@ -127,8 +124,18 @@ pub(super) fn start(
     let span = tracing::info_span!("run", profile = %name, run = id, trigger, trace_id = tracing::field::Empty);
     crate::telemetry::daemon::stamp(&span);
     let task = async move {
+        // Every run due at this instant starts before any sets up: the set-up (client, stats,
+        // recorder) waits behind the other schedules' starts instead of delaying them, and
+        // what it takes is the first arrivals' lateness (`RunSpec::started`).
+        tokio::task::yield_now().await;
         let (result, detail) = execute(
-            &shared2, &profile, &target, work, slo_events, stopper, record,
+            &shared2,
+            &profile,
+            &target,
+            work,
+            slo_events,
+            record,
+            (stopper, started),
         )
         .await;
         finish(&shared2, &profile.name, id, result, detail, &ended);
@@ -241,8 +248,9 @@ async fn execute(
     target: &config::Target,
     work: Work,
     slo_events: bool,
-    stopper: Stopper,
     mut record: RunRecord,
+    // The run's stopper, and the instant it was started (the plan's time zero).
+    (stopper, started): (Stopper, tokio::time::Instant),
 ) -> (RunRecord, Option<RunDetail>) {
     let work = Arc::new(work);
     let steps = work.steps();
@@ -300,6 +308,7 @@ async fn execute(
         start_time: profile.start_time,
         max_lateness: profile.max_lateness,
         tracer: tracer(shared),
+        started: Some(started),
     };
     let client = target.client(shared.resolver.clone());
     shared.metrics.run_started(&profile.name);

@@ -36,6 +36,10 @@ fn apply_with(shared: &Arc<Shared>, cfg: Arc<Config>, run_now: &dyn Fn(&str) -> 
         .map(|p| (p.target.clone(), p.name.clone()))
         .collect();
     shared.metrics.retain_profiles(&keep);
+    // The dashboard series of profiles this config removed go.
+    if let Ok(mut series) = shared.series.lock() {
+        series.retain(|p, _| cfg.profiles.contains_key(p));
+    }
     // The daemon runs what it is given, but says when a profile's VUs cannot all connect.
     if let Ok(limit) = crate::limits::nofile() {
         for why in cfg.fd_refusals(limit) {

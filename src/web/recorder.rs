@@ -9,8 +9,8 @@ use crate::load::observe::Observer;
 use crate::load::stats::{RunStats, StatsSnapshot};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -27,6 +27,10 @@ const PRESENT: u64 = 1 << 63;
 const MAX_T_MS: u64 = (1 << 31) - 1;
 const MAX_LATENCY_US: u64 = (1 << 31) - 1;
 
+/// Reservoir slots allocated together: a run with a few requests holds one chunk, not the
+/// whole reservoir (1,000 short runs at once would otherwise hold 32 MiB of empty slots).
+const CHUNK: usize = 256;
+
 /// The scatter's reservoir: an [`Observer`] that keeps a uniform sample of the run's requests
 /// as (start offset, latency, failed) packed into one atomic word each.
 pub struct Scatter {
@@ -34,7 +38,8 @@ pub struct Scatter {
     started: Instant,
     seed: u64,
     seen: AtomicU64,
-    slots: Box<[AtomicU64]>,
+    /// [`RESERVOIR`] slots in chunks of [`CHUNK`], each allocated on its first sample.
+    chunks: Box<[OnceLock<Box<[AtomicU64; CHUNK]>>]>,
 }
 
 /// splitmix64: a cheap, well-mixed hash for the reservoir's slot choice (no lock, no state).
@@ -54,7 +59,7 @@ impl Scatter {
             started,
             seed: mix(std::process::id() as u64 ^ started.elapsed().as_nanos() as u64),
             seen: AtomicU64::new(0),
-            slots: (0..RESERVOIR).map(|_| AtomicU64::new(0)).collect(),
+            chunks: (0..RESERVOIR / CHUNK).map(|_| OnceLock::new()).collect(),
         }
     }
 
@@ -69,14 +74,18 @@ impl Scatter {
             }
             j as usize
         };
-        self.slots[slot].store(v, Relaxed);
+        let chunk = self.chunks[slot / CHUNK]
+            .get_or_init(|| Box::new(std::array::from_fn(|_| AtomicU64::new(0))));
+        chunk[slot % CHUNK].store(v, Relaxed);
     }
 
     /// The samples kept so far, by start time.
     pub fn points(&self) -> ScatterData {
         let mut kept: Vec<(u64, u64, bool)> = self
-            .slots
+            .chunks
             .iter()
+            .filter_map(OnceLock::get)
+            .flat_map(|c| c.iter())
             .map(|s| s.load(Relaxed))
             .filter(|v| v & PRESENT != 0)
             .map(|v| ((v >> 32) & MAX_T_MS, (v >> 1) & MAX_LATENCY_US, v & 1 == 1))
@@ -403,12 +412,19 @@ mod tests {
                 .collect();
         got.sort();
         assert_eq!(got, vec![(5, 1), (1500, 0)]);
+        let allocated = |s: &Scatter| s.chunks.iter().filter(|c| c.get().is_some()).count();
+        assert_eq!(
+            allocated(&s),
+            1,
+            "a short run holds one chunk of the reservoir"
+        );
         for _ in 0..3 * RESERVOIR {
             s.request_finished(0, &outcome(Some(200), 1), Duration::ZERO, &[]);
         }
         let p = s.points();
         assert_eq!(p.seen, 2 + 3 * RESERVOIR as u64);
         assert_eq!(p.t.len(), RESERVOIR);
+        assert_eq!(allocated(&s), RESERVOIR / CHUNK);
         assert!(p.t.windows(2).all(|w| w[0] <= w[1]), "sorted by time");
     }
 
