@@ -245,7 +245,6 @@ pub fn resolve(args: &RunArgs, out: &mut impl Write) -> anyhow::Result<Option<Re
         shard,
         global: None,
         start_time,
-        started: None,
         max_lateness,
         tracer: None,
     };

@@ -68,7 +68,6 @@ pub(super) fn start(
     launch: Launch,
     trigger: &str,
 ) -> Result<(u64, Ending), StartError> {
-    let started = tokio::time::Instant::now();
     if shared.shutdown.is_cancelled() {
         return Err(StartError::ShuttingDown);
     }
@@ -124,18 +123,14 @@ pub(super) fn start(
     let span = tracing::info_span!("run", profile = %name, run = id, trigger, trace_id = tracing::field::Empty);
     crate::telemetry::daemon::stamp(&span);
     let task = async move {
-        // Every run due at this instant starts before any sets up: the set-up (client, stats,
-        // recorder) waits behind the other schedules' starts instead of delaying them, and
-        // what it takes is the first arrivals' lateness (`RunSpec::started`).
+        // Every run due at this instant is admitted (and its record stamped) before any sets
+        // up: the set-ups (client, stats, recorder) queue behind the other schedules' starts
+        // instead of delaying them. The plan's time zero stays the end of the run's own
+        // set-up, so the queue is never iteration lateness, which a corrected latency SLI
+        // would count against the target.
         tokio::task::yield_now().await;
         let (result, detail) = execute(
-            &shared2,
-            &profile,
-            &target,
-            work,
-            slo_events,
-            record,
-            (stopper, started),
+            &shared2, &profile, &target, work, slo_events, stopper, record,
         )
         .await;
         finish(&shared2, &profile.name, id, result, detail, &ended);
@@ -248,9 +243,8 @@ async fn execute(
     target: &config::Target,
     work: Work,
     slo_events: bool,
+    stopper: Stopper,
     mut record: RunRecord,
-    // The run's stopper, and the instant it was started (the plan's time zero).
-    (stopper, started): (Stopper, tokio::time::Instant),
 ) -> (RunRecord, Option<RunDetail>) {
     let work = Arc::new(work);
     let steps = work.steps();
@@ -308,7 +302,6 @@ async fn execute(
         start_time: profile.start_time,
         max_lateness: profile.max_lateness,
         tracer: tracer(shared),
-        started: Some(started),
     };
     let client = target.client(shared.resolver.clone());
     shared.metrics.run_started(&profile.name);

@@ -52,10 +52,6 @@ pub struct RunSpec {
     /// OpenTelemetry, when `telemetry:` is set: a run span, and the share of iterations
     /// `traces.sample_ratio` traced (`None`: nothing traced, nothing sent).
     pub tracer: Option<crate::telemetry::Tracer>,
-    /// When the run was started (the daemon: the instant its schedule fired), so the time its
-    /// set-up took is the first arrivals' lateness, never a silent shift of the plan. `None`:
-    /// now.
-    pub started: Option<Instant>,
 }
 
 /// Why a run ended before its plan did.
@@ -128,15 +124,13 @@ pub async fn run(
     stopper: Stopper,
 ) -> Result<RunReport, super::plan::PlanError> {
     let plan = Plan::new(&spec.executor, spec.shard)?;
-    let zero = spec.started.unwrap_or_else(Instant::now) + spec.start_time;
     if !spec.start_time.is_zero() {
         tokio::select! {
-            _ = tokio::time::sleep_until(zero) => {}
+            _ = tokio::time::sleep(spec.start_time) => {}
             _ = stopper.token().cancelled() => {}
         }
     }
-    // The plan's time zero: when it was due, or now when it is not due yet (stopped early).
-    let start = zero.min(Instant::now());
+    let start = Instant::now();
     let stats = events.stats().clone();
     let mut work = RunWork::new(spec.work.clone());
     work.trace = spec.tracer.as_ref().map(|t| {
