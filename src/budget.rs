@@ -13,7 +13,7 @@ use crate::load::walk::{IterationResult, StepInfo};
 use crate::metrics::{Metrics, SloMetrics};
 use crate::slo::{self, SloDef, SloReport, Windows};
 use crate::store::{MinuteCounts, PendingBatch, Store, StoreError};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -129,6 +129,9 @@ struct SloState {
 
 struct Inner {
     slos: BTreeMap<String, SloState>,
+    /// The SLOs of each target, by name: a run's start looks up its own instead of walking
+    /// every SLO (1,000 profiles starting at once made that quadratic).
+    by_target: HashMap<String, Vec<String>>,
     pending: PendingBatch,
 }
 
@@ -204,6 +207,7 @@ impl Budget {
         Budget {
             inner: Mutex::new(Inner {
                 slos: BTreeMap::new(),
+                by_target: HashMap::new(),
                 pending: PendingBatch::new(),
             }),
             store: Mutex::new(store),
@@ -288,6 +292,14 @@ impl Budget {
             );
         }
         let names: Vec<String> = inner.slos.keys().cloned().collect();
+        let mut by_target: HashMap<String, Vec<String>> = HashMap::new();
+        for (name, s) in &inner.slos {
+            by_target
+                .entry(s.target.clone())
+                .or_default()
+                .push(name.clone());
+        }
+        inner.by_target = by_target;
         self.metrics.retain_slos(&names);
         drop(inner);
         self.tick(now_unix);
@@ -388,13 +400,13 @@ impl Budget {
         let Ok(inner) = self.inner.lock() else {
             return Vec::new();
         };
-        inner
-            .slos
-            .values()
-            .filter(|s| {
-                s.target == target
-                    && (s.profiles.is_empty() || s.profiles.iter().any(|p| p == profile))
-            })
+        let Some(names) = inner.by_target.get(target) else {
+            return Vec::new();
+        };
+        names
+            .iter()
+            .filter_map(|name| inner.slos.get(name))
+            .filter(|s| s.profiles.is_empty() || s.profiles.iter().any(|p| p == profile))
             .filter_map(|s| {
                 let scope =
                     match (&s.journey, &s.step) {
@@ -602,6 +614,57 @@ mod tests {
             sli,
             scope: Scope::Requests,
         }
+    }
+
+    /// A run's watchers are its target's SLOs, narrowed by `profiles:`, and they follow a
+    /// reload that moves an SLO to another target or removes it.
+    #[test]
+    fn watchers_are_the_targets_slos() {
+        let load = |slos: &str| {
+            let text = format!(
+                "targets:\n  a: {{ url: http://127.0.0.1:1/ }}\n  b: {{ url: http://127.0.0.1:1/ }}\n\
+                 profiles:\n  p: {{ target: a, rate: 1/s, duration: 1s }}\n  \
+                 q: {{ target: a, rate: 1/s, duration: 1s }}\nslos:\n{slos}"
+            );
+            crate::config::from_str(
+                &text,
+                "c.yaml",
+                std::path::Path::new("."),
+                &crate::config::Env::from_map(BTreeMap::new(), 1),
+            )
+            .unwrap_or_else(|e| panic!("{e}"))
+            .config
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let metrics = Metrics::new("test");
+        let budget = Budget::open(dir.path(), metrics.clone());
+        let names = |target: &str, profile: &str| -> Vec<&str> {
+            let watchers = budget.watchers(target, profile);
+            let named = ["a1", "a2", "b1"].into_iter().filter(|n| {
+                let m = metrics.slo(n, 0.99);
+                watchers.iter().any(|w| Arc::ptr_eq(&w.metrics, &m))
+            });
+            assert_eq!(named.clone().count(), watchers.len(), "an unnamed watcher");
+            named.collect()
+        };
+        budget.configure(
+            &load(
+                "  a1: { target: a, sli: availability, objective: 99 }\n  \
+                 a2: { target: a, profiles: [q], sli: availability, objective: 99 }\n  \
+                 b1: { target: b, sli: availability, objective: 99 }\n",
+            ),
+            1_800_000_000,
+        );
+        assert_eq!(names("a", "p"), ["a1"]);
+        assert_eq!(names("a", "q"), ["a1", "a2"]);
+        assert_eq!(names("b", "p"), ["b1"]);
+        assert!(names("c", "p").is_empty());
+        budget.configure(
+            &load("  a1: { target: b, sli: availability, objective: 99 }\n"),
+            1_800_000_060,
+        );
+        assert!(names("a", "q").is_empty());
+        assert_eq!(names("b", "p"), ["a1"]);
     }
 
     /// Under `ulimit -n 128` the daemon's own EMFILE failures reached 1,680,093 bad events.

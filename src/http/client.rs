@@ -9,7 +9,7 @@
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -28,7 +28,7 @@ use super::dns::select::{DnsSelect, order};
 use super::dns::{Cache, DnsError, Resolver};
 use super::h2::{self, HttpVersion, Pool, Sent};
 use super::timing::{IoStats, TimingIo};
-use super::tls::{Stream, TlsOptions, client_config, server_name};
+use super::tls::{Stream, TlsOptions, server_name, shared_client_config};
 use super::{ErrorClass, Outcome, Phases};
 
 /// One request to send. The URI is absolute (`http://` or `https://`); `Host` is added from it
@@ -93,7 +93,7 @@ pub struct Client {
 struct Inner {
     opts: ClientOptions,
     resolver: Arc<Resolver>,
-    tls: TlsConnector,
+    tls: OnceLock<TlsConnector>,
     cache: Mutex<Cache>,
     h2: Pool,
     /// Round-robin turns of `dns_select`.
@@ -112,35 +112,44 @@ impl std::fmt::Debug for Client {
 
 impl Client {
     pub fn new(opts: ClientOptions, resolver: Arc<Resolver>) -> Client {
-        let alpn: &[&[u8]] = match opts.http {
-            HttpVersion::Auto => &[b"h2", b"http/1.1"],
-            HttpVersion::Http1 => &[b"http/1.1"],
-            HttpVersion::Http2 => &[b"h2"],
-        };
         if opts.insecure_skip_verify {
             tracing::warn!("TLS certificates are not verified (tls.insecure)");
         }
-        let config =
-            client_config(&opts.tls, opts.insecure_skip_verify, alpn).unwrap_or_else(|e| {
-                // Config validates the same options, so only a hand-built client gets here.
-                tracing::error!(
-                    "TLS options refused ({e}); using the default roots and no client certificate"
-                );
-                client_config(&TlsOptions::default(), opts.insecure_skip_verify, alpn)
-                    .expect("the default TLS options always build")
-            });
         let h2 = Pool::new(opts.h2_max_connections);
         Client {
             inner: Arc::new(Inner {
                 opts,
                 resolver,
-                tls: TlsConnector::from(Arc::new(config)),
+                tls: OnceLock::new(),
                 cache: Mutex::new(Cache::default()),
                 h2,
                 turn: AtomicUsize::new(0),
                 h1_only: AtomicBool::new(false),
             }),
         }
+    }
+
+    /// The TLS connector, made at the first https connection: a plain-HTTP target never
+    /// builds one.
+    fn tls(&self) -> &TlsConnector {
+        self.inner.tls.get_or_init(|| {
+            let opts = &self.inner.opts;
+            let alpn: &[&[u8]] = match opts.http {
+                HttpVersion::Auto => &[b"h2", b"http/1.1"],
+                HttpVersion::Http1 => &[b"http/1.1"],
+                HttpVersion::Http2 => &[b"h2"],
+            };
+            let config = shared_client_config(&opts.tls, opts.insecure_skip_verify, alpn)
+                .unwrap_or_else(|e| {
+                    // Config validates the same options, so only a hand-built client gets here.
+                    tracing::error!(
+                        "TLS options refused ({e}); using the default roots and no client certificate"
+                    );
+                    shared_client_config(&TlsOptions::default(), opts.insecure_skip_verify, alpn)
+                        .expect("the default TLS options always build")
+                });
+            TlsConnector::from(config)
+        })
     }
 
     pub(crate) fn speaks_h1_only(&self) -> bool {
@@ -260,7 +269,7 @@ impl Client {
         }
         let t = Instant::now();
         let name = server_name(&opts.tls, target.host).ok_or(ErrorClass::Tls)?;
-        let handshake = timeout_at(deadline, self.inner.tls.connect(name, tcp)).await;
+        let handshake = timeout_at(deadline, self.tls().connect(name, tcp)).await;
         phases.tls_handshaking = t.elapsed();
         let tls = match handshake {
             Ok(Ok(tls)) => tls,

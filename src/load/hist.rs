@@ -8,10 +8,12 @@
 //!
 //! Memory is bounded at [`BUCKETS`] × 8 = 31,744 bytes of counters plus 32 bytes of
 //! count/sum/min/max per [`Histogram`], whatever the run length or request rate. The counters
-//! come in chunks of [`CHUNK`] (one power of two), allocated when a value first falls in them:
-//! a run's latencies span a few powers of two, so a histogram holds 1–3 KB, not 31 KB (a run
-//! has a dozen histograms, and 1,000 profiles starting on the same minute held 400 MB of
-//! zeros).
+//! are allocated where values fall, in two levels: a chunk per power of two (a table of
+//! [`BLOCKS`] pointers), and in it blocks of [`BLOCK`] counters (256 bytes), each made when a
+//! value first falls in it. A run's latencies cluster, so a histogram holds a few hundred
+//! bytes, not 31 KB: a run has a dozen histograms, and 1,000 profiles starting on the same
+//! minute held 400 MB of zeros with dense counters, and 37 MB with one-level chunks of 1 KiB
+//! (heaptrack, `bench/scale.py`).
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,9 +26,17 @@ const SUB: u64 = 1 << SUB_BITS;
 const MAX_EXP: u32 = 37;
 /// Number of counters: 256 exact + 128 per power of two from 2^8 to 2^36.
 pub const BUCKETS: usize = (LINEAR + (MAX_EXP as u64 - 8) * SUB) as usize;
-/// Counters per lazily allocated chunk: one power of two's sub-buckets (the linear part is two).
+/// Counters per chunk: one power of two's sub-buckets (the linear part is two).
 pub const CHUNK: usize = SUB as usize;
 const CHUNKS: usize = BUCKETS.div_ceil(CHUNK);
+/// Counters per lazily allocated block.
+pub const BLOCK: usize = 32;
+/// Blocks per chunk.
+pub const BLOCKS: usize = CHUNK / BLOCK;
+
+type Block = [AtomicU64; BLOCK];
+/// One power of two's blocks, each made when a value first falls in it.
+type Chunk = [OnceLock<Box<Block>>; BLOCKS];
 
 fn index_of(v: u64) -> usize {
     if v < LINEAR {
@@ -65,8 +75,8 @@ fn nanos(d: Duration) -> u64 {
 /// A latency histogram many VU tasks record into concurrently without a lock.
 #[derive(Debug)]
 pub struct Histogram {
-    /// `CHUNKS` chunks of `CHUNK` counters; a chunk exists once a value fell in it.
-    chunks: Box<[OnceLock<Box<[AtomicU64]>>]>,
+    /// `CHUNKS` chunks of `BLOCKS` blocks; each exists once a value fell in it.
+    chunks: Box<[OnceLock<Box<Chunk>>]>,
     count: AtomicU64,
     sum_ns: AtomicU64,
     min_ns: AtomicU64,
@@ -96,10 +106,10 @@ impl Histogram {
         let ns = nanos(v);
         let idx = index_of(ns);
         if let Some(chunk) = self.chunks.get(idx / CHUNK) {
-            let counters = chunk.get_or_init(|| (0..CHUNK).map(|_| AtomicU64::new(0)).collect());
-            if let Some(c) = counters.get(idx % CHUNK) {
-                c.fetch_add(1, Ordering::Relaxed);
-            }
+            let blocks = chunk.get_or_init(|| Box::new(std::array::from_fn(|_| OnceLock::new())));
+            let block = blocks[idx % CHUNK / BLOCK]
+                .get_or_init(|| Box::new(std::array::from_fn(|_| AtomicU64::new(0))));
+            block[idx % BLOCK].fetch_add(1, Ordering::Relaxed);
         }
         self.count.fetch_add(1, Ordering::Relaxed);
         // The sum wraps only after 584 years of cumulative latency.
@@ -108,9 +118,16 @@ impl Histogram {
         self.max_ns.fetch_max(ns, Ordering::Relaxed);
     }
 
-    /// Counter chunks allocated so far (each [`CHUNK`] × 8 bytes).
-    pub fn allocated_chunks(&self) -> usize {
-        self.chunks.iter().filter(|c| c.get().is_some()).count()
+    /// Bytes of chunk tables and counter blocks allocated so far.
+    pub fn allocated_bytes(&self) -> usize {
+        self.chunks
+            .iter()
+            .filter_map(OnceLock::get)
+            .map(|blocks| {
+                let held = blocks.iter().filter(|b| b.get().is_some()).count();
+                size_of::<Chunk>() + held * size_of::<Block>()
+            })
+            .sum()
     }
 
     /// Values recorded so far (may run ahead of a concurrent snapshot's bucket total).
@@ -124,11 +141,15 @@ impl Histogram {
     pub fn snapshot(&self) -> HistSnapshot {
         let mut buckets = Vec::new();
         for (c, chunk) in self.chunks.iter().enumerate() {
-            if let Some(counters) = chunk.get() {
-                for (i, b) in counters.iter().enumerate() {
-                    let n = b.load(Ordering::Relaxed);
+            let Some(blocks) = chunk.get() else { continue };
+            for (b, block) in blocks.iter().enumerate() {
+                let Some(counters) = block.get() else {
+                    continue;
+                };
+                for (i, counter) in counters.iter().enumerate() {
+                    let n = counter.load(Ordering::Relaxed);
                     if n > 0 {
-                        buckets.push(((c * CHUNK + i) as u32, n));
+                        buckets.push(((c * CHUNK + b * BLOCK + i) as u32, n));
                     }
                 }
             }
@@ -392,18 +413,30 @@ mod tests {
     #[test]
     fn memory_follows_the_spread_of_the_values_not_the_layout() {
         let h = Histogram::new();
-        assert_eq!(h.allocated_chunks(), 0);
-        // 1.0 ms to 1.9 ms: one power of two (2^19..2^20 ns covers 0.52-1.05 ms, 2^20.. the
-        // rest), so at most two chunks of counters.
+        assert_eq!(h.allocated_bytes(), 0);
+        let (table, block) = (size_of::<Chunk>(), size_of::<Block>());
+        // A cluster of values: one block of one chunk.
+        for ns in 600_000..600_100 {
+            h.record(Duration::from_nanos(ns));
+        }
+        assert_eq!(h.allocated_bytes(), table + block);
+        assert_eq!(block, BLOCK * 8);
+        // 1.0 ms to 1.9 ms: two powers of two (2^19..2^20 ns covers 0.52-1.05 ms, 2^20.. the
+        // rest), so at most two chunks and all their blocks.
         for us in 1000..1900 {
             h.record(Duration::from_micros(us));
         }
-        assert!(h.allocated_chunks() <= 2, "{} chunks", h.allocated_chunks());
+        assert!(
+            h.allocated_bytes() <= 2 * (table + BLOCKS * block),
+            "{} bytes",
+            h.allocated_bytes()
+        );
+        let before = h.allocated_bytes();
         h.record(Duration::from_secs(3600));
         h.record(Duration::from_nanos(3));
-        assert!(h.allocated_chunks() <= 4);
+        assert_eq!(h.allocated_bytes(), before + 2 * (table + block));
         let snap = h.snapshot();
-        assert_eq!(snap.count(), 902);
+        assert_eq!(snap.count(), 1002);
         // The snapshot holds the non-empty buckets only.
         assert!(
             snap.buckets_held() <= 2 * CHUNK + 2,
@@ -414,10 +447,10 @@ mod tests {
         merged.merge(&snap);
         merged.merge(&snap);
         assert_eq!(merged.since(&snap), snap.since(&HistSnapshot::default()));
-        assert_eq!(merged.count(), 2 * 902);
+        assert_eq!(merged.count(), 2 * 1002);
         assert_eq!(
             snap.buckets_le(&[0.000_001, 0.002, f64::INFINITY]),
-            vec![1, 901, 902]
+            vec![1, 1001, 1002]
         );
     }
 
