@@ -2,9 +2,10 @@
 //! certificate (mTLS), the certificate name to check (SNI), the lowest protocol version, ALPN,
 //! and the verifier of `insecure`. Also the stream type (plain TCP or TLS) hyper runs on.
 
+use std::collections::VecDeque;
 use std::io;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use rustls::pki_types::pem::PemObject;
@@ -127,8 +128,7 @@ impl Shape {
     fn fits(&self, opts: &TlsOptions, insecure: bool, alpn: &[&[u8]]) -> bool {
         self.insecure == insecure
             && self.min_version == opts.min_version
-            && self.alpn.len() == alpn.len()
-            && self.alpn.iter().zip(alpn).all(|(a, b)| a == b)
+            && self.alpn.iter().map(Vec::as_slice).eq(alpn.iter().copied())
             && self.ca == opts.ca
             && self.client_cert == opts.client_cert
     }
@@ -137,8 +137,7 @@ impl Shape {
 /// How many distinct configs are kept; the oldest goes first.
 const KEPT_CONFIGS: usize = 64;
 
-static CONFIGS: std::sync::Mutex<std::collections::VecDeque<(Shape, Arc<rustls::ClientConfig>)>> =
-    std::sync::Mutex::new(std::collections::VecDeque::new());
+static CONFIGS: Mutex<VecDeque<(Shape, Arc<rustls::ClientConfig>)>> = Mutex::new(VecDeque::new());
 
 /// [`client_config`], built once per distinct options and kept: the daemon makes a client per
 /// run, and building the roots, the verifier and the provider each time cost 24 KB and tens of
