@@ -5,7 +5,9 @@
 
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
-COPY Cargo.toml Cargo.lock ./
+COPY Cargo.toml Cargo.lock build.rs ./
+# Shared build settings: the bundled SQLite's compile flags (.cargo/config.toml).
+COPY .cargo ./.cargo
 COPY src ./src
 # The dashboard's files (uPlot, page, script, style), embedded with include_str!.
 COPY assets ./assets

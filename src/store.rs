@@ -846,6 +846,35 @@ mod tests {
         assert_eq!(user_version(&store.conn).unwrap(), SCHEMA_VERSION);
     }
 
+    /// The bundled SQLite is built with `.cargo/config.toml`'s `LIBSQLITE3_FLAGS`: without the
+    /// extensions the store never uses (a smaller binary), and with everything it does use.
+    #[test]
+    fn bundled_sqlite_is_built_without_unused_extensions() {
+        let dir = tmp();
+        let store = Store::open(dir.path()).unwrap();
+        let mut stmt = store.conn.prepare("PRAGMA compile_options").unwrap();
+        let options: Vec<String> = stmt
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        for gone in [
+            "ENABLE_FTS3",
+            "ENABLE_FTS5",
+            "ENABLE_RTREE",
+            "ENABLE_DBSTAT_VTAB",
+        ] {
+            assert!(!options.iter().any(|o| o == gone), "{gone} in {options:?}");
+        }
+        for set in ["OMIT_LOAD_EXTENSION", "OMIT_JSON", "THREADSAFE=1"] {
+            assert!(options.iter().any(|o| o == set), "{set} not in {options:?}");
+        }
+        let fts = store
+            .conn
+            .execute_batch("CREATE VIRTUAL TABLE t USING fts5(x)");
+        assert!(fts.is_err(), "fts5 is still built in");
+    }
+
     #[test]
     fn flushed_counts_round_trip_across_reopen() {
         let dir = tmp();

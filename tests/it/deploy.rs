@@ -1006,6 +1006,19 @@ fn dockerfile_and_build_script_agree() {
         "no second cargo command line: {run}"
     );
     assert!(dockerfile.contains("COPY scripts/build-image-binary.sh"));
+    // The release binary's link options (build.rs) and shared build settings (.cargo/, the
+    // bundled SQLite's flags) reach the image's build too, so the image ships the binary that
+    // BENCHMARKS.md measures.
+    assert!(
+        dockerfile
+            .lines()
+            .any(|l| l.starts_with("COPY ") && l.split_whitespace().any(|w| w == "build.rs")),
+        "the Dockerfile does not copy build.rs"
+    );
+    assert!(
+        dockerfile.contains("COPY .cargo ./.cargo"),
+        "the Dockerfile does not copy .cargo/"
+    );
     let cargo = sh
         .lines()
         .find(|l| l.trim_start().starts_with("cargo build"))
@@ -1056,11 +1069,13 @@ fn dockerfile_and_build_script_agree() {
     }
     // .dockerignore keeps the script and sources in the build context.
     let ignore = read(&root().join(".dockerignore"));
-    for kept in embedded
-        .iter()
-        .map(String::as_str)
-        .chain(["scripts", "src", "Cargo.lock"])
-    {
+    for kept in embedded.iter().map(String::as_str).chain([
+        "scripts",
+        "src",
+        "Cargo.lock",
+        "build.rs",
+        ".cargo",
+    ]) {
         assert!(
             !ignore
                 .lines()
