@@ -18,6 +18,11 @@ library only.
 
 Usage
   python3 bench/all.py [--quick] [--sloburn PATH] [--skip h2,sidecar,...] [--keep DIR]
+                       [--reuse sidecar=FILE,...]
+
+--reuse takes a part's figures from the JSON an earlier run of that part wrote (--json, or
+--keep's folder) instead of running it again, for the 30-minute sidecar above all; the table
+names every reused part with its file and when it was written.
 
 --quick shortens every part (fewer rounds, shorter runs, a 5-minute sidecar, 200 profiles):
 for checking the program, not for the figures in BENCHMARKS.md.
@@ -74,6 +79,8 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--skip", default="", help="comma-separated parts to leave out")
     ap.add_argument("--keep", help="keep the parts' JSON in this directory")
+    ap.add_argument("--reuse", default="",
+                    help="comma-separated NAME=FILE: a part's JSON from an earlier run")
     args = ap.parse_args()
     sloburn = str(Path(args.sloburn).resolve())
     if not Path(sloburn).exists():
@@ -96,9 +103,25 @@ def main() -> int:
         "sidecar": (["--minutes", "5" if q else "30", *sb], 3 * 3600),
         "scale": (["--profiles", "200" if q else "1000", *sb], 3600),
     }
+    reuse: dict[str, Path] = {}
+    for item in filter(None, (s.strip() for s in args.reuse.split(","))):
+        name, _, file = item.partition("=")
+        if name not in parts or not file:
+            print(f"bench/all: --reuse {item}: expected NAME=FILE with NAME one of "
+                  f"{', '.join(parts)}", file=sys.stderr)
+            return 2
+        if not Path(file).is_file():
+            print(f"bench/all: --reuse {item}: no such file", file=sys.stderr)
+            return 2
+        reuse[name] = Path(file).resolve()
     got: dict[str, dict | None] = {}
     for name, (argv, timeout_s) in parts.items():
-        got[name] = None if name in skip else part(name, argv, work / f"{name}.json", timeout_s)
+        if name in reuse:
+            got[name] = json.loads(reuse[name].read_text())
+            print(f"\n## {name}: reused from {reuse[name]}\n", flush=True)
+        else:
+            got[name] = None if name in skip else part(name, argv, work / f"{name}.json",
+                                                        timeout_s)
 
     rows: list[tuple[str, str, str, str, str]] = []
 
@@ -198,6 +221,9 @@ def main() -> int:
     print("|---|---|---|---|---|")
     for g in rows:
         print("| " + " | ".join(g) + " |")
+    for name, file in reuse.items():
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(file.stat().st_mtime))
+        print(f"\n{name}: figures reused from {file} (written {when}), not measured in this run.")
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
     return 0
