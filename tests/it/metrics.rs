@@ -187,7 +187,9 @@ fn wide() -> Metrics {
         .exemplar(0, 1.0, trace, span);
     m.set_threshold("b", "http_req_failed", "rate<0.01", true);
     let stats = Arc::new(sloburn::telemetry::ExportStats::default());
-    stats.dropped_queue_full.store(3, std::sync::atomic::Ordering::Relaxed);
+    stats
+        .dropped_queue_full
+        .store(3, std::sync::atomic::Ordering::Relaxed);
     m.set_telemetry(stats);
     let coverage = [("checkout-availability".to_string(), (120, 5))].into();
     m.set_restore("incomplete", coverage);
