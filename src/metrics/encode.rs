@@ -24,7 +24,7 @@ pub(super) struct Snapshot<'a> {
     /// Tasks alive in the runtime that serves the scrape, when there is one.
     pub runtime_tasks: Option<f64>,
     pub profiles: Vec<Arc<ProfileMetrics>>,
-    /// Each SLO with a copy of its last report, if it has one yet.
+    /// Each SLO with its last report (shared, not copied), if it has one yet.
     pub slos: Vec<(Arc<SloMetrics>, Option<Arc<ReportGauges>>)>,
     pub state: State,
 }
