@@ -5,15 +5,16 @@
 //! Ordering is deterministic: families in table order (by name), series by label values in
 //! byte order (`le` in numeric order), so golden tests can compare whole lines.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
 use super::families::*;
 use super::process::ProcessStats;
-use super::profile::{HistRead, PHASES_BY_LABEL, ProfileMetrics};
+use super::profile::{Hist, PHASES_BY_LABEL, ProfileMetrics};
 use super::registry::State;
 use super::slo::{ReportGauges, SloMetrics};
-use super::text::{Encoder, Family, Value, label_set};
+use super::text::{Encoder, Family, Value, label_set, write_u64};
 
 /// What one scrape reads: handles and copies taken under the registry's locks, so none is held
 /// while formatting. The atomics behind the handles are read as each family is written.
@@ -23,8 +24,8 @@ pub(super) struct Snapshot<'a> {
     /// Tasks alive in the runtime that serves the scrape, when there is one.
     pub runtime_tasks: Option<f64>,
     pub profiles: Vec<Arc<ProfileMetrics>>,
-    /// Each SLO with a copy of its last report, if it has one yet.
-    pub slos: Vec<(Arc<SloMetrics>, Option<ReportGauges>)>,
+    /// Each SLO with its last report (shared, not copied), if it has one yet.
+    pub slos: Vec<(Arc<SloMetrics>, Option<Arc<ReportGauges>>)>,
     pub state: State,
 }
 
@@ -32,20 +33,25 @@ impl Snapshot<'_> {
     fn reports(&self) -> impl Iterator<Item = (&SloMetrics, &ReportGauges)> {
         self.slos
             .iter()
-            .filter_map(|(s, r)| Some((s.as_ref(), r.as_ref()?)))
+            .filter_map(|(s, r)| Some((s.as_ref(), r.as_deref()?)))
     }
 }
+
+/// A family's samples as `(label set, value)`: label sets the registry keeps are borrowed, not
+/// copied (an SLO's window gauges alone are tens of thousands of rows at 1,000 SLOs).
+type Rows<'s, V> = Vec<(Cow<'s, str>, V)>;
 
 /// Where a family's samples come from, one variant per way of reading them.
 enum Source {
     /// `(label set, value)` rows in label order (gauges, and the fractional CPU counter).
-    Floats(fn(&Snapshot) -> Vec<(String, f64)>),
+    Floats(for<'s> fn(&'s Snapshot) -> Rows<'s, f64>),
     /// `(label set, count)` rows in label order.
-    Counts(fn(&Snapshot) -> Vec<(String, u64)>),
+    Counts(for<'s> fn(&'s Snapshot) -> Rows<'s, u64>),
     /// One count per (target, profile), under the profile's label set.
     PerProfile(fn(&ProfileMetrics) -> u64),
-    /// Histogram series per (target, profile), with their label sets.
-    Histograms(for<'p> fn(&'p ProfileMetrics) -> Vec<(&'p String, HistRead)>),
+    /// Histogram series per (target, profile), with their label sets, appended to a list the
+    /// scrape reuses.
+    Histograms(for<'p> fn(&'p ProfileMetrics, &mut Vec<(&'p str, &'p Hist)>)),
     /// Counters with one more label per sample, written by their own function.
     Labelled(fn(&mut Encoder, &Family, &[Arc<ProfileMetrics>])),
 }
@@ -63,11 +69,11 @@ fn source(f: &Family) -> Option<Source> {
         ADMIN_AUTH_FAILURES => Counts(|s| {
             let [missing, wrong] = s.state.auth_failures;
             vec![
-                (label_set(&[("reason", "missing")]), missing),
-                (label_set(&[("reason", "wrong")]), wrong),
+                (label_set(&[("reason", "missing")]).into(), missing),
+                (label_set(&[("reason", "wrong")]).into(), wrong),
             ]
         }),
-        BUILD_INFO => Floats(|s| vec![(s.build_labels.to_string(), 1.0)]),
+        BUILD_INFO => Floats(|s| vec![(s.build_labels.into(), 1.0)]),
         CHECKS => Labelled(checks),
         RELOAD_SUCCESS_TIME => Floats(|s| one(s.state.last_reload_success)),
         RELOAD_SUCCESSFUL => Floats(|s| one(s.state.last_reload_ok.map(flag))),
@@ -76,27 +82,18 @@ fn source(f: &Family) -> Option<Source> {
         DATA_SENT => PerProfile(|p| p.data_sent.load(Relaxed)),
         DROPPED_ITERATIONS => PerProfile(|p| p.dropped.load(Relaxed)),
         GENERATOR_OVERLOADED => PerProfile(|p| p.overloaded.load(Relaxed)),
-        HTTP_REQ_DURATION => Histograms(|p| {
-            p.steps
-                .iter()
-                .map(|s| (&s.labels, s.duration.read()))
-                .collect()
-        }),
-        HTTP_REQ_CORRECTED_DURATION => Histograms(|p| {
-            p.steps
-                .iter()
-                .map(|s| (&s.labels, s.corrected.read()))
-                .collect()
-        }),
+        HTTP_REQ_DURATION => {
+            Histograms(|p, out| out.extend(p.steps.iter().map(|s| (&*s.labels, &s.duration))))
+        }
+        HTTP_REQ_CORRECTED_DURATION => {
+            Histograms(|p, out| out.extend(p.steps.iter().map(|s| (&*s.labels, &s.corrected))))
+        }
         HTTP_REQ_PHASE => Histograms(phase_histograms),
         HTTP_REQS => Labelled(reqs),
-        ITERATION_DURATION => Histograms(|p| {
-            p.journeys
-                .iter()
-                .map(|j| (&j.labels, j.duration.read()))
-                .collect()
-        }),
-        ITERATION_LATENESS => Histograms(|p| vec![(&p.labels, p.lateness.read())]),
+        ITERATION_DURATION => {
+            Histograms(|p, out| out.extend(p.journeys.iter().map(|j| (&*j.labels, &j.duration))))
+        }
+        ITERATION_LATENESS => Histograms(|p, out| out.push((&p.labels, &p.lateness))),
         JOURNEY_ITERATIONS => Labelled(journey_iterations),
         JOURNEY_STEP_FAILURES => Labelled(step_failures),
         ITERATIONS => PerProfile(|p| p.iterations.load(Relaxed)),
@@ -104,7 +101,7 @@ fn source(f: &Family) -> Option<Source> {
             s.state
                 .last_run
                 .iter()
-                .map(|((p, r), t)| (label_set(&[("profile", p), ("result", r)]), *t))
+                .map(|((p, r), t)| (label_set(&[("profile", p), ("result", r)]).into(), *t))
                 .collect()
         }),
         LOCAL_ERRORS => Labelled(local_errors),
@@ -112,39 +109,39 @@ fn source(f: &Family) -> Option<Source> {
             s.state
                 .next_run
                 .iter()
-                .map(|(p, t)| (label_set(&[("profile", p)]), *t))
+                .map(|(p, t)| (label_set(&[("profile", p)]).into(), *t))
                 .collect()
         }),
         RUN_ACTIVE => Floats(|s| {
             s.state
                 .run_active
                 .iter()
-                .map(|(p, a)| (label_set(&[("profile", p)]), flag(*a)))
+                .map(|(p, a)| (label_set(&[("profile", p)]).into(), flag(*a)))
                 .collect()
         }),
         RUNS => Counts(|s| {
             s.state
                 .runs
                 .iter()
-                .map(|((p, r), n)| (label_set(&[("profile", p), ("result", r)]), *n))
+                .map(|((p, r), n)| (label_set(&[("profile", p), ("result", r)]).into(), *n))
                 .collect()
         }),
         RUNTIME_TASKS => Floats(|s| one(s.runtime_tasks)),
         SLO_ALERT_ACTIVE => Floats(|s| {
             s.reports()
                 .flat_map(|(_, r)| &r.alerts)
-                .map(|(l, a)| (l.clone(), flag(*a)))
+                .map(|(l, a)| (l.as_str().into(), flag(*a)))
                 .collect()
         }),
         SLO_BURN_RATE => Floats(|s| {
             s.reports()
                 .flat_map(|(_, r)| &r.windows)
-                .map(|(l, _, burn)| (l.clone(), *burn))
+                .map(|(l, _, burn)| (l.as_str().into(), *burn))
                 .collect()
         }),
         SLO_BUDGET_REMAINING => Floats(|s| {
             s.reports()
-                .map(|(slo, r)| (slo.labels.clone(), r.budget_remaining))
+                .map(|(slo, r)| (slo.labels.as_str().into(), r.budget_remaining))
                 .collect()
         }),
         SLO_EVENTS => Counts(|s| {
@@ -152,8 +149,8 @@ fn source(f: &Family) -> Option<Source> {
             let rows = s.slos.iter().flat_map(|(slo, _)| {
                 let (good, bad) = slo.events();
                 [
-                    (slo.bad_labels.clone(), bad),
-                    (slo.good_labels.clone(), good),
+                    (slo.bad_labels.as_str().into(), bad),
+                    (slo.good_labels.as_str().into(), good),
                 ]
             });
             rows.collect()
@@ -161,7 +158,7 @@ fn source(f: &Family) -> Option<Source> {
         SLO_OBJECTIVE => Floats(|s| {
             s.slos
                 .iter()
-                .map(|(slo, _)| (slo.labels.clone(), slo.objective()))
+                .map(|(slo, _)| (slo.labels.as_str().into(), slo.objective()))
                 .collect()
         }),
         SLO_RESTORE_GAPS => Floats(|s| restore_rows(s, |(_, gaps)| gaps)),
@@ -171,19 +168,19 @@ fn source(f: &Family) -> Option<Source> {
             };
             ["done", "incomplete", "restoring"]
                 .into_iter()
-                .map(|p| (label_set(&[("state", p)]), flag(p == *phase)))
+                .map(|p| (label_set(&[("state", p)]).into(), flag(p == *phase)))
                 .collect()
         }),
         SLO_RESTORED => Floats(|s| restore_rows(s, |(restored, _)| restored)),
         SLO_SLI => Floats(|s| {
             s.reports()
                 .flat_map(|(_, r)| &r.windows)
-                .map(|(l, sli, _)| (l.clone(), *sli))
+                .map(|(l, sli, _)| (l.as_str().into(), *sli))
                 .collect()
         }),
         SLO_TIME_TO_EXHAUSTION => Floats(|s| {
             s.reports()
-                .filter_map(|(slo, r)| Some((slo.labels.clone(), r.time_to_exhaustion?)))
+                .filter_map(|(slo, r)| Some((slo.labels.as_str().into(), r.time_to_exhaustion?)))
                 .collect()
         }),
         STORE_FLUSHES => Counts(|s| success_failure(s.state.store_flushes)),
@@ -194,11 +191,11 @@ fn source(f: &Family) -> Option<Source> {
             };
             vec![
                 (
-                    label_set(&[("reason", "export_failed")]),
+                    label_set(&[("reason", "export_failed")]).into(),
                     t.dropped_export_failed.load(Relaxed),
                 ),
                 (
-                    label_set(&[("reason", "queue_full")]),
+                    label_set(&[("reason", "queue_full")]).into(),
                     t.dropped_queue_full.load(Relaxed),
                 ),
             ]
@@ -206,7 +203,7 @@ fn source(f: &Family) -> Option<Source> {
         THRESHOLD_PASSED => Floats(|s| {
             let row = |((p, m, t), ok): (&(String, String, String), &bool)| {
                 let labels = label_set(&[("profile", p), ("metric", m), ("threshold", t)]);
-                (labels, flag(*ok))
+                (labels.into(), flag(*ok))
             };
             s.state.thresholds.iter().map(row).collect()
         }),
@@ -217,7 +214,7 @@ fn source(f: &Family) -> Option<Source> {
 }
 
 /// One restore figure per SLO still configured, in name order: minutes, shown in seconds.
-fn restore_rows(s: &Snapshot, pick: fn((u64, u64)) -> u64) -> Vec<(String, f64)> {
+fn restore_rows<'s>(s: &'s Snapshot, pick: fn((u64, u64)) -> u64) -> Rows<'s, f64> {
     let Some((_, coverage)) = &s.state.restore else {
         return Vec::new();
     };
@@ -225,7 +222,7 @@ fn restore_rows(s: &Snapshot, pick: fn((u64, u64)) -> u64) -> Vec<(String, f64)>
         .iter()
         .filter_map(|(slo, _)| {
             let c = coverage.get(&slo.name)?;
-            Some((slo.labels.clone(), pick(*c) as f64 * 60.0))
+            Some((slo.labels.as_str().into(), pick(*c) as f64 * 60.0))
         })
         .collect()
 }
@@ -247,8 +244,8 @@ pub(super) fn encode(s: &Snapshot, openmetrics: bool, capacity: usize) -> String
 }
 
 /// A single unlabelled sample, when the value is known.
-fn one(v: Option<f64>) -> Vec<(String, f64)> {
-    v.map(|v| (String::new(), v)).into_iter().collect()
+fn one(v: Option<f64>) -> Rows<'static, f64> {
+    v.map(|v| ("".into(), v)).into_iter().collect()
 }
 
 fn flag(on: bool) -> f64 {
@@ -256,23 +253,22 @@ fn flag(on: bool) -> f64 {
 }
 
 /// `[success, failure]` counts as rows; "failure" < "success" in byte order.
-fn success_failure([success, failure]: [u64; 2]) -> Vec<(String, u64)> {
+fn success_failure([success, failure]: [u64; 2]) -> Rows<'static, u64> {
     vec![
-        (label_set(&[("result", "failure")]), failure),
-        (label_set(&[("result", "success")]), success),
+        (label_set(&[("result", "failure")]).into(), failure),
+        (label_set(&[("result", "success")]).into(), success),
     ]
 }
 
-fn phase_histograms(p: &ProfileMetrics) -> Vec<(&String, HistRead)> {
-    p.steps
-        .iter()
-        .flat_map(|s| {
-            PHASES_BY_LABEL
-                .iter()
-                .zip(&s.phase_labels)
-                .filter_map(|(phase, labels)| Some((labels, s.phases.get(*phase as usize)?.read())))
-        })
-        .collect()
+fn phase_histograms<'p>(p: &'p ProfileMetrics, out: &mut Vec<(&'p str, &'p Hist)>) {
+    for s in &p.steps {
+        let by_label = PHASES_BY_LABEL.iter().zip(&s.phase_labels);
+        out.extend(
+            by_label.filter_map(|(phase, labels)| {
+                Some((labels.as_str(), s.phases.get(*phase as usize)?))
+            }),
+        );
+    }
 }
 
 /// Journey iterations by result; only profiles that walk journeys have them.
@@ -306,7 +302,7 @@ fn step_failures(e: &mut Encoder, f: &Family, profiles: &[Arc<ProfileMetrics>]) 
 }
 
 /// A family from rows already in label order; no rows, no family.
-fn write_rows(e: &mut Encoder, f: &Family, rows: Vec<(String, impl Value)>) {
+fn write_rows(e: &mut Encoder, f: &Family, rows: Rows<impl Value>) {
     if rows.is_empty() {
         return;
     }
@@ -337,41 +333,56 @@ fn histograms(
     e: &mut Encoder,
     f: &Family,
     profiles: &[Arc<ProfileMetrics>],
-    series: for<'p> fn(&'p ProfileMetrics) -> Vec<(&'p String, HistRead)>,
+    series: for<'p> fn(&'p ProfileMetrics, &mut Vec<(&'p str, &'p Hist)>),
 ) {
     if profiles.is_empty() {
         return;
     }
     e.header(f);
+    // Exemplars only in OpenMetrics (the classic format has none) and only on the
+    // request-duration histogram, the one the runner feeds sampled requests to: its series
+    // are the profile's steps, in order.
+    let with_exemplars = e.openmetrics && f.name == HTTP_REQ_DURATION.name;
+    // Buffers reused for every series: a large scrape writes tens of thousands of them.
+    let mut list = Vec::new();
+    let mut cumulative = Vec::new();
+    let mut bucket = String::new();
     for p in profiles {
-        let le = if e.openmetrics {
-            &p.bounds.le_openmetrics
+        let tails = if e.openmetrics {
+            &p.bounds.le_tail_openmetrics
         } else {
-            &p.bounds.le_classic
+            &p.bounds.le_tail_classic
         };
-        // Exemplars only in OpenMetrics (the classic format has none) and only on the
-        // request-duration histogram, the one the runner feeds sampled requests to: its
-        // series are the profile's steps, in order.
-        let with_exemplars = e.openmetrics && f.name == HTTP_REQ_DURATION.name;
-        for (j, (labels, h)) in series(p).into_iter().enumerate() {
+        list.clear();
+        series(p, &mut list);
+        for (j, &(labels, hist)) in list.iter().enumerate() {
+            let sum_seconds = hist.read_into(&mut cumulative);
             let exemplars = p
                 .steps
                 .get(j)
                 .filter(|_| with_exemplars)
                 .map(|s| &s.duration_exemplars);
-            for (i, (le, n)) in le.iter().zip(&h.cumulative).enumerate() {
-                match exemplars.and_then(|x| x.get(i)?.read()) {
-                    Some(x) => {
-                        e.start(f.name, "_bucket", labels, Some(("le", le)));
-                        super::text::Value::write(*n, &mut e.out);
-                        x.write_suffix(&mut e.out);
-                        e.out.push('\n');
-                    }
-                    None => e.sample(f.name, "_bucket", labels, Some(("le", le)), *n),
-                }
+            // `name_bucket{labels,le="`: the same for every bucket of the series.
+            bucket.clear();
+            bucket.push_str(f.name);
+            bucket.push_str("_bucket{");
+            if !labels.is_empty() {
+                bucket.push_str(labels);
+                bucket.push(',');
             }
-            e.sample(f.name, "_sum", labels, None, h.sum_seconds);
-            let count = h.cumulative.last().copied().unwrap_or(0);
+            bucket.push_str("le=\"");
+            let out = &mut e.out;
+            for (i, (tail, n)) in tails.iter().zip(&cumulative).enumerate() {
+                out.push_str(&bucket);
+                out.push_str(tail);
+                write_u64(out, *n);
+                if let Some(x) = exemplars.and_then(|x| x.get(i)?.read()) {
+                    x.write_suffix(out);
+                }
+                out.push('\n');
+            }
+            e.sample(f.name, "_sum", labels, None, sum_seconds);
+            let count = cumulative.last().copied().unwrap_or(0);
             e.sample(f.name, "_count", labels, None, count);
         }
     }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
-use super::text::{label_set, le_value};
+use super::text::{escape_label_into, label_set, le_value};
 use crate::http::{ErrorClass, Outcome, Phase};
 
 /// Phases in label order (byte order of their names), so the scrape needs no sort.
@@ -22,13 +22,16 @@ pub(super) const PHASES_BY_LABEL: [Phase; 7] = {
     p
 };
 
-/// Bucket bounds of one histogram layout, as nanoseconds for recording and as `le` strings.
+/// Bucket bounds of one histogram layout, as nanoseconds for recording and as `le` values.
 #[derive(Debug)]
 pub(super) struct Bounds {
     pub seconds: Vec<f64>,
     nanos: Vec<u64>,
-    pub le_classic: Vec<String>,
-    pub le_openmetrics: Vec<String>,
+    /// Each `le` value (`+Inf` last) escaped and closed, `0.25"} `: what follows `le="` on a
+    /// bucket line, so the scrape writes a bucket as three pasted strings and a count.
+    pub le_tail_classic: Vec<String>,
+    /// The same with OpenMetrics' canonical values (`1.0`, not `1`).
+    pub le_tail_openmetrics: Vec<String>,
 }
 
 impl Bounds {
@@ -43,15 +46,22 @@ impl Bounds {
         seconds.sort_by(f64::total_cmp);
         seconds.dedup();
         let nanos = seconds.iter().map(|&b| bound_nanos(b)).collect();
-        let mut le_classic: Vec<String> = seconds.iter().map(|&b| le_value(b, false)).collect();
-        le_classic.push("+Inf".into());
-        let mut le_openmetrics: Vec<String> = seconds.iter().map(|&b| le_value(b, true)).collect();
-        le_openmetrics.push("+Inf".into());
+        let tails = |openmetrics: bool| -> Vec<String> {
+            let les = seconds.iter().map(|&b| le_value(b, openmetrics));
+            les.chain(["+Inf".to_string()])
+                .map(|le| {
+                    let mut t = String::new();
+                    escape_label_into(&mut t, &le);
+                    t.push_str("\"} ");
+                    t
+                })
+                .collect()
+        };
         Bounds {
+            le_tail_classic: tails(false),
+            le_tail_openmetrics: tails(true),
             seconds,
             nanos,
-            le_classic,
-            le_openmetrics,
         }
     }
 
@@ -89,12 +99,6 @@ pub(super) struct Hist {
     sum_nanos: AtomicU64,
 }
 
-/// A histogram read at one moment: cumulative bucket counts, sum in seconds.
-pub(super) struct HistRead {
-    pub cumulative: Vec<u64>,
-    pub sum_seconds: f64,
-}
-
 impl Hist {
     fn new(bounds: &Bounds) -> Hist {
         Hist {
@@ -113,20 +117,16 @@ impl Hist {
         self.sum_nanos.fetch_add(nanos, Relaxed);
     }
 
-    pub fn read(&self) -> HistRead {
+    /// Reads the histogram at one moment: its cumulative bucket counts into `cumulative`
+    /// (replacing what it held: the scrape reuses one buffer), and its sum in seconds.
+    pub fn read_into(&self, cumulative: &mut Vec<u64>) -> f64 {
+        cumulative.clear();
         let mut total = 0u64;
-        let cumulative = self
-            .buckets
-            .iter()
-            .map(|b| {
-                total = total.wrapping_add(b.load(Relaxed));
-                total
-            })
-            .collect();
-        HistRead {
-            cumulative,
-            sum_seconds: self.sum_nanos.load(Relaxed) as f64 / 1e9,
-        }
+        cumulative.extend(self.buckets.iter().map(|b| {
+            total = total.wrapping_add(b.load(Relaxed));
+            total
+        }));
+        self.sum_nanos.load(Relaxed) as f64 / 1e9
     }
 }
 
@@ -678,7 +678,14 @@ mod tests {
         assert_eq!(b.index(100_000_001), 2);
         assert_eq!(b.index(300_000_000), 2);
         assert_eq!(b.index(300_000_001), 3);
-        assert_eq!(b.le_classic, ["0", "0.1", "0.3", "+Inf"]);
+        assert_eq!(
+            b.le_tail_classic,
+            ["0\"} ", "0.1\"} ", "0.3\"} ", "+Inf\"} "]
+        );
+        assert_eq!(
+            b.le_tail_openmetrics,
+            ["0.0\"} ", "0.1\"} ", "0.3\"} ", "+Inf\"} "]
+        );
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! Per-SLO series: the good/bad event counters the generated rules compute from (hot path,
 //! two atomics) and the gauges of the daemon's own evaluation (`set_report`, once a minute).
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::registry::lock;
@@ -32,7 +32,9 @@ pub struct SloMetrics {
     objective: AtomicU64,
     good: AtomicU64,
     bad: AtomicU64,
-    pub(super) report: Mutex<Option<ReportGauges>>,
+    /// Shared with the scrapes that read it: a scrape takes the `Arc`, not a copy of every
+    /// label set.
+    pub(super) report: Mutex<Option<Arc<ReportGauges>>>,
 }
 
 /// A window as its `window` label: the largest whole unit, `5m`, `1h`, `3d`, `30d`.
@@ -130,7 +132,7 @@ impl SloMetrics {
                 })
                 .collect(),
         };
-        *lock(&self.report) = Some(gauges);
+        *lock(&self.report) = Some(Arc::new(gauges));
     }
 }
 

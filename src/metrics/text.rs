@@ -40,15 +40,21 @@ impl Family {
 }
 
 /// Appends `value` escaped for a label value (both formats): backslash, quote, newline.
+/// Runs without any of the three are copied whole: label values rarely hold one.
 pub fn escape_label_into(out: &mut String, value: &str) {
-    for c in value.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
+    let mut rest = value;
+    while let Some(i) = rest.find(['\\', '"', '\n']) {
+        let (plain, special) = rest.split_at(i);
+        out.push_str(plain);
+        let mut chars = special.chars();
+        out.push_str(match chars.next() {
+            Some('\\') => "\\\\",
+            Some('"') => "\\\"",
+            _ => "\\n",
+        });
+        rest = chars.as_str();
     }
+    out.push_str(rest);
 }
 
 /// `name="value",name="value"`: a label set escaped once, to be pasted into many lines.
@@ -72,8 +78,17 @@ pub fn write_f64(out: &mut String, v: f64) {
         out.push_str("NaN");
     } else if v.is_infinite() {
         out.push_str(if v > 0.0 { "+Inf" } else { "-Inf" });
-    } else if v == 0.0 || (1e-5..1e15).contains(&v.abs()) {
-        // Display is the shortest representation that round-trips, never an exponent.
+    } else if v.fract() == 0.0 && v.abs() < 1e15 {
+        // Whole numbers (counts, flags, timestamps, most SLIs) as Display writes them, `-0`
+        // included, without its digit generation: a large scrape writes tens of thousands.
+        if v.is_sign_negative() {
+            out.push('-');
+        }
+        write_u64(out, v.abs() as u64);
+    } else if (1e-5..1e15).contains(&v.abs()) {
+        // Display is the shortest representation that round-trips, never an exponent. (Ryu
+        // would be faster, but picks other digits for some values, 0x42ea8090bb0f6d84 for one:
+        // the text would change.)
         let _ = write!(out, "{v}");
     } else {
         // Display would print hundreds of digits for 1e300 or 1e-300: use an exponent.
@@ -93,19 +108,8 @@ pub fn le_value(bound: f64, openmetrics: bool) -> String {
 }
 
 /// Appends a u64 in decimal without going through `fmt` (the scrape writes ~10^5 of them).
-pub fn write_u64(out: &mut String, mut v: u64) {
-    let mut buf = [0u8; 20];
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    // The buffer holds ASCII digits only.
-    out.push_str(std::str::from_utf8(&buf[i..]).unwrap_or("0"));
+pub fn write_u64(out: &mut String, v: u64) {
+    out.push_str(itoa::Buffer::new().format(v));
 }
 
 /// A sample value: counts are written as integers, everything else as floats.
@@ -247,11 +251,50 @@ mod tests {
             (-2.5, "-2.5"),
             (1e-7, "1e-7"),
             (1e300, "1e300"),
+            (-0.0, "-0"),
+            (1700000300.0, "1700000300"),
+            (-3.0, "-3"),
+            (999_999_999_999_999.0, "999999999999999"),
+            (1e15, "1e15"),
         ];
         for (v, want) in cases {
             let mut s = String::new();
             write_f64(&mut s, v);
             assert_eq!(s, want, "{v}");
+        }
+    }
+
+    #[test]
+    fn whole_floats_are_written_as_display_writes_them() {
+        let mut v = 0.5f64;
+        while v < 1e15 {
+            for x in [v.floor(), -v.floor(), v.ceil(), (v * 3.0).round()] {
+                let mut s = String::new();
+                write_f64(&mut s, x);
+                let want = if x.abs() < 1e15 {
+                    format!("{x}")
+                } else {
+                    format!("{x:e}")
+                };
+                assert_eq!(s, want);
+            }
+            v *= 1.37;
+        }
+    }
+
+    #[test]
+    fn escaping_copies_runs_between_special_characters() {
+        for (raw, want) in [
+            ("", ""),
+            ("plain", "plain"),
+            ("\\", "\\\\"),
+            ("a\"b\nc\\d", "a\\\"b\\nc\\\\d"),
+            ("\"\"", "\\\"\\\""),
+            ("é\nü", "é\\nü"),
+        ] {
+            let mut s = String::new();
+            escape_label_into(&mut s, raw);
+            assert_eq!(s, want, "{raw:?}");
         }
     }
 

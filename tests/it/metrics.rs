@@ -136,6 +136,99 @@ fn exposition_matches_golden_in_both_formats() {
     );
 }
 
+/// Many series of every shape at once: several profiles in label order (one with hostile names,
+/// one walking two journeys), layouts with integral and fractional bounds (the OpenMetrics
+/// `le` differs), exemplars on some buckets, SLO reports, a restore and span losses. Exemplar
+/// timestamps read the clock, so they are masked before the comparison.
+fn wide() -> Metrics {
+    use opentelemetry::trace::{SpanId, TraceId};
+    use sloburn::metrics::StepLayout;
+    let m = scenario();
+    for (t, p) in [("zeta", "b"), ("alpha", "a"), ("we\"ird\\\nname", "p\"q")] {
+        let pm = m.profile(t, p, &[0.005, 0.25, 1.0, 2.5, 10.0], &checks());
+        for i in 0..40u64 {
+            let o = if i % 13 == 0 {
+                failed(ErrorClass::Reset)
+            } else {
+                ok(if i % 7 == 0 { 500 } else { 200 }, i * 37)
+            };
+            pm.observe(&o, ms(i % 3), &[i % 5 > 0, i % 2 == 0]);
+        }
+        pm.set_vus(u32::from(p.len() as u8));
+        pm.set_vus_max(4);
+        m.init_profile(p);
+        m.set_next_run(p, Some(1_700_000_060.25));
+    }
+    let step = |journey: &str, name: &str, checks: &[&str]| StepLayout {
+        journey: Some(journey.into()),
+        step: name.into(),
+        checks: checks.iter().map(|c| c.to_string()).collect(),
+    };
+    let layout = [
+        step("browse", "home", &["status"]),
+        step("checkout", "login", &["status", "token"]),
+        step("checkout", "pay", &["status", "status"]),
+    ];
+    let journeys = ["browse".to_string(), "checkout".to_string()];
+    let shop = m.profile_steps("shop", "shoppers", &[0.1, 1.0], &layout, &journeys);
+    for i in 0..12u64 {
+        let s = (i % 3) as usize;
+        shop.observe_step(s, &ok(200, 20 * i), ms(i), &[i % 4 > 0, true]);
+        if i % 4 == 0 {
+            shop.step_failed(s, (i % 3) as usize);
+        }
+        shop.iteration_finished(usize::from(s > 0), (i % 3) as usize, ms(100 * i));
+    }
+    let trace = TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736").unwrap();
+    let span = SpanId::from_hex("00f067aa0ba902b7").unwrap();
+    shop.exemplar(1, 0.05, trace, span);
+    shop.exemplar(1, 3.5, trace, span);
+    m.profile("alpha", "a", &[0.005, 0.25, 1.0, 2.5, 10.0], &checks())
+        .exemplar(0, 1.0, trace, span);
+    m.set_threshold("b", "http_req_failed", "rate<0.01", true);
+    let stats = Arc::new(sloburn::telemetry::ExportStats::default());
+    stats
+        .dropped_queue_full
+        .store(3, std::sync::atomic::Ordering::Relaxed);
+    m.set_telemetry(stats);
+    let coverage = [("checkout-availability".to_string(), (120, 5))].into();
+    m.set_restore("incomplete", coverage);
+    m.admin_auth_failure(true);
+    m.reload(false);
+    m
+}
+
+/// The exposition with each exemplar's timestamp (its last field) replaced by `T`.
+fn mask_exemplar_times(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        match line.split_once(" # {") {
+            Some(_) => {
+                let (head, _) = line.rsplit_once(' ').unwrap();
+                out.push_str(head);
+                out.push_str(" T");
+            }
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[test]
+fn wide_exposition_matches_golden_in_both_formats() {
+    let m = wide();
+    let classic = m.encode_with(false, &process());
+    assert!(!classic.contains(" # {"), "exemplars in the classic format");
+    golden(&golden_path("metrics_wide.prom"), &classic);
+    let om = m.encode_with(true, &process());
+    assert_eq!(om.matches(" # {trace_id=").count(), 3, "{om}");
+    golden(
+        &golden_path("metrics_wide.openmetrics.txt"),
+        &mask_exemplar_times(&om),
+    );
+}
+
 #[test]
 fn key_lines_are_exact() {
     let text = scenario().encode_with(false, &process());
