@@ -5,12 +5,13 @@
 //! profile's series ring. Nothing here stores every sample: memory is fixed per run.
 
 use crate::http::{ErrorClass, Outcome};
+use crate::load::lazy::LazyBox;
 use crate::load::observe::Observer;
 use crate::load::stats::{RunStats, StatsSnapshot};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -27,9 +28,10 @@ const PRESENT: u64 = 1 << 63;
 const MAX_T_MS: u64 = (1 << 31) - 1;
 const MAX_LATENCY_US: u64 = (1 << 31) - 1;
 
-/// Reservoir slots allocated together: a run with a few requests holds one chunk, not the
-/// whole reservoir (1,000 short runs at once would otherwise hold 32 MiB of empty slots).
-const CHUNK: usize = 256;
+/// Reservoir slots allocated together: a run with a few requests holds one chunk (1 KiB) and
+/// the table of chunks (256 bytes), not the whole reservoir (1,000 short runs at once would
+/// otherwise hold 32 MiB of empty slots; with chunks of 256 they held 2.3 MB).
+const CHUNK: usize = 128;
 
 /// The scatter's reservoir: an [`Observer`] that keeps a uniform sample of the run's requests
 /// as (start offset, latency, failed) packed into one atomic word each.
@@ -39,7 +41,7 @@ pub struct Scatter {
     seed: u64,
     seen: AtomicU64,
     /// [`RESERVOIR`] slots in chunks of [`CHUNK`], each allocated on its first sample.
-    chunks: Box<[OnceLock<Box<[AtomicU64; CHUNK]>>]>,
+    chunks: Box<[LazyBox<[AtomicU64; CHUNK]>]>,
 }
 
 /// splitmix64: a cheap, well-mixed hash for the reservoir's slot choice (no lock, no state).
@@ -59,7 +61,7 @@ impl Scatter {
             started,
             seed: mix(std::process::id() as u64 ^ started.elapsed().as_nanos() as u64),
             seen: AtomicU64::new(0),
-            chunks: (0..RESERVOIR / CHUNK).map(|_| OnceLock::new()).collect(),
+            chunks: (0..RESERVOIR / CHUNK).map(|_| LazyBox::new()).collect(),
         }
     }
 
@@ -84,7 +86,7 @@ impl Scatter {
         let mut kept: Vec<(u64, u64, bool)> = self
             .chunks
             .iter()
-            .filter_map(OnceLock::get)
+            .filter_map(LazyBox::get)
             .flat_map(|c| c.iter())
             .map(|s| s.load(Relaxed))
             .filter(|v| v & PRESENT != 0)
@@ -418,6 +420,9 @@ mod tests {
             1,
             "a short run holds one chunk of the reservoir"
         );
+        let bytes = s.chunks.len() * size_of::<LazyBox<[AtomicU64; CHUNK]>>()
+            + allocated(&s) * size_of::<[AtomicU64; CHUNK]>();
+        assert!(bytes <= 1536, "a short run's reservoir holds {bytes} bytes");
         for _ in 0..3 * RESERVOIR {
             s.request_finished(0, &outcome(Some(200), 1), Duration::ZERO, &[]);
         }
