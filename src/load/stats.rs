@@ -405,6 +405,17 @@ impl RunStats {
         trends.map(Histogram::allocated_bytes).sum::<usize>() + statuses * size_of::<StatusBlock>()
     }
 
+    /// Requests per error class, for the classes seen (as [`StatsSnapshot::errors`]).
+    pub fn errors(&self) -> Vec<(ErrorClass, u64)> {
+        ErrorClass::ALL
+            .iter()
+            .filter_map(|e| {
+                let n = self.errors[*e as usize].load(Relaxed);
+                (n > 0).then_some((*e, n))
+            })
+            .collect()
+    }
+
     pub fn snapshot(&self, elapsed: Duration) -> StatsSnapshot {
         let checks: Vec<(String, u64, u64)> = self
             .check_names
@@ -472,13 +483,7 @@ impl RunStats {
                     })
                 })
                 .collect(),
-            errors: ErrorClass::ALL
-                .iter()
-                .filter_map(|e| {
-                    let n = self.errors[*e as usize].load(Relaxed);
-                    (n > 0).then_some((*e, n))
-                })
-                .collect(),
+            errors: self.errors(),
             checks,
             data_sent: self.data_sent.load(Relaxed),
             data_received: self.data_received.load(Relaxed),
