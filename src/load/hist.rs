@@ -8,14 +8,16 @@
 //!
 //! Memory is bounded at [`BUCKETS`] × 8 = 31,744 bytes of counters plus 32 bytes of
 //! count/sum/min/max per [`Histogram`], whatever the run length or request rate. The counters
-//! are allocated where values fall, in two levels: a chunk per power of two (a table of
-//! [`BLOCKS`] pointers), and in it blocks of [`BLOCK`] counters (256 bytes), each made when a
-//! value first falls in it. A run's latencies cluster, so a histogram holds a few hundred
-//! bytes, not 31 KB: a run has a dozen histograms, and 1,000 profiles starting on the same
-//! minute held 400 MB of zeros with dense counters, and 37 MB with one-level chunks of 1 KiB
-//! (heaptrack, `bench/scale.py`).
+//! are allocated where values fall, in three levels of one-pointer slots ([`LazyBox`]): the
+//! table of chunks at the first value, a chunk per power of two (a table of [`BLOCKS`]
+//! pointers), and in it blocks of [`BLOCK`] counters (128 bytes), each made when a value first
+//! falls in it. A run's latencies cluster, so a histogram holds a few hundred bytes, not 31 KB:
+//! a run has a dozen histograms, and 1,000 profiles starting on the same minute held 400 MB of
+//! zeros with dense counters, and 37 MB with one-level chunks of 1 KiB (heaptrack,
+//! `bench/scale.py`). A histogram that never records (a sub-metric nothing matched) holds
+//! nothing.
 
-use std::sync::OnceLock;
+use super::lazy::LazyBox;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -30,13 +32,15 @@ pub const BUCKETS: usize = (LINEAR + (MAX_EXP as u64 - 8) * SUB) as usize;
 pub const CHUNK: usize = SUB as usize;
 const CHUNKS: usize = BUCKETS.div_ceil(CHUNK);
 /// Counters per lazily allocated block.
-pub const BLOCK: usize = 32;
+pub const BLOCK: usize = 16;
 /// Blocks per chunk.
 pub const BLOCKS: usize = CHUNK / BLOCK;
 
 type Block = [AtomicU64; BLOCK];
 /// One power of two's blocks, each made when a value first falls in it.
-type Chunk = [OnceLock<Box<Block>>; BLOCKS];
+type Chunk = [LazyBox<Block>; BLOCKS];
+/// The table of chunks, made at the first value.
+type Chunks = [LazyBox<Chunk>; CHUNKS];
 
 fn index_of(v: u64) -> usize {
     if v < LINEAR {
@@ -76,7 +80,7 @@ fn nanos(d: Duration) -> u64 {
 #[derive(Debug)]
 pub struct Histogram {
     /// `CHUNKS` chunks of `BLOCKS` blocks; each exists once a value fell in it.
-    chunks: Box<[OnceLock<Box<Chunk>>]>,
+    chunks: LazyBox<Chunks>,
     count: AtomicU64,
     sum_ns: AtomicU64,
     min_ns: AtomicU64,
@@ -92,7 +96,7 @@ impl Default for Histogram {
 impl Histogram {
     pub fn new() -> Histogram {
         Histogram {
-            chunks: (0..CHUNKS).map(|_| OnceLock::new()).collect(),
+            chunks: LazyBox::new(),
             count: AtomicU64::new(0),
             sum_ns: AtomicU64::new(0),
             min_ns: AtomicU64::new(u64::MAX),
@@ -105,8 +109,11 @@ impl Histogram {
     pub fn record(&self, v: Duration) {
         let ns = nanos(v);
         let idx = index_of(ns);
-        if let Some(chunk) = self.chunks.get(idx / CHUNK) {
-            let blocks = chunk.get_or_init(|| Box::new(std::array::from_fn(|_| OnceLock::new())));
+        let chunks = self
+            .chunks
+            .get_or_init(|| Box::new(std::array::from_fn(|_| LazyBox::new())));
+        if let Some(chunk) = chunks.get(idx / CHUNK) {
+            let blocks = chunk.get_or_init(|| Box::new(std::array::from_fn(|_| LazyBox::new())));
             let block = blocks[idx % CHUNK / BLOCK]
                 .get_or_init(|| Box::new(std::array::from_fn(|_| AtomicU64::new(0))));
             block[idx % BLOCK].fetch_add(1, Ordering::Relaxed);
@@ -120,14 +127,18 @@ impl Histogram {
 
     /// Bytes of chunk tables and counter blocks allocated so far.
     pub fn allocated_bytes(&self) -> usize {
-        self.chunks
-            .iter()
-            .filter_map(OnceLock::get)
-            .map(|blocks| {
-                let held = blocks.iter().filter(|b| b.get().is_some()).count();
-                size_of::<Chunk>() + held * size_of::<Block>()
-            })
-            .sum()
+        let Some(chunks) = self.chunks.get() else {
+            return 0;
+        };
+        size_of::<Chunks>()
+            + chunks
+                .iter()
+                .filter_map(LazyBox::get)
+                .map(|blocks| {
+                    let held = blocks.iter().filter(|b| b.get().is_some()).count();
+                    size_of::<Chunk>() + held * size_of::<Block>()
+                })
+                .sum::<usize>()
     }
 
     /// Values recorded so far (may run ahead of a concurrent snapshot's bucket total).
@@ -140,7 +151,8 @@ impl Histogram {
     /// while `sum`/`min`/`max` may include a few values recorded during the copy.
     pub fn snapshot(&self) -> HistSnapshot {
         let mut buckets = Vec::new();
-        for (c, chunk) in self.chunks.iter().enumerate() {
+        let chunks = self.chunks.get().map_or(&[][..], |c| &c[..]);
+        for (c, chunk) in chunks.iter().enumerate() {
             let Some(blocks) = chunk.get() else { continue };
             for (b, block) in blocks.iter().enumerate() {
                 let Some(counters) = block.get() else {
@@ -414,20 +426,23 @@ mod tests {
     fn memory_follows_the_spread_of_the_values_not_the_layout() {
         let h = Histogram::new();
         assert_eq!(h.allocated_bytes(), 0);
-        let (table, block) = (size_of::<Chunk>(), size_of::<Block>());
-        // A cluster of values: one block of one chunk.
+        let (top, table, block) = (size_of::<Chunks>(), size_of::<Chunk>(), size_of::<Block>());
+        // Every table is one pointer per slot.
+        assert_eq!((top, table, block), (CHUNKS * 8, BLOCKS * 8, BLOCK * 8));
+        // A cluster of values: the top table, one block of one chunk.
         for ns in 600_000..600_100 {
             h.record(Duration::from_nanos(ns));
         }
-        assert_eq!(h.allocated_bytes(), table + block);
-        assert_eq!(block, BLOCK * 8);
+        assert_eq!(h.allocated_bytes(), top + table + block);
+        // With two-word `OnceLock` slots and 256-byte blocks this was 816 bytes.
+        assert!(h.allocated_bytes() <= 440, "{}", h.allocated_bytes());
         // 1.0 ms to 1.9 ms: two powers of two (2^19..2^20 ns covers 0.52-1.05 ms, 2^20.. the
         // rest), so at most two chunks and all their blocks.
         for us in 1000..1900 {
             h.record(Duration::from_micros(us));
         }
         assert!(
-            h.allocated_bytes() <= 2 * (table + BLOCKS * block),
+            h.allocated_bytes() <= top + 2 * (table + BLOCKS * block),
             "{} bytes",
             h.allocated_bytes()
         );

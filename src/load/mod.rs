@@ -2,6 +2,7 @@
 
 mod groups;
 pub mod hist;
+pub mod lazy;
 pub mod ndjson;
 pub mod observe;
 pub mod pacing;

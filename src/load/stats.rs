@@ -12,6 +12,7 @@
 //! thresholds name, plus `http_req_duration{expected_response:true}`, which k6 always reports.
 
 use super::hist::{HistSnapshot, Histogram};
+use super::lazy::LazyBox;
 use super::observe::Observer;
 use super::pacing::DropReason;
 use super::spec::Executor;
@@ -116,8 +117,13 @@ pub struct SubSnapshot {
     pub value: SubValue,
 }
 
-/// Status codes are counted in a flat array indexed by code; 0 holds "no response".
+/// Status codes are counted in an array indexed by code; 0 holds "no response".
 const STATUS_SLOTS: usize = 600;
+/// Codes per lazily allocated block of status counters: a run that sees only `200` holds one
+/// block of 200 bytes, not 4.8 KB for every code (1,000 runs at once held 4.8 MB of zeros).
+/// 25 keeps a class's common codes together (200-206, 400-404, 500-504).
+const STATUS_BLOCK: usize = 25;
+type StatusBlock = [AtomicU64; STATUS_BLOCK];
 
 pub struct RunStats {
     /// k6's `http_req_duration`: sending + waiting + receiving.
@@ -130,7 +136,7 @@ pub struct RunStats {
     pub lateness: Histogram,
     pub requests: AtomicU64,
     pub failed: AtomicU64,
-    statuses: Box<[AtomicU64]>,
+    statuses: [LazyBox<StatusBlock>; STATUS_SLOTS / STATUS_BLOCK],
     errors: [AtomicU64; ErrorClass::ALL.len()],
     check_names: Vec<String>,
     checks: Vec<(AtomicU64, AtomicU64)>,
@@ -248,7 +254,7 @@ impl RunStats {
             lateness: Histogram::new(),
             requests: AtomicU64::new(0),
             failed: AtomicU64::new(0),
-            statuses: (0..STATUS_SLOTS).map(|_| AtomicU64::new(0)).collect(),
+            statuses: std::array::from_fn(|_| LazyBox::new()),
             errors: std::array::from_fn(|_| AtomicU64::new(0)),
             check_names: checks.iter().map(|c| c.name.clone()).collect(),
             checks: checks
@@ -303,7 +309,10 @@ impl RunStats {
             .map(|s| s as usize)
             .filter(|s| *s < STATUS_SLOTS)
             .unwrap_or(0);
-        self.statuses[slot].fetch_add(1, Relaxed);
+        self.statuses[slot / STATUS_BLOCK]
+            .get_or_init(|| Box::new(std::array::from_fn(|_| AtomicU64::new(0))))
+            [slot % STATUS_BLOCK]
+            .fetch_add(1, Relaxed);
         if let Some(e) = outcome.error {
             self.errors[e as usize].fetch_add(1, Relaxed);
         }
@@ -379,6 +388,34 @@ impl RunStats {
         }
     }
 
+    /// Bytes of counters made lazily so far: every histogram's tables and blocks, and the
+    /// status-code blocks. A run's memory beyond its fixed struct; 1,000 runs hold it at once.
+    pub fn counter_bytes(&self) -> usize {
+        let trends = [&self.duration, &self.corrected]
+            .into_iter()
+            .chain(&self.phases)
+            .chain([&self.iteration_duration, &self.lateness])
+            .chain(self.steps.iter().map(|s| &s.duration))
+            .chain(self.journeys.iter().map(|j| &j.duration))
+            .chain(self.subs.iter().filter_map(|s| match &s.store {
+                SubStore::Trend(h) => Some(h),
+                _ => None,
+            }));
+        let statuses = self.statuses.iter().filter(|b| b.get().is_some()).count();
+        trends.map(Histogram::allocated_bytes).sum::<usize>() + statuses * size_of::<StatusBlock>()
+    }
+
+    /// Requests per error class, for the classes seen (as [`StatsSnapshot::errors`]).
+    pub fn errors(&self) -> Vec<(ErrorClass, u64)> {
+        ErrorClass::ALL
+            .iter()
+            .filter_map(|e| {
+                let n = self.errors[*e as usize].load(Relaxed);
+                (n > 0).then_some((*e, n))
+            })
+            .collect()
+    }
+
     pub fn snapshot(&self, elapsed: Duration) -> StatsSnapshot {
         let checks: Vec<(String, u64, u64)> = self
             .check_names
@@ -431,23 +468,22 @@ impl RunStats {
             lateness: self.lateness.snapshot(),
             requests: self.requests.load(Relaxed),
             failed: self.failed.load(Relaxed),
-            no_response: self.statuses[0].load(Relaxed),
+            no_response: self.statuses[0]
+                .get()
+                .map_or(0, |block| block[0].load(Relaxed)),
             statuses: self
                 .statuses
                 .iter()
                 .enumerate()
-                .filter_map(|(code, n)| {
-                    let n = n.load(Relaxed);
-                    (n > 0 && code > 0).then_some((code as u16, n))
+                .filter_map(|(b, block)| Some((b * STATUS_BLOCK, block.get()?)))
+                .flat_map(|(first, block)| {
+                    block.iter().enumerate().filter_map(move |(i, n)| {
+                        let (code, n) = (first + i, n.load(Relaxed));
+                        (n > 0 && code > 0).then_some((code as u16, n))
+                    })
                 })
                 .collect(),
-            errors: ErrorClass::ALL
-                .iter()
-                .filter_map(|e| {
-                    let n = self.errors[*e as usize].load(Relaxed);
-                    (n > 0).then_some((*e, n))
-                })
-                .collect(),
+            errors: self.errors(),
             checks,
             data_sent: self.data_sent.load(Relaxed),
             data_received: self.data_received.load(Relaxed),
@@ -897,6 +933,37 @@ mod tests {
             },
             ..Outcome::default()
         }
+    }
+
+    /// A short run at 1/s holds a few KB, not its layout: 1,000 runs starting on the same
+    /// minute are the daemon's peak (issue 17: RSS ≤ 150 MB). Before the lazy status blocks,
+    /// one-pointer slots and 128-byte blocks, this run held about 21 KB (4.8 KB of status
+    /// counters, 13 × 496 bytes of chunk tables, 31 chunks of 64 bytes and 256-byte blocks).
+    #[test]
+    fn a_short_run_holds_a_few_kilobytes_of_counters() {
+        let fresh = RunStats::for_run(&[], &[], "p", "GET");
+        assert_eq!(fresh.counter_bytes(), 0);
+        assert!(size_of::<RunStats>() <= 1536, "{}", size_of::<RunStats>());
+        let stats = RunStats::for_run(&[], &[], "p", "GET");
+        for ms in [1, 2, 2, 3, 40] {
+            stats.request_finished(0, &outcome(Some(200), ms, 0), Duration::ZERO, &[]);
+        }
+        let held = stats.counter_bytes();
+        assert!(held <= 10 * 1024, "{held} bytes");
+        // One status block, however many distinct 2xx codes.
+        stats.request_finished(0, &outcome(Some(204), 1, 0), Duration::ZERO, &[]);
+        stats.request_finished(0, &outcome(None, 0, 0), Duration::ZERO, &[]);
+        let s = stats.snapshot(Duration::from_secs(1));
+        assert_eq!(s.statuses, vec![(200, 5), (204, 1)]);
+        assert_eq!(s.no_response, 1);
+        stats.request_finished(0, &outcome(Some(599), 1, 0), Duration::ZERO, &[]);
+        stats.request_finished(0, &outcome(Some(600), 1, 0), Duration::ZERO, &[]);
+        let s = stats.snapshot(Duration::from_secs(1));
+        assert_eq!(s.statuses, vec![(200, 5), (204, 1), (599, 1)]);
+        assert_eq!(
+            s.no_response, 2,
+            "a code past the table counts as no response"
+        );
     }
 
     /// k6's names keep k6's meanings: the duration leaves the lateness out (the corrected

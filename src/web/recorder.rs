@@ -5,12 +5,14 @@
 //! profile's series ring. Nothing here stores every sample: memory is fixed per run.
 
 use crate::http::{ErrorClass, Outcome};
+use crate::load::hist::HistSnapshot;
+use crate::load::lazy::LazyBox;
 use crate::load::observe::Observer;
-use crate::load::stats::{RunStats, StatsSnapshot};
+use crate::load::stats::RunStats;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -27,9 +29,10 @@ const PRESENT: u64 = 1 << 63;
 const MAX_T_MS: u64 = (1 << 31) - 1;
 const MAX_LATENCY_US: u64 = (1 << 31) - 1;
 
-/// Reservoir slots allocated together: a run with a few requests holds one chunk, not the
-/// whole reservoir (1,000 short runs at once would otherwise hold 32 MiB of empty slots).
-const CHUNK: usize = 256;
+/// Reservoir slots allocated together: a run with a few requests holds one chunk (1 KiB) and
+/// the table of chunks (256 bytes), not the whole reservoir (1,000 short runs at once would
+/// otherwise hold 32 MiB of empty slots; with chunks of 256 they held 2.3 MB).
+const CHUNK: usize = 128;
 
 /// The scatter's reservoir: an [`Observer`] that keeps a uniform sample of the run's requests
 /// as (start offset, latency, failed) packed into one atomic word each.
@@ -39,7 +42,7 @@ pub struct Scatter {
     seed: u64,
     seen: AtomicU64,
     /// [`RESERVOIR`] slots in chunks of [`CHUNK`], each allocated on its first sample.
-    chunks: Box<[OnceLock<Box<[AtomicU64; CHUNK]>>]>,
+    chunks: Box<[LazyBox<[AtomicU64; CHUNK]>]>,
 }
 
 /// splitmix64: a cheap, well-mixed hash for the reservoir's slot choice (no lock, no state).
@@ -59,7 +62,7 @@ impl Scatter {
             started,
             seed: mix(std::process::id() as u64 ^ started.elapsed().as_nanos() as u64),
             seen: AtomicU64::new(0),
-            chunks: (0..RESERVOIR / CHUNK).map(|_| OnceLock::new()).collect(),
+            chunks: (0..RESERVOIR / CHUNK).map(|_| LazyBox::new()).collect(),
         }
     }
 
@@ -84,7 +87,7 @@ impl Scatter {
         let mut kept: Vec<(u64, u64, bool)> = self
             .chunks
             .iter()
-            .filter_map(OnceLock::get)
+            .filter_map(LazyBox::get)
             .flat_map(|c| c.iter())
             .map(|s| s.load(Relaxed))
             .filter(|v| v & PRESENT != 0)
@@ -161,15 +164,43 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
+/// The figures of a run a point is made from, read once a second. A sampler keeps two (the last
+/// second's and its open slot's): a whole [`StatsSnapshot`](crate::load::stats::StatsSnapshot)
+/// copies every histogram, sub-metric and check name, and 1,000 runs at once held two each.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Reading {
+    pub duration: HistSnapshot,
+    pub requests: u64,
+    pub failed: u64,
+    pub errors: Vec<(ErrorClass, u64)>,
+    pub dropped: u64,
+    pub vus: u32,
+    pub vus_max: u32,
+}
+
+impl Reading {
+    pub fn of(stats: &RunStats) -> Reading {
+        Reading {
+            duration: stats.duration.snapshot(),
+            requests: stats.requests.load(Relaxed),
+            failed: stats.failed.load(Relaxed),
+            errors: stats.errors(),
+            dropped: stats.dropped.load(Relaxed),
+            vus: stats.vus.load(Relaxed),
+            vus_max: stats.vus_max.load(Relaxed),
+        }
+    }
+}
+
 impl Point {
-    /// The interval from `prev` to `now` (two snapshots of the same run).
-    pub fn between(t: f64, seconds: f64, now: &StatsSnapshot, prev: &StatsSnapshot) -> Point {
+    /// The interval from `prev` to `now` (two readings of the same run).
+    pub fn between(t: f64, seconds: f64, now: &Reading, prev: &Reading) -> Point {
         let h = now.duration.since(&prev.duration);
         let has = h.count() > 0;
         let q = |x: f64| has.then(|| ms(h.quantile(x)));
         let mut errors = BTreeMap::new();
         for class in ErrorClass::ALL {
-            let get = |s: &StatsSnapshot| {
+            let get = |s: &Reading| {
                 s.errors
                     .iter()
                     .find(|(e, _)| *e == class)
@@ -258,21 +289,19 @@ pub struct Sample {
 /// [`Sampler::finish`] when the run ends.
 pub struct Sampler {
     stats: Arc<RunStats>,
-    started: Instant,
     started_unix: f64,
-    prev: StatsSnapshot,
+    prev: Reading,
     prev_unix: f64,
     timeline: Vec<Point>,
     /// The open 10-second slot: its key (unix / 10), and the figures at its start.
-    slot: Option<(i64, StatsSnapshot, f64)>,
+    slot: Option<(i64, Reading, f64)>,
 }
 
 impl Sampler {
     pub fn new(stats: Arc<RunStats>, started_unix: f64) -> Sampler {
-        let prev = stats.snapshot(Duration::ZERO);
+        let prev = Reading::of(&stats);
         Sampler {
             stats,
-            started: Instant::now(),
             started_unix,
             slot: Some((
                 (started_unix as i64).div_euclid(SLOT_SECONDS),
@@ -287,7 +316,7 @@ impl Sampler {
 
     /// Samples the run at `now_unix`.
     pub fn tick(&mut self, now_unix: f64) -> Sample {
-        let now = self.stats.snapshot(self.started.elapsed());
+        let now = Reading::of(&self.stats);
         let point = Point::between(
             self.prev_unix,
             (now_unix - self.prev_unix).max(0.0),
@@ -316,7 +345,7 @@ impl Sampler {
 
     /// The last partial second and the open slot, when the run has ended.
     pub fn finish(&mut self, now_unix: f64) -> Option<Point> {
-        let now = self.stats.snapshot(self.started.elapsed());
+        let now = Reading::of(&self.stats);
         if now.requests > self.prev.requests || now.dropped > self.prev.dropped {
             let point = Point::between(
                 self.prev_unix,
@@ -337,12 +366,7 @@ impl Sampler {
         slot
     }
 
-    fn close_slot(
-        &mut self,
-        now: &StatsSnapshot,
-        now_unix: f64,
-        next: Option<i64>,
-    ) -> Option<Point> {
+    fn close_slot(&mut self, now: &Reading, now_unix: f64, next: Option<i64>) -> Option<Point> {
         let (key, base, base_unix) = self.slot.take()?;
         self.slot = next.map(|k| (k, now.clone(), now_unix));
         // A run's first and last slots are partial: their rate is over the time it ran in them.
@@ -418,6 +442,9 @@ mod tests {
             1,
             "a short run holds one chunk of the reservoir"
         );
+        let bytes = s.chunks.len() * size_of::<LazyBox<[AtomicU64; CHUNK]>>()
+            + allocated(&s) * size_of::<[AtomicU64; CHUNK]>();
+        assert!(bytes <= 1536, "a short run's reservoir holds {bytes} bytes");
         for _ in 0..3 * RESERVOIR {
             s.request_finished(0, &outcome(Some(200), 1), Duration::ZERO, &[]);
         }
@@ -431,25 +458,36 @@ mod tests {
     #[test]
     fn points_hold_the_interval_and_merge_without_hiding_the_slow_one() {
         let stats = Arc::new(RunStats::new(&[]));
-        let before = stats.snapshot(Duration::ZERO);
+        let before = Reading::of(&stats);
         for ms in [10, 10, 10, 200] {
             stats.request_finished(0, &outcome(Some(200), ms), Duration::ZERO, &[]);
         }
         stats.request_finished(0, &outcome(None, 0), Duration::ZERO, &[]);
-        let mid = stats.snapshot(Duration::from_secs(1));
+        let mid = Reading::of(&stats);
+        let whole = stats.snapshot(Duration::from_secs(1));
+        assert_eq!(mid.duration, whole.duration);
+        assert_eq!(mid.errors, whole.errors);
+        assert_eq!((mid.requests, mid.failed), (whole.requests, whole.failed));
         let a = Point::between(0.0, 1.0, &mid, &before);
         assert_eq!((a.requests, a.failed), (5, 1));
         assert_eq!(a.errors.get("timeout"), Some(&1));
         let p50 = a.p50_ms.unwrap();
         assert!((9.9..10.1).contains(&p50), "{p50}");
         assert!(a.max_ms.unwrap() >= 199.0, "{:?}", a.max_ms);
-        let b = Point::between(1.0, 1.0, &stats.snapshot(Duration::from_secs(2)), &mid);
+        let b = Point::between(1.0, 1.0, &Reading::of(&stats), &mid);
         assert_eq!(b.requests, 0);
         assert_eq!(b.p95_ms, None, "no responses: no percentile, never a zero");
         let mut m = a.clone();
         m.absorb(&b);
         assert_eq!((m.t, m.seconds, m.requests), (0.0, 2.0, 5));
         assert_eq!(m.p95_ms, a.p95_ms);
+    }
+
+    /// 1,000 runs at once hold a sampler each: two readings, not two whole snapshots (which
+    /// made it 1.8 KB before its vectors).
+    #[test]
+    fn a_sampler_keeps_readings_not_snapshots() {
+        assert!(size_of::<Sampler>() <= 384, "{}", size_of::<Sampler>());
     }
 
     #[tokio::test]
