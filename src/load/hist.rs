@@ -8,7 +8,7 @@
 //!
 //! Memory is bounded at [`BUCKETS`] × 8 = 31,744 bytes of counters plus 32 bytes of
 //! count/sum/min/max per [`Histogram`], whatever the run length or request rate. The counters
-//! are allocated where values fall, in three levels of one-pointer slots ([`LazyBox`]): the
+//! are allocated where values fall, in three levels of one-pointer slots ([`OnceBox`]): the
 //! table of chunks at the first value, a chunk per power of two (a table of [`BLOCKS`]
 //! pointers), and in it blocks of [`BLOCK`] counters (128 bytes), each made when a value first
 //! falls in it. A run's latencies cluster, so a histogram holds a few hundred bytes, not 31 KB:
@@ -17,7 +17,7 @@
 //! `bench/scale.py`). A histogram that never records (a sub-metric nothing matched) holds
 //! nothing.
 
-use super::lazy::LazyBox;
+use once_cell::race::OnceBox;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -38,9 +38,9 @@ pub const BLOCKS: usize = CHUNK / BLOCK;
 
 type Block = [AtomicU64; BLOCK];
 /// One power of two's blocks, each made when a value first falls in it.
-type Chunk = [LazyBox<Block>; BLOCKS];
+type Chunk = [OnceBox<Block>; BLOCKS];
 /// The table of chunks, made at the first value.
-type Chunks = [LazyBox<Chunk>; CHUNKS];
+type Chunks = [OnceBox<Chunk>; CHUNKS];
 
 fn index_of(v: u64) -> usize {
     if v < LINEAR {
@@ -80,7 +80,7 @@ fn nanos(d: Duration) -> u64 {
 #[derive(Debug)]
 pub struct Histogram {
     /// `CHUNKS` chunks of `BLOCKS` blocks; each exists once a value fell in it.
-    chunks: LazyBox<Chunks>,
+    chunks: OnceBox<Chunks>,
     count: AtomicU64,
     sum_ns: AtomicU64,
     min_ns: AtomicU64,
@@ -96,7 +96,7 @@ impl Default for Histogram {
 impl Histogram {
     pub fn new() -> Histogram {
         Histogram {
-            chunks: LazyBox::new(),
+            chunks: OnceBox::new(),
             count: AtomicU64::new(0),
             sum_ns: AtomicU64::new(0),
             min_ns: AtomicU64::new(u64::MAX),
@@ -111,9 +111,9 @@ impl Histogram {
         let idx = index_of(ns);
         let chunks = self
             .chunks
-            .get_or_init(|| Box::new(std::array::from_fn(|_| LazyBox::new())));
+            .get_or_init(|| Box::new(std::array::from_fn(|_| OnceBox::new())));
         if let Some(chunk) = chunks.get(idx / CHUNK) {
-            let blocks = chunk.get_or_init(|| Box::new(std::array::from_fn(|_| LazyBox::new())));
+            let blocks = chunk.get_or_init(|| Box::new(std::array::from_fn(|_| OnceBox::new())));
             let block = blocks[idx % CHUNK / BLOCK]
                 .get_or_init(|| Box::new(std::array::from_fn(|_| AtomicU64::new(0))));
             block[idx % BLOCK].fetch_add(1, Ordering::Relaxed);
@@ -133,7 +133,7 @@ impl Histogram {
         size_of::<Chunks>()
             + chunks
                 .iter()
-                .filter_map(LazyBox::get)
+                .filter_map(OnceBox::get)
                 .map(|blocks| {
                     let held = blocks.iter().filter(|b| b.get().is_some()).count();
                     size_of::<Chunk>() + held * size_of::<Block>()

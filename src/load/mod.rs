@@ -2,7 +2,6 @@
 
 mod groups;
 pub mod hist;
-pub mod lazy;
 pub mod ndjson;
 pub mod observe;
 pub mod pacing;

@@ -12,7 +12,6 @@
 //! thresholds name, plus `http_req_duration{expected_response:true}`, which k6 always reports.
 
 use super::hist::{HistSnapshot, Histogram};
-use super::lazy::LazyBox;
 use super::observe::Observer;
 use super::pacing::DropReason;
 use super::spec::Executor;
@@ -22,6 +21,7 @@ use crate::http::{ErrorClass, Outcome, Phase};
 use crate::thresholds::{
     CounterValue, MetricKind, MetricRef, MetricSource, RateValue, Tag, ThresholdSpec, Trend,
 };
+use once_cell::race::OnceBox;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
@@ -136,7 +136,7 @@ pub struct RunStats {
     pub lateness: Histogram,
     pub requests: AtomicU64,
     pub failed: AtomicU64,
-    statuses: [LazyBox<StatusBlock>; STATUS_SLOTS / STATUS_BLOCK],
+    statuses: [OnceBox<StatusBlock>; STATUS_SLOTS / STATUS_BLOCK],
     errors: [AtomicU64; ErrorClass::ALL.len()],
     check_names: Vec<String>,
     checks: Vec<(AtomicU64, AtomicU64)>,
@@ -254,7 +254,7 @@ impl RunStats {
             lateness: Histogram::new(),
             requests: AtomicU64::new(0),
             failed: AtomicU64::new(0),
-            statuses: std::array::from_fn(|_| LazyBox::new()),
+            statuses: std::array::from_fn(|_| OnceBox::new()),
             errors: std::array::from_fn(|_| AtomicU64::new(0)),
             check_names: checks.iter().map(|c| c.name.clone()).collect(),
             checks: checks

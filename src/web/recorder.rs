@@ -6,9 +6,9 @@
 
 use crate::http::{ErrorClass, Outcome};
 use crate::load::hist::HistSnapshot;
-use crate::load::lazy::LazyBox;
 use crate::load::observe::Observer;
 use crate::load::stats::RunStats;
+use once_cell::race::OnceBox;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -42,7 +42,7 @@ pub struct Scatter {
     seed: u64,
     seen: AtomicU64,
     /// [`RESERVOIR`] slots in chunks of [`CHUNK`], each allocated on its first sample.
-    chunks: Box<[LazyBox<[AtomicU64; CHUNK]>]>,
+    chunks: Box<[OnceBox<[AtomicU64; CHUNK]>]>,
 }
 
 /// splitmix64: a cheap, well-mixed hash for the reservoir's slot choice (no lock, no state).
@@ -62,7 +62,7 @@ impl Scatter {
             started,
             seed: mix(std::process::id() as u64 ^ started.elapsed().as_nanos() as u64),
             seen: AtomicU64::new(0),
-            chunks: (0..RESERVOIR / CHUNK).map(|_| LazyBox::new()).collect(),
+            chunks: (0..RESERVOIR / CHUNK).map(|_| OnceBox::new()).collect(),
         }
     }
 
@@ -87,7 +87,7 @@ impl Scatter {
         let mut kept: Vec<(u64, u64, bool)> = self
             .chunks
             .iter()
-            .filter_map(LazyBox::get)
+            .filter_map(OnceBox::get)
             .flat_map(|c| c.iter())
             .map(|s| s.load(Relaxed))
             .filter(|v| v & PRESENT != 0)
@@ -442,7 +442,7 @@ mod tests {
             1,
             "a short run holds one chunk of the reservoir"
         );
-        let bytes = s.chunks.len() * size_of::<LazyBox<[AtomicU64; CHUNK]>>()
+        let bytes = s.chunks.len() * size_of::<OnceBox<[AtomicU64; CHUNK]>>()
             + allocated(&s) * size_of::<[AtomicU64; CHUNK]>();
         assert!(bytes <= 1536, "a short run's reservoir holds {bytes} bytes");
         for _ in 0..3 * RESERVOIR {
