@@ -21,13 +21,18 @@ use super::runs::{StartError, start_run};
 use super::state::{Shared, unix_now};
 use crate::metrics::Metrics;
 use axum::Router;
+use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
+use bytes::Bytes;
 use serde_json::json;
+use std::convert::Infallible;
 use std::sync::Arc;
 use subtle::ConstantTimeEq;
+use tokio_stream::StreamExt;
+use tokio_stream::wrappers::ReceiverStream;
 
 type AppState = Arc<Shared>;
 
@@ -167,9 +172,31 @@ pub(super) fn log_auth_failures(count: u64) {
     );
 }
 
+/// How long a scrape may take to read its exposition: past it, the encoding stops and the
+/// response ends short (a reader that stalls must not hold its encoding thread for ever).
+const SCRAPE_WRITE_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// The exposition, encoded on a blocking thread in chunks ([`crate::metrics::CHUNK`]) that go
+/// out while the rest is written: a scrape of 1,000 profiles holds a few chunks, not 21 MB, at
+/// the moment the runs peak, and no runtime worker (where the runs' requests are timed) stalls
+/// for the tens of milliseconds the encoding takes.
 async fn metrics(State(shared): State<AppState>, headers: HeaderMap) -> Response {
     let om = Metrics::wants_openmetrics(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
-    let body = shared.metrics.encode(om);
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(2);
+    let metrics = shared.metrics.clone();
+    let runtime = tokio::runtime::Handle::current();
+    shared.tracker.spawn_blocking(move || {
+        let deadline = tokio::time::Instant::now() + SCRAPE_WRITE_LIMIT;
+        let sink = move |chunk: String| {
+            let sent = runtime.block_on(tokio::time::timeout_at(
+                deadline,
+                tx.send(Bytes::from(chunk)),
+            ));
+            matches!(sent, Ok(Ok(())))
+        };
+        metrics.encode_streamed(om, Box::new(sink));
+    });
+    let body = Body::from_stream(ReceiverStream::new(rx).map(Ok::<_, Infallible>));
     ([(header::CONTENT_TYPE, Metrics::content_type(om))], body).into_response()
 }
 

@@ -14,7 +14,7 @@ use super::process::ProcessStats;
 use super::profile::{Hist, PHASES_BY_LABEL, ProfileMetrics};
 use super::registry::State;
 use super::slo::{ReportGauges, SloMetrics};
-use super::text::{Encoder, Family, Value, label_set, write_u64};
+use super::text::{Encoder, Family, Sink, Value, label_set, write_u64};
 
 /// What one scrape reads: handles and copies taken under the registry's locks, so none is held
 /// while formatting. The atomics behind the handles are read as each family is written.
@@ -229,7 +229,15 @@ fn restore_rows<'s>(s: &'s Snapshot, pick: fn((u64, u64)) -> u64) -> Rows<'s, f6
 
 /// The whole exposition of `s`; `capacity` is a guess of its size, to allocate once.
 pub(super) fn encode(s: &Snapshot, openmetrics: bool, capacity: usize) -> String {
-    let mut e = Encoder::new(openmetrics, capacity);
+    encode_with(s, Encoder::new(openmetrics, capacity))
+}
+
+/// The exposition of `s` in chunks to `sink`, never whole in memory.
+pub(super) fn encode_streamed(s: &Snapshot, openmetrics: bool, sink: Sink) {
+    encode_with(s, Encoder::streamed(openmetrics, sink));
+}
+
+fn encode_with(s: &Snapshot, mut e: Encoder) -> String {
     for f in &FAMILIES {
         match source(f) {
             Some(Source::Floats(rows)) => write_rows(&mut e, f, rows(s)),

@@ -33,4 +33,4 @@ pub use profile::{
 };
 pub use registry::Metrics;
 pub use slo::{SloMetrics, window_label};
-pub use text::{Family, Kind};
+pub use text::{CHUNK, Family, Kind, Sink};

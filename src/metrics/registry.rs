@@ -11,7 +11,7 @@ use super::encode::{self, Snapshot};
 use super::process::{self, ProcessStats};
 use super::profile::{LocalTotals, ProfileMetrics, StepLayout};
 use super::slo::SloMetrics;
-use super::text::label_set;
+use super::text::{self, label_set};
 
 /// The `result` values `init_profile` pre-creates, so `increase()` and absent-alerts work
 /// before the first run.
@@ -289,24 +289,37 @@ impl Metrics {
 
     /// The whole exposition, with the process figures and the runtime's task count read now.
     pub fn encode(&self, openmetrics: bool) -> String {
-        let tasks = tokio::runtime::Handle::try_current()
-            .ok()
-            .map(|h| h.metrics().num_alive_tasks() as f64);
-        self.encode_full(openmetrics, &process::read(), tasks)
+        self.with_snapshot(&process::read(), runtime_tasks(), |snapshot| {
+            let capacity = self.inner.last_len.load(Relaxed) + 4096;
+            let out = encode::encode(snapshot, openmetrics, capacity);
+            self.inner.last_len.store(out.len(), Relaxed);
+            out
+        })
+    }
+
+    /// [`Metrics::encode`] in chunks of about [`text::CHUNK`] bytes handed to `sink` as they
+    /// are written (the `/metrics` endpoint): a scrape of 1,000 profiles holds a few chunks,
+    /// not its 21 MB. A sink that answers false (its reader left) gets nothing more.
+    pub fn encode_streamed(&self, openmetrics: bool, sink: text::Sink) {
+        self.with_snapshot(&process::read(), runtime_tasks(), |snapshot| {
+            encode::encode_streamed(snapshot, openmetrics, sink);
+        });
     }
 
     /// [`Metrics::encode`] with given process figures (tests pass fixed ones for golden text)
     /// and no task count.
     pub fn encode_with(&self, openmetrics: bool, process: &ProcessStats) -> String {
-        self.encode_full(openmetrics, process, None)
+        self.with_snapshot(process, None, |snapshot| {
+            encode::encode(snapshot, openmetrics, 4096)
+        })
     }
 
-    fn encode_full(
+    fn with_snapshot<R>(
         &self,
-        openmetrics: bool,
         process: &ProcessStats,
         runtime_tasks: Option<f64>,
-    ) -> String {
+        write: impl FnOnce(&Snapshot) -> R,
+    ) -> R {
         // Copy the handles and values out so no lock is held while formatting.
         let profiles = lock(&self.inner.profiles).values().cloned().collect();
         let slos: Vec<Arc<SloMetrics>> = lock(&self.inner.slos).values().cloned().collect();
@@ -324,9 +337,13 @@ impl Metrics {
                 .collect(),
             state: lock(&self.inner.state).clone(),
         };
-        let capacity = self.inner.last_len.load(Relaxed) + 4096;
-        let out = encode::encode(&snapshot, openmetrics, capacity);
-        self.inner.last_len.store(out.len(), Relaxed);
-        out
+        write(&snapshot)
     }
+}
+
+/// The runtime's alive tasks, when called on (or from a blocking thread of) a runtime.
+fn runtime_tasks() -> Option<f64> {
+    tokio::runtime::Handle::try_current()
+        .ok()
+        .map(|h| h.metrics().num_alive_tasks() as f64)
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::support::{golden, promtool_check_metrics};
 use sloburn::http::{ErrorClass, Outcome, Phases};
-use sloburn::metrics::{Metrics, ProcessStats};
+use sloburn::metrics::{CHUNK, Metrics, ProcessStats};
 use sloburn::slo::{SloDef, Windows, default_tiers, evaluate};
 
 const DAY: u64 = 86400;
@@ -528,6 +528,69 @@ fn accept_negotiation() {
     }
     assert!(Metrics::content_type(true).starts_with("application/openmetrics-text; version=1.0.0"));
     assert!(Metrics::content_type(false).starts_with("text/plain; version=0.0.4"));
+}
+
+/// The `/metrics` endpoint streams the exposition: the chunks put together are the text
+/// `encode` writes, each full chunk ends at a line's end, and a reader that leaves gets no
+/// more chunks.
+#[test]
+fn a_streamed_exposition_is_the_whole_text_in_line_aligned_chunks() {
+    let m = Metrics::new("x");
+    for i in 0..120 {
+        let p = m.profile(
+            &format!("t{i}"),
+            &format!("p{i}"),
+            &[0.01, 0.1, 1.0],
+            &checks(),
+        );
+        p.observe(&ok(200, 1 + i), Duration::ZERO, &[true, true]);
+        m.init_profile(&format!("p{i}"));
+        m.slo(&format!("slo-{i}"), 0.99);
+    }
+    for om in [false, true] {
+        let whole = m.encode(om);
+        assert!(
+            whole.len() > 3 * CHUNK,
+            "{} bytes: too few for chunks",
+            whole.len()
+        );
+        let chunks = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let got = chunks.clone();
+        m.encode_streamed(
+            om,
+            Box::new(move |c| {
+                got.lock().unwrap().push(c);
+                true
+            }),
+        );
+        let chunks = chunks.lock().unwrap();
+        // The process figures are read per call: compare without them.
+        let strip = |t: &str| {
+            t.lines()
+                .filter(|l| !l.contains("process_") && !l.contains("sloburn_runtime_"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        assert_eq!(strip(&chunks.concat()), strip(&whole), "openmetrics: {om}");
+        let (last, full) = chunks.split_last().unwrap();
+        assert!(full.len() >= 3, "{} chunks", chunks.len());
+        for c in full {
+            assert!(c.len() >= CHUNK && c.len() < CHUNK + 4096, "{}", c.len());
+            assert!(c.ends_with('\n'));
+        }
+        assert!(last.ends_with(if om { "# EOF\n" } else { "\n" }));
+    }
+    // The reader leaves after the first chunk: no second one is handed over.
+    let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = calls.clone();
+    m.encode_streamed(
+        false,
+        Box::new(move |_| {
+            seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            false
+        }),
+    );
+    assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 1);
 }
 
 #[test]
