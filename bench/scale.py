@@ -3,7 +3,8 @@
 local nginx (or `sloburn target` when nginx is missing), a small rate, a 1-minute schedule and
 two SLOs. Prints, as markdown tables:
 
-- growth: for a few N (default 100, 500 and N), the /metrics scrape's time, size, size per
+- growth: for a few N (default 100, 500 and N), the /metrics scrape's time (timed with curl
+  when installed, as Prometheus' Go client reads a streamed body; Python's is slower), size, size per
   profile and series count, and the RSS after every profile's first run (a fresh daemon each);
 - at N: schedule lateness (a run's `started_at` from /api/runs minus the minute it was due, for
   every scheduled run), the p99 of `sloburn_iteration_lateness_seconds` over all profiles, the
@@ -106,13 +107,29 @@ def get(port: int, path: str, timeout: float = 30) -> bytes:
         return r.read()
 
 
+CURL = shutil.which("curl")
+
+
+def timed_get(port: int, path: str) -> float:
+    """ms for a whole GET, the body read and dropped. With curl when installed: /metrics
+    streams its text in chunks, and Python's http.client decodes a chunked body slowly enough
+    (~15 ms of 21 MB) to be a good part of the figure; curl, like Prometheus' Go client, is not."""
+    if CURL:
+        out = subprocess.run([CURL, "-sS", "--fail", "--max-time", "30", "-o", os.devnull,
+                              "-w", "%{time_total}", "-H", f"Authorization: Bearer {TOKEN}",
+                              f"http://{HOST}:{port}{path}"],
+                             capture_output=True, text=True, check=True)
+        return float(out.stdout) * 1000
+    t0 = time.perf_counter()
+    get(port, path)
+    return (time.perf_counter() - t0) * 1000
+
+
 def scrape(port: int, times: int = 5) -> tuple[float, float, int, str]:
-    """Median and max scrape ms over `times` scrapes, the size in bytes and the last text."""
-    ms, body = [], b""
-    for _ in range(times):
-        t0 = time.perf_counter()
-        body = get(port, "/metrics")
-        ms.append((time.perf_counter() - t0) * 1000)
+    """Median and max scrape ms over `times` timed scrapes, then the size in bytes and the text
+    of one more (untimed)."""
+    ms = [timed_get(port, "/metrics") for _ in range(times)]
+    body = get(port, "/metrics")
     return statistics.median(ms), max(ms), len(body), body.decode()
 
 
