@@ -5,30 +5,12 @@
 use std::time::{Duration, Instant};
 
 use sloburn::config::DEFAULT_BUCKETS;
-use sloburn::http::{ErrorClass, Outcome, Phases};
+use sloburn::http::Outcome;
 use sloburn::metrics::Metrics;
 
-fn outcome(i: u64) -> Outcome {
-    let (status, error) = match i % 50 {
-        0 => (None, Some(ErrorClass::Timeout)),
-        1 => (Some(503), None),
-        _ => (Some(200), None),
-    };
-    Outcome {
-        phases: Phases {
-            dns: Duration::from_micros(200 + i % 300),
-            connecting: Duration::from_micros(100 + i % 100),
-            waiting: Duration::from_micros(1000 + (i * 7919) % 400_000),
-            receiving: Duration::from_micros(50),
-            ..Phases::default()
-        },
-        status,
-        error,
-        bytes_sent: 120,
-        bytes_received: 900,
-        ..Outcome::default()
-    }
-}
+#[path = "support/outcome.rs"]
+mod support;
+use support::outcome;
 
 fn stats(mut ms: Vec<f64>) -> String {
     ms.sort_by(f64::total_cmp);

@@ -16,8 +16,12 @@ use std::time::{Duration, Instant};
 
 use sloburn::budget::Budget;
 use sloburn::config::{self, Env};
-use sloburn::http::{ErrorClass, Outcome, Phases};
+use sloburn::http::Outcome;
 use sloburn::metrics::{Metrics, ProcessStats};
+
+#[path = "support/outcome.rs"]
+mod support;
+use support::outcome;
 
 /// The YAML `bench/scale.py` writes, with the same names, so the series and their labels match.
 fn scale_config(n: usize, data: &Path) -> String {
@@ -43,29 +47,6 @@ fn scale_config(n: usize, data: &Path) -> String {
         );
     }
     out
-}
-
-/// A plausible request `i`: mostly 200s, a few 503s and timeouts, latencies spread over buckets.
-fn outcome(i: u64) -> Outcome {
-    let (status, error) = match i % 50 {
-        0 => (None, Some(ErrorClass::Timeout)),
-        1 => (Some(503), None),
-        _ => (Some(200), None),
-    };
-    Outcome {
-        phases: Phases {
-            dns: Duration::from_micros(200 + i % 300),
-            connecting: Duration::from_micros(100 + i % 100),
-            waiting: Duration::from_micros(1000 + (i * 7919) % 400_000),
-            receiving: Duration::from_micros(50),
-            ..Phases::default()
-        },
-        status,
-        error,
-        bytes_sent: 120,
-        bytes_received: 900,
-        ..Outcome::default()
-    }
 }
 
 fn median(mut ms: Vec<f64>) -> (f64, f64, f64) {
