@@ -3,7 +3,6 @@
 //! and hands a [`Snapshot`] of them to the encoder at each scrape.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::accept;
@@ -77,8 +76,6 @@ struct Inner {
     profiles: Mutex<BTreeMap<(String, String), Arc<ProfileMetrics>>>,
     slos: Mutex<BTreeMap<String, Arc<SloMetrics>>>,
     state: Mutex<State>,
-    /// The size of the last exposition, to allocate the next one in one go.
-    last_len: AtomicUsize,
 }
 
 /// The registry: a cheap, `Clone`, `Send + Sync` handle shared by the daemon, the runs and the
@@ -103,7 +100,6 @@ impl Metrics {
                 profiles: Mutex::new(BTreeMap::new()),
                 slos: Mutex::new(BTreeMap::new()),
                 state: Mutex::new(State::default()),
-                last_len: AtomicUsize::new(0),
             }),
         }
     }
@@ -287,13 +283,11 @@ impl Metrics {
         accept::wants_openmetrics(accept_header)
     }
 
-    /// The whole exposition, with the process figures and the runtime's task count read now.
+    /// The whole exposition in one string, with the process figures and the runtime's task
+    /// count read now (tests and examples; `/metrics` streams it, [`Metrics::encode_streamed`]).
     pub fn encode(&self, openmetrics: bool) -> String {
         self.with_snapshot(&process::read(), runtime_tasks(), |snapshot| {
-            let capacity = self.inner.last_len.load(Relaxed) + 4096;
-            let out = encode::encode(snapshot, openmetrics, capacity);
-            self.inner.last_len.store(out.len(), Relaxed);
-            out
+            encode::encode(snapshot, openmetrics, text::CHUNK)
         })
     }
 
