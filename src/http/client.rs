@@ -182,6 +182,7 @@ impl Client {
         Conn {
             client: self.clone(),
             live: None,
+            endpoint: None,
             slot: self.inner.h2.assign(),
             // `http: "2"` always goes over the shared connections; auto learns it per request.
             h2_used: self.inner.opts.http == HttpVersion::Http2,
@@ -358,6 +359,56 @@ impl<'a> Target<'a> {
     }
 }
 
+/// A URI's scheme and authority, parsed once and kept while a user's requests go to the same
+/// place (parsing the authority and building its `Host` value cost more than a request's own
+/// bookkeeping).
+pub(crate) struct Endpoint {
+    /// The authority as written, userinfo included: what the next request's is compared with.
+    written: Box<str>,
+    tls: bool,
+    host: Box<str>,
+    port: u16,
+    authority: Box<str>,
+    /// `Host: authority`; `None` when the authority is no valid header value.
+    host_header: Option<HeaderValue>,
+}
+
+impl Endpoint {
+    fn of(uri: &Uri) -> Option<Endpoint> {
+        let t = Target::parse(uri)?;
+        Some(Endpoint {
+            written: uri.authority()?.as_str().into(),
+            tls: t.tls,
+            host: t.host.into(),
+            port: t.port,
+            authority: t.authority.into(),
+            host_header: HeaderValue::from_str(t.authority).ok(),
+        })
+    }
+
+    /// Whether `uri` goes where this endpoint does, written the same way.
+    fn matches(&self, uri: &Uri) -> bool {
+        let tls = match uri.scheme_str() {
+            Some(s) if s.eq_ignore_ascii_case("http") => false,
+            Some(s) if s.eq_ignore_ascii_case("https") => true,
+            _ => return false,
+        };
+        tls == self.tls
+            && uri
+                .authority()
+                .is_some_and(|a| a.as_str() == &*self.written)
+    }
+
+    fn target(&self) -> Target<'_> {
+        Target {
+            tls: self.tls,
+            host: &self.host,
+            port: self.port,
+            authority: &self.authority,
+        }
+    }
+}
+
 /// An open connection: hyper's sender, the driver task, and the stats its IO reports to.
 pub(crate) struct Live {
     sender: SendRequest<Full<Bytes>>,
@@ -387,6 +438,8 @@ impl Drop for Live {
 pub struct Conn {
     client: Client,
     live: Option<Live>,
+    /// Where the last request went.
+    endpoint: Option<Arc<Endpoint>>,
     /// This user's HTTP/2 connection slot.
     slot: usize,
     /// Whether its last request went over HTTP/2 (then `is_open` asks the pool).
@@ -416,10 +469,11 @@ impl Conn {
         let start = Instant::now();
         let deadline = start + self.client.inner.opts.timeout;
         let mut out = Outcome::default();
-        let Some(target) = Target::parse(&req.uri) else {
+        let Some(endpoint) = self.endpoint_of(&req.uri) else {
             out.error = Some(ErrorClass::Other);
             return out;
         };
+        let target = endpoint.target();
         let mut fresh = false;
         if self.live.is_none() && self.client.wants_h2(&target) {
             let client = self.client.clone();
@@ -454,6 +508,18 @@ impl Conn {
                 .await;
         }
         out
+    }
+
+    /// The endpoint of `uri`: the last one when it matches, else parsed and kept.
+    fn endpoint_of(&mut self, uri: &Uri) -> Option<Arc<Endpoint>> {
+        match &self.endpoint {
+            Some(e) if e.matches(uri) => Some(e.clone()),
+            _ => {
+                let e = Arc::new(Endpoint::of(uri)?);
+                self.endpoint = Some(e.clone());
+                Some(e)
+            }
+        }
     }
 
     /// Whether a connection is open and usable: the next request then connects nothing.
@@ -527,7 +593,8 @@ impl Conn {
         out.local_port = Some(live.local_port);
         out.version = Version::HTTP_11;
 
-        let Some(request) = build_request(req, target, keep_alive) else {
+        let host = self.endpoint.as_ref().and_then(|e| e.host_header.as_ref());
+        let Some(request) = build_request(req, host, keep_alive) else {
             out.error = Some(ErrorClass::Other);
             return Attempt::Done;
         };
@@ -695,9 +762,11 @@ impl BodySink {
     }
 }
 
+/// `host`: the `Host` value of the request's authority (`None`: not a valid header value, and
+/// the request cannot be sent unless its headers carry one).
 fn build_request(
     req: &RequestSpec,
-    target: &Target<'_>,
+    host: Option<&HeaderValue>,
     keep_alive: bool,
 ) -> Option<Request<Full<Bytes>>> {
     // Origin form; `PathAndQuery` clones share the URI's bytes.
@@ -712,13 +781,19 @@ fn build_request(
     let mut request = Request::new(Full::new(req.body.clone()));
     *request.method_mut() = req.method.clone();
     *request.uri_mut() = path;
-    *request.headers_mut() = req.headers.clone();
+    // Sized for the two headers added here: growing a map while inserting costs a rehash.
     let headers = request.headers_mut();
+    headers.try_reserve(req.headers.len() + 2).ok()?;
+    for (name, value) in &req.headers {
+        headers.try_append(name, value.clone()).ok()?;
+    }
     if !headers.contains_key(HOST) {
-        headers.insert(HOST, HeaderValue::from_str(target.authority).ok()?);
+        headers.try_insert(HOST, host?.clone()).ok()?;
     }
     if !keep_alive {
-        headers.insert(CONNECTION, HeaderValue::from_static("close"));
+        headers
+            .try_insert(CONNECTION, HeaderValue::from_static("close"))
+            .ok()?;
     }
     Some(request)
 }

@@ -195,6 +195,65 @@ async fn keep_alive_reuses_one_connection() {
     assert_eq!(seen.connection_close.load(Ordering::SeqCst), 0);
 }
 
+/// One slot whose requests go to two servers in turn, written several ways: each request
+/// reaches its own server with its own `Host` (the slot keeps the last parsed endpoint).
+#[tokio::test]
+async fn a_slot_alternating_between_targets_sends_each_its_own_host() {
+    async fn host_echo(req: http::Request<Incoming>) -> Response<Full<Bytes>> {
+        let host = req.headers().get(http::header::HOST).cloned();
+        Response::new(Full::new(
+            host.map_or_else(Bytes::new, |h| Bytes::copy_from_slice(h.as_bytes())),
+        ))
+    }
+    let (a, seen_a) = serve(host_echo).await;
+    let (b, seen_b) = serve(host_echo).await;
+    let mut conn = client(ClientOptions::default()).conn();
+    let mut set_host = get(&format!("http://127.0.0.1:{}/", b.port()));
+    set_host
+        .headers
+        .insert(http::header::HOST, "configured.example".parse().unwrap());
+    let cases = [
+        (
+            get(&format!("http://localhost:{}/x", a.port())),
+            format!("localhost:{}", a.port()),
+        ),
+        (
+            get(&format!("http://127.0.0.1:{}/", b.port())),
+            format!("127.0.0.1:{}", b.port()),
+        ),
+        (
+            get(&format!("http://user:pw@localhost:{}/", a.port())),
+            format!("localhost:{}", a.port()),
+        ),
+        // The authority as written: a cached endpoint must not answer for another spelling.
+        (
+            get(&format!("HTTP://LOCALHOST:{}/", a.port())),
+            format!("LOCALHOST:{}", a.port()),
+        ),
+        (set_host, "configured.example".to_string()),
+        (
+            get(&format!("http://localhost:{}/y", a.port())),
+            format!("localhost:{}", a.port()),
+        ),
+    ];
+    for round in 0..2 {
+        for (req, host) in &cases {
+            let o = conn.send(req).await;
+            assert_ok(&o);
+            assert_eq!(
+                o.body.as_ref(),
+                host.as_bytes(),
+                "round {round}: {} sent Host {:?}",
+                req.uri,
+                String::from_utf8_lossy(&o.body)
+            );
+        }
+    }
+    // Every switch of server closed the other's connection: one per request that changed server.
+    assert!(seen_a.accepted.load(Ordering::SeqCst) >= 2);
+    assert!(seen_b.accepted.load(Ordering::SeqCst) >= 2);
+}
+
 #[tokio::test]
 async fn dns_is_measured_on_a_fresh_lookup_and_zero_on_reuse() {
     let (addr, _) = serve(ok_handler).await;
