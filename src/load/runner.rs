@@ -286,12 +286,16 @@ async fn open_model(
     let max_vus = plan.max_vus().max(1);
     let permits = Arc::new(tokio::sync::Semaphore::new(max_vus as usize));
     // LIFO keeps the warmest connections busy; pre-allocated VUs are idle connection slots
-    // (with no connection open until their first request).
-    let pool: Arc<Mutex<Vec<Vu>>> = Arc::new(Mutex::new(
-        (0..plan.pre_allocated_vus().min(max_vus))
-            .map(|i| Vu::new(client.conn(), u64::from(i) + 1))
+    // (with no connection open and no task until their first request).
+    let pool = Arc::new(Mutex::new(Idle {
+        vus: (0..plan.pre_allocated_vus().min(max_vus))
+            .map(|i| IdleVu {
+                vu: Vu::new(client.conn(), u64::from(i) + 1),
+                inbox: None,
+            })
             .collect(),
-    ));
+        closed: false,
+    }));
     let allocated = Arc::new(std::sync::atomic::AtomicU32::new(
         plan.pre_allocated_vus().min(max_vus),
     ));
@@ -378,50 +382,139 @@ async fn open_model(
         let elapsed = now - start;
         let busy = max_vus.saturating_sub(permits.available_permits() as u32);
         let conn = match pool.lock() {
-            Ok(mut idle) => match idle.pop() {
-                Some(c) if !paced || c.conn.is_open() => Some(c),
+            Ok(mut idle) => match idle.vus.pop() {
+                Some(c) if !paced || c.vu.conn.is_open() => Some(c),
                 Some(c) if connects.may_open(behind, busy, elapsed) => Some(c),
                 Some(c) => {
-                    idle.push(c);
+                    idle.vus.push(c);
                     None
                 }
                 None if !paced || connects.may_open(behind, busy, elapsed) => {
                     let n = allocated.fetch_add(1, Relaxed) + 1;
                     ctx.events.vus_allocated(n);
-                    Some(Vu::new(client.conn(), u64::from(n)))
+                    Some(IdleVu {
+                        vu: Vu::new(client.conn(), u64::from(n)),
+                        inbox: None,
+                    })
                 }
                 None => None,
             },
             Err(_) => None,
         };
-        let Some(vu) = conn else {
+        let Some(IdleVu { vu, inbox }) = conn else {
             ctx.dropped(k, DropReason::ConnectPaced);
             continue;
         };
-        let ctx = ctx.clone();
-        let pool = pool.clone();
-        let lag = lag.clone();
-        set.spawn(async move {
-            let polled = Instant::now();
-            let waited = u64::try_from(polled.saturating_duration_since(now).as_nanos());
-            lag.store(
-                super::pacing::smooth_lag(lag.load(Relaxed), waited.unwrap_or(u64::MAX)),
-                Relaxed,
-            );
-            let _busy = ctx.events.busy();
-            let mut vu = vu;
-            let lateness = Instant::now().saturating_duration_since(due);
-            // Boxed: the task spawned per arrival stays small, so spawning it copies a few
-            // hundred bytes instead of the whole request's state machine (kilobytes).
-            Box::pin(ctx.iteration(&mut vu, Some(k), lateness, true)).await;
-            if let Ok(mut p) = pool.lock() {
-                p.push(vu);
+        let (reply, rx) = match inbox {
+            Some(tx) => (tx, None),
+            None => {
+                let (tx, rx) = tokio::sync::mpsc::channel(1);
+                (tx, Some(rx))
             }
-            drop(global);
-            drop(permit);
-        });
+        };
+        let job = Job {
+            vu,
+            k,
+            due,
+            handed: now,
+            permit,
+            global,
+            reply: reply.clone(),
+        };
+        // The VU's task is idle (it was on the idle stack), so its one slot is free; a task
+        // that is gone (aborted) gets a successor with the same VU.
+        let rx = match reply.try_send(job) {
+            Ok(()) => rx,
+            Err(e) => {
+                let mut job = e.into_inner();
+                let (tx, rx) = tokio::sync::mpsc::channel(1);
+                job.reply = tx.clone();
+                let _ = tx.try_send(job);
+                Some(rx)
+            }
+        };
+        if let Some(rx) = rx {
+            set.spawn(vu_task(rx, ctx.clone(), pool.clone(), lag.clone()));
+        }
+    }
+    // Idle VUs drop their connections and their task's only sender, so idle tasks end now;
+    // busy ones end when their iteration does.
+    if let Ok(mut idle) = pool.lock() {
+        idle.closed = true;
+        idle.vus.clear();
     }
     drain(&mut set, grace).await;
+}
+
+/// The open model's idle VUs (LIFO), each with the inbox of its task once it has one.
+struct Idle {
+    vus: Vec<IdleVu>,
+    /// The scheduler is done: a VU that finishes is dropped, not put back.
+    closed: bool,
+}
+
+struct IdleVu {
+    vu: Vu,
+    inbox: Option<tokio::sync::mpsc::Sender<Job>>,
+}
+
+/// One arrival handed to a VU's task, with everything the iteration holds while it runs.
+struct Job {
+    vu: Vu,
+    k: u64,
+    due: Instant,
+    /// When the scheduler handed it over: the task's wait to be polled is the runtime's lag.
+    handed: Instant,
+    permit: tokio::sync::OwnedSemaphorePermit,
+    global: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// The task's own inbox, which goes back to the idle stack with the VU. The task holds no
+    /// other sender, so it ends once the idle stack drops this one.
+    reply: tokio::sync::mpsc::Sender<Job>,
+}
+
+/// A VU's task in the open model: runs the arrivals handed to it one at a time, and after
+/// each puts its VU back on the idle stack before releasing the VU's slot. One task per VU
+/// rather than one per arrival: handing an arrival over a one-slot channel costs a fraction of
+/// spawning a task.
+async fn vu_task(
+    mut inbox: tokio::sync::mpsc::Receiver<Job>,
+    ctx: Arc<VuCtx>,
+    pool: Arc<Mutex<Idle>>,
+    lag: Arc<std::sync::atomic::AtomicU64>,
+) {
+    while let Some(job) = inbox.recv().await {
+        let Job {
+            mut vu,
+            k,
+            due,
+            handed,
+            permit,
+            global,
+            reply,
+        } = job;
+        let polled = Instant::now();
+        let waited = u64::try_from(polled.saturating_duration_since(handed).as_nanos());
+        lag.store(
+            super::pacing::smooth_lag(lag.load(Relaxed), waited.unwrap_or(u64::MAX)),
+            Relaxed,
+        );
+        {
+            let _busy = ctx.events.busy();
+            let lateness = Instant::now().saturating_duration_since(due);
+            ctx.iteration(&mut vu, Some(k), lateness, true).await;
+        }
+        // Back on the stack before the slot is released: a free slot always finds its VU.
+        if let Ok(mut idle) = pool.lock()
+            && !idle.closed
+        {
+            idle.vus.push(IdleVu {
+                vu,
+                inbox: Some(reply),
+            });
+        }
+        drop(global);
+        drop(permit);
+    }
 }
 
 async fn closed_vus(

@@ -204,6 +204,43 @@ fn too_few_vus_drop_iterations_and_enough_vus_drop_none() {
     });
 }
 
+/// The open model keeps a task per VU between arrivals; when the plan ends, the idle ones must
+/// end at once rather than hold the run for its graceful stop.
+#[test]
+fn an_open_model_run_ends_with_its_plan_not_its_graceful_stop() {
+    runtime().block_on(async {
+        // 200/s × 50 ms keeps about ten VUs busy; the last stage's 5/s needs one, so the
+        // plan ends with most VU tasks idle.
+        let (url, stop) = target(TargetOptions {
+            latency: Duration::from_millis(50),
+            ..TargetOptions::default()
+        })
+        .await;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.yaml");
+        std::fs::write(
+            &file,
+            format!(
+                "targets:\n  t:\n    url: {url}\nprofiles:\n  p:\n    target: t\n    executor: ramping-arrival-rate\n    start_rate: 200/s\n    stages:\n      - {{ duration: 1s, target: 200/s }}\n      - {{ duration: 1s, target: 5/s }}\n    pre_allocated_vus: 2\n    max_vus: 100\n    graceful_stop: 10m\n"
+            ),
+        )
+        .unwrap();
+        let report = tokio::time::timeout(
+            Duration::from_secs(60),
+            run(RunArgs {
+                file: Some(file),
+                quiet: true,
+                ..RunArgs::default()
+            }),
+        )
+        .await
+        .expect("idle VU tasks held the run past its plan (graceful stop is 10 minutes)");
+        stop.cancel();
+        assert!(report.stats.requests > 200, "{}", report.stats.requests);
+        assert!(report.stats.vus_max > 5, "VUs {}", report.stats.vus_max);
+    });
+}
+
 #[test]
 fn shared_iterations_run_exactly_n() {
     runtime().block_on(async {
