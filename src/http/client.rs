@@ -335,11 +335,7 @@ pub(crate) struct Target<'a> {
 
 impl<'a> Target<'a> {
     pub(crate) fn parse(uri: &'a Uri) -> Option<Target<'a>> {
-        let tls = match uri.scheme_str() {
-            Some(s) if s.eq_ignore_ascii_case("http") => false,
-            Some(s) if s.eq_ignore_ascii_case("https") => true,
-            _ => return None,
-        };
+        let tls = is_tls(uri)?;
         let authority = uri.authority()?;
         let host = authority.host();
         if host.is_empty() {
@@ -356,6 +352,16 @@ impl<'a> Target<'a> {
             port,
             authority,
         })
+    }
+}
+
+/// Whether an absolute URI's scheme is `https` (`Some(false)` for `http`, `None` for anything
+/// else).
+fn is_tls(uri: &Uri) -> Option<bool> {
+    match uri.scheme_str() {
+        Some(s) if s.eq_ignore_ascii_case("http") => Some(false),
+        Some(s) if s.eq_ignore_ascii_case("https") => Some(true),
+        _ => None,
     }
 }
 
@@ -388,12 +394,7 @@ impl Endpoint {
 
     /// Whether `uri` goes where this endpoint does, written the same way.
     fn matches(&self, uri: &Uri) -> bool {
-        let tls = match uri.scheme_str() {
-            Some(s) if s.eq_ignore_ascii_case("http") => false,
-            Some(s) if s.eq_ignore_ascii_case("https") => true,
-            _ => return false,
-        };
-        tls == self.tls
+        is_tls(uri) == Some(self.tls)
             && uri
                 .authority()
                 .is_some_and(|a| a.as_str() == &*self.written)
@@ -493,7 +494,7 @@ impl Conn {
         if let Attempt::Stale = self
             .attempt(
                 req,
-                &target,
+                &endpoint,
                 start,
                 deadline,
                 &mut out,
@@ -504,7 +505,7 @@ impl Conn {
             // The first attempt's time lands in `blocked`: it was spent before the connection
             // that served the request was opened.
             out = Outcome::default();
-            self.attempt(req, &target, start, deadline, &mut out, Try::Retry)
+            self.attempt(req, &endpoint, start, deadline, &mut out, Try::Retry)
                 .await;
         }
         out
@@ -536,12 +537,13 @@ impl Conn {
     async fn attempt(
         &mut self,
         req: &RequestSpec,
-        target: &Target<'_>,
+        endpoint: &Endpoint,
         start: Instant,
         deadline: Instant,
         out: &mut Outcome,
         how: Try,
     ) -> Attempt {
+        let target = &endpoint.target();
         let (retrying, fresh) = (how == Try::Retry, how == Try::Fresh);
         let keep_alive = self.client.inner.opts.keep_alive;
         if !fresh
@@ -593,8 +595,7 @@ impl Conn {
         out.local_port = Some(live.local_port);
         out.version = Version::HTTP_11;
 
-        let host = self.endpoint.as_ref().and_then(|e| e.host_header.as_ref());
-        let Some(request) = build_request(req, host, keep_alive) else {
+        let Some(request) = build_request(req, endpoint.host_header.as_ref(), keep_alive) else {
             out.error = Some(ErrorClass::Other);
             return Attempt::Done;
         };

@@ -405,13 +405,6 @@ async fn open_model(
             ctx.dropped(k, DropReason::ConnectPaced);
             continue;
         };
-        let (reply, rx) = match inbox {
-            Some(tx) => (tx, None),
-            None => {
-                let (tx, rx) = tokio::sync::mpsc::channel(1);
-                (tx, Some(rx))
-            }
-        };
         let job = Job {
             vu,
             k,
@@ -419,21 +412,18 @@ async fn open_model(
             handed: now,
             permit,
             global,
-            reply: reply.clone(),
+            reply: None,
         };
-        // The VU's task is idle (it was on the idle stack), so its one slot is free; a task
-        // that is gone (aborted) gets a successor with the same VU.
-        let rx = match reply.try_send(job) {
-            Ok(()) => rx,
-            Err(e) => {
-                let mut job = e.into_inner();
-                let (tx, rx) = tokio::sync::mpsc::channel(1);
-                job.reply = tx.clone();
-                let _ = tx.try_send(job);
-                Some(rx)
-            }
+        // A VU on the idle stack has an idle task, whose one slot is free; a VU without a task
+        // (new, or its task aborted) gets one.
+        let unsent = match &inbox {
+            Some(tx) => hand(tx, job),
+            None => Some(job),
         };
-        if let Some(rx) = rx {
+        if let Some(job) = unsent {
+            let (tx, rx) = tokio::sync::mpsc::channel(1);
+            // A new channel's one slot is free.
+            let _ = hand(&tx, job);
             set.spawn(vu_task(rx, ctx.clone(), pool.clone(), lag.clone()));
         }
     }
@@ -467,9 +457,16 @@ struct Job {
     handed: Instant,
     permit: tokio::sync::OwnedSemaphorePermit,
     global: Option<tokio::sync::OwnedSemaphorePermit>,
-    /// The task's own inbox, which goes back to the idle stack with the VU. The task holds no
-    /// other sender, so it ends once the idle stack drops this one.
-    reply: tokio::sync::mpsc::Sender<Job>,
+    /// The task's own inbox, which goes back to the idle stack with the VU (set by [`hand`]).
+    /// The task holds no other sender, so it ends once the idle stack drops this one.
+    reply: Option<tokio::sync::mpsc::Sender<Job>>,
+}
+
+/// Hands `job` to the task behind `inbox`, with the inbox to return to; gives the job back
+/// when the task is gone.
+fn hand(inbox: &tokio::sync::mpsc::Sender<Job>, mut job: Job) -> Option<Job> {
+    job.reply = Some(inbox.clone());
+    inbox.try_send(job).err().map(|e| e.into_inner())
 }
 
 /// A VU's task in the open model: runs the arrivals handed to it one at a time, and after
@@ -507,10 +504,7 @@ async fn vu_task(
         if let Ok(mut idle) = pool.lock()
             && !idle.closed
         {
-            idle.vus.push(IdleVu {
-                vu,
-                inbox: Some(reply),
-            });
+            idle.vus.push(IdleVu { vu, inbox: reply });
         }
         drop(global);
         drop(permit);

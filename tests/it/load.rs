@@ -27,6 +27,19 @@ async fn run(args: RunArgs) -> sloburn::load::runner::RunReport {
     execute(&args, resolved, false).await.unwrap().report
 }
 
+/// Runs the config `yaml` (its only profile), written to a temporary file.
+async fn run_config(yaml: &str) -> sloburn::load::runner::RunReport {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.yaml");
+    std::fs::write(&file, yaml).unwrap();
+    run(RunArgs {
+        file: Some(file),
+        quiet: true,
+        ..RunArgs::default()
+    })
+    .await
+}
+
 #[test]
 fn arrival_rate_2000_per_second_is_achieved_within_one_percent() {
     let _g = heavy();
@@ -216,25 +229,12 @@ fn an_open_model_run_ends_with_its_plan_not_its_graceful_stop() {
             ..TargetOptions::default()
         })
         .await;
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("c.yaml");
-        std::fs::write(
-            &file,
-            format!(
-                "targets:\n  t:\n    url: {url}\nprofiles:\n  p:\n    target: t\n    executor: ramping-arrival-rate\n    start_rate: 200/s\n    stages:\n      - {{ duration: 1s, target: 200/s }}\n      - {{ duration: 1s, target: 5/s }}\n    pre_allocated_vus: 2\n    max_vus: 100\n    graceful_stop: 10m\n"
-            ),
-        )
-        .unwrap();
-        let report = tokio::time::timeout(
-            Duration::from_secs(60),
-            run(RunArgs {
-                file: Some(file),
-                quiet: true,
-                ..RunArgs::default()
-            }),
-        )
-        .await
-        .expect("idle VU tasks held the run past its plan (graceful stop is 10 minutes)");
+        let yaml = format!(
+            "targets:\n  t:\n    url: {url}\nprofiles:\n  p:\n    target: t\n    executor: ramping-arrival-rate\n    start_rate: 200/s\n    stages:\n      - {{ duration: 1s, target: 200/s }}\n      - {{ duration: 1s, target: 5/s }}\n    pre_allocated_vus: 2\n    max_vus: 100\n    graceful_stop: 10m\n"
+        );
+        let report = tokio::time::timeout(Duration::from_secs(60), run_config(&yaml))
+            .await
+            .expect("idle VU tasks held the run past its plan (graceful stop is 10 minutes)");
         stop.cancel();
         assert!(report.stats.requests > 200, "{}", report.stats.requests);
         assert!(report.stats.vus_max > 5, "VUs {}", report.stats.vus_max);
@@ -373,21 +373,10 @@ fn shards_together_run_exactly_the_profile() {
 fn a_profile_from_a_config_file_runs_with_its_checks() {
     runtime().block_on(async {
         let (url, stop) = target(TargetOptions::default()).await;
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("c.yaml");
-        std::fs::write(
-            &file,
-            format!(
-                "targets:\n  t:\n    url: {url}\n    checks:\n      - status: 200\n      - json: {{ path: \"$.status\", equals: up }}\n      - body_contains: down\nprofiles:\n  p:\n    target: t\n    executor: per-vu-iterations\n    vus: 3\n    iterations: 10\n"
-            ),
-        )
-        .unwrap();
-        let report = run(RunArgs {
-            file: Some(file),
-            quiet: true,
-            ..RunArgs::default()
-        })
-        .await;
+        let yaml = format!(
+            "targets:\n  t:\n    url: {url}\n    checks:\n      - status: 200\n      - json: {{ path: \"$.status\", equals: up }}\n      - body_contains: down\nprofiles:\n  p:\n    target: t\n    executor: per-vu-iterations\n    vus: 3\n    iterations: 10\n"
+        );
+        let report = run_config(&yaml).await;
         stop.cancel();
         assert_eq!(report.stats.requests, 30);
         let checks: Vec<(&str, u64, u64)> = report
@@ -408,23 +397,12 @@ fn a_breakpoint_run_ramps_until_a_threshold_fails_then_stops() {
     let _g = heavy();
     runtime().block_on(async {
         let (url, stop) = target(TargetOptions::default()).await;
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("b.yaml");
         // Ramping 0 → 1000/s over 20 s, 300 requests are reached after about 2.5 s.
-        std::fs::write(
-            &file,
-            format!(
-                "targets:\n  t:\n    url: {url}\nprofiles:\n  break:\n    target: t\n    preset: breakpoint\n    peak_rate: 1000/s\n    duration: 20s\n    thresholds:\n      http_reqs: [\"count<300\"]\n"
-            ),
-        )
-        .unwrap();
+        let yaml = format!(
+            "targets:\n  t:\n    url: {url}\nprofiles:\n  break:\n    target: t\n    preset: breakpoint\n    peak_rate: 1000/s\n    duration: 20s\n    thresholds:\n      http_reqs: [\"count<300\"]\n"
+        );
         let started = tokio::time::Instant::now();
-        let report = run(RunArgs {
-            file: Some(file),
-            quiet: true,
-            ..RunArgs::default()
-        })
-        .await;
+        let report = run_config(&yaml).await;
         stop.cancel();
         assert_eq!(report.aborted, Some(Abort::Threshold("count<300".into())));
         let took = started.elapsed();
@@ -437,22 +415,11 @@ fn a_breakpoint_run_ramps_until_a_threshold_fails_then_stops() {
 fn start_time_delays_the_plan() {
     runtime().block_on(async {
         let (url, stop) = target(TargetOptions::default()).await;
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("s.yaml");
-        std::fs::write(
-            &file,
-            format!(
-                "targets:\n  t:\n    url: {url}\nprofiles:\n  late:\n    target: t\n    executor: shared-iterations\n    iterations: 5\n    start_time: 700ms\n"
-            ),
-        )
-        .unwrap();
+        let yaml = format!(
+            "targets:\n  t:\n    url: {url}\nprofiles:\n  late:\n    target: t\n    executor: shared-iterations\n    iterations: 5\n    start_time: 700ms\n"
+        );
         let started = tokio::time::Instant::now();
-        let report = run(RunArgs {
-            file: Some(file),
-            quiet: true,
-            ..RunArgs::default()
-        })
-        .await;
+        let report = run_config(&yaml).await;
         stop.cancel();
         assert_eq!(report.stats.requests, 5);
         assert!(started.elapsed() >= Duration::from_millis(700));
