@@ -195,6 +195,10 @@ def main() -> int:
             v = c.get(key)
             row(f"{goal} ({c.get('profiles', '?')} profiles)", f2(v, spec, unit), "", bar,
                 v <= limit if v is not None else None)
+        v = c.get("between_runs_cpu_pct")
+        if v is not None:
+            row(f"5. daemon CPU between runs ({c.get('profiles', '?')} profiles)",
+                f"{v:.2f}% of a core", "", "(a figure, no goal)", None)
     # 6: journeys and tracing.
     j = got.get("journey")
     if j:

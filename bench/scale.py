@@ -8,7 +8,8 @@ two SLOs. Prints, as markdown tables:
   profile and series count, and the RSS after every profile's first run (a fresh daemon each);
 - at N: schedule lateness (a run's `started_at` from /api/runs minus the minute it was due, for
   every scheduled run), the p99 of `sloburn_iteration_lateness_seconds` over all profiles, the
-  RSS after each minute, the scrape, and the time `POST /api/reload` takes to re-apply the whole
+  RSS after each minute, the scrape, the daemon's CPU between runs (20 s to 40 s past each
+  minute), and the time `POST /api/reload` takes to re-apply the whole
   config (median and max of --reloads).
 
     python3 -u bench/scale.py [--sloburn target/release/sloburn] [--profiles 1000]
@@ -91,6 +92,12 @@ def config(port: int, tport: int, data: str, n: int, rate: int, duration: int, e
             out.append(f"  t{i:04}-latency: {{ target: t{i:04}, "
                        "sli: { latency: { under: 100ms } }, objective: 95 }")
     return "\n".join(out) + "\n"
+
+
+def cpu_s(pid: int) -> float:
+    """User plus system CPU seconds of a process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_mib(pid: int) -> tuple[float, float]:
@@ -278,17 +285,25 @@ def main() -> int:
             print(f"\nat N={n}, {args.minutes} scheduled minutes:", flush=True)
             minutes = []
             first_minute = (int(time.time()) // 60 + 1) * 60
+            between: list[float] = []
             for m in range(args.minutes):
-                # Sample 40 s past each minute: the runs (a few seconds) are over, the next
-                # has not started.
+                # The daemon's CPU from 20 s to 40 s past each minute, between runs (which
+                # take a few seconds) and before this program's scrape.
+                t20 = first_minute + 60 * m + 20
+                time.sleep(max(0.0, t20 - time.time()))
+                c20, w20 = cpu_s(d.proc.pid), time.monotonic()
+                # Then RSS and scrape 40 s past the minute: the runs are over, the next has
+                # not started.
                 due = first_minute + 60 * m + 40
                 time.sleep(max(0.0, due - time.time()))
                 if d.proc.poll() is not None:
                     raise SystemExit(f"the daemon exited with {d.proc.returncode}")
+                between.append((cpu_s(d.proc.pid) - c20) / (time.monotonic() - w20) * 100)
                 rss, hwm = rss_mib(d.proc.pid)
                 med, worst, nbytes, text = scrape(d.port)
                 minutes.append((m + 1, rss, hwm, med, worst, nbytes))
-                print(f"  minute {m + 1}: RSS {rss:.1f} MiB, scrape {med:.1f} ms", flush=True)
+                print(f"  minute {m + 1}: RSS {rss:.1f} MiB, scrape {med:.1f} ms, CPU between "
+                      f"runs {between[-1]:.2f}% of a core", flush=True)
             runs = runs_done(d.port)
             # Signed: a run's start minus the nearest minute (a schedule of "* * * * *"), for
             # the watched minutes only (a `run_on_start` run is triggered as "schedule" too).
@@ -326,6 +341,8 @@ def main() -> int:
             print(f"| reload ms (median / max of {args.reloads}) | "
                   f"{statistics.median(reload_ms):.0f} / {max(reload_ms):.0f} |")
             print(f"| RSS MiB after the reloads | {rss_after_reload:.1f} |")
+            print(f"| daemon CPU between runs, % of a core (median of {len(between)}) | "
+                  f"{statistics.median(between):.2f} |")
             print(f"| failed runs of p0000 (sanity) | {failed:.0f} |")
             errors = sum(1 for line in d.log.read_text().splitlines()
                          if '"level":"ERROR"' in line)
@@ -340,6 +357,7 @@ def main() -> int:
                     "rss_mb": max(m[1] for m in minutes) * mib if minutes else None,
                     "peak_rss_mb": max(m[2] for m in minutes) * mib if minutes else None,
                     "reload_s": max(reload_ms) / 1000,
+                    "between_runs_cpu_pct": statistics.median(between),
                     "growth": [{"profiles": g[0], "scrape_bytes": g[4], "series": g[5],
                                 "rss_mib": g[6]} for g in growth],
                 }, indent=2))

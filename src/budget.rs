@@ -122,6 +122,9 @@ struct SloState {
     /// Event totals already folded into `windows`.
     folded: (u64, u64),
     report: Option<SloReport>,
+    /// The minute `report` was evaluated at, while nothing has changed since: the next tick in
+    /// that minute with no new events has nothing to re-evaluate.
+    evaluated: Option<i64>,
     /// The store had no minute of this SLO's period when it was configured: `storage.restore`
     /// may seed it (once).
     restorable: bool,
@@ -251,6 +254,7 @@ impl Budget {
                     state.journey = s.journey.clone();
                     state.step = s.step.clone();
                     state.profiles = s.profiles.clone();
+                    state.evaluated = None;
                 }
                 continue;
             }
@@ -287,6 +291,7 @@ impl Budget {
                     metrics,
                     folded,
                     report: None,
+                    evaluated: None,
                     restorable,
                 },
             );
@@ -351,6 +356,8 @@ impl Budget {
         );
         s.metrics.set_report(&report);
         s.report = Some(report);
+        // Evaluated at the newest seeded minute, which may not be the tick's.
+        s.evaluated = None;
         true
     }
 
@@ -425,7 +432,10 @@ impl Budget {
             .collect()
     }
 
-    /// Folds the counters into the windows and the pending batch, then re-evaluates.
+    /// Folds the counters into the windows and the pending batch, then re-evaluates each SLO
+    /// whose windows changed: new events, or a new minute. An SLO between runs is evaluated
+    /// once a minute instead of every second (its report is a function of its windows and the
+    /// minute only).
     pub fn tick(&self, now_unix: i64) {
         let now_minute = slo::minute_of(now_unix);
         let Ok(mut guard) = self.inner.lock() else {
@@ -437,6 +447,9 @@ impl Budget {
             let dg = good.saturating_sub(s.folded.0);
             let db = bad.saturating_sub(s.folded.1);
             s.folded = (good, bad);
+            if dg + db == 0 && s.evaluated == Some(now_minute) {
+                continue;
+            }
             s.windows.advance(now_minute);
             if dg + db > 0 {
                 s.windows.record(now_minute, dg, db);
@@ -445,6 +458,7 @@ impl Budget {
             let report = slo::evaluate(&s.def, &s.windows, now_minute);
             s.metrics.set_report(&report);
             s.report = Some(report);
+            s.evaluated = Some(now_minute);
         }
     }
 
@@ -665,6 +679,66 @@ mod tests {
         );
         assert!(names("a", "q").is_empty());
         assert_eq!(names("b", "p"), ["a1"]);
+    }
+
+    /// A tick skips an SLO only when neither its events nor its minute changed: new events in
+    /// the same minute, a reload's new objective and a new minute with no events are all
+    /// evaluated again.
+    #[test]
+    fn a_tick_evaluates_again_whatever_changed() {
+        let load = |objective: &str| {
+            let text = format!(
+                "targets:\n  a: {{ url: http://127.0.0.1:1/ }}\n\
+                 profiles:\n  p: {{ target: a, rate: 1/s, duration: 1s }}\n\
+                 slos:\n  s: {{ target: a, sli: availability, objective: {objective} }}\n"
+            );
+            crate::config::from_str(
+                &text,
+                "c.yaml",
+                std::path::Path::new("."),
+                &crate::config::Env::from_map(BTreeMap::new(), 1),
+            )
+            .unwrap_or_else(|e| panic!("{e}"))
+            .config
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let budget = Budget::open(dir.path(), Metrics::new("test"));
+        let t = 1_800_000_000; // the start of a minute
+        budget.configure(&load("99"), t);
+        let watcher = budget.watchers("a", "p").pop().expect("the SLO watches p");
+        let five_minutes = || {
+            let r = budget.reports().pop().expect("one report");
+            let w = &r.windows[0];
+            assert_eq!(w.window, Duration::from_secs(300));
+            (r.objective, w.good, w.bad)
+        };
+        let events = |good: u64, bad: u64| {
+            (0..good).for_each(|_| watcher.metrics.event(true));
+            (0..bad).for_each(|_| watcher.metrics.event(false));
+        };
+        events(9, 1);
+        budget.tick(t + 10);
+        assert_eq!(five_minutes(), (0.99, 9, 1));
+        events(5, 0);
+        budget.tick(t + 20);
+        assert_eq!(
+            five_minutes(),
+            (0.99, 14, 1),
+            "new events in the same minute"
+        );
+        budget.tick(t + 30);
+        assert_eq!(five_minutes(), (0.99, 14, 1), "nothing new");
+        budget.configure(&load("95"), t + 40);
+        assert_eq!(five_minutes(), (0.95, 14, 1), "a reload's objective");
+        budget.tick(t + 6 * 60);
+        assert_eq!(
+            five_minutes(),
+            (0.95, 0, 0),
+            "the events left the 5-minute window"
+        );
+        events(0, 2);
+        budget.tick(t + 6 * 60 + 1);
+        assert_eq!(five_minutes(), (0.95, 0, 2));
     }
 
     /// Under `ulimit -n 128` the daemon's own EMFILE failures reached 1,680,093 bad events.
