@@ -9,8 +9,8 @@ two SLOs. Prints, as markdown tables:
 - at N: schedule lateness (a run's `started_at` from /api/runs minus the minute it was due, for
   every scheduled run), the p99 of `sloburn_iteration_lateness_seconds` over all profiles, the
   RSS after each minute, the scrape, the daemon's CPU between runs (20 s to 40 s past each
-  minute), and the time `POST /api/reload` takes to re-apply the whole
-  config (median and max of --reloads).
+  minute), and the time `POST /api/reload` takes to re-apply the whole config (median and max
+  of --reloads).
 
     python3 -u bench/scale.py [--sloburn target/release/sloburn] [--profiles 1000]
                               [--sizes 100,500] [--minutes 3] [--rate 1] [--duration 5]

@@ -622,6 +622,18 @@ mod tests {
     use super::*;
     use crate::http::ErrorClass;
 
+    /// A config from YAML text, without environment.
+    fn config(text: &str) -> Config {
+        crate::config::from_str(
+            text,
+            "c.yaml",
+            std::path::Path::new("."),
+            &crate::config::Env::from_map(BTreeMap::new(), 1),
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+        .config
+    }
+
     fn watcher(sli: Sli) -> Watcher {
         Watcher {
             metrics: Metrics::new("test").slo("s", 0.99),
@@ -635,19 +647,11 @@ mod tests {
     #[test]
     fn watchers_are_the_targets_slos() {
         let load = |slos: &str| {
-            let text = format!(
+            config(&format!(
                 "targets:\n  a: {{ url: http://127.0.0.1:1/ }}\n  b: {{ url: http://127.0.0.1:1/ }}\n\
                  profiles:\n  p: {{ target: a, rate: 1/s, duration: 1s }}\n  \
                  q: {{ target: a, rate: 1/s, duration: 1s }}\nslos:\n{slos}"
-            );
-            crate::config::from_str(
-                &text,
-                "c.yaml",
-                std::path::Path::new("."),
-                &crate::config::Env::from_map(BTreeMap::new(), 1),
-            )
-            .unwrap_or_else(|e| panic!("{e}"))
-            .config
+            ))
         };
         let dir = tempfile::tempdir().unwrap();
         let metrics = Metrics::new("test");
@@ -687,19 +691,11 @@ mod tests {
     #[test]
     fn a_tick_evaluates_again_whatever_changed() {
         let load = |objective: &str| {
-            let text = format!(
+            config(&format!(
                 "targets:\n  a: {{ url: http://127.0.0.1:1/ }}\n\
                  profiles:\n  p: {{ target: a, rate: 1/s, duration: 1s }}\n\
                  slos:\n  s: {{ target: a, sli: availability, objective: {objective} }}\n"
-            );
-            crate::config::from_str(
-                &text,
-                "c.yaml",
-                std::path::Path::new("."),
-                &crate::config::Env::from_map(BTreeMap::new(), 1),
-            )
-            .unwrap_or_else(|e| panic!("{e}"))
-            .config
+            ))
         };
         let dir = tempfile::tempdir().unwrap();
         let budget = Budget::open(dir.path(), Metrics::new("test"));
