@@ -149,11 +149,19 @@ pub fn main() -> i32 {
             };
         }
     };
+    // The daemon's malloc settings that glibc reads only at exec: before any thread exists.
+    let daemon = matches!(cli.command, Command::Serve { .. } | Command::Demo { .. });
+    let not_reexecuted = daemon
+        .then(crate::memory::reexec_with_serve_tunables)
+        .flatten();
     let quiet = matches!(
         cli.command,
         Command::Run(_) | Command::Check { .. } | Command::Rules { .. } | Command::Openslo { .. }
     );
     init_logging(cli.log_format, if quiet { "warn" } else { "info" });
+    if let Some(e) = not_reexecuted {
+        tracing::warn!(error = %e, "cannot re-execute with the daemon's malloc settings; running with glibc's defaults");
+    }
     // Every VU holds a descriptor: take all the process may have before anything counts them.
     if let Err(e) = crate::limits::raise_nofile() {
         tracing::warn!(error = %e, "cannot raise the open-file limit");

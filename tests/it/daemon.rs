@@ -627,3 +627,62 @@ fn a_failed_run_names_its_failed_threshold() {
         stop.cancel();
     });
 }
+
+/// The `GLIBC_TUNABLES` a running process was executed with (`/proc/<pid>/environ`). glibc cuts
+/// the variable in place at each `:` while it parses it (a NUL for each), so the tunables after
+/// the first read as entries of their own there: they are joined back.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn tunables_of(d: &Daemon) -> Option<String> {
+    let raw = std::fs::read(format!("/proc/{}/environ", d.child.id())).unwrap();
+    let mut entries = raw
+        .split(|b| *b == 0)
+        .map(|v| String::from_utf8_lossy(v).into_owned());
+    let first = entries.find_map(|v| v.strip_prefix("GLIBC_TUNABLES=").map(str::to_owned))?;
+    let rest = entries.take_while(|v| v.starts_with("glibc."));
+    Some(
+        std::iter::once(first)
+            .chain(rest)
+            .collect::<Vec<_>>()
+            .join(":"),
+    )
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[test]
+fn serve_reexecutes_itself_with_a_small_malloc_thread_cache_and_keeps_the_users_tunables() {
+    use sloburn::memory::SERVE_TCACHE_COUNT;
+    let target = BackgroundTarget::start(TargetOptions::default());
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_config(
+        dir.path(),
+        &base_config(target.addr, &dir.path().join("data"), ""),
+    );
+    let ours = format!("glibc.malloc.tcache_count={SERVE_TCACHE_COUNT}");
+    let cases: [(Option<&str>, String); 3] = [
+        (None, ours.clone()),
+        (
+            Some("glibc.malloc.perturb=0"),
+            format!("glibc.malloc.perturb=0:{ours}"),
+        ),
+        // The user's own size stands.
+        (
+            Some("glibc.malloc.tcache_count=5"),
+            "glibc.malloc.tcache_count=5".into(),
+        ),
+    ];
+    for (given, want) in cases {
+        let mut cmd = Daemon::command(&path, &["--no-watch"]);
+        match given {
+            Some(v) => cmd.env("GLIBC_TUNABLES", v),
+            None => cmd.env_remove("GLIBC_TUNABLES"),
+        };
+        let d = Daemon::spawn(cmd);
+        // The process the test started is the one serving (an exec keeps the process id), and
+        // it was executed with the cache setting.
+        assert_eq!(tunables_of(&d).as_deref(), Some(want.as_str()), "{given:?}");
+        // Named after its binary still, not after `/proc/self/exe`.
+        let comm = std::fs::read_to_string(format!("/proc/{}/comm", d.child.id())).unwrap();
+        assert_eq!(comm.trim(), "sloburn", "{given:?}");
+        assert!(d.metrics().contains("sloburn_build_info"), "{given:?}");
+    }
+}
