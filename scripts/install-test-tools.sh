@@ -20,6 +20,8 @@ command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need+=(nginx)
 # the HTTP/2 benchmark.
 command -v nghttpd >/dev/null 2>&1 || need+=(nghttp2-server)
 command -v h2load >/dev/null 2>&1 || need+=(nghttp2-client)
+# setcap: tests/it/daemon.rs gives a copy of the binary a file capability (glibc's secure mode).
+command -v setcap >/dev/null 2>&1 || [ -x /usr/sbin/setcap ] || [ -x /sbin/setcap ] || need+=(libcap2-bin)
 
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""

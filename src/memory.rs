@@ -41,14 +41,25 @@ pub fn serve_tunables(current: Option<&str>) -> Option<String> {
     })
 }
 
+/// Set in the environment of the re-executed process: whatever glibc makes of
+/// `GLIBC_TUNABLES`, a process that has it never re-executes again.
+pub const REEXECUTED_VAR: &str = "SLOBURN_REEXECUTED";
+
 /// glibc reads its tunables only at exec, so `serve` re-executes its own binary (same process id,
-/// name, arguments and descriptors) with [`serve_tunables`] set, before any thread exists. Returns only
-/// when it did not: not glibc, the variable already sets the cache, or the exec failed (its
-/// error, for a warning: the daemon then runs with glibc's default cache).
+/// name, arguments and descriptors) with [`serve_tunables`] set, before any thread exists.
+/// Returns only when it did not: not glibc; a secure-execution process (setuid, or file
+/// capabilities such as `cap_net_bind_service`), where glibc ignores malloc tunables; already
+/// re-executed; the variable already sets the cache; or the exec failed (its error, for a
+/// warning: the daemon then runs with glibc's default cache).
 pub fn reexec_with_serve_tunables() -> Option<std::io::Error> {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         use std::os::unix::process::CommandExt as _;
+        // SAFETY: getauxval only reads the auxiliary vector the kernel gave the process.
+        let secure = unsafe { libc::getauxval(libc::AT_SECURE) } != 0;
+        if secure || std::env::var_os(REEXECUTED_VAR).is_some() {
+            return None;
+        }
         let current = std::env::var_os(TUNABLES_VAR);
         // A value that is not UTF-8 is left alone, not overwritten.
         let current = match &current {
@@ -62,7 +73,10 @@ pub fn reexec_with_serve_tunables() -> Option<std::io::Error> {
             if let Some(arg0) = args.next() {
                 cmd.arg0(arg0);
             }
-            cmd.args(args).env(TUNABLES_VAR, &tunables).exec()
+            cmd.args(args)
+                .env(TUNABLES_VAR, &tunables)
+                .env(REEXECUTED_VAR, "1")
+                .exec()
         };
         // The binary's own path first: the kernel names the process after the file executed
         // (`ps`, `top`, `pgrep sloburn`), and `/proc/self/exe` would make it `exe`. The link is

@@ -658,31 +658,124 @@ fn serve_reexecutes_itself_with_a_small_malloc_thread_cache_and_keeps_the_users_
         &base_config(target.addr, &dir.path().join("data"), ""),
     );
     let ours = format!("glibc.malloc.tcache_count={SERVE_TCACHE_COUNT}");
-    let cases: [(Option<&str>, String); 3] = [
-        (None, ours.clone()),
+    let cases: [(Option<&str>, Option<String>); 4] = [
+        (None, Some(ours.clone())),
         (
             Some("glibc.malloc.perturb=0"),
-            format!("glibc.malloc.perturb=0:{ours}"),
+            Some(format!("glibc.malloc.perturb=0:{ours}")),
         ),
         // The user's own size stands.
         (
             Some("glibc.malloc.tcache_count=5"),
-            "glibc.malloc.tcache_count=5".into(),
+            Some("glibc.malloc.tcache_count=5".into()),
         ),
+        // A process that was re-executed once is never re-executed again.
+        (Some("reexecuted"), None),
     ];
     for (given, want) in cases {
         let mut cmd = Daemon::command(&path, &["--no-watch"]);
+        cmd.env_remove("SLOBURN_REEXECUTED");
         match given {
+            Some("reexecuted") => cmd
+                .env_remove("GLIBC_TUNABLES")
+                .env("SLOBURN_REEXECUTED", "1"),
             Some(v) => cmd.env("GLIBC_TUNABLES", v),
             None => cmd.env_remove("GLIBC_TUNABLES"),
         };
         let d = Daemon::spawn(cmd);
         // The process the test started is the one serving (an exec keeps the process id), and
         // it was executed with the cache setting.
-        assert_eq!(tunables_of(&d).as_deref(), Some(want.as_str()), "{given:?}");
+        assert_eq!(tunables_of(&d), want, "{given:?}");
         // Named after its binary still, not after `/proc/self/exe`.
         let comm = std::fs::read_to_string(format!("/proc/{}/comm", d.child.id())).unwrap();
         assert_eq!(comm.trim(), "sloburn", "{given:?}");
         assert!(d.metrics().contains("sloburn_build_info"), "{given:?}");
     }
+}
+
+/// A binary with a file capability runs in glibc's secure mode (`AT_SECURE`), where malloc
+/// tunables are ignored and may be erased from the variable: `serve` must start once there, not
+/// re-execute itself (let alone in a loop). The same copy without the capability is
+/// re-executed. Both run as `nobody` (`setpriv`): root gains no capability from a file. Needs
+/// root, to set the capability and to change user.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[test]
+fn a_binary_with_a_file_capability_is_not_reexecuted() {
+    use std::os::unix::fs::PermissionsExt as _;
+    use std::process::{Command, Stdio};
+    // SAFETY: geteuid only reads the calling process's credentials.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: setting a file capability and changing user need root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let config = dir.path().join("c.yaml");
+    std::fs::write(
+        &config,
+        "targets:\n  app: { url: \"http://127.0.0.1:9/\" }\nprofiles:\n  p: { target: app, every: 1h, executor: constant-vus, vus: 1, duration: 1s }\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let copy = |name: &str| {
+        let path = dir.path().join(name);
+        std::fs::copy(env!("CARGO_BIN_EXE_sloburn"), &path).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    };
+    let capable = copy("sloburn");
+    let plain_dir = dir.path().join("plain");
+    std::fs::create_dir(&plain_dir).unwrap();
+    std::fs::set_permissions(&plain_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let plain = copy("plain/sloburn");
+    let setcap = ["/usr/sbin/setcap", "/sbin/setcap"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("setcap (Debian libcap2-bin; scripts/install-test-tools.sh installs it)");
+    let set = Command::new(setcap)
+        .arg("cap_net_bind_service=+ep")
+        .arg(&capable)
+        .status()
+        .unwrap();
+    assert!(set.success(), "setcap failed");
+    let start = |binary: &Path| {
+        let mut cmd = Command::new("setpriv");
+        cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(binary)
+            .args(["serve", "--log-format", "json", "--listen", "127.0.0.1:0"])
+            .arg("--config")
+            .arg(&config)
+            .arg("--no-watch")
+            .env_remove("GLIBC_TUNABLES")
+            .env_remove("SLOBURN_REEXECUTED")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        Daemon::spawn(cmd)
+    };
+    let status = |d: &Daemon, key: &str| -> String {
+        let s = std::fs::read_to_string(format!("/proc/{}/status", d.child.id())).unwrap();
+        s.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    };
+
+    let d = start(&capable);
+    // The capability is in effect (secure mode), and the process was not re-executed.
+    assert_ne!(status(&d, "CapEff:"), "0000000000000000");
+    assert_eq!(tunables_of(&d), None);
+    assert!(d.metrics().contains("sloburn_build_info"));
+    drop(d);
+
+    let d = start(&plain);
+    assert_eq!(status(&d, "CapEff:"), "0000000000000000");
+    assert_eq!(
+        tunables_of(&d),
+        Some(format!(
+            "glibc.malloc.tcache_count={}",
+            sloburn::memory::SERVE_TCACHE_COUNT
+        ))
+    );
+    assert!(d.metrics().contains("sloburn_build_info"));
 }
