@@ -51,6 +51,7 @@ def main() -> int:
         (f"tcache_count={n}", f"glibc.malloc.tcache_count={int(n)}")
         for n in filter(None, args.tcache.split(","))]
     procs = []
+    daemons = []  # (name, process), one per variant
     with tempfile.TemporaryDirectory() as tmp:
         try:
             for i, (name, tunables) in enumerate(variants):
@@ -71,15 +72,15 @@ def main() -> int:
                 procs.append(daemon)
                 if not sidecar.wait_http(f"http://{sidecar.HOST}:{port}/healthz", daemon):
                     raise SystemExit(f"{name}: the daemon did not start")
-                variants[i] = (name, daemon)
-            print(f"drift: {len(variants)} daemons, a 10 s run at 10/s every {CYCLE_S} s, "
+                daemons.append((name, daemon))
+            print(f"drift: {len(daemons)} daemons, a 10 s run at 10/s every {CYCLE_S} s, "
                   f"{args.cycles} cycles; binary {binary}", flush=True)
-            lows = {name: [] for name, _ in variants}
+            lows = {name: [] for name, _ in daemons}
             for _ in range(args.cycles):
-                low = {name: 1 << 62 for name, _ in variants}
+                low = {name: 1 << 62 for name, _ in daemons}
                 for _ in range(CYCLE_S):
                     time.sleep(1)
-                    for name, daemon in variants:
+                    for name, daemon in daemons:
                         if daemon.poll() is not None:
                             raise SystemExit(f"{name}: the daemon exited with {daemon.returncode}")
                         low[name] = min(low[name], anon_kib(daemon.pid))

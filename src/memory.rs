@@ -21,19 +21,21 @@ pub const SERVE_TCACHE_COUNT: u32 = 0;
 /// The variable glibc reads its tunables from, once, when a program starts.
 pub const TUNABLES_VAR: &str = "GLIBC_TUNABLES";
 
+/// The tunable for the size of glibc's per-thread cache.
+const TCACHE_TUNABLE: &str = "glibc.malloc.tcache_count";
+
 /// The `GLIBC_TUNABLES` value `serve` runs with: `current` with the thread cache's size set to
 /// [`SERVE_TCACHE_COUNT`] added. `None` when `current` already sets it: the user's choice stands
 /// (and a process that re-executed itself once does not do it again).
 pub fn serve_tunables(current: Option<&str>) -> Option<String> {
     let current = current.unwrap_or("");
-    let named = current.split(':').any(|t| {
-        t.split_once('=')
-            .is_some_and(|(k, _)| k == "glibc.malloc.tcache_count")
-    });
+    let named = current
+        .split(':')
+        .any(|t| t.split_once('=').is_some_and(|(k, _)| k == TCACHE_TUNABLE));
     if named {
         return None;
     }
-    let ours = format!("glibc.malloc.tcache_count={SERVE_TCACHE_COUNT}");
+    let ours = format!("{TCACHE_TUNABLE}={SERVE_TCACHE_COUNT}");
     Some(if current.is_empty() {
         ours
     } else {

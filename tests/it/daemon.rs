@@ -658,34 +658,37 @@ fn serve_reexecutes_itself_with_a_small_malloc_thread_cache_and_keeps_the_users_
         &base_config(target.addr, &dir.path().join("data"), ""),
     );
     let ours = format!("glibc.malloc.tcache_count={SERVE_TCACHE_COUNT}");
-    let cases: [(Option<&str>, Option<String>); 4] = [
-        (None, Some(ours.clone())),
+    // (GLIBC_TUNABLES given, the re-exec marker given, GLIBC_TUNABLES the daemon runs with)
+    let cases: [(Option<&str>, bool, Option<String>); 4] = [
+        (None, false, Some(ours.clone())),
         (
             Some("glibc.malloc.perturb=0"),
+            false,
             Some(format!("glibc.malloc.perturb=0:{ours}")),
         ),
         // The user's own size stands.
         (
             Some("glibc.malloc.tcache_count=5"),
+            false,
             Some("glibc.malloc.tcache_count=5".into()),
         ),
         // A process that was re-executed once is never re-executed again.
-        (Some("reexecuted"), None),
+        (None, true, None),
     ];
-    for (given, want) in cases {
+    for (given, marker, want) in cases {
         let mut cmd = Daemon::command(&path, &["--no-watch"]);
-        cmd.env_remove("SLOBURN_REEXECUTED");
         match given {
-            Some("reexecuted") => cmd
-                .env_remove("GLIBC_TUNABLES")
-                .env("SLOBURN_REEXECUTED", "1"),
             Some(v) => cmd.env("GLIBC_TUNABLES", v),
             None => cmd.env_remove("GLIBC_TUNABLES"),
+        };
+        match marker {
+            true => cmd.env("SLOBURN_REEXECUTED", "1"),
+            false => cmd.env_remove("SLOBURN_REEXECUTED"),
         };
         let d = Daemon::spawn(cmd);
         // The process the test started is the one serving (an exec keeps the process id), and
         // it was executed with the cache setting.
-        assert_eq!(tunables_of(&d), want, "{given:?}");
+        assert_eq!(tunables_of(&d), want, "{given:?}, marker {marker}");
         // Named after its binary still, not after `/proc/self/exe`.
         let comm = std::fs::read_to_string(format!("/proc/{}/comm", d.child.id())).unwrap();
         assert_eq!(comm.trim(), "sloburn", "{given:?}");
