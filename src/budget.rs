@@ -71,17 +71,19 @@ impl Watcher {
         }
     }
 
+    /// A user turned away: the arrival found every VU waiting on the target
+    /// (`DropReason::Saturated`). One bad event, for an availability and a latency SLI alike:
+    /// the user got no answer at all while the target held everyone before them.
+    pub fn turned_away(&self) {
+        self.metrics.event(false);
+    }
+
     /// Classifies one finished request for this SLO and counts it. A request that failed
     /// because of sloburn itself (a local error class) is no event at all: the target never
     /// saw it, so it neither spends nor earns budget.
-    /// `lateness` is how late the iteration started; a corrected latency SLI counts it.
-    pub fn observe(
-        &self,
-        outcome: &Outcome,
-        lateness: Duration,
-        target_checks: &[checks::Check],
-        results: &[bool],
-    ) {
+    /// A corrected latency SLI counts every phase of the request (`Phases::total`), never the
+    /// generator's own lateness.
+    pub fn observe(&self, outcome: &Outcome, target_checks: &[checks::Check], results: &[bool]) {
         if outcome.error.is_some_and(|e| e.is_local()) {
             return;
         }
@@ -99,7 +101,7 @@ impl Watcher {
                     }
                 } else {
                     let latency = if *corrected {
-                        outcome.phases.duration().saturating_add(lateness)
+                        outcome.phases.total()
                     } else {
                         outcome.phases.duration()
                     };
@@ -755,7 +757,7 @@ mod tests {
                     error: Some(class),
                     ..Outcome::default()
                 };
-                w.observe(&outcome, Duration::ZERO, &[], &[]);
+                w.observe(&outcome, &[], &[]);
             }
             assert_eq!(w.metrics.events(), (0, 0));
             // The target's own failure is still a bad event.
@@ -763,19 +765,20 @@ mod tests {
                 error: Some(ErrorClass::Reset),
                 ..Outcome::default()
             };
-            w.observe(&reset, Duration::ZERO, &[], &[]);
+            w.observe(&reset, &[], &[]);
             assert_eq!(w.metrics.events(), (0, 1));
         }
     }
 
-    /// A latency SLI counts the corrected latency by default: a request that waited 80 ms for
-    /// its late start and took 50 ms is bad under 100 ms; with `measure: duration`, k6's
-    /// duration (50 ms) makes it good.
+    /// A latency SLI counts the corrected latency by default: a request that waited 80 ms to
+    /// connect (a full accept queue) and took 50 ms is bad under 100 ms; with
+    /// `measure: duration`, k6's duration (50 ms) makes it good.
     #[test]
-    fn latency_slis_count_the_lateness_unless_told_not_to() {
+    fn latency_slis_count_the_connection_wait_unless_told_not_to() {
         let outcome = Outcome {
             status: Some(200),
             phases: crate::http::Phases {
+                connecting: Duration::from_millis(80),
                 waiting: Duration::from_millis(50),
                 ..Default::default()
             },
@@ -787,8 +790,26 @@ mod tests {
                 exclude_failures: false,
                 corrected,
             });
-            w.observe(&outcome, Duration::from_millis(80), &[], &[]);
+            w.observe(&outcome, &[], &[]);
             assert_eq!(w.metrics.events(), events, "corrected: {corrected}");
+        }
+    }
+
+    /// A user turned away by a saturated target is one bad event for either SLI, even one that
+    /// leaves failures out of its latency.
+    #[test]
+    fn a_saturated_arrival_is_a_bad_event_for_every_sli() {
+        for sli in [
+            Sli::Availability,
+            Sli::Latency {
+                under: Duration::from_millis(100),
+                exclude_failures: true,
+                corrected: true,
+            },
+        ] {
+            let w = watcher(sli.clone());
+            w.turned_away();
+            assert_eq!(w.metrics.events(), (0, 1), "{sli:?}");
         }
     }
 }

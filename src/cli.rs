@@ -266,11 +266,13 @@ pub fn main() -> i32 {
 /// `sloburn check`: errors first (one per line), then warnings, then a one-line verdict.
 pub fn check(file: &std::path::Path, out: &mut impl std::io::Write) -> i32 {
     let loaded = crate::config::load(file);
-    let refused = match (&loaded, crate::limits::nofile()) {
-        (Ok(l), Ok(limit)) => l.config.fd_refusals(limit),
-        _ => Vec::new(),
+    let limit = crate::limits::nofile().ok();
+    let (refused, capped) = match (&loaded, limit) {
+        (Ok(l), Some(limit)) => (l.config.fd_refusals(limit), l.config.pool_caps(Some(limit))),
+        (Ok(l), None) => (Vec::new(), l.config.pool_caps(None)),
+        _ => (Vec::new(), Vec::new()),
     };
-    crate::config::report_with(&file.display().to_string(), loaded, &refused, out)
+    crate::config::report_with(&file.display().to_string(), loaded, &refused, &capped, out)
 }
 
 /// `sloburn rules`: to stdout, or one file per SLO under `output`.

@@ -9,6 +9,10 @@ pub const ERROR: i32 = 1;
 pub const USAGE: i32 = 2;
 /// A config that failed validation (sysexits EX_CONFIG).
 pub const CONFIG: i32 = 78;
+/// The run cannot judge its target: the generator fell behind and dropped arrivals of its
+/// own (`RunReport::inconclusive`); run it again with more CPU or a lower rate (sysexits
+/// EX_TEMPFAIL: a temporary failure, worth retrying). Never a failed target.
+pub const INCONCLUSIVE: i32 = 75;
 /// A threshold failed (as k6).
 pub const THRESHOLDS: i32 = 99;
 /// `sloburn run` was stopped by SIGTERM or SIGINT; its summary and export were still written

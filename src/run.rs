@@ -132,6 +132,8 @@ pub struct Resolved {
     pub planned: Duration,
     /// The config's `telemetry:` section: traced iterations are exported while the run lasts.
     pub telemetry: Option<crate::telemetry::TelemetryConfig>,
+    /// How the run was set up that its summary should say (a capped default VU pool).
+    pub notes: Vec<String>,
 }
 
 pub fn resolve(args: &RunArgs, out: &mut impl Write) -> anyhow::Result<Option<Resolved>> {
@@ -140,7 +142,7 @@ pub fn resolve(args: &RunArgs, out: &mut impl Write) -> anyhow::Result<Option<Re
         None => Shard::WHOLE,
     };
     let mut telemetry = None;
-    let (name, target, work, executor, mut thresholds, graceful_stop, start_time, lateness) =
+    let (name, target, work, executor, mut thresholds, graceful_stop, start_time, lateness, hold) =
         match (&args.file, &args.url) {
             (Some(_), Some(_)) => bail!("give a config file or --url, not both"),
             (None, None) => bail!("give a config file (and --profile) or --url for an ad-hoc run"),
@@ -187,10 +189,14 @@ pub fn resolve(args: &RunArgs, out: &mut impl Write) -> anyhow::Result<Option<Re
                     profile.graceful_stop,
                     profile.start_time,
                     profile.max_lateness,
+                    profile.vu_hold,
                 )
             }
             (None, Some(url)) => {
                 let (target, executor) = ad_hoc(args, url)?;
+                // A defaulted `--max-vus` holds every arrival for the timeout.
+                let hold = (args.max_vus.is_none() && executor.is_arrival_rate())
+                    .then_some(target.timeout);
                 let work = crate::load::walk::Work::single(
                     target.request(),
                     target.checks.clone(),
@@ -205,6 +211,7 @@ pub fn resolve(args: &RunArgs, out: &mut impl Write) -> anyhow::Result<Option<Re
                     Duration::from_secs(30),
                     Duration::ZERO,
                     crate::load::pacing::DEFAULT_MAX_LATENESS,
+                    hold,
                 )
             }
         };
@@ -235,6 +242,13 @@ pub fn resolve(args: &RunArgs, out: &mut impl Write) -> anyhow::Result<Option<Re
         },
         None => lateness,
     };
+    let mut executor = executor;
+    let pool_note = config::capacity::cap_default_pool(
+        &mut executor,
+        hold,
+        shard,
+        crate::limits::nofile().ok(),
+    );
     let planned = crate::load::plan::planned_duration(&executor);
     let spec = RunSpec {
         profile: name.clone(),
@@ -254,6 +268,7 @@ pub fn resolve(args: &RunArgs, out: &mut impl Write) -> anyhow::Result<Option<Re
         spec,
         planned,
         telemetry,
+        notes: pool_note.into_iter().collect(),
     }))
 }
 
@@ -344,7 +359,8 @@ fn ad_hoc(args: &RunArgs, url: &str) -> anyhow::Result<(Target, Executor)> {
             if rate <= 0.0 {
                 bail!("--rate must be above zero");
             }
-            let (default_pre, default_max) = crate::load::spec::default_vu_pool(rate);
+            let (default_pre, _) = crate::load::spec::default_vu_pool(rate);
+            let default_max = crate::load::spec::stall_pool(rate, timeout);
             let pre = args.vus.unwrap_or(default_pre);
             let max = args.max_vus.unwrap_or_else(|| default_max.max(pre));
             if max < pre {
@@ -433,6 +449,7 @@ pub fn command(args: RunArgs) -> i32 {
     match result {
         Ok(f) if f.interrupted_by.is_some() => crate::exit::INTERRUPTED,
         Ok(f) if f.report.stats.local_errors_dominate() => crate::exit::ERROR,
+        Ok(f) if f.report.inconclusive().is_some() => crate::exit::INCONCLUSIVE,
         Ok(f) if f.report.thresholds_passed() => crate::exit::OK,
         Ok(_) => crate::exit::THRESHOLDS,
         Err(e) => {
@@ -656,6 +673,7 @@ pub async fn execute(
                 executor: Some(&r.spec.executor),
                 graceful_stop: r.spec.graceful_stop,
                 outputs: &args.out,
+                notes: &r.notes,
             };
             writeln!(stdout, "{}", summary::text_with(&header, &report))
         })

@@ -9,6 +9,7 @@ use super::{
 };
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::time::Duration;
 
 pub fn config(ctx: &mut Ctx, root: &Node, base: &Path, env: &Env) -> Option<Config> {
     if root.is_null() {
@@ -91,6 +92,7 @@ pub fn config(ctx: &mut Ctx, root: &Node, base: &Path, env: &Env) -> Option<Conf
         }
     }
     cross_check(ctx, &top, &profiles, &slos);
+    size_default_pools(&mut profiles, &targets, &journeys, &slos);
     Some(Config {
         server: server?,
         storage: storage?,
@@ -100,6 +102,59 @@ pub fn config(ctx: &mut Ctx, root: &Node, base: &Path, env: &Env) -> Option<Conf
         journeys,
         telemetry,
     })
+}
+
+/// Sizes the VU pool of every arrival-rate profile without `max_vus`, so that a stall is
+/// measured rather than dropped: an arrival finds a VU free as long as the target holds each
+/// iteration no longer than it may (`Profile::vu_hold`): the target's timeout, or the largest
+/// latency bound of an SLO on it when that is larger; for journeys, the longest walk of the
+/// mix (its steps' timeouts and its think times).
+fn size_default_pools(
+    profiles: &mut BTreeMap<String, Profile>,
+    targets: &BTreeMap<String, super::Target>,
+    journeys: &BTreeMap<String, std::sync::Arc<crate::load::walk::Journey>>,
+    slos: &BTreeMap<String, Slo>,
+) {
+    for p in profiles.values_mut() {
+        let Some(hold) = p.vu_hold.as_mut() else {
+            continue;
+        };
+        let timeout = targets
+            .get(&p.target)
+            .map_or(Duration::from_secs(10), |t| t.timeout);
+        let slo_bound = slos
+            .values()
+            .filter(|s| s.target == p.target)
+            .filter_map(|s| match s.sli {
+                super::Sli::Latency { under, .. } => Some(under),
+                super::Sli::Availability => None,
+            })
+            .max()
+            .unwrap_or_default();
+        *hold = if p.mix.is_empty() {
+            timeout.max(slo_bound)
+        } else {
+            p.mix
+                .iter()
+                .filter_map(|(j, _)| journeys.get(j))
+                .map(|j| {
+                    let think: Duration = j
+                        .steps
+                        .iter()
+                        .filter_map(|st| st.think)
+                        .map(|t| t.max)
+                        .sum();
+                    timeout
+                        .saturating_mul(u32::try_from(j.steps.len()).unwrap_or(u32::MAX))
+                        .saturating_add(think)
+                        .max(slo_bound)
+                })
+                .max()
+                .unwrap_or(timeout)
+        };
+        let pool = crate::load::spec::stall_pool(p.executor.peak_rate(), *hold);
+        p.executor.widen_default_pool(pool);
+    }
 }
 
 /// Checks that need every section: guards name real SLOs watching the profile's target, and

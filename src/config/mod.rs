@@ -6,7 +6,7 @@
 //! sensitive, so they never reach `Debug` output, logs or metrics.
 
 mod build;
-mod capacity;
+pub mod capacity;
 pub use capacity::fits as fd_fits;
 pub use secrets::expand_flag;
 mod checks;
@@ -270,6 +270,12 @@ pub struct Profile {
     /// Arrival-rate only: an arrival the scheduler reaches later than this is dropped.
     pub max_lateness: Duration,
     pub guard: Option<Guard>,
+    /// An arrival-rate profile without `max_vus`: how long its target may hold one iteration
+    /// (the timeout, or the largest SLO latency bound if larger; a journey's steps' timeouts
+    /// and think times). Its default pool is `rate × vu_hold` (`load::spec::stall_pool`),
+    /// capped at run time by the open-file limit (`capacity::cap_default_pool`). `None` when
+    /// the profile sets `max_vus` or is no arrival-rate profile.
+    pub vu_hold: Option<Duration>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

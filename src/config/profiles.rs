@@ -198,28 +198,13 @@ pub fn profile(
     let guard = f
         .get("guard")
         .and_then(|n| guard(ctx, n, &f.path_of("guard")));
-    // A journey holds its VU for the whole walk, think times included.
-    let mut executor = executor;
-    if !mix.is_empty()
-        && !f.has("max_vus")
-        && let Some(e) = executor.as_mut()
-    {
-        let walked = mix.iter().filter_map(|(j, _)| journeys.get(j));
-        let (steps, think) = walked.fold((0, Duration::ZERO), |(s, t), j| {
-            let think = j
-                .steps
-                .iter()
-                .filter_map(|st| st.think)
-                .map(|t| t.max)
-                .sum();
-            (s.max(j.steps.len()), t.max(think))
-        });
-        e.widen_default_pool(crate::load::spec::journey_vu_pool(
-            e.peak_rate(),
-            steps,
-            think,
-        ));
-    }
+    // Without `max_vus`, an arrival-rate profile's pool is sized once every section is read
+    // (`build::size_default_pools`): it needs the target's timeout and the journeys' walks.
+    let vu_hold = executor
+        .as_ref()
+        .filter(|e| e.is_arrival_rate())
+        .filter(|_| !f.has("max_vus"))
+        .map(|_| Duration::ZERO);
     Some(Profile {
         name: name.to_string(),
         target: target?,
@@ -234,6 +219,7 @@ pub fn profile(
         start_time,
         max_lateness,
         guard,
+        vu_hold,
     })
 }
 

@@ -10,7 +10,7 @@ pub fn report(
     result: Result<Loaded, ConfigError>,
     out: &mut impl std::io::Write,
 ) -> i32 {
-    report_with(name, result, &[], out)
+    report_with(name, result, &[], &[], out)
 }
 
 /// [`report`] with errors found after validation that have no position (`path: message`),
@@ -19,6 +19,7 @@ pub fn report_with(
     name: &str,
     result: Result<Loaded, ConfigError>,
     later: &[String],
+    notes: &[String],
     out: &mut impl std::io::Write,
 ) -> i32 {
     let (mut code, errors, warnings) = match result {
@@ -36,14 +37,14 @@ pub fn report_with(
     for w in &warnings {
         let _ = writeln!(out, "warning: {}", w.render(name));
     }
+    for n in notes {
+        let _ = writeln!(out, "warning: {name}: {n}");
+    }
+    let warned = warnings.len() + notes.len();
     let _ = if errors == 0 {
-        writeln!(out, "{name}: ok ({} warning(s))", warnings.len())
+        writeln!(out, "{name}: ok ({warned} warning(s))")
     } else {
-        writeln!(
-            out,
-            "{name}: {errors} error(s), {} warning(s)",
-            warnings.len()
-        )
+        writeln!(out, "{name}: {errors} error(s), {warned} warning(s)")
     };
     code
 }

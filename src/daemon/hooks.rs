@@ -6,8 +6,9 @@
 //! picks the mode:
 //! - `profile: NAME` (with optional `url`, `rate`, `duration` overrides) runs that profile now
 //!   and answers when the run ends: 200 when every threshold passed, 412 when one failed or the
-//!   run was aborted (the body names the failed thresholds with their observed values), 500 when
-//!   the run ended in an error. A second call with the same canary, phase, checksum and
+//!   run was aborted (the body names the failed thresholds with their observed values), 503
+//!   when the run was inconclusive (sloburn fell behind and dropped arrivals of its own: no
+//!   verdict on the canary, `reason` names the overload), 500 when the run ended in an error. A second call with the same canary, phase, checksum and
 //!   metadata while the first one's run is going waits for that run and gets its answer
 //!   (`"joined": true`): one run, however often Flagger retries. A run planned to last longer
 //!   than the call's `timeout` (metadata, or the `Sloburn-Timeout` header; Flagger's own default
@@ -23,7 +24,7 @@
 use super::runs::{Launch, StartError, launch_of, start};
 use super::state::{RunRecord, Shared, unix_now};
 use crate::load::plan::{max_vus, planned_duration};
-use crate::load::spec::{Executor, default_vu_pool};
+use crate::load::spec::{Executor, default_vu_pool, stall_pool};
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -220,6 +221,8 @@ fn verdict(r: &RunRecord, joined: bool) -> Answer {
     let status = match r.result.as_str() {
         "passed" => StatusCode::OK,
         "error" => StatusCode::INTERNAL_SERVER_ERROR,
+        // sloburn fell behind: no verdict on the canary either way (`reason` says why).
+        "inconclusive" => StatusCode::SERVICE_UNAVAILABLE,
         _ => StatusCode::PRECONDITION_FAILED,
     };
     let failed: Vec<Value> = r
@@ -305,8 +308,12 @@ fn with_overrides(mut launch: Launch, m: &BTreeMap<String, String>) -> Result<La
                 ..
             } => {
                 *rate = r;
-                // A higher rate needs the pool a profile without its own VU settings would get.
-                let (pre, max) = default_vu_pool(r);
+                // A higher rate needs the pool a profile without its own VU settings would get:
+                // a defaulted pool grows with the rate over the same hold time.
+                let (pre, mut max) = default_vu_pool(r);
+                if let Some(hold) = launch.profile.vu_hold {
+                    max = max.max(stall_pool(r, hold));
+                }
                 *pre_allocated_vus = (*pre_allocated_vus).max(pre);
                 *max_vus = (*max_vus).max(max).max(*pre_allocated_vus);
             }
@@ -341,7 +348,10 @@ fn with_overrides(mut launch: Launch, m: &BTreeMap<String, String>) -> Result<La
     if let Some(u) = m.get("url") {
         override_url(&mut launch, u)?;
     }
-    if let Ok(limit) = crate::limits::nofile() {
+    // A defaulted pool is capped to the limit when the run starts; one the profile set must fit.
+    if let Ok(limit) = crate::limits::nofile()
+        && launch.profile.vu_hold.is_none()
+    {
         crate::limits::fits(u64::from(max_vus(&launch.profile.executor)), limit)
             .map_err(|e| format!("profile `{name}` with these overrides: {e}"))?;
     }

@@ -6,7 +6,7 @@ use super::state::{
     DETAILS_IN_MEMORY, Ending, ProfileState, RUNS_PER_PROFILE, RunRecord, Shared, ThresholdRecord,
     unix_now,
 };
-use crate::budget::Watcher;
+use crate::budget::{Scope, Watcher};
 use crate::checks::Check;
 use crate::config::{self, Profile};
 use crate::http::Outcome;
@@ -147,6 +147,8 @@ struct Live {
     watchers: Vec<Watcher>,
     /// Each step's checks (`load::walk` numbering).
     checks: Vec<Vec<Check>>,
+    /// Each step's journey, by its index in the mix's journeys (0 for a single request).
+    step_journey: Vec<usize>,
 }
 
 impl Observer for Live {
@@ -160,7 +162,7 @@ impl Observer for Live {
         self.metrics.observe_step(step, outcome, lateness, results);
         let checks = self.checks.get(step).map_or(&[][..], Vec::as_slice);
         for w in self.watchers.iter().filter(|w| w.counts_step(step)) {
-            w.observe(outcome, lateness, checks, results);
+            w.observe(outcome, checks, results);
         }
     }
 
@@ -188,11 +190,24 @@ impl Observer for Live {
     }
 
     fn iteration_dropped(&self, reason: DropReason) {
-        // A drop is never an SLO event: the watchers see only requests that were sent.
+        // A drop of the generator's own is never an SLO event; a saturated one is, below.
         if reason.is_generator() {
             self.metrics.generator_overloaded(unix_now() as u64);
         } else {
-            self.metrics.dropped();
+            self.metrics.saturated();
+        }
+    }
+
+    fn arrival_saturated(&self, journey: usize) {
+        for w in &self.watchers {
+            let counts = match w.scope {
+                Scope::Requests => true,
+                Scope::Step(s) => self.step_journey.get(s) == Some(&journey),
+                Scope::Journey(j) => j == journey,
+            };
+            if counts {
+                w.turned_away();
+            }
         }
     }
 
@@ -276,6 +291,15 @@ async fn execute(
             Vec::new()
         },
         checks: steps.iter().map(|s| s.checks.clone()).collect(),
+        step_journey: steps
+            .iter()
+            .map(|s| {
+                s.journey
+                    .as_ref()
+                    .and_then(|j| journeys.iter().position(|n| n == j))
+                    .unwrap_or(0)
+            })
+            .collect(),
     };
     let stats = Arc::new(RunStats::for_work(
         &steps,
@@ -289,9 +313,17 @@ async fn execute(
         Some(on_sample(shared, &profile.name, record.id)),
     );
     let events = Observers::new(stats, vec![Arc::new(live), capture.observer()]);
+    let mut executor = profile.executor.clone();
+    // A defaulted pool past the open-file limit is capped (the config load logged it).
+    let _ = crate::config::capacity::cap_default_pool(
+        &mut executor,
+        profile.vu_hold,
+        shared.shard,
+        crate::limits::nofile().ok(),
+    );
     let spec = RunSpec {
         profile: profile.name.clone(),
-        executor: profile.executor.clone(),
+        executor,
         work,
         thresholds: profile.thresholds.clone(),
         graceful_stop: profile
@@ -422,10 +454,12 @@ fn fill(record: &mut RunRecord, report: &RunReport, shared: &Shared, profile: &s
             }
         })
         .collect();
+    let inconclusive = report.inconclusive();
     let (result, reason) = match &report.aborted {
         Some(Abort::Guard(why)) => ("aborted_by_guard", Some(why.clone())),
-        Some(Abort::Threshold(t)) => ("aborted", Some(format!("threshold `{t}` failed"))),
         Some(Abort::Stopped(why)) => ("aborted", Some(why.clone())),
+        _ if inconclusive.is_some() => ("inconclusive", inconclusive),
+        Some(Abort::Threshold(t)) => ("aborted", Some(format!("threshold `{t}` failed"))),
         None | Some(Abort::DataUsedUp(_)) if report.thresholds_passed() => ("passed", None),
         None | Some(Abort::DataUsedUp(_)) => ("failed", Some(failed_thresholds(report))),
     };

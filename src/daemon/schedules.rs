@@ -45,6 +45,9 @@ fn apply_with(shared: &Arc<Shared>, cfg: Arc<Config>, run_now: &dyn Fn(&str) -> 
         for why in cfg.fd_refusals(limit) {
             tracing::warn!(problem = %why, "a profile does not fit the open-file limit");
         }
+        for why in cfg.pool_caps(Some(limit)) {
+            tracing::warn!(problem = %why, "a profile's default VU pool is capped");
+        }
     }
     let generation = shared.shutdown.child_token();
     if let Ok(mut g) = shared.generation.lock() {

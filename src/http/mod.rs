@@ -61,6 +61,14 @@ impl Phases {
         self.sending + self.waiting + self.receiving
     }
 
+    /// Every phase: from when the VU began the request to its end, the wait for a connection
+    /// (DNS, connect, TLS, a free HTTP/2 stream or a stale one's retry) included. What a user
+    /// who arrived then waited: `http_req_corrected_duration`. A target whose accept queue is
+    /// full shows here (its connects retry), never in k6's `duration`.
+    pub fn total(&self) -> Duration {
+        self.blocked + self.dns + self.connecting + self.tls_handshaking + self.duration()
+    }
+
     pub fn get(&self, phase: Phase) -> Duration {
         match phase {
             Phase::Blocked => self.blocked,

@@ -436,7 +436,7 @@ mod tests {
         for _ in 0..requests {
             out.request_finished(0, &ok, Duration::from_millis(3), &[true]);
         }
-        out.iteration_dropped(super::super::pacing::DropReason::NoVu);
+        out.iteration_dropped(super::super::pacing::DropReason::Saturated);
         drop(out);
         let done = writer.finish().unwrap();
         let text = std::fs::read_to_string(&dir).unwrap();

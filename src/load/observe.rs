@@ -44,6 +44,11 @@ pub trait Observer: Send + Sync {
     /// (the generator fell behind), or no connection and no connect budget.
     fn iteration_dropped(&self, _reason: DropReason) {}
 
+    /// An arrival found every VU waiting on the target ([`DropReason::Saturated`], after
+    /// `iteration_dropped`): a user turned away, which the SLOs of the target count as a bad
+    /// event. `journey` is the journey it would have walked (0 for a single request).
+    fn arrival_saturated(&self, _journey: usize) {}
+
     /// One more VU is busy (`+1`) or one is idle again (`-1`).
     fn vus_changed(&self, _delta: i32) {}
 
@@ -118,6 +123,12 @@ impl Observers {
         }
     }
 
+    pub fn arrival_saturated(&self, journey: usize) {
+        for o in &self.others {
+            o.arrival_saturated(journey);
+        }
+    }
+
     pub fn vus_changed(&self, delta: i32) {
         self.stats.vus_changed(delta);
         for o in &self.others {
@@ -183,7 +194,7 @@ mod tests {
         let (a, b) = (Arc::new(Count::default()), Arc::new(Count::default()));
         let obs = Observers::new(stats.clone(), vec![a.clone(), b.clone()]);
         obs.request_finished(0, &Outcome::default(), Duration::ZERO, &[]);
-        obs.iteration_dropped(DropReason::NoVu);
+        obs.iteration_dropped(DropReason::Saturated);
         obs.iteration_dropped(DropReason::Late);
         obs.vus_allocated(3);
         {
@@ -201,7 +212,7 @@ mod tests {
         let s = stats.snapshot(Duration::from_secs(1));
         assert_eq!((s.requests, s.dropped, s.vus, s.vus_max), (1, 2, 0, 3));
         assert_eq!(s.dropped_by(DropReason::Late), 1);
-        assert_eq!(s.dropped_by(DropReason::NoVu), 1);
+        assert_eq!(s.dropped_by(DropReason::Saturated), 1);
         assert_eq!(s.dropped_by(DropReason::ConnectPaced), 0);
     }
 }

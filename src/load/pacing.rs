@@ -8,43 +8,65 @@
 //!   free. With no VU free it is also the generator's when the runtime's lag (how long a VU
 //!   task waits to be polled once spawned, smoothed by [`smooth_lag`]) passes the bound: the
 //!   VUs are busy because sloburn is slow to read their responses. Otherwise an arrival that
-//!   finds no VU free is the usual k6 drop ([`DropReason::NoVu`]).
+//!   finds no VU free found every VU waiting on the target: the target's failure
+//!   ([`DropReason::Saturated`]), a bad event for its SLOs and a failed request in
+//!   `http_req_failed`.
 //! - An arrival on schedule may open a new connection when no idle one is open: that is the
 //!   plan (a slow target needs more connections), bounded by the arrival rate and `max_vus`.
 //!   An arrival behind schedule (later than [`CATCH_UP`]) is catching up after a hiccup: it
 //!   reuses an idle open connection, or opens one only with a token of a [`ConnectBucket`], and
-//!   is otherwise dropped ([`DropReason::ConnectPaced`]). So a stall's backlog goes out over
-//!   the connections already open, not over thousands of new ones.
+//!   is otherwise dropped ([`DropReason::ConnectPaced`], the generator's overload). So a
+//!   stall's backlog goes out over the connections already open, not over thousands of new
+//!   ones. So does an arrival on schedule past the pool a healthy target needs
+//!   ([`Connects::expected`]) while the runtime lags: its VU would wait on sloburn, not on the
+//!   target.
 
 use std::time::Duration;
 
 /// Why an arrival-rate iteration was not started.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DropReason {
-    /// No VU (or no daemon-wide in-flight slot) was free: k6's `dropped_iterations`.
-    NoVu,
+    /// Every VU was busy waiting on the target: the target's failure. A bad event for each
+    /// SLO watching the run and a failed request in `http_req_failed`.
+    Saturated,
     /// It would have started later than the lateness bound: the generator itself fell
     /// behind (the scheduler or the runtime), not the target.
     Late,
-    /// It needed a new connection and the connect budget was spent.
+    /// It needed a new connection while the generator was behind (late, or its runtime
+    /// lagging) and the connect budget was spent.
     ConnectPaced,
+    /// The daemon-wide cap on requests in flight (`server.max_in_flight`) was full: a limit
+    /// of sloburn's own configuration.
+    InFlightCap,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 3] = [DropReason::NoVu, DropReason::Late, DropReason::ConnectPaced];
+    pub const ALL: [DropReason; 4] = [
+        DropReason::Saturated,
+        DropReason::Late,
+        DropReason::ConnectPaced,
+        DropReason::InFlightCap,
+    ];
 
     /// The label value (`reason=".."`) and summary word.
     pub fn as_str(self) -> &'static str {
         match self {
-            DropReason::NoVu => "no_vu",
+            DropReason::Saturated => "saturated",
             DropReason::Late => "late",
             DropReason::ConnectPaced => "connect_paced",
+            DropReason::InFlightCap => "in_flight_cap",
         }
     }
 
-    /// Whether the generator, not the target, is the cause.
+    /// Whether the generator (sloburn, its host or its own limits), not the target, is the
+    /// cause: never an SLO event; enough of them make the run inconclusive.
     pub fn is_generator(self) -> bool {
-        matches!(self, DropReason::Late)
+        !self.is_target()
+    }
+
+    /// Whether the target is the cause: every VU was waiting on it.
+    pub fn is_target(self) -> bool {
+        matches!(self, DropReason::Saturated)
     }
 }
 
@@ -107,7 +129,7 @@ impl Pacing {
         } else if vu_free {
             Ok(())
         } else {
-            Err(DropReason::NoVu)
+            Err(DropReason::Saturated)
         }
     }
 
@@ -120,34 +142,54 @@ impl Pacing {
         ConnectBucket::new(self.connect_rate, self.connect_burst)
     }
 
-    pub fn connects(&self) -> Connects {
+    /// The connect budget of a run whose healthy target keeps about `expected` VUs busy
+    /// (`load::spec::expected_pool`).
+    pub fn connects(&self, expected: u32) -> Connects {
         Connects {
             on_schedule: self.catch_up,
             bucket: self.bucket(),
             peak: 0,
+            expected,
         }
     }
 }
 
-/// Whether an arrival that found no idle open connection may open one. On schedule: yes (the
-/// plan needs it), and the number of VUs then busy is remembered. Behind schedule: only while
-/// fewer than twice the most VUs ever busy on schedule (at least the burst) are busy, and only
-/// with a token.
-/// A generator short of CPU makes every request look slow; growing the pool then would only
-/// feed the spiral (more connections, more CPU, slower still) and flood the target.
+/// Whether an arrival that found no idle open connection may open one. On schedule with the
+/// runtime keeping up: yes (the plan needs it: a stalled target holds more VUs), and the number
+/// of VUs then busy is remembered. On schedule while the runtime lags, up to the pool a healthy
+/// target needs (`expected`) too. Otherwise (behind schedule, or lagging past `expected`): only
+/// while fewer than twice the most VUs ever busy on schedule (at least the burst) are busy,
+/// and only with a token.
+/// A generator short of CPU makes every request look slow and keeps its VUs busy itself;
+/// growing the pool then would only feed the spiral (more connections, more CPU, slower still)
+/// and flood the target.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Connects {
     on_schedule: Duration,
     bucket: ConnectBucket,
     peak: u32,
+    expected: u32,
 }
 
 impl Connects {
-    /// `busy`: VUs busy now, this arrival's included; `now`: time since the start.
-    pub fn may_open(&mut self, lateness: Duration, busy: u32, now: Duration) -> bool {
+    /// `lateness`: how late the scheduler reached the arrival; `lag`: the runtime's lag
+    /// ([`smooth_lag`]); `busy`: VUs busy now, this arrival's included; `now`: time since the
+    /// start.
+    pub fn may_open(
+        &mut self,
+        lateness: Duration,
+        lag: Duration,
+        busy: u32,
+        now: Duration,
+    ) -> bool {
         if lateness <= self.on_schedule {
-            self.peak = self.peak.max(busy);
-            return true;
+            if lag <= self.on_schedule {
+                self.peak = self.peak.max(busy);
+                return true;
+            }
+            if busy <= self.expected {
+                return true;
+            }
         }
         let cap = self.peak.saturating_mul(2).max(CONNECT_BURST);
         busy <= cap && self.bucket.try_take(now)
@@ -225,13 +267,22 @@ mod tests {
         // On time with no VU free: the target holds them all, the usual k6 drop. Too late with
         // none free: the lateness is still the generator's own (the scheduler never waits for
         // a VU), so it is its overload.
-        assert_eq!(p.admit(z, z, false), Err(DropReason::NoVu));
-        assert_eq!(p.admit(ms(500), z, false), Err(DropReason::NoVu));
+        assert_eq!(p.admit(z, z, false), Err(DropReason::Saturated));
+        assert_eq!(p.admit(ms(500), z, false), Err(DropReason::Saturated));
         assert_eq!(p.admit(ms(2_000), z, false), Err(DropReason::Late));
         // No VU free while the runtime lags past the bound: the VUs wait on sloburn.
         assert_eq!(p.admit(ms(100), ms(450), false), Err(DropReason::Late));
-        assert_eq!(p.admit(ms(10), ms(100), false), Err(DropReason::NoVu));
-        assert!(!DropReason::NoVu.is_generator());
+        assert_eq!(p.admit(ms(10), ms(100), false), Err(DropReason::Saturated));
+        // Every VU waiting on the target is the target's failure; every other reason is
+        // sloburn's own.
+        assert!(!DropReason::Saturated.is_generator() && DropReason::Saturated.is_target());
+        for r in [
+            DropReason::Late,
+            DropReason::ConnectPaced,
+            DropReason::InFlightCap,
+        ] {
+            assert!(r.is_generator() && !r.is_target(), "{r:?}");
+        }
         let strict = Pacing::for_rate(10.0, Some(ms(20)));
         assert_eq!(strict.admit(ms(21), z, true), Err(DropReason::Late));
     }
@@ -249,36 +300,58 @@ mod tests {
         let p = Pacing::for_rate(15_000.0, None);
         let late = Duration::from_millis(300);
         // On schedule, 20 VUs were busy at most.
-        let mut c = p.connects();
+        let z = Duration::ZERO;
+        let mut c = p.connects(100);
         for busy in 1..=20 {
-            assert!(c.may_open(Duration::ZERO, busy, Duration::ZERO));
+            assert!(c.may_open(z, z, busy, z));
         }
         assert_eq!(c.peak(), 20);
         // Behind schedule: connections open while at most max(2 × 20, burst) = 64 VUs are
         // busy, however long it lasts.
         let mut busy = 20;
         for k in 0..10_000u64 {
-            if c.may_open(late, busy + 1, Duration::from_millis(k)) {
+            if c.may_open(late, z, busy + 1, Duration::from_millis(k)) {
                 busy += 1;
             }
         }
         assert_eq!(busy, CONNECT_BURST);
         // A slow target kept 500 busy on schedule: behind it, up to 1,000.
-        let mut c = p.connects();
-        assert!(c.may_open(Duration::ZERO, 500, Duration::ZERO));
+        let mut c = p.connects(100);
+        assert!(c.may_open(z, z, 500, z));
         let mut busy = 500;
         for k in 0..10_000u64 {
-            if c.may_open(late, busy + 1, Duration::from_millis(k)) {
+            if c.may_open(late, z, busy + 1, Duration::from_millis(k)) {
                 busy += 1;
             }
         }
         assert_eq!(busy, 1_000);
         // Within the cap, the token bucket still sets the pace.
-        let mut c = p.connects();
-        let opened = (0..1_000)
-            .filter(|_| c.may_open(late, 1, Duration::ZERO))
-            .count();
+        let mut c = p.connects(100);
+        let opened = (0..1_000).filter(|_| c.may_open(late, z, 1, z)).count();
         assert_eq!(opened, CONNECT_BURST as usize);
+    }
+
+    #[test]
+    fn on_schedule_a_stalled_target_grows_the_pool_a_lagging_runtime_does_not() {
+        let p = Pacing::for_rate(15_000.0, None);
+        let (z, lag) = (Duration::ZERO, ms(50));
+        // The runtime keeps up: every VU a stall holds gets its connection, however many.
+        let mut c = p.connects(1_500);
+        assert!((1..=20_000).all(|busy| c.may_open(z, z, busy, z)));
+        // The runtime lags (the VUs wait on sloburn): free up to the pool a healthy target
+        // needs, then twice the most busy while it kept up, with tokens.
+        let mut c = p.connects(1_500);
+        assert!(c.may_open(z, z, 40, z));
+        assert!((41..=1_500).all(|busy| c.may_open(z, lag, busy, z)));
+        let mut busy = 1_500;
+        for k in 0..100_000u64 {
+            if c.may_open(z, lag, busy + 1, Duration::from_millis(k)) {
+                busy += 1;
+            }
+        }
+        assert_eq!(busy, 1_500, "no more while lagging past the expected pool");
+        // A lag no longer than the catch-up bound is no lag.
+        assert!(c.may_open(z, CATCH_UP, 1_501, z));
     }
 
     #[test]

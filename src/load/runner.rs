@@ -78,7 +78,41 @@ impl RunReport {
     pub fn thresholds_passed(&self) -> bool {
         self.thresholds.iter().all(|(_, r)| r.passed)
     }
+
+    /// Why this run cannot judge its target, if it cannot: the generator dropped arrivals as
+    /// its own overload (late, paced or over the in-flight cap; `load::pacing`), and either a
+    /// threshold failed (sloburn's stall may have caused it: a starved generator reads its
+    /// responses late) or more than [`INCONCLUSIVE_SHARE`] of the arrivals went unmeasured (a
+    /// pass on what was left would be a guess). Never a failed target, never a passed one.
+    pub fn inconclusive(&self) -> Option<String> {
+        let s = &self.stats;
+        let overloaded = s.generator_overloaded();
+        if overloaded == 0 {
+            return None;
+        }
+        let arrivals = (s.iterations + s.dropped).max(1);
+        let share = overloaded as f64 / arrivals as f64;
+        let failed = !self.thresholds_passed() || matches!(self.aborted, Some(Abort::Threshold(_)));
+        if !failed && share <= INCONCLUSIVE_SHARE {
+            return None;
+        }
+        let what = if failed {
+            "a threshold failed while sloburn was overloaded"
+        } else {
+            "too few arrivals were measured"
+        };
+        Some(format!(
+            "inconclusive: {what}: the generator dropped {overloaded} of {arrivals} arrivals \
+             ({:.2}%) because it fell behind (not the target's doing); give it more CPU or a \
+             lower rate and run again",
+            share * 100.0
+        ))
+    }
 }
+
+/// The share of a run's arrivals the generator may drop as its own overload and still pass a
+/// run whose thresholds passed.
+pub const INCONCLUSIVE_SHARE: f64 = 0.01;
 
 /// A handle to stop a run from outside with a reason (signals, API, guards).
 #[derive(Clone, Default)]
@@ -156,9 +190,11 @@ pub async fn run(
     ));
     match plan {
         Plan::Arrival(p) => {
-            let pacing = Pacing::for_rate(spec.executor.peak_rate(), Some(spec.max_lateness));
+            let rate = spec.executor.peak_rate();
+            let pacing = Pacing::for_rate(rate, Some(spec.max_lateness));
+            let expected = super::spec::expected_pool(rate);
             let grace = spec.graceful_stop;
-            open_model(p, client, &ctx, &stopper, grace, start, pacing).await
+            open_model(p, client, &ctx, &stopper, grace, start, (pacing, expected)).await
         }
         Plan::Vus(p) => closed_vus(p, client, &ctx, &stopper, spec.graceful_stop, start).await,
         Plan::Iterations(p) => {
@@ -204,13 +240,16 @@ impl VuCtx {
     /// Arrival `k` was dropped; a journey run also counts it against the journey it would walk.
     fn dropped(&self, k: u64, reason: DropReason) {
         self.events.iteration_dropped(reason);
+        let j = self.work.journey_of(k);
         if !self.work.work.is_single() {
-            let j = self.work.journey_of(k);
             self.events.iteration_finished(
                 j,
                 super::walk::IterationResult::Dropped,
                 Duration::ZERO,
             );
+        }
+        if reason.is_target() {
+            self.events.arrival_saturated(j);
         }
     }
 
@@ -281,7 +320,7 @@ async fn open_model(
     stopper: &Stopper,
     grace: Duration,
     start: Instant,
-    pacing: Pacing,
+    (pacing, expected): (Pacing, u32),
 ) {
     let max_vus = plan.max_vus().max(1);
     let permits = Arc::new(tokio::sync::Semaphore::new(max_vus as usize));
@@ -302,7 +341,7 @@ async fn open_model(
     ctx.events.vus_allocated(allocated.load(Relaxed));
     // Without keep-alive every request opens a connection by the user's choice: nothing to pace.
     let paced = client.options().keep_alive;
-    let mut connects = pacing.connects();
+    let mut connects = pacing.connects(expected.min(max_vus));
     // How long a spawned VU task waits to be polled (ns, smoothed): the runtime's own lag.
     let lag = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let mut set = JoinSet::new();
@@ -349,47 +388,46 @@ async fn open_model(
         let now = Instant::now();
         let late = now.saturating_duration_since(due);
         let lagging = Duration::from_nanos(lag.load(Relaxed));
-        // A VU, and the daemon-wide cap: an arrival that finds it full is dropped like one
-        // without a VU.
-        let slot = permits
-            .clone()
-            .try_acquire_owned()
-            .ok()
-            .and_then(|permit| match &ctx.global {
-                Some(g) => g
-                    .clone()
-                    .try_acquire_owned()
-                    .ok()
-                    .map(|g| (permit, Some(g))),
-                None => Some((permit, None)),
-            });
-        let (permit, global) = match (pacing.admit(late, lagging, slot.is_some()), slot) {
-            (Ok(()), Some(slot)) => slot,
+        // A VU, and the daemon-wide cap. No VU free: every VU waits on the target (its
+        // failure), unless the generator is the one behind (`Pacing::admit`). The cap full:
+        // a limit of sloburn's own configuration, never the target's doing.
+        let permit = permits.clone().try_acquire_owned().ok();
+        let (permit, global) = match (pacing.admit(late, lagging, permit.is_some()), permit) {
+            (Ok(()), Some(permit)) => match &ctx.global {
+                Some(g) => match g.clone().try_acquire_owned() {
+                    Ok(g) => (permit, Some(g)),
+                    Err(_) => {
+                        ctx.dropped(k, DropReason::InFlightCap);
+                        continue;
+                    }
+                },
+                None => (permit, None),
+            },
             (Err(reason), _) => {
                 ctx.dropped(k, reason);
                 continue;
             }
             (Ok(()), None) => {
-                ctx.dropped(k, DropReason::NoVu);
+                ctx.dropped(k, DropReason::Saturated);
                 continue;
             }
         };
         // An idle open connection first; a new one freely on schedule, behind it only within
-        // the connect budget (`Connects::may_open`). Behind means the scheduler is late: the
-        // runtime's lag alone does not count, as a target sharing the machine (or, in tests,
-        // the runtime) makes it lag without any backlog to replay.
+        // the connect budget (`Connects::may_open`). Behind means the scheduler is late; the
+        // runtime's lag counts only past the pool a healthy target needs, as a target sharing
+        // the machine (or, in tests, the runtime) makes it lag without any backlog to replay.
         let behind = late;
         let elapsed = now - start;
         let busy = max_vus.saturating_sub(permits.available_permits() as u32);
         let conn = match pool.lock() {
             Ok(mut idle) => match idle.vus.pop() {
                 Some(c) if !paced || c.vu.conn.is_open() => Some(c),
-                Some(c) if connects.may_open(behind, busy, elapsed) => Some(c),
+                Some(c) if connects.may_open(behind, lagging, busy, elapsed) => Some(c),
                 Some(c) => {
                     idle.vus.push(c);
                     None
                 }
-                None if !paced || connects.may_open(behind, busy, elapsed) => {
+                None if !paced || connects.may_open(behind, lagging, busy, elapsed) => {
                     let n = allocated.fetch_add(1, Relaxed) + 1;
                     ctx.events.vus_allocated(n);
                     Some(IdleVu {

@@ -88,19 +88,36 @@ pub fn default_vu_pool(peak_rate: f64) -> (u32, u32) {
     (pre, max)
 }
 
-/// The default `max_vus` of an arrival-rate executor whose iterations each walk a journey of
-/// `steps` requests and `think` of pauses (the longest of the mix): a VU is held for the whole
-/// walk, so the pool is sized for `steps × EXPECTED_LATENCY + think`, with the same headroom.
-pub fn journey_vu_pool(peak_rate: f64, steps: usize, think: Duration) -> u32 {
-    let (_, single) = default_vu_pool(peak_rate);
+/// The pool a healthy target keeps busy: the default `max_vus` before a profile's timeouts
+/// are known ([`default_vu_pool`]), 100 ms of arrivals. Below it the open model opens new
+/// connections on schedule even while its runtime lags (`load::pacing::Connects`).
+pub fn expected_pool(peak_rate: f64) -> u32 {
+    default_vu_pool(peak_rate).1
+}
+
+/// VUs the open model needs so that no arrival finds them all busy while the target holds
+/// each iteration for up to `hold` (its timeout, or a whole journey's timeouts and think
+/// times): `peak_rate × hold`, unclamped. A stall shorter than `hold` is then measured, never
+/// dropped.
+pub fn stall_pool_wanted(peak_rate: f64, hold: Duration) -> u64 {
     let rate = if peak_rate.is_finite() {
         peak_rate.max(0.0)
     } else {
         0.0
     };
-    let walk = EXPECTED_LATENCY.as_secs_f64() * steps.max(1) as f64 + think.as_secs_f64();
-    let sized = (rate * walk * VU_HEADROOM).ceil();
-    (sized.clamp(f64::from(single), f64::from(MAX_DEFAULT_MAX_VUS))) as u32
+    // `as` saturates.
+    (rate * hold.as_secs_f64()).ceil() as u64
+}
+
+/// The default `max_vus` of an arrival-rate profile that does not set it:
+/// [`stall_pool_wanted`], at least [`expected_pool`], at most [`MAX_DEFAULT_MAX_VUS`]. VUs
+/// and their connections are made as arrivals need them, so a large pool costs nothing until
+/// the target holds it.
+pub fn stall_pool(peak_rate: f64, hold: Duration) -> u32 {
+    let wanted = stall_pool_wanted(peak_rate, hold).min(u64::from(MAX_DEFAULT_MAX_VUS));
+    u32::try_from(wanted)
+        .unwrap_or(MAX_DEFAULT_MAX_VUS)
+        .max(expected_pool(peak_rate))
 }
 
 impl Executor {
@@ -114,6 +131,35 @@ impl Executor {
             }
             _ => {}
         }
+    }
+
+    /// Lowers the VU pool of an arrival-rate executor to at most `cap` VUs (its pre-allocated
+    /// VUs with it).
+    pub fn cap_pool(&mut self, cap: u32) {
+        match self {
+            Executor::ConstantArrivalRate {
+                max_vus,
+                pre_allocated_vus,
+                ..
+            }
+            | Executor::RampingArrivalRate {
+                max_vus,
+                pre_allocated_vus,
+                ..
+            } => {
+                *max_vus = (*max_vus).min(cap);
+                *pre_allocated_vus = (*pre_allocated_vus).min(*max_vus);
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether this is an open-model (arrival-rate) executor.
+    pub fn is_arrival_rate(&self) -> bool {
+        matches!(
+            self,
+            Executor::ConstantArrivalRate { .. } | Executor::RampingArrivalRate { .. }
+        )
     }
 
     /// The highest arrival rate of an arrival-rate executor (iterations per second); zero for
@@ -142,14 +188,31 @@ mod tests {
         assert_eq!(default_vu_pool(0.0), (1, 100));
         // Caps.
         assert_eq!(default_vu_pool(5e6), (1000, 100_000));
-        // 20/s over 3 steps and up to 800 ms of thinking: (150 ms + 800 ms) × 20 × 2 = 38.
-        assert_eq!(journey_vu_pool(10.0, 3, Duration::ZERO), 100);
-        assert_eq!(journey_vu_pool(200.0, 3, Duration::from_millis(800)), 380);
         assert_eq!(default_vu_pool(f64::NAN), (1, 100));
         for rate in [1.0, 99.0, 1234.5, 9e9] {
             let (pre, max) = default_vu_pool(rate);
             assert!(pre <= max, "{rate}");
         }
+    }
+
+    #[test]
+    fn the_stall_pool_holds_every_arrival_for_the_hold_time() {
+        let s = Duration::from_secs;
+        // 500/s with a 10 s timeout: 5,000 VUs, so a 1 s stall holds 500 and drops none.
+        assert_eq!(stall_pool(500.0, s(10)), 5_000);
+        assert_eq!(stall_pool_wanted(500.0, s(10)), 5_000);
+        // Never below the pool a healthy target needs.
+        assert_eq!(stall_pool(10.0, Duration::from_millis(100)), 100);
+        assert_eq!(
+            stall_pool(15_000.0, Duration::ZERO),
+            expected_pool(15_000.0)
+        );
+        // Capped; the wanted figure says by how much.
+        assert_eq!(stall_pool(15_000.0, s(10)), MAX_DEFAULT_MAX_VUS);
+        assert_eq!(stall_pool_wanted(15_000.0, s(10)), 150_000);
+        assert_eq!(stall_pool(f64::NAN, s(10)), 100);
+        assert_eq!(stall_pool(f64::INFINITY, s(10)), 100);
+        assert_eq!(stall_pool(1e300, s(10)), MAX_DEFAULT_MAX_VUS);
     }
 
     #[test]

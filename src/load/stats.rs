@@ -4,9 +4,12 @@
 //!
 //! The k6 names mean what they mean in k6: `http_req_duration` is sending + waiting +
 //! receiving, `http_req_blocked` includes the DNS lookup (shown alone as `http_req_dns`), and
-//! `iteration_duration` is the iteration's own time. The latency from the
-//! intended start of an arrival-rate iteration, its lateness included (wrk2's corrected
-//! latency, free of coordinated omission), is `http_req_corrected_duration`.
+//! `iteration_duration` is the iteration's own time. `http_req_corrected_duration` is the
+//! latency a user saw: every phase from when the VU began the request (the connection's DNS,
+//! connect and TLS included, which k6's duration leaves out), and never the generator's own
+//! lateness (its scheduler or runtime falling behind), which is sloburn's, not the target's
+//! (`iteration_lateness` shows it). In the open model no arrival waits for a VU: one that finds
+//! every VU held by the target is a failed request (`saturated`), not a late one.
 //!
 //! Sub-metrics (`http_req_duration{status:200}`) are recorded only for the filters the run's
 //! thresholds name, plus `http_req_duration{expected_response:true}`, which k6 always reports.
@@ -325,23 +328,17 @@ impl RunStats {
         }
         if outcome.status.is_some() {
             self.duration.record(outcome.phases.duration());
-            self.corrected.record(outcome.phases.duration() + lateness);
+            self.corrected.record(outcome.phases.total());
             for phase in Phase::ALL {
                 self.phases[phase as usize].record(k6_phase(&outcome.phases, phase));
             }
         }
         if single {
-            self.iteration_duration.record(
-                outcome.phases.blocked
-                    + outcome.phases.dns
-                    + outcome.phases.connecting
-                    + outcome.phases.tls_handshaking
-                    + outcome.phases.duration(),
-            );
+            self.iteration_duration.record(outcome.phases.total());
             self.lateness.record(lateness);
         }
         if !self.subs.is_empty() {
-            self.record_subs(outcome, lateness, failed);
+            self.record_subs(outcome, failed);
         }
         let base = self.check_base.get(step).copied().unwrap_or(0);
         let own = self.checks.get(base..).unwrap_or(&[]);
@@ -354,7 +351,7 @@ impl RunStats {
         }
     }
 
-    fn record_subs(&self, outcome: &Outcome, lateness: Duration, failed: bool) {
+    fn record_subs(&self, outcome: &Outcome, failed: bool) {
         let status = outcome.status.unwrap_or(0);
         for sub in &self.subs {
             if !sub.matcher.matches(status, failed)
@@ -364,7 +361,7 @@ impl RunStats {
             }
             match &sub.store {
                 SubStore::Trend(h) => {
-                    if let Some(d) = trend_sample(sub.metric.base, outcome, lateness) {
+                    if let Some(d) = trend_sample(sub.metric.base, outcome) {
                         h.record(d);
                     }
                 }
@@ -627,7 +624,7 @@ pub fn k6_phase(p: &crate::http::Phases, phase: Phase) -> Duration {
 }
 
 /// The value one request adds to trend metric `base`, if it adds one.
-fn trend_sample(base: &str, outcome: &Outcome, lateness: Duration) -> Option<Duration> {
+fn trend_sample(base: &str, outcome: &Outcome) -> Option<Duration> {
     let p = &outcome.phases;
     if base == "iteration_duration" {
         return Some(p.blocked + p.dns + p.connecting + p.tls_handshaking + p.duration());
@@ -635,7 +632,7 @@ fn trend_sample(base: &str, outcome: &Outcome, lateness: Duration) -> Option<Dur
     outcome.status?;
     match base {
         "http_req_duration" => Some(p.duration()),
-        "http_req_corrected_duration" => Some(p.duration() + lateness),
+        "http_req_corrected_duration" => Some(p.total()),
         other => {
             let name = other.strip_prefix("http_req_")?;
             Phase::ALL
@@ -759,6 +756,13 @@ impl StatsSnapshot {
         self.dropped_by[reason as usize]
     }
 
+    /// `http_req_failed` as (failed, total): the requests that failed, and the arrivals turned
+    /// away because every VU was waiting on the target (`saturated`), which failed too.
+    pub fn failed_with_saturated(&self) -> (u64, u64) {
+        let saturated = self.dropped_by(DropReason::Saturated);
+        (self.failed + saturated, self.requests + saturated)
+    }
+
     /// Iterations dropped because the generator itself fell behind (a CPU stall, an overloaded
     /// runtime): not the target's doing, never an SLO event.
     pub fn generator_overloaded(&self) -> u64 {
@@ -807,10 +811,10 @@ impl StatsSnapshot {
 
     fn base_rate(&self, metric: &str) -> Option<RateValue> {
         match metric {
-            "http_req_failed" => Some(RateValue {
-                hits: self.failed,
-                total: self.requests,
-            }),
+            "http_req_failed" => {
+                let (hits, total) = self.failed_with_saturated();
+                Some(RateValue { hits, total })
+            }
             "checks" => {
                 let (p, f) = self.checks_total();
                 Some(RateValue {
@@ -966,8 +970,9 @@ mod tests {
         );
     }
 
-    /// k6's names keep k6's meanings: the duration leaves the lateness out (the corrected
-    /// duration has it), `http_req_blocked` holds the DNS lookup.
+    /// k6's names keep k6's meanings: the duration leaves the connection's phases out (the
+    /// corrected duration has them), `http_req_blocked` holds the DNS lookup. The generator's
+    /// own lateness is in neither: it is sloburn's, shown as `iteration_lateness`.
     #[test]
     fn k6_names_mean_what_k6_means() {
         let stats = RunStats::new(&[]);
@@ -980,7 +985,8 @@ mod tests {
         let s = stats.snapshot(Duration::from_secs(1));
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         assert!((ms(s.duration.max()) - 10.0).abs() < 0.1);
-        assert!((ms(s.corrected.max()) - 50.0).abs() < 0.3);
+        assert!((ms(s.corrected.max()) - 16.0).abs() < 0.1);
+        assert!((ms(s.lateness.max()) - 40.0).abs() < 0.3);
         assert!((ms(s.phases[Phase::Blocked as usize].max()) - 6.0).abs() < 0.1);
         assert!((ms(s.phases[Phase::Dns as usize].max()) - 5.0).abs() < 0.1);
         assert!((ms(s.iteration_duration.max()) - 16.0).abs() < 0.1);

@@ -134,6 +134,8 @@ pub struct Header<'a> {
     pub graceful_stop: Duration,
     /// The `--out` specs, for k6's `output:` line.
     pub outputs: &'a [String],
+    /// Lines about how the run was set up (a capped default VU pool), printed as `note:`.
+    pub notes: &'a [String],
 }
 
 /// k6's scenario line: `main: 10.00 iterations/s for 3s (maxVUs: 2-5, gracefulStop: 30s)`.
@@ -235,6 +237,7 @@ pub fn text(profile: &str, report: &RunReport) -> String {
             executor: None,
             graceful_stop: Duration::ZERO,
             outputs: &[],
+            notes: &[],
         },
         report,
     )
@@ -296,6 +299,12 @@ pub fn text_with(h: &Header, report: &RunReport) -> String {
         );
     }
     overload(&mut out, s);
+    if let Some(why) = report.inconclusive() {
+        let _ = writeln!(out, "  {why}");
+    }
+    for note in h.notes {
+        let _ = writeln!(out, "  note: {note}");
+    }
     if !report.thresholds.is_empty() {
         thresholds_block(&mut out, report);
     }
@@ -326,13 +335,24 @@ pub fn text_with(h: &Header, report: &RunReport) -> String {
     trend_row(&mut out, "http_req_corrected_duration", &s.corrected);
     trend_row(&mut out, "http_req_duration", &s.duration);
     subs_rows(&mut out, s, "http_req_duration");
+    let (failed, total) = s.failed_with_saturated();
     row(
         &mut out,
         4,
         "http_req_failed",
         WIDTH,
-        &fmt_rate(s.failed, s.requests),
+        &fmt_rate(failed, total),
     );
+    let saturated = s.dropped_by(super::pacing::DropReason::Saturated);
+    if saturated > 0 {
+        row(
+            &mut out,
+            6,
+            "{ saturated:true }",
+            WIDTH - 2,
+            &fmt_rate(saturated, total),
+        );
+    }
     subs_rows(&mut out, s, "http_req_failed");
     row(
         &mut out,
@@ -407,10 +427,21 @@ pub fn text_with(h: &Header, report: &RunReport) -> String {
     out
 }
 
-/// Why iterations were dropped, and whether the generator itself fell behind: those drops are
-/// sloburn's, never the target's, and never SLO events.
+/// Why iterations were dropped, and by whom: a saturated drop is the target's (every VU
+/// waited on it: a failed request, a bad SLO event); a generator drop is sloburn's, never the
+/// target's, and never an SLO event.
 fn overload(out: &mut String, s: &StatsSnapshot) {
     use super::pacing::DropReason;
+    let saturated = s.dropped_by(DropReason::Saturated);
+    if saturated > 0 {
+        let _ = writeln!(
+            out,
+            "  target saturated: {saturated} arrivals found all {} VUs waiting on the target and \
+             were turned away; they count as failed requests (http_req_failed) and as bad SLO \
+             events. Raise max_vus only if the target is meant to hold that many users at once",
+            s.vus_max
+        );
+    }
     let late = s.generator_overloaded();
     if late > 0 {
         let _ = writeln!(
@@ -699,7 +730,8 @@ pub fn export_json(report: &RunReport, interrupted_by: Option<&str>) -> Value {
     }
     metrics.insert("data_sent".into(), counter(s.data_sent));
     metrics.insert("data_received".into(), counter(s.data_received));
-    metrics.insert("http_req_failed".into(), rate_json(s.failed, s.requests));
+    let (failed, total) = s.failed_with_saturated();
+    metrics.insert("http_req_failed".into(), rate_json(failed, total));
     let (cp, cf) = s.checks_total();
     if !s.checks.is_empty() || named("checks") {
         metrics.insert("checks".into(), rate_json(cp, cp + cf));

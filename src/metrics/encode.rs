@@ -82,6 +82,7 @@ fn source(f: &Family) -> Option<Source> {
         DATA_SENT => PerProfile(|p| p.data_sent.load(Relaxed)),
         DROPPED_ITERATIONS => PerProfile(|p| p.dropped.load(Relaxed)),
         GENERATOR_OVERLOADED => PerProfile(|p| p.overloaded.load(Relaxed)),
+        SATURATED_ITERATIONS => PerProfile(|p| p.saturated.load(Relaxed)),
         HTTP_REQ_DURATION => {
             Histograms(|p, out| out.extend(p.steps.iter().map(|s| (&*s.labels, &s.duration))))
         }

@@ -111,15 +111,25 @@ pub const DROPPED_ITERATIONS: Family = family(
     "sloburn_dropped_iterations",
     Kind::Counter,
     None,
-    "Arrival-rate iterations not started: no VU was free, sloburn fell behind its schedule, or \
-     a new connection was over the connect budget.",
+    "Arrival-rate iterations not started: every VU was waiting on the target (saturated), \
+     sloburn fell behind its schedule, a new connection was over the connect budget, or the \
+     daemon's in-flight cap was full.",
 );
 pub const GENERATOR_OVERLOADED: Family = family(
     "sloburn_generator_overloaded_iterations",
     Kind::Counter,
     None,
-    "Arrival-rate iterations dropped because sloburn itself fell behind its schedule (later than \
-     max_lateness with a VU free); also in sloburn_dropped_iterations_total, never SLO events.",
+    "Arrival-rate iterations dropped because of sloburn itself (later than max_lateness, over \
+     the connect budget while behind, or the in-flight cap full); also in \
+     sloburn_dropped_iterations_total, never SLO events.",
+);
+pub const SATURATED_ITERATIONS: Family = family(
+    "sloburn_saturated_iterations",
+    Kind::Counter,
+    None,
+    "Arrival-rate iterations dropped because every VU was waiting on the target: the target's \
+     failure, a bad event for each SLO watching the run; also in \
+     sloburn_dropped_iterations_total.",
 );
 pub const HTTP_REQ_DURATION: Family = family(
     "sloburn_http_req_duration_seconds",
@@ -315,7 +325,7 @@ pub const VUS_MAX: Family = family(
 );
 
 /// Every family, in exposition order (sorted by name).
-pub const FAMILIES: [Family; 47] = [
+pub const FAMILIES: [Family; 48] = [
     PROCESS_CPU,
     PROCESS_MAX_FDS,
     PROCESS_OPEN_FDS,
@@ -347,6 +357,7 @@ pub const FAMILIES: [Family; 47] = [
     RUN_ACTIVE,
     RUNS,
     RUNTIME_TASKS,
+    SATURATED_ITERATIONS,
     SLO_ALERT_ACTIVE,
     SLO_BURN_RATE,
     SLO_BUDGET_REMAINING,

@@ -270,7 +270,8 @@ pub(super) struct StepSeries {
     pub duration: Hist,
     /// The latest sampled request per `duration` bucket (OpenMetrics exemplars).
     pub duration_exemplars: Box<[super::exemplar::Slot]>,
-    /// The duration plus the iteration's lateness.
+    /// Every phase of the request (`Phases::total`): the latency the user saw, without the
+    /// generator's own lateness.
     pub corrected: Hist,
     /// Indexed by `Phase as usize`.
     pub phases: [Hist; 7],
@@ -320,6 +321,8 @@ pub struct ProfileMetrics {
     pub(super) dropped: AtomicU64,
     /// Dropped because the generator fell behind (also in `dropped`).
     pub(super) overloaded: AtomicU64,
+    /// Dropped because every VU waited on the target (also in `dropped`).
+    pub(super) saturated: AtomicU64,
     /// Unix seconds of the last such drop (0: never), for `/readyz`.
     overloaded_at: AtomicU64,
     pub(super) data_sent: AtomicU64,
@@ -411,6 +414,7 @@ impl ProfileMetrics {
             iterations: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             overloaded: AtomicU64::new(0),
+            saturated: AtomicU64::new(0),
             overloaded_at: AtomicU64::new(0),
             data_sent: AtomicU64::new(0),
             data_received: AtomicU64::new(0),
@@ -489,7 +493,7 @@ impl ProfileMetrics {
             self.local_totals.add(e);
         }
         if let Some(s) = self.steps.get(step) {
-            s.observe(&self.bounds, outcome, lateness, check_results);
+            s.observe(&self.bounds, outcome, check_results);
         }
         // An iteration's lateness, once: on a journey's first step.
         if single || self.first_step(step) {
@@ -531,6 +535,13 @@ impl ProfileMetrics {
     /// An arrival-rate iteration that found no free VU (k6's `dropped_iterations`).
     pub fn dropped(&self) {
         self.dropped.fetch_add(1, Relaxed);
+    }
+
+    /// An arrival-rate iteration dropped because every VU was waiting on the target; counted in
+    /// `sloburn_dropped_iterations_total` too.
+    pub fn saturated(&self) {
+        self.dropped();
+        self.saturated.fetch_add(1, Relaxed);
     }
 
     /// An arrival-rate iteration dropped because sloburn itself fell behind, at `unix_secs`;
@@ -622,12 +633,11 @@ impl StepSeries {
         }
     }
 
-    fn observe(&self, bounds: &Bounds, outcome: &Outcome, lateness: Duration, results: &[bool]) {
+    fn observe(&self, bounds: &Bounds, outcome: &Outcome, results: &[bool]) {
         self.reqs.add(outcome.status, outcome.error);
         if outcome.status.is_some() {
             self.duration.record(bounds, outcome.phases.duration());
-            self.corrected
-                .record(bounds, outcome.phases.duration().saturating_add(lateness));
+            self.corrected.record(bounds, outcome.phases.total());
             for phase in Phase::ALL {
                 if let Some(h) = self.phases.get(phase as usize) {
                     h.record(bounds, outcome.phases.get(phase));

@@ -91,10 +91,12 @@ fn unit_of(metric: &str) -> &'static str {
 
 /// How a run ended, as the daemon's run records say it, with the failed thresholds named.
 pub fn verdict(report: &RunReport) -> (&'static str, Option<String>) {
+    let inconclusive = report.inconclusive();
     match &report.aborted {
         Some(Abort::Guard(why)) => ("aborted_by_guard", Some(why.clone())),
-        Some(Abort::Threshold(t)) => ("aborted", Some(format!("threshold `{t}` failed"))),
         Some(Abort::Stopped(why)) => ("aborted", Some(why.clone())),
+        _ if inconclusive.is_some() => ("inconclusive", inconclusive),
+        Some(Abort::Threshold(t)) => ("aborted", Some(format!("threshold `{t}` failed"))),
         None | Some(Abort::DataUsedUp(_)) if report.thresholds_passed() => ("passed", None),
         None | Some(Abort::DataUsedUp(_)) => {
             let failed: Vec<String> = report

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 static HEAVY: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-fn heavy() -> std::sync::MutexGuard<'static, ()> {
+pub(crate) fn heavy() -> std::sync::MutexGuard<'static, ()> {
     HEAVY.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -162,7 +162,7 @@ fn a_stalling_target_shows_in_the_tail_of_an_open_model_run() {
         // fall behind, the more so on a loaded machine: what it drops then is its own lateness
         // or its connect pace (counted by reason, `load::pacing`), never for want of a VU.
         assert_eq!(
-            s.dropped_by(DropReason::NoVu),
+            s.dropped_by(DropReason::Saturated),
             0,
             "4000 VUs cover one second at 2000/s (dropped by reason: {:?})",
             s.dropped_by

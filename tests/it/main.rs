@@ -25,6 +25,7 @@ mod rules;
 mod secrets;
 mod signals;
 mod slo;
+mod stall;
 mod storm;
 mod support;
 mod target;
