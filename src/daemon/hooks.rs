@@ -490,6 +490,40 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_inconclusive_run_is_a_503_naming_why_never_a_failed_canary() {
+        let record = |result: &str, reason: Option<&str>| RunRecord {
+            id: 1,
+            profile: "p".into(),
+            target: "t".into(),
+            trigger: "flagger".into(),
+            started_at: 0.0,
+            finished_at: Some(1.0),
+            result: result.into(),
+            reason: reason.map(str::to_string),
+            requests: 1,
+            rate: 1.0,
+            failed_ratio: 0.0,
+            dropped: 0,
+            p95_ms: 1.0,
+            p99_ms: 1.0,
+            thresholds: Vec::new(),
+        };
+        let why = "inconclusive: the generator dropped 10 of 100 arrivals";
+        let a = verdict(&record("inconclusive", Some(why)), false);
+        assert_eq!(a.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(a.body["passed"], false);
+        assert_eq!(a.body["reason"], why);
+        assert_eq!(
+            verdict(&record("passed", None), false).status,
+            StatusCode::OK
+        );
+        assert_eq!(
+            verdict(&record("failed", None), false).status,
+            StatusCode::PRECONDITION_FAILED
+        );
+    }
+
+    #[test]
     fn the_timeout_is_the_smaller_given_and_flaggers_default_without_one() {
         let m = |s: &str| Some(s.to_string());
         assert_eq!(call_timeout(None, None), Ok(FLAGGER_DEFAULT_TIMEOUT));
