@@ -64,7 +64,7 @@ fn shop() -> SocketAddr {
             .get("x-iter")
             .and_then(|v| v.to_str().ok()?.parse().ok())
             .unwrap_or(1);
-        if iter % 4 == 0 {
+        if iter.is_multiple_of(4) {
             StatusCode::OK
         } else {
             StatusCode::NOT_FOUND
@@ -357,7 +357,7 @@ fn a_journey_run_tags_filters_and_exports_each_request_as_k6_does() {
         })
         .collect();
     let buy = u64::from(ITERATIONS) - browse.len() as u64;
-    let found = browse.iter().filter(|k| *k % 4 == 0).count() as u64;
+    let found = browse.iter().filter(|k| k.is_multiple_of(4)).count() as u64;
     assert_eq!(k.code, Some(99), "k6:\n{}", k.output);
     assert_eq!(s.code, k.code, "sloburn:\n{}", s.output);
     let mk = &k.export["metrics"];
