@@ -507,7 +507,6 @@ pub async fn execute(
         &r.spec.work.journey_names(),
         &r.spec.thresholds,
         &r.name,
-        &r.spec.work.method(),
     ));
     let stopper = Stopper::new();
     let caught: Arc<OnceLock<&'static str>> = Arc::default();
@@ -534,15 +533,8 @@ pub async fn execute(
                 stats.clone(),
                 ndjson::Tags {
                     scenario: r.name.clone(),
-                    method: r.target.method.to_string(),
-                    url: sample_url(&r.target.uri),
-                    check_names: r
-                        .spec
-                        .work
-                        .steps()
-                        .iter()
-                        .flat_map(|s| s.checks.iter().map(|c| c.name.clone()))
-                        .collect(),
+                    steps: r.spec.work.steps(),
+                    journeys: r.spec.work.journey_names(),
                 },
                 r.spec
                     .thresholds
@@ -730,15 +722,6 @@ impl Outs {
         }
         Ok(outs)
     }
-}
-
-/// The URL in `--out json` tags: scheme, host, port and path. The user part and the query are
-/// left out: a `${env:..}` reference may have put a secret there.
-fn sample_url(uri: &http::Uri) -> String {
-    let scheme = uri.scheme_str().unwrap_or("http");
-    let host = uri.host().unwrap_or_default();
-    let port = uri.port_u16().map(|p| format!(":{p}")).unwrap_or_default();
-    format!("{scheme}://{host}{port}{}", uri.path())
 }
 
 fn create_out(path: &String) -> anyhow::Result<std::fs::File> {

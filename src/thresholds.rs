@@ -15,8 +15,11 @@
 //! parsing threshold expression's right hand side"), and the message says to write `p(95)<20`.
 //!
 //! A metric name may carry a tag filter, a k6 sub-metric: `http_req_duration{status:200}`,
-//! `http_req_failed{expected_response:false}`, `checks{check:status is 200}`, and the tags every
-//! request of a profile shares (`method`, `scenario`, the profile's name).
+//! `http_req_failed{expected_response:false}`, `checks{check:status is 200}`, and the tags a
+//! request has from its step: `method`, `group` (k6's `::journey::step` path; `""` for a
+//! single-request profile and for the root-level metrics `iterations`, `iteration_duration`,
+//! `data_sent`, `data_received`), `step` (sloburn's own), `name` (the URL as k6 tags it) and
+//! `scenario` (the profile's name). `group_duration` is k6's: one sample per group run.
 //!
 //! No data, as k6 decides it: a trend with no sample evaluates its aggregates as 0, a counter or
 //! gauge as 0, and a rate threshold with no sample passes (k6 finds no `rate` in the empty sink
@@ -70,6 +73,7 @@ pub const METRICS: &[(&str, MetricKind)] = &[
     ("http_req_waiting", MetricKind::Trend),
     ("http_req_receiving", MetricKind::Trend),
     ("iteration_duration", MetricKind::Trend),
+    ("group_duration", MetricKind::Trend),
     ("http_req_failed", MetricKind::Rate),
     ("checks", MetricKind::Rate),
     ("http_reqs", MetricKind::Counter),
@@ -98,10 +102,17 @@ pub enum Tag {
     Expected(bool),
     /// `check:NAME`: one check's results (on `checks`).
     Check(String),
-    /// `method:GET`: every request of a profile has the same method.
+    /// `method:GET`: the request's method (its step's).
     Method(String),
     /// `scenario:NAME`: the profile's name.
     Scenario(String),
+    /// `group:::journey::step`: k6's group path of the request's step (`::journey` for a
+    /// journey's `group_duration`; `""` at the root).
+    Group(String),
+    /// `step:NAME`: the journey step's name (`request` for a single-request profile).
+    Step(String),
+    /// `name:URL`: k6's `name` tag, the step's URL as written (without user part or query).
+    Name(String),
 }
 
 impl Tag {
@@ -112,6 +123,9 @@ impl Tag {
             Tag::Check(_) => "check",
             Tag::Method(_) => "method",
             Tag::Scenario(_) => "scenario",
+            Tag::Group(_) => "group",
+            Tag::Step(_) => "step",
+            Tag::Name(_) => "name",
         }
     }
 }
@@ -124,6 +138,9 @@ impl fmt::Display for Tag {
             Tag::Check(c) => write!(f, "check:{c}"),
             Tag::Method(m) => write!(f, "method:{m}"),
             Tag::Scenario(s) => write!(f, "scenario:{s}"),
+            Tag::Group(g) => write!(f, "group:{g}"),
+            Tag::Step(s) => write!(f, "step:{s}"),
+            Tag::Name(n) => write!(f, "name:{n}"),
         }
     }
 }
@@ -131,11 +148,19 @@ impl fmt::Display for Tag {
 /// The tags a metric's samples carry in sloburn (and in k6).
 fn tags_of(base: &str) -> &'static [&'static str] {
     match base {
-        "checks" => &["check", "scenario"],
-        "http_reqs" | "http_req_failed" => &["status", "expected_response", "method", "scenario"],
-        b if b.starts_with("http_req_") => &["status", "expected_response", "method", "scenario"],
+        "checks" => &["check", "group", "step", "scenario"],
+        b if b.starts_with("http_req") => &[
+            "status",
+            "expected_response",
+            "method",
+            "group",
+            "step",
+            "name",
+            "scenario",
+        ],
         "vus" | "vus_max" => &[],
-        _ => &["scenario"],
+        "dropped_iterations" => &["scenario"],
+        _ => &["group", "scenario"],
     }
 }
 
@@ -237,6 +262,9 @@ pub fn parse_metric(name: &str) -> Result<MetricRef, ThresholdError> {
                 }),
                 "check" => Tag::Check(value.to_string()),
                 "method" => Tag::Method(value.to_string()),
+                "group" => Tag::Group(value.to_string()),
+                "step" => Tag::Step(value.to_string()),
+                "name" => Tag::Name(value.to_string()),
                 _ => Tag::Scenario(value.to_string()),
             };
             if tags.iter().any(|t: &Tag| t.key() == tag.key()) {
@@ -865,6 +893,12 @@ mod tests {
         ("http_reqs{status:404}", "count==0"),
         ("checks{check:status is 200}", "rate>0.9"),
         ("http_req_waiting{method:GET,scenario:canary}", "p(95)<300"),
+        ("http_req_duration{group:::buy::login}", "p(95)<300"),
+        ("http_reqs{step:cart,method:POST}", "count>0"),
+        ("http_req_failed{name:http://shop/login}", "rate<0.01"),
+        ("checks{check:status is 200,group:::buy::cart}", "rate>0.9"),
+        ("group_duration{group:::buy}", "p(95)<2000"),
+        ("iterations{group:}", "count>0"),
         ("http_req_duration", "p(95)<300ms"),
         ("http_req_duration", "p(95)<1.5s"),
         ("http_req_duration", "p(95)<500us"),
@@ -899,6 +933,8 @@ mod tests {
         ("http_req_duration{url:http://x}", "p(95)<300"),
         ("http_req_duration{status:200,status:201}", "p(95)<300"),
         ("checks{status:200}", "rate>0.9"),
+        ("group_duration{method:GET}", "p(95)<300"),
+        ("iterations{step:cart}", "count>0"),
         ("vus{scenario:a}", "value<10"),
         ("http_req_duration{expected_response:yes}", "p(95)<300"),
         ("http_req_duration", "p(95)<1.2.3"),

@@ -306,7 +306,6 @@ async fn execute(
         &journeys,
         &profile.thresholds,
         &profile.name,
-        &work.method(),
     ));
     let capture = Capture::start(
         stats.clone(),

@@ -2,7 +2,7 @@
 //! text summary, and `::journey::step` groups in the summary-export's `root_group`.
 
 use super::stats::StatsSnapshot;
-use super::summary::{WIDTH, check_json, fmt_rate, k6_id, row, trend_line};
+use super::summary::{WIDTH, by_name, check_json, fmt_rate, k6_id, row, trend_line};
 use super::walk::StepFailure;
 use serde_json::{Map, Value, json};
 use std::fmt::Write as _;
@@ -62,7 +62,7 @@ pub(super) fn text(out: &mut String, s: &StatsSnapshot) {
                 WIDTH - 2,
                 &trend_line(&st.duration),
             );
-            for (name, p, f) in &st.checks {
+            for (name, p, f) in &by_name(&st.checks) {
                 let mark = if *f == 0 { '✓' } else { '✗' };
                 let _ = writeln!(out, "      {mark} {name}: {p} passed, {f} failed");
             }
@@ -83,8 +83,7 @@ pub(super) fn json(s: &StatsSnapshot) -> Map<String, Value> {
             .filter(|st| st.journey.as_deref() == Some(journey.name.as_str()))
         {
             let spath = format!("{jpath}::{}", st.name);
-            let checks: Map<String, Value> = st
-                .checks
+            let checks: Map<String, Value> = by_name(&st.checks)
                 .iter()
                 .map(|(name, p, f)| {
                     (

@@ -1,9 +1,16 @@
 //! `--out json=FILE`: k6's per-sample NDJSON, which k6 tooling reads. One `{"type":"Metric",…}`
 //! definition per metric first, then `{"type":"Point","metric":…,"data":{"time":…,"value":…,
 //! "tags":{…}}}` lines: per request `http_reqs`, `http_req_duration` and the phases,
-//! `http_req_failed`, one `checks` point per check, `data_sent`, `data_received`,
-//! `iteration_duration`, `iterations`; per dropped iteration `dropped_iterations`; every second
-//! `vus` and `vus_max`. sloburn's own `http_req_dns` and `http_req_corrected_duration` come along.
+//! `http_req_failed`, one `checks` point per check; per iteration `data_sent`,
+//! `data_received`, `iteration_duration`, `iterations` (a single-request profile's iteration is
+//! its request); per journey step and per journey walked k6's `group_duration`; per dropped
+//! iteration `dropped_iterations`; every second `vus` and `vus_max`. sloburn's own
+//! `http_req_dns` and `http_req_corrected_duration` come along.
+//!
+//! Each sample is tagged as k6 tags it: a request with its own step's `method`, `url`, `name`
+//! and `group` (`::journey::step`), a check with its step's group, the per-iteration samples
+//! in the root group (`""`). Records carry the step's number only; the writer thread turns it
+//! into tags.
 //!
 //! The request path stays free of locks and allocation: the observer copies a request's figures
 //! into a fixed-size record and hands it to a bounded channel; one writer thread formats and
@@ -13,6 +20,7 @@
 
 use super::observe::Observer;
 use super::stats::RunStats;
+use super::walk::{IterationResult, StepInfo};
 use crate::http::{ErrorClass, Outcome, Phase};
 use serde_json::{Value, json};
 use std::io::Write;
@@ -30,6 +38,8 @@ const MAX_CHECKS: usize = 64;
 enum Record {
     Request {
         time: SystemTime,
+        /// The request's step (`load::walk`'s `StepId`).
+        step: u32,
         status: u16,
         error: Option<ErrorClass>,
         failed: bool,
@@ -43,17 +53,35 @@ enum Record {
         /// k6's `proto` tag.
         proto: &'static str,
     },
+    /// A journey step's group ended.
+    Step {
+        time: SystemTime,
+        step: u32,
+        took: Duration,
+    },
+    /// A journey iteration's bytes.
+    Data {
+        time: SystemTime,
+        sent: u64,
+        received: u64,
+    },
+    /// A journey iteration ended (not a dropped one).
+    Iteration {
+        time: SystemTime,
+        journey: u32,
+        took: Duration,
+    },
     Dropped(SystemTime),
 }
 
-/// The tags every sample of a run carries, and those of HTTP samples.
+/// What the writer turns step and journey numbers into.
 pub struct Tags {
     /// k6's `scenario`: the profile's name.
     pub scenario: String,
-    pub method: String,
-    /// The URL as shown to users (`name` and `url` tags).
-    pub url: String,
-    pub check_names: Vec<String>,
+    /// Every step of the run, in `StepId` order (`Work::steps`).
+    pub steps: Vec<StepInfo>,
+    /// The journeys, in mix order (empty for a single-request profile).
+    pub journeys: Vec<String>,
 }
 
 /// The observer half: cheap, on the request path.
@@ -139,7 +167,7 @@ impl NdjsonOut {
 impl Observer for NdjsonOut {
     fn request_finished(
         &self,
-        _step: usize,
+        step: usize,
         outcome: &Outcome,
         lateness: Duration,
         checks: &[bool],
@@ -153,9 +181,10 @@ impl Observer for NdjsonOut {
         }
         self.send(Record::Request {
             time: SystemTime::now(),
+            step: step as u32,
             status: outcome.status.unwrap_or(0),
             error: outcome.error,
-            failed: self.stats.is_failed(outcome),
+            failed: self.stats.is_failed_at(step, outcome),
             phases: Phase::ALL.map(|p| super::stats::k6_phase(&outcome.phases, p)),
             duration: outcome.phases.duration(),
             lateness,
@@ -169,6 +198,32 @@ impl Observer for NdjsonOut {
                 "HTTP/1.1"
             },
         });
+    }
+
+    fn step_finished(&self, step: usize, took: Duration) {
+        self.send(Record::Step {
+            time: SystemTime::now(),
+            step: step as u32,
+            took,
+        });
+    }
+
+    fn iteration_data(&self, _journey: usize, sent: u64, received: u64) {
+        self.send(Record::Data {
+            time: SystemTime::now(),
+            sent,
+            received,
+        });
+    }
+
+    fn iteration_finished(&self, journey: usize, result: IterationResult, took: Duration) {
+        if result != IterationResult::Dropped {
+            self.send(Record::Iteration {
+                time: SystemTime::now(),
+                journey: journey as u32,
+                took,
+            });
+        }
     }
 
     fn iteration_dropped(&self, _reason: super::pacing::DropReason) {
@@ -202,6 +257,7 @@ const DEFINITIONS: &[(&str, &str, &str)] = &[
     ("data_sent", "counter", "data"),
     ("data_received", "counter", "data"),
     ("iteration_duration", "trend", "time"),
+    ("group_duration", "trend", "time"),
     ("iterations", "counter", "default"),
     ("dropped_iterations", "counter", "default"),
     ("vus", "gauge", "default"),
@@ -267,6 +323,48 @@ fn submetrics(name: &str, thresholds: &[(String, String)]) -> Value {
     }
 }
 
+/// One step's tags, built once on the writer thread.
+struct StepTags {
+    /// A request's tags without those of its response.
+    http: serde_json::Map<String, Value>,
+    /// One per check of the step, in check order.
+    checks: Vec<Value>,
+    /// Its `group_duration`'s.
+    group: Value,
+}
+
+impl StepTags {
+    fn new(step: &StepInfo, scenario: &str) -> StepTags {
+        let group = step.group();
+        let mut http = serde_json::Map::new();
+        http.insert("group".into(), Value::String(group.clone()));
+        http.insert("method".into(), Value::String(step.method.clone()));
+        http.insert("name".into(), Value::String(step.url.clone()));
+        http.insert("scenario".into(), Value::String(scenario.into()));
+        http.insert("url".into(), Value::String(step.url.clone()));
+        // sloburn's own tag: the journey step (k6 has only the group path).
+        if step.journey.is_some() {
+            http.insert("step".into(), Value::String(step.name.clone()));
+        }
+        let checks = step
+            .checks
+            .iter()
+            .map(|c| {
+                let mut t = json!({ "check": c.name, "group": group, "scenario": scenario });
+                if step.journey.is_some() {
+                    t["step"] = Value::String(step.name.clone());
+                }
+                t
+            })
+            .collect();
+        StepTags {
+            http,
+            checks,
+            group: json!({ "group": group, "scenario": scenario }),
+        }
+    }
+}
+
 fn write_all(
     rx: Receiver<Record>,
     file: std::fs::File,
@@ -278,7 +376,12 @@ fn write_all(
         out: std::io::BufWriter::new(file),
         n: 0,
     };
+    let journeys = !tags.journeys.is_empty();
     for (name, kind, contains) in DEFINITIONS {
+        // k6 defines a metric with its first sample: no groups, no `group_duration`.
+        if *name == "group_duration" && !journeys {
+            continue;
+        }
         let own: Vec<&str> = thresholds
             .iter()
             .filter(|(m, _)| m == name)
@@ -293,7 +396,19 @@ fn write_all(
             "metric": name,
         }))?;
     }
+    // k6's root group: the per-iteration samples.
     let base = json!({ "group": "", "scenario": tags.scenario });
+    // Per step: its requests' static tags, its checks' tags, its group's.
+    let steps: Vec<StepTags> = tags
+        .steps
+        .iter()
+        .map(|st| StepTags::new(st, &tags.scenario))
+        .collect();
+    let journey_groups: Vec<Value> = tags
+        .journeys
+        .iter()
+        .map(|j| json!({ "group": format!("::{j}"), "scenario": tags.scenario }))
+        .collect();
     // k6's VU gauges carry no tags.
     let none = json!({});
     let mut last_gauge = std::time::Instant::now();
@@ -318,6 +433,7 @@ fn write_all(
         match record {
             Some(Record::Request {
                 time,
+                step,
                 status,
                 error,
                 failed,
@@ -330,28 +446,27 @@ fn write_all(
                 n_checks,
                 proto,
             }) => {
+                let Some(st) = steps.get(step as usize) else {
+                    continue;
+                };
                 let t = rfc3339(time);
-                let mut http = json!({
-                    "expected_response": (!failed).to_string(),
-                    "group": "",
-                    "method": tags.method,
-                    "name": tags.url,
-                    "proto": proto,
-                    "scenario": tags.scenario,
-                    "status": status.to_string(),
-                    "url": tags.url,
-                });
-                if let Value::Object(m) = &mut http {
-                    // k6's error codes: 1000 + the status for a 4xx or 5xx answer, 1000 (its
-                    // generic code) for a transport error, named in `error`.
-                    if let Some(e) = error {
-                        m.insert("error".into(), Value::String(e.as_str().into()));
-                        m.insert("error_code".into(), Value::String("1000".into()));
-                    } else if status >= 400 {
-                        let code = 1000 + u32::from(status);
-                        m.insert("error_code".into(), Value::String(code.to_string()));
-                    }
+                let mut tags = st.http.clone();
+                tags.insert(
+                    "expected_response".into(),
+                    Value::String((!failed).to_string()),
+                );
+                tags.insert("proto".into(), Value::String(proto.into()));
+                tags.insert("status".into(), Value::String(status.to_string()));
+                // k6's error codes: 1000 + the status for a 4xx or 5xx answer, 1000 (its
+                // generic code) for a transport error, named in `error`.
+                if let Some(e) = error {
+                    tags.insert("error".into(), Value::String(e.as_str().into()));
+                    tags.insert("error_code".into(), Value::String("1000".into()));
+                } else if status >= 400 {
+                    let code = 1000 + u32::from(status);
+                    tags.insert("error_code".into(), Value::String(code.to_string()));
                 }
+                let http = Value::Object(tags);
                 w.point("http_reqs", &t, 1.0, &http)?;
                 if status != 0 {
                     w.point("http_req_duration", &t, ms(duration), &http)?;
@@ -371,19 +486,47 @@ fn write_all(
                     }
                 }
                 w.point("http_req_failed", &t, f64::from(u8::from(failed)), &http)?;
-                for (i, name) in tags.check_names.iter().take(n_checks.into()).enumerate() {
+                for (i, ct) in st.checks.iter().take(n_checks.into()).enumerate() {
                     let passed = checks >> i & 1 == 1;
-                    let ct = json!({ "check": name, "group": "", "scenario": tags.scenario });
-                    w.point("checks", &t, f64::from(u8::from(passed)), &ct)?;
+                    w.point("checks", &t, f64::from(u8::from(passed)), ct)?;
                 }
+                if !journeys {
+                    // A single request is its iteration.
+                    w.point("data_sent", &t, sent as f64, &base)?;
+                    w.point("data_received", &t, received as f64, &base)?;
+                    // `phases` holds k6's blocked (DNS included): leave the DNS slot out here.
+                    let iteration = phases[Phase::Blocked as usize]
+                        + phases[Phase::Connecting as usize]
+                        + phases[Phase::TlsHandshaking as usize]
+                        + duration;
+                    w.point("iteration_duration", &t, ms(iteration), &base)?;
+                    w.point("iterations", &t, 1.0, &base)?;
+                }
+            }
+            Some(Record::Step { time, step, took }) => {
+                if let Some(st) = steps.get(step as usize) {
+                    w.point("group_duration", &rfc3339(time), ms(took), &st.group)?;
+                }
+            }
+            Some(Record::Data {
+                time,
+                sent,
+                received,
+            }) => {
+                let t = rfc3339(time);
                 w.point("data_sent", &t, sent as f64, &base)?;
                 w.point("data_received", &t, received as f64, &base)?;
-                // `phases` holds k6's blocked (DNS included): leave the DNS slot out here.
-                let iteration = phases[Phase::Blocked as usize]
-                    + phases[Phase::Connecting as usize]
-                    + phases[Phase::TlsHandshaking as usize]
-                    + duration;
-                w.point("iteration_duration", &t, ms(iteration), &base)?;
+            }
+            Some(Record::Iteration {
+                time,
+                journey,
+                took,
+            }) => {
+                let t = rfc3339(time);
+                if let Some(g) = journey_groups.get(journey as usize) {
+                    w.point("group_duration", &t, ms(took), g)?;
+                }
+                w.point("iteration_duration", &t, ms(took), &base)?;
                 w.point("iterations", &t, 1.0, &base)?;
             }
             Some(Record::Dropped(time)) => {
@@ -418,9 +561,17 @@ mod tests {
         let stats = Arc::new(RunStats::new(&[]));
         let tags = Tags {
             scenario: "canary".into(),
-            method: "GET".into(),
-            url: "http://127.0.0.1:1/".into(),
-            check_names: vec!["ok".into()],
+            steps: vec![StepInfo {
+                journey: None,
+                name: super::super::walk::SINGLE_STEP.into(),
+                checks: vec![crate::checks::Check {
+                    name: "ok".into(),
+                    kind: crate::checks::CheckKind::Status(vec![(200, 200)]),
+                }],
+                method: "GET".into(),
+                url: "http://127.0.0.1:1/".into(),
+            }],
+            journeys: Vec::new(),
         };
         let (out, writer) = start(
             file,

@@ -36,6 +36,16 @@ pub trait Observer: Send + Sync {
     /// A journey's step failed (and, unless `on_failure: continue`, ended its iteration).
     fn step_failed(&self, _step: usize, _why: StepFailure) {}
 
+    /// A journey's step ended (its request, checks and captures; not the think time after
+    /// it): `took` is k6's `group_duration` of the step's group. Single-request profiles send
+    /// none.
+    fn step_finished(&self, _step: usize, _took: Duration) {}
+
+    /// A journey's iteration ended, just before `iteration_finished` (a dropped one sends
+    /// none): the bytes its requests sent and received. k6 writes `data_sent` and
+    /// `data_received` once per iteration.
+    fn iteration_data(&self, _journey: usize, _sent: u64, _received: u64) {}
+
     /// A journey's iteration ended: `journey` is its index in the mix, `took` its time from
     /// its first request to its end, think times included. Single-request profiles send none.
     fn iteration_finished(&self, _journey: usize, _result: IterationResult, _took: Duration) {}
@@ -106,6 +116,19 @@ impl Observers {
         self.stats.step_failed(step, why);
         for o in &self.others {
             o.step_failed(step, why);
+        }
+    }
+
+    pub fn step_finished(&self, step: usize, took: Duration) {
+        self.stats.step_finished(step, took);
+        for o in &self.others {
+            o.step_finished(step, took);
+        }
+    }
+
+    pub fn iteration_data(&self, journey: usize, sent: u64, received: u64) {
+        for o in &self.others {
+            o.iteration_data(journey, sent, received);
         }
     }
 

@@ -43,40 +43,73 @@ pub fn rate_window(executor: &Executor, actual: Duration, stopped: bool) -> Dura
     }
 }
 
-/// Which requests a sub-metric counts: the tags every request of the run shares (`method`,
-/// `scenario`) are decided once; `status` and `expected_response` per request.
+/// Which samples a sub-metric counts: the tags a request has from its step (`method`, `group`,
+/// `step`, `name`, `scenario`) are decided once per step; `status` and `expected_response` per
+/// request.
 #[derive(Debug, Clone, Default)]
 struct Matcher {
-    /// A static tag did not match: the sub-metric stays empty.
-    never: bool,
+    /// Per step (`StepId` order): whether its static tags match.
+    steps: Vec<bool>,
     status: Option<u16>,
     expected: Option<bool>,
-    /// `check:NAME`: the check's index, `None` for a check the target does not have.
-    check: Option<Option<usize>>,
+    /// `check:NAME`.
+    check: Option<String>,
 }
 
+/// Metrics whose samples k6 writes once per iteration, in the root group: their `group` is
+/// `""` whatever the journey.
+const ROOT_LEVEL: &[&str] = &[
+    "iterations",
+    "iteration_duration",
+    "data_sent",
+    "data_received",
+    "dropped_iterations",
+];
+
 impl Matcher {
-    fn new(tags: &[Tag], scenario: &str, method: &str, check_names: &[String]) -> Matcher {
+    fn new(metric: &MetricRef, scenario: &str, steps: &[StepInfo]) -> Matcher {
         let mut m = Matcher::default();
-        for tag in tags {
+        let root = ROOT_LEVEL.contains(&metric.base);
+        m.steps = steps
+            .iter()
+            .map(|step| {
+                let group = if root { String::new() } else { step.group() };
+                metric.tags.iter().all(|tag| match tag {
+                    Tag::Status(_) | Tag::Expected(_) | Tag::Check(_) => true,
+                    Tag::Method(x) => !root && x.eq_ignore_ascii_case(&step.method),
+                    Tag::Scenario(x) => x == scenario,
+                    Tag::Group(g) => *g == group,
+                    Tag::Step(x) => !root && *x == step.name,
+                    Tag::Name(x) => !root && *x == step.url,
+                })
+            })
+            .collect();
+        for tag in &metric.tags {
             match tag {
                 Tag::Status(s) => m.status = Some(*s),
                 Tag::Expected(b) => m.expected = Some(*b),
-                Tag::Check(name) => m.check = Some(check_names.iter().position(|c| c == name)),
-                Tag::Method(x) => m.never |= !x.eq_ignore_ascii_case(method),
-                Tag::Scenario(x) => m.never |= x != scenario,
+                Tag::Check(name) => m.check = Some(name.clone()),
+                _ => {}
             }
         }
         m
     }
 
-    /// Whether the sub-metric is the whole metric (only static tags, and they matched).
-    fn is_whole(&self) -> bool {
-        !self.never && self.status.is_none() && self.expected.is_none() && self.check.is_none()
+    /// No step's static tags match: the sub-metric stays empty.
+    fn never(&self) -> bool {
+        !self.steps.iter().any(|ok| *ok)
     }
 
-    fn matches(&self, status: u16, failed: bool) -> bool {
-        !self.never
+    /// Whether the sub-metric is the whole metric (only static tags, and every step matched).
+    fn is_whole(&self) -> bool {
+        self.steps.iter().all(|ok| *ok)
+            && self.status.is_none()
+            && self.expected.is_none()
+            && self.check.is_none()
+    }
+
+    fn matches(&self, step: usize, status: u16, failed: bool) -> bool {
+        self.steps.get(step).copied().unwrap_or(false)
             && self.status.is_none_or(|s| s == status)
             && self.expected.is_none_or(|e| e != failed)
     }
@@ -89,8 +122,12 @@ enum SubStore {
         total: AtomicU64,
     },
     Counter(AtomicU64),
-    /// The whole metric, or nothing (static tags only), or one check's counts.
+    /// The whole metric, or nothing (static tags only).
     Derived,
+    /// `checks`: the sum of these checks' counts (indices into the run's flat check list).
+    Checks(Vec<usize>),
+    /// `group_duration`: these groups' durations (indices into [`RunStats::group_hists`]).
+    Groups(Vec<usize>),
 }
 
 struct Sub {
@@ -131,7 +168,7 @@ type StatusBlock = [AtomicU64; STATUS_BLOCK];
 pub struct RunStats {
     /// k6's `http_req_duration`: sending + waiting + receiving.
     pub duration: Histogram,
-    /// `http_req_corrected_duration`: `duration` plus the iteration's lateness.
+    /// `http_req_corrected_duration`: every phase of the request (`Phases::total`).
     pub corrected: Histogram,
     pub phases: [Histogram; 7],
     pub iteration_duration: Histogram,
@@ -172,16 +209,16 @@ impl RunStats {
     }
 
     /// Stats for a run of journeys (or one request, with `journeys` empty): `steps` in
-    /// `StepId` order.
+    /// `StepId` order. Also records the sub-metrics `thresholds` name; `scenario` (the
+    /// profile) and each step decide the static tags.
     pub fn for_work(
         steps: &[StepInfo],
         journeys: &[String],
         thresholds: &[ThresholdSpec],
         scenario: &str,
-        method: &str,
     ) -> RunStats {
         let flat: Vec<Check> = steps.iter().flat_map(|s| s.checks.clone()).collect();
-        let mut stats = RunStats::for_run(&flat, thresholds, scenario, method);
+        let mut stats = RunStats::plain(&flat);
         let mut base = 0;
         stats.check_base = steps
             .iter()
@@ -200,18 +237,29 @@ impl RunStats {
             .iter()
             .map(|j| JourneyStats::new(j.clone()))
             .collect();
+        stats.add_subs(thresholds, scenario, steps);
         stats
     }
 
-    /// Stats that also record the sub-metrics `thresholds` name; `scenario` (the profile) and
-    /// `method` decide the static tags.
+    /// Stats of a single-request run with `method`, recording the sub-metrics `thresholds`
+    /// name.
     pub fn for_run(
         checks: &[Check],
         thresholds: &[ThresholdSpec],
         scenario: &str,
         method: &str,
     ) -> RunStats {
-        let mut stats = RunStats::plain(checks);
+        let step = StepInfo {
+            journey: None,
+            name: super::walk::SINGLE_STEP.into(),
+            checks: checks.to_vec(),
+            method: method.into(),
+            url: String::new(),
+        };
+        RunStats::for_work(&[step], &[], thresholds, scenario)
+    }
+
+    fn add_subs(&mut self, thresholds: &[ThresholdSpec], scenario: &str, steps: &[StepInfo]) {
         let expected = crate::thresholds::parse_metric(EXPECTED_DURATION).expect("a valid name");
         let wanted = std::iter::once(expected).chain(
             thresholds
@@ -219,13 +267,44 @@ impl RunStats {
                 .map(|t| t.threshold.target.clone())
                 .filter(|m| !m.tags.is_empty()),
         );
+        let groups = self.group_paths();
         for metric in wanted {
             let key = metric.key();
-            if stats.subs.iter().any(|s| s.key == key) {
+            if self.subs.iter().any(|s| s.key == key) {
                 continue;
             }
-            let matcher = Matcher::new(&metric.tags, scenario, method, &stats.check_names);
-            let store = if matcher.is_whole() || matcher.never || matcher.check.is_some() {
+            let matcher = Matcher::new(&metric, scenario, steps);
+            let store = if metric.base == "checks" {
+                let names = steps
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(i, st)| st.checks.iter().map(move |c| (i, c.name.as_str())));
+                SubStore::Checks(
+                    names
+                        .enumerate()
+                        .filter(|(_, (step, name))| {
+                            matcher.steps[*step]
+                                && matcher.check.as_deref().is_none_or(|c| c == *name)
+                        })
+                        .map(|(i, _)| i)
+                        .collect(),
+                )
+            } else if metric.base == "group_duration" {
+                SubStore::Groups(
+                    groups
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, path)| {
+                            metric.tags.iter().all(|tag| match tag {
+                                Tag::Group(g) => g == *path,
+                                Tag::Scenario(x) => x == scenario,
+                                _ => false,
+                            })
+                        })
+                        .map(|(i, _)| i)
+                        .collect(),
+                )
+            } else if matcher.is_whole() || matcher.never() {
                 SubStore::Derived
             } else {
                 match metric.kind {
@@ -237,14 +316,35 @@ impl RunStats {
                     MetricKind::Counter | MetricKind::Gauge => SubStore::Counter(AtomicU64::new(0)),
                 }
             };
-            stats.subs.push(Sub {
+            self.subs.push(Sub {
                 key,
                 metric,
                 matcher,
                 store,
             });
         }
-        stats
+    }
+
+    /// k6's groups of the run, in the order of [`RunStats::group_hists`]: each journey
+    /// (`::journey`), then each journey step (`::journey::step`).
+    fn group_paths(&self) -> Vec<String> {
+        let journeys = self.journeys.iter().map(|j| format!("::{}", j.name));
+        let steps = self
+            .steps
+            .iter()
+            .filter_map(|s| Some(format!("::{}::{}", s.journey.as_ref()?, s.name)));
+        journeys.chain(steps).collect()
+    }
+
+    /// Each group's `group_duration`, in the order of [`RunStats::group_paths`].
+    fn group_hists(&self) -> Vec<&Histogram> {
+        let journeys = self.journeys.iter().map(|j| &j.duration);
+        let steps = self
+            .steps
+            .iter()
+            .filter(|s| s.journey.is_some())
+            .map(|s| &s.group_duration);
+        journeys.chain(steps).collect()
     }
 
     fn plain(checks: &[Check]) -> RunStats {
@@ -286,7 +386,8 @@ impl RunStats {
         self.is_failed_at(0, outcome)
     }
 
-    fn is_failed_at(&self, step: usize, outcome: &Outcome) -> bool {
+    /// Whether k6 would count this response of `step` in `http_req_failed`.
+    pub fn is_failed_at(&self, step: usize, outcome: &Outcome) -> bool {
         let expected = self.expected.get(step).map_or(&[][..], Vec::as_slice);
         match (outcome.error, outcome.status) {
             (None, Some(s)) => !expected.iter().any(|(lo, hi)| (*lo..=*hi).contains(&s)),
@@ -295,9 +396,8 @@ impl RunStats {
     }
 
     /// Records one finished request and its check results. `lateness` is how far behind its
-    /// intended start the request began (zero for closed-model executors); it goes into the
-    /// corrected duration only, so a stalled target shows in that tail (wrk2 semantics) while
-    /// `http_req_duration` keeps k6's meaning.
+    /// intended start the request began (zero for closed-model executors): the generator's
+    /// own, recorded as `iteration_lateness` only, never in either duration.
     fn record(&self, step: usize, outcome: &Outcome, check_results: &[bool], lateness: Duration) {
         self.requests.fetch_add(1, Relaxed);
         let single = self.journeys.is_empty();
@@ -338,7 +438,7 @@ impl RunStats {
             self.lateness.record(lateness);
         }
         if !self.subs.is_empty() {
-            self.record_subs(outcome, failed);
+            self.record_subs(step, outcome, failed);
         }
         let base = self.check_base.get(step).copied().unwrap_or(0);
         let own = self.checks.get(base..).unwrap_or(&[]);
@@ -351,10 +451,10 @@ impl RunStats {
         }
     }
 
-    fn record_subs(&self, outcome: &Outcome, failed: bool) {
+    fn record_subs(&self, step: usize, outcome: &Outcome, failed: bool) {
         let status = outcome.status.unwrap_or(0);
         for sub in &self.subs {
-            if !sub.matcher.matches(status, failed)
+            if !sub.matcher.matches(step, status, failed)
                 || (sub.metric.base == "iteration_duration" && !self.journeys.is_empty())
             {
                 continue;
@@ -380,7 +480,7 @@ impl RunStats {
                     };
                     n.fetch_add(by, Relaxed);
                 }
-                SubStore::Derived => {}
+                SubStore::Derived | SubStore::Checks(_) | SubStore::Groups(_) => {}
             }
         }
     }
@@ -393,6 +493,7 @@ impl RunStats {
             .chain(&self.phases)
             .chain([&self.iteration_duration, &self.lateness])
             .chain(self.steps.iter().map(|s| &s.duration))
+            .chain(self.steps.iter().map(|s| &s.group_duration))
             .chain(self.journeys.iter().map(|j| &j.duration))
             .chain(self.subs.iter().filter_map(|s| match &s.store {
                 SubStore::Trend(h) => Some(h),
@@ -420,6 +521,8 @@ impl RunStats {
             .zip(&self.checks)
             .map(|(name, (p, f))| (name.clone(), p.load(Relaxed), f.load(Relaxed)))
             .collect();
+        let groups: Vec<HistSnapshot> = self.group_hists().iter().map(|h| h.snapshot()).collect();
+        let group_duration = merged(groups.iter());
         let subs = self
             .subs
             .iter()
@@ -433,15 +536,23 @@ impl RunStats {
                         total: total.load(Relaxed),
                     }),
                     SubStore::Counter(n) => SubValue::Counter(n.load(Relaxed)),
-                    SubStore::Derived => match sub.matcher.check {
-                        _ if sub.matcher.never => SubValue::Empty,
-                        Some(Some(i)) => SubValue::Rate(RateValue {
-                            hits: checks[i].1,
-                            total: checks[i].1 + checks[i].2,
-                        }),
-                        Some(None) => SubValue::Empty,
-                        None => SubValue::Whole,
-                    },
+                    SubStore::Derived if sub.matcher.never() => SubValue::Empty,
+                    SubStore::Derived => SubValue::Whole,
+                    SubStore::Checks(idx) if idx.is_empty() => SubValue::Empty,
+                    SubStore::Checks(idx) => {
+                        let (hits, fails) = idx
+                            .iter()
+                            .filter_map(|i| checks.get(*i))
+                            .fold((0, 0), |(p, f), (_, cp, cf)| (p + cp, f + cf));
+                        SubValue::Rate(RateValue {
+                            hits,
+                            total: hits + fails,
+                        })
+                    }
+                    SubStore::Groups(idx) if idx.is_empty() => SubValue::Empty,
+                    SubStore::Groups(idx) => {
+                        SubValue::Trend(merged(idx.iter().filter_map(|i| groups.get(*i))))
+                    }
                 },
             })
             .collect();
@@ -462,6 +573,7 @@ impl RunStats {
             corrected: self.corrected.snapshot(),
             phases: std::array::from_fn(|i| self.phases[i].snapshot()),
             iteration_duration: self.iteration_duration.snapshot(),
+            group_duration,
             lateness: self.lateness.snapshot(),
             requests: self.requests.load(Relaxed),
             failed: self.failed.load(Relaxed),
@@ -498,6 +610,14 @@ impl RunStats {
     }
 }
 
+/// The histograms' samples together.
+fn merged<'a>(hists: impl Iterator<Item = &'a HistSnapshot>) -> HistSnapshot {
+    hists.fold(HistSnapshot::default(), |mut all, h| {
+        all.merge(h);
+        all
+    })
+}
+
 /// Whether `step` is the first step of its journey (lateness belongs to an iteration's start).
 fn step_is_first(steps: &[StepStats], step: usize) -> bool {
     step == 0
@@ -527,6 +647,8 @@ struct StepStats {
     requests: AtomicU64,
     failed: AtomicU64,
     duration: Histogram,
+    /// k6's `group_duration` of the step's group: request, checks and captures.
+    group_duration: Histogram,
     failures: [AtomicU64; StepFailure::ALL.len()],
 }
 
@@ -538,6 +660,7 @@ impl StepStats {
             requests: AtomicU64::new(0),
             failed: AtomicU64::new(0),
             duration: Histogram::new(),
+            group_duration: Histogram::new(),
             failures: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
@@ -560,6 +683,7 @@ impl StepStats {
             requests: self.requests.load(Relaxed),
             failed: self.failed.load(Relaxed),
             duration: self.duration.snapshot(),
+            group_duration: self.group_duration.snapshot(),
             failures: std::array::from_fn(|i| self.failures[i].load(Relaxed)),
         }
     }
@@ -577,6 +701,8 @@ pub struct StepSnapshot {
     pub failed: u64,
     /// k6's `http_req_duration` of this step's requests.
     pub duration: HistSnapshot,
+    /// k6's `group_duration` of the step's group.
+    pub group_duration: HistSnapshot,
     /// Failed steps by `StepFailure as usize`.
     pub failures: [u64; StepFailure::ALL.len()],
 }
@@ -657,6 +783,12 @@ impl Observer for RunStats {
         }
     }
 
+    fn step_finished(&self, step: usize, took: Duration) {
+        if let Some(s) = self.steps.get(step) {
+            s.group_duration.record(took);
+        }
+    }
+
     fn step_failed(&self, step: usize, why: StepFailure) {
         if let Some(s) = self.steps.get(step) {
             s.failures[why as usize].fetch_add(1, Relaxed);
@@ -705,6 +837,8 @@ pub struct StatsSnapshot {
     pub corrected: HistSnapshot,
     pub phases: [HistSnapshot; 7],
     pub iteration_duration: HistSnapshot,
+    /// k6's `group_duration`: every journey's and every step's groups together.
+    pub group_duration: HistSnapshot,
     pub lateness: HistSnapshot,
     pub requests: u64,
     pub failed: u64,
@@ -799,6 +933,7 @@ impl StatsSnapshot {
             "http_req_duration" => &self.duration,
             "http_req_corrected_duration" => &self.corrected,
             "iteration_duration" => &self.iteration_duration,
+            "group_duration" => &self.group_duration,
             other => {
                 let phase = other.strip_prefix("http_req_")?;
                 Phase::ALL
@@ -1029,5 +1164,103 @@ mod tests {
             .trend_of("http_req_waiting{method:get,scenario:canary}")
             .unwrap();
         assert_eq!(all.count(), 2);
+    }
+}
+
+#[cfg(test)]
+mod journey_tests {
+    use super::*;
+
+    fn step(journey: &str, name: &str, method: &str, checks: &[&str]) -> StepInfo {
+        StepInfo {
+            journey: Some(journey.into()),
+            name: name.into(),
+            checks: checks
+                .iter()
+                .map(|c| Check {
+                    name: (*c).into(),
+                    kind: CheckKind::Status(vec![(200, 200)]),
+                })
+                .collect(),
+            method: method.into(),
+            url: format!("http://shop/{name}"),
+        }
+    }
+
+    /// Issue 29: every filter saw the first step's method, and `checks{check:NAME}` only the
+    /// first step's check of that name.
+    #[test]
+    fn filters_see_each_requests_own_step() {
+        let steps = [
+            step("buy", "login", "POST", &["ok", "has token"]),
+            step("buy", "cart", "GET", &["ok"]),
+            step("browse", "home", "GET", &["ok"]),
+        ];
+        let thresholds: Vec<ThresholdSpec> = [
+            "http_reqs{method:GET}",
+            "http_reqs{method:post}",
+            "http_reqs{group:::buy::cart}",
+            "http_reqs{step:home}",
+            "http_reqs{name:http://shop/login}",
+            "http_reqs{group:::buy}",
+            "http_req_duration{method:GET,status:200}",
+            "checks{check:ok}",
+            "checks{group:::buy::login}",
+            "checks{check:ok,step:cart}",
+            "group_duration{group:::buy}",
+            "group_duration{group:::buy::cart}",
+            "iterations{group:}",
+            "iterations{group:::buy}",
+        ]
+        .iter()
+        .map(|m| {
+            let expr = match crate::thresholds::parse_metric(m).unwrap().kind {
+                MetricKind::Trend => "p(95)<1",
+                MetricKind::Rate => "rate>0",
+                _ => "count>0",
+            };
+            ThresholdSpec::parse(m, expr, false, None).unwrap()
+        })
+        .collect();
+        let journeys = ["buy".to_string(), "browse".to_string()];
+        let stats = RunStats::for_work(&steps, &journeys, &thresholds, "shop");
+        let ok = Outcome {
+            status: Some(200),
+            ..Outcome::default()
+        };
+        let ms = Duration::from_millis;
+        for _ in 0..3 {
+            stats.request_finished(0, &ok, Duration::ZERO, &[true, false]);
+            stats.step_finished(0, ms(10));
+            stats.request_finished(1, &ok, Duration::ZERO, &[true]);
+            stats.step_finished(1, ms(20));
+            stats.iteration_finished(0, IterationResult::FailedStep, ms(40));
+        }
+        stats.request_finished(2, &ok, Duration::ZERO, &[false]);
+        stats.step_finished(2, ms(5));
+        stats.iteration_finished(1, IterationResult::FailedStep, ms(5));
+        let s = stats.snapshot(Duration::from_secs(1));
+        assert_eq!(s.count_of("http_reqs{method:GET}"), Some(4));
+        assert_eq!(s.count_of("http_reqs{method:post}"), Some(3));
+        assert_eq!(s.count_of("http_reqs{group:::buy::cart}"), Some(3));
+        assert_eq!(s.count_of("http_reqs{step:home}"), Some(1));
+        assert_eq!(s.count_of("http_reqs{name:http://shop/login}"), Some(3));
+        // Requests are in their steps' groups, never in the journey's own.
+        assert_eq!(s.count_of("http_reqs{group:::buy}"), Some(0));
+        let get_ok = s.trend_of("http_req_duration{method:GET,status:200}");
+        assert_eq!(get_ok.map(|h| h.count()), Some(4));
+        let rate = |m: &str| s.rate_of(m).map(|r| (r.hits, r.total));
+        assert_eq!(rate("checks{check:ok}"), Some((6, 7)));
+        assert_eq!(rate("checks{group:::buy::login}"), Some((3, 6)));
+        assert_eq!(rate("checks{check:ok,step:cart}"), Some((3, 3)));
+        let buy = s.trend_of("group_duration{group:::buy}").unwrap();
+        assert_eq!((buy.count(), buy.max()), (3, ms(40)));
+        let cart = s.trend_of("group_duration{group:::buy::cart}").unwrap();
+        assert_eq!((cart.count(), cart.min()), (3, ms(20)));
+        // Two journeys' and three steps' groups.
+        assert_eq!(s.group_duration.count(), 4 + 7);
+        // Iterations are in the root group.
+        assert_eq!(s.count_of("iterations{group:}"), Some(4));
+        assert_eq!(s.count_of("iterations{group:::buy}"), Some(0));
     }
 }

@@ -322,7 +322,7 @@ pub fn text_with(h: &Header, report: &RunReport) -> String {
         row(&mut out, 4, "checks_succeeded", 39, &fmt_rate(cp, total));
         row(&mut out, 4, "checks_failed", 39, &fmt_rate(cf, total));
         let _ = writeln!(out);
-        for (name, p, f) in &s.checks {
+        for (name, p, f) in &by_name(&s.checks) {
             let _ = writeln!(out, "    {} {name}", if *f == 0 { "✓" } else { "✗" });
             if *f > 0 {
                 let pct = 100 * p / (p + f).max(1);
@@ -658,6 +658,22 @@ fn trend_json(h: &HistSnapshot) -> Value {
     })
 }
 
+/// Checks counted under their name, as k6 counts one name in one group: a name used twice
+/// (two steps, or two checks of a step) is one check with both counts, in first-seen order.
+pub(super) fn by_name(checks: &[(String, u64, u64)]) -> Vec<(String, u64, u64)> {
+    let mut out: Vec<(String, u64, u64)> = Vec::new();
+    for (name, p, f) in checks {
+        match out.iter_mut().find(|(n, _, _)| n == name) {
+            Some((_, op, of)) => {
+                *op += p;
+                *of += f;
+            }
+            None => out.push((name.clone(), *p, *f)),
+        }
+    }
+    out
+}
+
 /// k6's ids: the MD5 of a group's or check's path.
 /// A check as k6's summary-export writes it, at `path` (`::name`, `::group::name`).
 pub(super) fn check_json(path: &str, name: &str, passes: u64, fails: u64) -> Value {
@@ -688,6 +704,10 @@ fn rate_json(hits: u64, total: u64) -> Value {
 /// `dropped_iterations` when nothing was dropped and no threshold names it. `root_group` and its
 /// checks carry k6's `id` (MD5 of the path).
 ///
+/// A journey run's checks are in its steps' groups (`::journey::step`), and the root's list is
+/// empty, as in k6 when every check is made inside a group; `group_duration` holds every
+/// journey's and step's group durations.
+///
 /// sloburn's own additions: `http_req_corrected_duration`, `http_req_dns`, and `state`
 /// (`testRunDurationMs`, `interrupted` and the `signal` that stopped the run, `null` when none
 /// did); k6 v1 writes no `state`.
@@ -715,6 +735,9 @@ pub fn export_json(report: &RunReport, interrupted_by: Option<&str>) -> Value {
         "iteration_duration".into(),
         trend_json(&s.iteration_duration),
     );
+    if !s.journeys.is_empty() || named("group_duration") {
+        metrics.insert("group_duration".into(), trend_json(&s.group_duration));
+    }
     let counter = |n: u64| json!({ "count": n, "rate": s.per_second(n) });
     metrics.insert("http_reqs".into(), counter(s.requests));
     metrics.insert("iterations".into(), counter(s.iterations));
@@ -770,8 +793,14 @@ pub fn export_json(report: &RunReport, interrupted_by: Option<&str>) -> Value {
             }
         }
     }
-    let checks: Map<String, Value> = s
-        .checks
+    // A journey's checks are in its steps' groups; k6's root lists only checks made outside
+    // any group.
+    let root_checks = if s.journeys.is_empty() {
+        by_name(&s.checks)
+    } else {
+        Vec::new()
+    };
+    let checks: Map<String, Value> = root_checks
         .iter()
         .map(|(name, p, f)| (name.clone(), check_json(&format!("::{name}"), name, *p, *f)))
         .collect();

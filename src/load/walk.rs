@@ -66,12 +66,45 @@ pub enum Work {
     },
 }
 
-/// A step's place in the run: which journey (none for a single request), its name, checks.
+/// A step's place in the run: which journey (none for a single request), its name, checks,
+/// and what k6 would tag its samples with (method, URL, group).
 #[derive(Debug, Clone)]
 pub struct StepInfo {
     pub journey: Option<String>,
     pub name: String,
     pub checks: Vec<Check>,
+    pub method: String,
+    /// k6's `url` and `name` tags: the URL as written (templates and references kept),
+    /// without its user part and query, where a secret may sit.
+    pub url: String,
+}
+
+impl StepInfo {
+    /// k6's group path of the step's samples: `::journey::step`, or `""` (the root group) for a
+    /// single request.
+    pub fn group(&self) -> String {
+        match &self.journey {
+            Some(j) => format!("::{j}::{}", self.name),
+            None => String::new(),
+        }
+    }
+}
+
+/// A URL as k6's `url` and `name` tags may show it: no user part, no query, no fragment.
+pub fn tag_url(written: &str) -> String {
+    let base = written.split(['?', '#']).next().unwrap_or(written);
+    let after_scheme = base.find("://").map_or(0, |i| i + 3);
+    let authority_end = base[after_scheme..]
+        .find('/')
+        .map_or(base.len(), |i| after_scheme + i);
+    match base[after_scheme..authority_end].rfind('@') {
+        Some(at) => format!(
+            "{}{}",
+            &base[..after_scheme],
+            &base[after_scheme + at + 1..]
+        ),
+        None => base.to_string(),
+    }
 }
 
 /// How an iteration ended.
@@ -140,10 +173,16 @@ impl Work {
     /// Every step of the run in `StepId` order.
     pub fn steps(&self) -> Vec<StepInfo> {
         match self {
-            Work::Single { checks, .. } => vec![StepInfo {
+            Work::Single {
+                request,
+                checks,
+                display_url,
+            } => vec![StepInfo {
                 journey: None,
                 name: SINGLE_STEP.into(),
                 checks: checks.to_vec(),
+                method: request.method.to_string(),
+                url: tag_url(display_url),
             }],
             Work::Journeys { journeys, .. } => journeys
                 .iter()
@@ -152,6 +191,8 @@ impl Work {
                         journey: Some(j.name.clone()),
                         name: s.name.clone(),
                         checks: s.checks.clone(),
+                        method: s.method.to_string(),
+                        url: tag_url(&s.display_url),
                     })
                 })
                 .collect(),
@@ -188,17 +229,6 @@ impl Work {
         match self {
             Work::Single { .. } => Vec::new(),
             Work::Journeys { journeys, .. } => journeys.iter().map(|j| j.name.clone()).collect(),
-        }
-    }
-
-    /// The method of the first request (the `method` tag of k6's sub-metrics).
-    pub fn method(&self) -> String {
-        match self {
-            Work::Single { request, .. } => request.method.to_string(),
-            Work::Journeys { journeys, .. } => journeys
-                .first()
-                .and_then(|j| j.steps.first())
-                .map_or_else(|| "GET".into(), |s| s.method.to_string()),
         }
     }
 
@@ -369,10 +399,12 @@ impl RunWork {
         let base = self.step_base.get(j).copied().unwrap_or(0);
         let started = Instant::now();
         let mut result = IterationResult::Ok;
+        let (mut sent, mut received) = (0, 0);
         for (i, step) in journey.steps.iter().enumerate() {
             if cancel.is_cancelled() {
                 break;
             }
+            let step_started = Instant::now();
             let values = Values {
                 vu: vu.id,
                 iter: k,
@@ -402,6 +434,8 @@ impl RunWork {
                     },
                 },
             };
+            sent += outcome.bytes_sent;
+            received += outcome.bytes_received;
             let results = checks::Results::of(&step.checks, &outcome);
             let first = if i == 0 { lateness } else { Duration::ZERO };
             events.request_finished(base + i, &outcome, first, results.as_slice());
@@ -428,6 +462,8 @@ impl RunWork {
                     }
                 }
             }
+            // k6's group of the step ends here: its think time is in the journey's group only.
+            events.step_finished(base + i, step_started.elapsed());
             if let Some(f) = failure {
                 events.step_failed(base + i, f);
                 result = IterationResult::FailedStep;
@@ -443,6 +479,7 @@ impl RunWork {
                 }
             }
         }
+        events.iteration_data(j, sent, received);
         events.iteration_finished(j, result, started.elapsed());
         if let Some(it) = traced {
             it.finish();

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The k6 binary, installed (pinned, idempotently) by the project's script.
-fn k6() -> PathBuf {
+pub(crate) fn k6() -> PathBuf {
     let out = Command::new("bash")
         .arg(root().join("scripts/install-k6.sh"))
         .output()

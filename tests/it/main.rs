@@ -15,6 +15,7 @@ mod hardening;
 mod http;
 mod journeys;
 mod k6;
+mod k6_journeys;
 mod load;
 mod metrics;
 mod openslo;
