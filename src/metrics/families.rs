@@ -142,8 +142,8 @@ pub const HTTP_REQ_CORRECTED_DURATION: Family = family(
     "sloburn_http_req_corrected_duration_seconds",
     Kind::Histogram,
     SECONDS,
-    "Request duration measured from the iteration's intended start (the duration plus any late \
-     start; no coordinated omission) of requests that got a status.",
+    "The latency a user saw, of requests that got a status: every phase, the wait for a \
+     connection (DNS, connect, TLS) included, never sloburn's own lateness.",
 );
 pub const HTTP_REQ_PHASE: Family = family(
     "sloburn_http_req_phase_seconds",

@@ -75,14 +75,15 @@ fn scenario() -> Metrics {
     let p = m.profile("checkout", "canary", &[0.01, 0.1, 0.3, 1.0], &checks());
     p.observe(&ok(200, 4), Duration::ZERO, &[true, true]);
     p.observe(&ok(200, 95), Duration::ZERO, &[true, false]);
-    // 290 ms of waiting + 5 receiving + 5 late = exactly 0.3 s of corrected duration: counted
-    // in le="0.3"; k6's duration leaves the 5 late ms out (0.295 s).
+    // 290 ms of waiting + 5 receiving = 0.295 s of k6's duration; the corrected duration adds
+    // the 6 ms of connection phases (0.301 s) but never the 5 ms the generator was late.
     p.observe(&ok(503, 290), ms(5), &[false, true]);
     p.observe(&failed(ErrorClass::ConnectRefused), ms(1), &[false, false]);
     let mut body_broke = ok(200, 20);
     body_broke.error = Some(ErrorClass::Body);
     p.observe(&body_broke, Duration::ZERO, &[true, false]);
-    p.dropped();
+    // Every VU was waiting on the target: the target's failure, in the drops too.
+    p.saturated();
     // Late by sloburn's own fault: in both the drops and the overload counter.
     p.generator_overloaded(1_700_000_000);
     p.set_vus(3);
@@ -234,13 +235,14 @@ fn key_lines_are_exact() {
     let text = scenario().encode_with(false, &process());
     let lines: Vec<&str> = text.lines().collect();
     let expect = [
-        // The four requests with a status, corrected: 9 ms, 100 ms (le is inclusive), 25 ms,
-        // 300 ms; k6's duration: the same but 295 ms for the late one.
-        r#"sloburn_http_req_corrected_duration_seconds_bucket{target="checkout",profile="canary",step="request",le="0.01"} 1"#,
-        r#"sloburn_http_req_corrected_duration_seconds_bucket{target="checkout",profile="canary",step="request",le="0.1"} 3"#,
-        r#"sloburn_http_req_corrected_duration_seconds_bucket{target="checkout",profile="canary",step="request",le="0.3"} 4"#,
+        // The four requests with a status, corrected (every phase, 6 ms of connection
+        // included, no lateness): 15 ms, 106 ms, 31 ms, 301 ms; k6's duration: 9, 100 (le is
+        // inclusive), 25 and 295 ms.
+        r#"sloburn_http_req_corrected_duration_seconds_bucket{target="checkout",profile="canary",step="request",le="0.01"} 0"#,
+        r#"sloburn_http_req_corrected_duration_seconds_bucket{target="checkout",profile="canary",step="request",le="0.1"} 2"#,
+        r#"sloburn_http_req_corrected_duration_seconds_bucket{target="checkout",profile="canary",step="request",le="0.3"} 3"#,
         r#"sloburn_http_req_corrected_duration_seconds_bucket{target="checkout",profile="canary",step="request",le="+Inf"} 4"#,
-        r#"sloburn_http_req_corrected_duration_seconds_sum{target="checkout",profile="canary",step="request"} 0.434"#,
+        r#"sloburn_http_req_corrected_duration_seconds_sum{target="checkout",profile="canary",step="request"} 0.453"#,
         r#"sloburn_http_req_corrected_duration_seconds_count{target="checkout",profile="canary",step="request"} 4"#,
         r#"sloburn_http_req_duration_seconds_bucket{target="checkout",profile="canary",step="request",le="0.01"} 1"#,
         r#"sloburn_http_req_duration_seconds_bucket{target="checkout",profile="canary",step="request",le="0.1"} 3"#,
@@ -259,6 +261,7 @@ fn key_lines_are_exact() {
         r#"sloburn_iterations_total{target="checkout",profile="canary"} 5"#,
         r#"sloburn_dropped_iterations_total{target="checkout",profile="canary"} 2"#,
         r#"sloburn_generator_overloaded_iterations_total{target="checkout",profile="canary"} 1"#,
+        r#"sloburn_saturated_iterations_total{target="checkout",profile="canary"} 1"#,
         r#"sloburn_data_sent_bytes_total{target="checkout",profile="canary"} 400"#,
         r#"sloburn_vus_max{target="checkout",profile="canary"} 10"#,
         r#"sloburn_runs_total{profile="canary",result="failed"} 0"#,
