@@ -45,7 +45,8 @@ enum Record {
         failed: bool,
         phases: [Duration; 7],
         duration: Duration,
-        lateness: Duration,
+        /// `http_req_corrected_duration`: every phase (`Phases::total`), no lateness.
+        corrected: Duration,
         sent: u64,
         received: u64,
         checks: u64,
@@ -169,7 +170,7 @@ impl Observer for NdjsonOut {
         &self,
         step: usize,
         outcome: &Outcome,
-        lateness: Duration,
+        _lateness: Duration,
         checks: &[bool],
     ) {
         if !self.keep() {
@@ -187,7 +188,7 @@ impl Observer for NdjsonOut {
             failed: self.stats.is_failed_at(step, outcome),
             phases: Phase::ALL.map(|p| super::stats::k6_phase(&outcome.phases, p)),
             duration: outcome.phases.duration(),
-            lateness,
+            corrected: outcome.phases.total(),
             sent: outcome.bytes_sent,
             received: outcome.bytes_received,
             checks: bits,
@@ -439,7 +440,7 @@ fn write_all(
                 failed,
                 phases,
                 duration,
-                lateness,
+                corrected,
                 sent,
                 received,
                 checks,
@@ -470,12 +471,7 @@ fn write_all(
                 w.point("http_reqs", &t, 1.0, &http)?;
                 if status != 0 {
                     w.point("http_req_duration", &t, ms(duration), &http)?;
-                    w.point(
-                        "http_req_corrected_duration",
-                        &t,
-                        ms(duration + lateness),
-                        &http,
-                    )?;
+                    w.point("http_req_corrected_duration", &t, ms(corrected), &http)?;
                     for p in Phase::ALL {
                         w.point(
                             &format!("http_req_{}", p.as_str()),
@@ -582,6 +578,10 @@ mod tests {
         );
         let ok = Outcome {
             status: Some(200),
+            phases: crate::http::Phases {
+                connecting: Duration::from_millis(3),
+                ..Default::default()
+            },
             ..Outcome::default()
         };
         for _ in 0..requests {
@@ -622,7 +622,10 @@ mod tests {
             .iter()
             .find(|p| p["metric"] == "http_req_duration")
             .unwrap();
-        assert_eq!(d["data"]["value"], 0.0, "k6's duration leaves lateness out");
+        assert_eq!(
+            d["data"]["value"], 0.0,
+            "k6's duration leaves the connection out"
+        );
         assert_eq!(d["data"]["tags"]["status"], "200");
         assert_eq!(d["data"]["tags"]["expected_response"], "true");
         assert_eq!(d["data"]["tags"]["scenario"], "canary");
