@@ -341,6 +341,14 @@ impl HistSnapshot {
         self.max_ns = self.max_ns.max(other.max_ns);
     }
 
+    /// The samples of `all` together.
+    pub fn merged<'a>(all: impl Iterator<Item = &'a HistSnapshot>) -> HistSnapshot {
+        all.fold(HistSnapshot::default(), |mut sum, h| {
+            sum.merge(h);
+            sum
+        })
+    }
+
     /// Cumulative counts for Prometheus `le` bounds given in seconds (any order; the `+Inf`
     /// bucket is [`Self::count`]). A value is counted toward bound `b` only if its whole bucket
     /// lies at or below `b`, so a count is never too high: it can miss only values in the

@@ -490,12 +490,8 @@ fn write_all(
                     // A single request is its iteration.
                     w.point("data_sent", &t, sent as f64, &base)?;
                     w.point("data_received", &t, received as f64, &base)?;
-                    // `phases` holds k6's blocked (DNS included): leave the DNS slot out here.
-                    let iteration = phases[Phase::Blocked as usize]
-                        + phases[Phase::Connecting as usize]
-                        + phases[Phase::TlsHandshaking as usize]
-                        + duration;
-                    w.point("iteration_duration", &t, ms(iteration), &base)?;
+                    // Every phase of the request: the corrected duration's figure.
+                    w.point("iteration_duration", &t, ms(corrected), &base)?;
                     w.point("iterations", &t, 1.0, &base)?;
                 }
             }

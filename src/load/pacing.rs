@@ -97,6 +97,9 @@ pub struct Pacing {
     pub connect_rate: f64,
     /// New connections that may open at once.
     pub connect_burst: u32,
+    /// The VUs a healthy target keeps busy at the peak rate (`load::spec::expected_pool`):
+    /// up to this many, an arrival on schedule opens a connection even while the runtime lags.
+    pub expected_pool: u32,
 }
 
 impl Pacing {
@@ -116,6 +119,7 @@ impl Pacing {
             catch_up: CATCH_UP,
             connect_rate: (rate / 10.0).max(MIN_CONNECT_RATE),
             connect_burst: CONNECT_BURST,
+            expected_pool: super::spec::expected_pool(rate),
         }
     }
 
@@ -142,14 +146,12 @@ impl Pacing {
         ConnectBucket::new(self.connect_rate, self.connect_burst)
     }
 
-    /// The connect budget of a run whose healthy target keeps about `expected` VUs busy
-    /// (`load::spec::expected_pool`).
-    pub fn connects(&self, expected: u32) -> Connects {
+    pub fn connects(&self) -> Connects {
         Connects {
             on_schedule: self.catch_up,
             bucket: self.bucket(),
             peak: 0,
-            expected,
+            expected: self.expected_pool,
         }
     }
 }
@@ -301,7 +303,7 @@ mod tests {
         let late = Duration::from_millis(300);
         // On schedule, 20 VUs were busy at most.
         let z = Duration::ZERO;
-        let mut c = p.connects(100);
+        let mut c = p.connects();
         for busy in 1..=20 {
             assert!(c.may_open(z, z, busy, z));
         }
@@ -316,7 +318,7 @@ mod tests {
         }
         assert_eq!(busy, CONNECT_BURST);
         // A slow target kept 500 busy on schedule: behind it, up to 1,000.
-        let mut c = p.connects(100);
+        let mut c = p.connects();
         assert!(c.may_open(z, z, 500, z));
         let mut busy = 500;
         for k in 0..10_000u64 {
@@ -326,7 +328,7 @@ mod tests {
         }
         assert_eq!(busy, 1_000);
         // Within the cap, the token bucket still sets the pace.
-        let mut c = p.connects(100);
+        let mut c = p.connects();
         let opened = (0..1_000).filter(|_| c.may_open(late, z, 1, z)).count();
         assert_eq!(opened, CONNECT_BURST as usize);
     }
@@ -336,11 +338,12 @@ mod tests {
         let p = Pacing::for_rate(15_000.0, None);
         let (z, lag) = (Duration::ZERO, ms(50));
         // The runtime keeps up: every VU a stall holds gets its connection, however many.
-        let mut c = p.connects(1_500);
+        assert_eq!(p.expected_pool, 1_500);
+        let mut c = p.connects();
         assert!((1..=20_000).all(|busy| c.may_open(z, z, busy, z)));
         // The runtime lags (the VUs wait on sloburn): free up to the pool a healthy target
         // needs, then twice the most busy while it kept up, with tokens.
-        let mut c = p.connects(1_500);
+        let mut c = p.connects();
         assert!(c.may_open(z, z, 40, z));
         assert!((41..=1_500).all(|busy| c.may_open(z, lag, busy, z)));
         let mut busy = 1_500;

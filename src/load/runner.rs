@@ -190,11 +190,9 @@ pub async fn run(
     ));
     match plan {
         Plan::Arrival(p) => {
-            let rate = spec.executor.peak_rate();
-            let pacing = Pacing::for_rate(rate, Some(spec.max_lateness));
-            let expected = super::spec::expected_pool(rate);
+            let pacing = Pacing::for_rate(spec.executor.peak_rate(), Some(spec.max_lateness));
             let grace = spec.graceful_stop;
-            open_model(p, client, &ctx, &stopper, grace, start, (pacing, expected)).await
+            open_model(p, client, &ctx, &stopper, grace, start, pacing).await
         }
         Plan::Vus(p) => closed_vus(p, client, &ctx, &stopper, spec.graceful_stop, start).await,
         Plan::Iterations(p) => {
@@ -320,7 +318,7 @@ async fn open_model(
     stopper: &Stopper,
     grace: Duration,
     start: Instant,
-    (pacing, expected): (Pacing, u32),
+    pacing: Pacing,
 ) {
     let max_vus = plan.max_vus().max(1);
     let permits = Arc::new(tokio::sync::Semaphore::new(max_vus as usize));
@@ -341,7 +339,7 @@ async fn open_model(
     ctx.events.vus_allocated(allocated.load(Relaxed));
     // Without keep-alive every request opens a connection by the user's choice: nothing to pace.
     let paced = client.options().keep_alive;
-    let mut connects = pacing.connects(expected.min(max_vus));
+    let mut connects = pacing.connects();
     // How long a spawned VU task waits to be polled (ns, smoothed): the runtime's own lag.
     let lag = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let mut set = JoinSet::new();

@@ -11,25 +11,23 @@
 //! (`iteration_lateness` shows it). In the open model no arrival waits for a VU: one that finds
 //! every VU held by the target is a failed request (`saturated`), not a late one.
 //!
-//! Sub-metrics (`http_req_duration{status:200}`) are recorded only for the filters the run's
-//! thresholds name, plus `http_req_duration{expected_response:true}`, which k6 always reports.
+//! Sub-metrics (`http_req_duration{status:200}`) live in `load::subs`; the figures a run is
+//! read as, in `load::snapshot`.
 
 use super::hist::{HistSnapshot, Histogram};
 use super::observe::Observer;
 use super::pacing::DropReason;
+pub use super::snapshot::{JourneySnapshot, StatsSnapshot, StepSnapshot};
 use super::spec::Executor;
+use super::subs::Subs;
+pub use super::subs::{EXPECTED_DURATION, SubSnapshot, SubValue};
 use super::walk::{IterationResult, StepFailure, StepInfo};
 use crate::checks::{Check, CheckKind};
 use crate::http::{ErrorClass, Outcome, Phase};
-use crate::thresholds::{
-    CounterValue, MetricKind, MetricRef, MetricSource, RateValue, Tag, ThresholdSpec, Trend,
-};
+use crate::thresholds::ThresholdSpec;
 use once_cell::race::OnceBox;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
-
-/// The sub-metric k6 always reports: the duration of requests that did not fail.
-pub const EXPECTED_DURATION: &str = "http_req_duration{expected_response:true}";
 
 /// The time per-second figures divide by, as k6 does: the test's duration. A duration-based
 /// executor that ran to its end ran for its planned duration, even when its last iteration
@@ -41,120 +39,6 @@ pub fn rate_window(executor: &Executor, actual: Duration, stopped: bool) -> Dura
         _ if stopped => actual,
         _ => actual.max(super::plan::planned_duration(executor)),
     }
-}
-
-/// Which samples a sub-metric counts: the tags a request has from its step (`method`, `group`,
-/// `step`, `name`, `scenario`) are decided once per step; `status` and `expected_response` per
-/// request.
-#[derive(Debug, Clone, Default)]
-struct Matcher {
-    /// Per step (`StepId` order): whether its static tags match.
-    steps: Vec<bool>,
-    status: Option<u16>,
-    expected: Option<bool>,
-    /// `check:NAME`.
-    check: Option<String>,
-}
-
-/// Metrics whose samples k6 writes once per iteration, in the root group: their `group` is
-/// `""` whatever the journey.
-const ROOT_LEVEL: &[&str] = &[
-    "iterations",
-    "iteration_duration",
-    "data_sent",
-    "data_received",
-    "dropped_iterations",
-];
-
-impl Matcher {
-    fn new(metric: &MetricRef, scenario: &str, steps: &[StepInfo]) -> Matcher {
-        let mut m = Matcher::default();
-        let root = ROOT_LEVEL.contains(&metric.base);
-        m.steps = steps
-            .iter()
-            .map(|step| {
-                let group = if root { String::new() } else { step.group() };
-                metric.tags.iter().all(|tag| match tag {
-                    Tag::Status(_) | Tag::Expected(_) | Tag::Check(_) => true,
-                    Tag::Method(x) => !root && x.eq_ignore_ascii_case(&step.method),
-                    Tag::Scenario(x) => x == scenario,
-                    Tag::Group(g) => *g == group,
-                    Tag::Step(x) => !root && *x == step.name,
-                    Tag::Name(x) => !root && *x == step.url,
-                })
-            })
-            .collect();
-        for tag in &metric.tags {
-            match tag {
-                Tag::Status(s) => m.status = Some(*s),
-                Tag::Expected(b) => m.expected = Some(*b),
-                Tag::Check(name) => m.check = Some(name.clone()),
-                _ => {}
-            }
-        }
-        m
-    }
-
-    /// No step's static tags match: the sub-metric stays empty.
-    fn never(&self) -> bool {
-        !self.steps.iter().any(|ok| *ok)
-    }
-
-    /// Whether the sub-metric is the whole metric (only static tags, and every step matched).
-    fn is_whole(&self) -> bool {
-        self.steps.iter().all(|ok| *ok)
-            && self.status.is_none()
-            && self.expected.is_none()
-            && self.check.is_none()
-    }
-
-    fn matches(&self, step: usize, status: u16, failed: bool) -> bool {
-        self.steps.get(step).copied().unwrap_or(false)
-            && self.status.is_none_or(|s| s == status)
-            && self.expected.is_none_or(|e| e != failed)
-    }
-}
-
-enum SubStore {
-    Trend(Histogram),
-    Rate {
-        hits: AtomicU64,
-        total: AtomicU64,
-    },
-    Counter(AtomicU64),
-    /// The whole metric, or nothing (static tags only).
-    Derived,
-    /// `checks`: the sum of these checks' counts (indices into the run's flat check list).
-    Checks(Vec<usize>),
-    /// `group_duration`: these groups' durations (indices into [`RunStats::group_hists`]).
-    Groups(Vec<usize>),
-}
-
-struct Sub {
-    key: String,
-    metric: MetricRef,
-    matcher: Matcher,
-    store: SubStore,
-}
-
-/// A sub-metric's figures in a snapshot.
-#[derive(Debug, Clone)]
-pub enum SubValue {
-    Trend(HistSnapshot),
-    Rate(RateValue),
-    Counter(u64),
-    /// Same figures as the base metric.
-    Whole,
-    /// Nothing matched it (a static tag differs, or an unknown check).
-    Empty,
-}
-
-/// One sub-metric of a snapshot: its k6 name, what it filters, and its figures.
-#[derive(Debug, Clone)]
-pub struct SubSnapshot {
-    pub key: String,
-    pub metric: MetricRef,
-    pub value: SubValue,
 }
 
 /// Status codes are counted in an array indexed by code; 0 holds "no response".
@@ -199,7 +83,7 @@ pub struct RunStats {
     vus_low: AtomicU32,
     vus_high: AtomicU32,
     pub vus_max: AtomicU32,
-    subs: Vec<Sub>,
+    subs: Subs,
 }
 
 impl RunStats {
@@ -237,7 +121,8 @@ impl RunStats {
             .iter()
             .map(|j| JourneyStats::new(j.clone()))
             .collect();
-        stats.add_subs(thresholds, scenario, steps);
+        let groups: Vec<String> = stats.groups().into_iter().map(|(path, _)| path).collect();
+        stats.subs = Subs::new(thresholds, scenario, steps, &groups);
         stats
     }
 
@@ -259,91 +144,17 @@ impl RunStats {
         RunStats::for_work(&[step], &[], thresholds, scenario)
     }
 
-    fn add_subs(&mut self, thresholds: &[ThresholdSpec], scenario: &str, steps: &[StepInfo]) {
-        let expected = crate::thresholds::parse_metric(EXPECTED_DURATION).expect("a valid name");
-        let wanted = std::iter::once(expected).chain(
-            thresholds
-                .iter()
-                .map(|t| t.threshold.target.clone())
-                .filter(|m| !m.tags.is_empty()),
-        );
-        let groups = self.group_paths();
-        for metric in wanted {
-            let key = metric.key();
-            if self.subs.iter().any(|s| s.key == key) {
-                continue;
-            }
-            let matcher = Matcher::new(&metric, scenario, steps);
-            let store = if metric.base == "checks" {
-                let names = steps
-                    .iter()
-                    .enumerate()
-                    .flat_map(|(i, st)| st.checks.iter().map(move |c| (i, c.name.as_str())));
-                SubStore::Checks(
-                    names
-                        .enumerate()
-                        .filter(|(_, (step, name))| {
-                            matcher.steps[*step]
-                                && matcher.check.as_deref().is_none_or(|c| c == *name)
-                        })
-                        .map(|(i, _)| i)
-                        .collect(),
-                )
-            } else if metric.base == "group_duration" {
-                SubStore::Groups(
-                    groups
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, path)| {
-                            metric.tags.iter().all(|tag| match tag {
-                                Tag::Group(g) => g == *path,
-                                Tag::Scenario(x) => x == scenario,
-                                _ => false,
-                            })
-                        })
-                        .map(|(i, _)| i)
-                        .collect(),
-                )
-            } else if matcher.is_whole() || matcher.never() {
-                SubStore::Derived
-            } else {
-                match metric.kind {
-                    MetricKind::Trend => SubStore::Trend(Histogram::new()),
-                    MetricKind::Rate => SubStore::Rate {
-                        hits: AtomicU64::new(0),
-                        total: AtomicU64::new(0),
-                    },
-                    MetricKind::Counter | MetricKind::Gauge => SubStore::Counter(AtomicU64::new(0)),
-                }
-            };
-            self.subs.push(Sub {
-                key,
-                metric,
-                matcher,
-                store,
-            });
-        }
-    }
-
-    /// k6's groups of the run, in the order of [`RunStats::group_hists`]: each journey
-    /// (`::journey`), then each journey step (`::journey::step`).
-    fn group_paths(&self) -> Vec<String> {
-        let journeys = self.journeys.iter().map(|j| format!("::{}", j.name));
-        let steps = self
-            .steps
+    /// k6's groups of the run with their `group_duration`: each journey (`::journey`), then
+    /// each journey step (`::journey::step`).
+    fn groups(&self) -> Vec<(String, &Histogram)> {
+        let journeys = self
+            .journeys
             .iter()
-            .filter_map(|s| Some(format!("::{}::{}", s.journey.as_ref()?, s.name)));
-        journeys.chain(steps).collect()
-    }
-
-    /// Each group's `group_duration`, in the order of [`RunStats::group_paths`].
-    fn group_hists(&self) -> Vec<&Histogram> {
-        let journeys = self.journeys.iter().map(|j| &j.duration);
-        let steps = self
-            .steps
-            .iter()
-            .filter(|s| s.journey.is_some())
-            .map(|s| &s.group_duration);
+            .map(|j| (format!("::{}", j.name), &j.duration));
+        let steps = self.steps.iter().filter_map(|s| {
+            let path = format!("::{}::{}", s.journey.as_ref()?, s.name);
+            Some((path, &s.group_duration))
+        });
         journeys.chain(steps).collect()
     }
 
@@ -377,7 +188,7 @@ impl RunStats {
             vus_low: AtomicU32::new(u32::MAX),
             vus_high: AtomicU32::new(0),
             vus_max: AtomicU32::new(0),
-            subs: Vec::new(),
+            subs: Subs::default(),
         }
     }
 
@@ -438,7 +249,8 @@ impl RunStats {
             self.lateness.record(lateness);
         }
         if !self.subs.is_empty() {
-            self.record_subs(step, outcome, failed);
+            let journeys = !self.journeys.is_empty();
+            self.subs.record(step, outcome, failed, journeys);
         }
         let base = self.check_base.get(step).copied().unwrap_or(0);
         let own = self.checks.get(base..).unwrap_or(&[]);
@@ -447,40 +259,6 @@ impl RunStats {
                 pass.fetch_add(1, Relaxed);
             } else {
                 fail.fetch_add(1, Relaxed);
-            }
-        }
-    }
-
-    fn record_subs(&self, step: usize, outcome: &Outcome, failed: bool) {
-        let status = outcome.status.unwrap_or(0);
-        for sub in &self.subs {
-            if !sub.matcher.matches(step, status, failed)
-                || (sub.metric.base == "iteration_duration" && !self.journeys.is_empty())
-            {
-                continue;
-            }
-            match &sub.store {
-                SubStore::Trend(h) => {
-                    if let Some(d) = trend_sample(sub.metric.base, outcome) {
-                        h.record(d);
-                    }
-                }
-                SubStore::Rate { hits, total } => {
-                    // `http_req_failed` is the only per-request rate metric with tags.
-                    total.fetch_add(1, Relaxed);
-                    if failed {
-                        hits.fetch_add(1, Relaxed);
-                    }
-                }
-                SubStore::Counter(n) => {
-                    let by = match sub.metric.base {
-                        "data_sent" => outcome.bytes_sent,
-                        "data_received" => outcome.bytes_received,
-                        _ => 1,
-                    };
-                    n.fetch_add(by, Relaxed);
-                }
-                SubStore::Derived | SubStore::Checks(_) | SubStore::Groups(_) => {}
             }
         }
     }
@@ -495,10 +273,7 @@ impl RunStats {
             .chain(self.steps.iter().map(|s| &s.duration))
             .chain(self.steps.iter().map(|s| &s.group_duration))
             .chain(self.journeys.iter().map(|j| &j.duration))
-            .chain(self.subs.iter().filter_map(|s| match &s.store {
-                SubStore::Trend(h) => Some(h),
-                _ => None,
-            }));
+            .chain(self.subs.histograms());
         let statuses = self.statuses.iter().filter(|b| b.get().is_some()).count();
         trends.map(Histogram::allocated_bytes).sum::<usize>() + statuses * size_of::<StatusBlock>()
     }
@@ -521,41 +296,9 @@ impl RunStats {
             .zip(&self.checks)
             .map(|(name, (p, f))| (name.clone(), p.load(Relaxed), f.load(Relaxed)))
             .collect();
-        let groups: Vec<HistSnapshot> = self.group_hists().iter().map(|h| h.snapshot()).collect();
-        let group_duration = merged(groups.iter());
-        let subs = self
-            .subs
-            .iter()
-            .map(|sub| SubSnapshot {
-                key: sub.key.clone(),
-                metric: sub.metric.clone(),
-                value: match &sub.store {
-                    SubStore::Trend(h) => SubValue::Trend(h.snapshot()),
-                    SubStore::Rate { hits, total } => SubValue::Rate(RateValue {
-                        hits: hits.load(Relaxed),
-                        total: total.load(Relaxed),
-                    }),
-                    SubStore::Counter(n) => SubValue::Counter(n.load(Relaxed)),
-                    SubStore::Derived if sub.matcher.never() => SubValue::Empty,
-                    SubStore::Derived => SubValue::Whole,
-                    SubStore::Checks(idx) if idx.is_empty() => SubValue::Empty,
-                    SubStore::Checks(idx) => {
-                        let (hits, fails) = idx
-                            .iter()
-                            .filter_map(|i| checks.get(*i))
-                            .fold((0, 0), |(p, f), (_, cp, cf)| (p + cp, f + cf));
-                        SubValue::Rate(RateValue {
-                            hits,
-                            total: hits + fails,
-                        })
-                    }
-                    SubStore::Groups(idx) if idx.is_empty() => SubValue::Empty,
-                    SubStore::Groups(idx) => {
-                        SubValue::Trend(merged(idx.iter().filter_map(|i| groups.get(*i))))
-                    }
-                },
-            })
-            .collect();
+        let groups: Vec<HistSnapshot> = self.groups().iter().map(|(_, h)| h.snapshot()).collect();
+        let group_duration = HistSnapshot::merged(groups.iter());
+        let subs = self.subs.snapshot(&checks, &groups);
         let steps = self
             .steps
             .iter()
@@ -608,14 +351,6 @@ impl RunStats {
             journeys: self.journeys.iter().map(JourneyStats::snapshot).collect(),
         }
     }
-}
-
-/// The histograms' samples together.
-fn merged<'a>(hists: impl Iterator<Item = &'a HistSnapshot>) -> HistSnapshot {
-    hists.fold(HistSnapshot::default(), |mut all, h| {
-        all.merge(h);
-        all
-    })
 }
 
 /// Whether `step` is the first step of its journey (lateness belongs to an iteration's start).
@@ -689,24 +424,6 @@ impl StepStats {
     }
 }
 
-/// One step of a snapshot.
-#[derive(Debug, Clone)]
-pub struct StepSnapshot {
-    /// This step's checks: (name, passes, fails).
-    pub checks: Vec<(String, u64, u64)>,
-    pub journey: Option<String>,
-    pub name: String,
-    pub requests: u64,
-    /// Requests k6 counts in `http_req_failed`.
-    pub failed: u64,
-    /// k6's `http_req_duration` of this step's requests.
-    pub duration: HistSnapshot,
-    /// k6's `group_duration` of the step's group.
-    pub group_duration: HistSnapshot,
-    /// Failed steps by `StepFailure as usize`.
-    pub failures: [u64; StepFailure::ALL.len()],
-}
-
 struct JourneyStats {
     name: String,
     results: [AtomicU64; IterationResult::ALL.len()],
@@ -731,41 +448,12 @@ impl JourneyStats {
     }
 }
 
-/// One journey of a snapshot: its iterations by result and their duration.
-#[derive(Debug, Clone)]
-pub struct JourneySnapshot {
-    pub name: String,
-    /// By `IterationResult as usize`.
-    pub results: [u64; IterationResult::ALL.len()],
-    pub duration: HistSnapshot,
-}
-
 /// A phase as its k6 metric means it: k6's `http_req_blocked` holds the DNS lookup (k6 has no
 /// DNS phase), so sloburn's does too; `http_req_dns` shows the lookup alone.
 pub fn k6_phase(p: &crate::http::Phases, phase: Phase) -> Duration {
     match phase {
         Phase::Blocked => p.blocked + p.dns,
         other => p.get(other),
-    }
-}
-
-/// The value one request adds to trend metric `base`, if it adds one.
-fn trend_sample(base: &str, outcome: &Outcome) -> Option<Duration> {
-    let p = &outcome.phases;
-    if base == "iteration_duration" {
-        return Some(p.blocked + p.dns + p.connecting + p.tls_handshaking + p.duration());
-    }
-    outcome.status?;
-    match base {
-        "http_req_duration" => Some(p.duration()),
-        "http_req_corrected_duration" => Some(p.total()),
-        other => {
-            let name = other.strip_prefix("http_req_")?;
-            Phase::ALL
-                .iter()
-                .find(|ph| ph.as_str() == name)
-                .map(|ph| k6_phase(p, *ph))
-        }
     }
 }
 
@@ -828,208 +516,10 @@ impl Observer for RunStats {
     }
 }
 
-/// A consistent-enough copy of a run's figures at one moment.
-#[derive(Debug, Clone)]
-pub struct StatsSnapshot {
-    /// What per-second figures divide by (see [`rate_window`] for a finished run).
-    pub elapsed: Duration,
-    pub duration: HistSnapshot,
-    pub corrected: HistSnapshot,
-    pub phases: [HistSnapshot; 7],
-    pub iteration_duration: HistSnapshot,
-    /// k6's `group_duration`: every journey's and every step's groups together.
-    pub group_duration: HistSnapshot,
-    pub lateness: HistSnapshot,
-    pub requests: u64,
-    pub failed: u64,
-    /// Requests that got no response head (status `0`); a request with a status and a body
-    /// error counts under its status only.
-    pub no_response: u64,
-    /// (status, count) for every status seen, ascending.
-    pub statuses: Vec<(u16, u64)>,
-    pub errors: Vec<(ErrorClass, u64)>,
-    /// (name, passes, fails) in check order.
-    pub checks: Vec<(String, u64, u64)>,
-    pub data_sent: u64,
-    pub data_received: u64,
-    pub iterations: u64,
-    pub dropped: u64,
-    /// Dropped iterations by `DropReason as usize`; they sum to `dropped`.
-    pub dropped_by: [u64; DropReason::ALL.len()],
-    pub vus: u32,
-    /// The lowest and highest busy-VU count since the first VU started (k6's `vus` min, max).
-    pub vus_low: u32,
-    pub vus_high: u32,
-    pub vus_max: u32,
-    /// The sub-metrics recorded, `http_req_duration{expected_response:true}` first.
-    pub subs: Vec<SubSnapshot>,
-    /// Per step (one, named `request`, for a single-request profile).
-    pub steps: Vec<StepSnapshot>,
-    /// Per journey; empty for a single-request profile.
-    pub journeys: Vec<JourneySnapshot>,
-}
-
-impl StatsSnapshot {
-    pub fn sub(&self, key: &str) -> Option<&SubSnapshot> {
-        self.subs.iter().find(|s| s.key == key)
-    }
-
-    /// The total passes and fails over every check.
-    pub fn checks_total(&self) -> (u64, u64) {
-        self.checks
-            .iter()
-            .fold((0, 0), |(p, f), (_, cp, cf)| (p + cp, f + cf))
-    }
-
-    pub fn per_second(&self, n: u64) -> f64 {
-        let secs = self.elapsed.as_secs_f64();
-        if secs > 0.0 { n as f64 / secs } else { 0.0 }
-    }
-
-    pub fn dropped_by(&self, reason: DropReason) -> u64 {
-        self.dropped_by[reason as usize]
-    }
-
-    /// `http_req_failed` as (failed, total): the requests that failed, and the arrivals turned
-    /// away because every VU was waiting on the target (`saturated`), which failed too.
-    pub fn failed_with_saturated(&self) -> (u64, u64) {
-        let saturated = self.dropped_by(DropReason::Saturated);
-        (self.failed + saturated, self.requests + saturated)
-    }
-
-    /// Iterations dropped because the generator itself fell behind (a CPU stall, an overloaded
-    /// runtime): not the target's doing, never an SLO event.
-    pub fn generator_overloaded(&self) -> u64 {
-        DropReason::ALL
-            .into_iter()
-            .filter(|r| r.is_generator())
-            .map(|r| self.dropped_by(r))
-            .sum()
-    }
-
-    pub fn errors_total(&self) -> u64 {
-        self.errors.iter().map(|(_, n)| n).sum()
-    }
-
-    /// Requests that failed because of sloburn itself (out of descriptors or ports).
-    pub fn local_errors(&self) -> u64 {
-        self.errors
-            .iter()
-            .filter(|(e, _)| e.is_local())
-            .map(|(_, n)| n)
-            .sum()
-    }
-
-    /// More than half of the requests failed locally: the run measured sloburn's own limits,
-    /// not the target, and must not pass.
-    pub fn local_errors_dominate(&self) -> bool {
-        self.local_errors() > self.requests / 2
-    }
-}
-
-impl StatsSnapshot {
-    fn base_trend(&self, metric: &str) -> Option<&HistSnapshot> {
-        Some(match metric {
-            "http_req_duration" => &self.duration,
-            "http_req_corrected_duration" => &self.corrected,
-            "iteration_duration" => &self.iteration_duration,
-            "group_duration" => &self.group_duration,
-            other => {
-                let phase = other.strip_prefix("http_req_")?;
-                Phase::ALL
-                    .iter()
-                    .find(|p| p.as_str() == phase)
-                    .map(|p| &self.phases[*p as usize])?
-            }
-        })
-    }
-
-    fn base_rate(&self, metric: &str) -> Option<RateValue> {
-        match metric {
-            "http_req_failed" => {
-                let (hits, total) = self.failed_with_saturated();
-                Some(RateValue { hits, total })
-            }
-            "checks" => {
-                let (p, f) = self.checks_total();
-                Some(RateValue {
-                    hits: p,
-                    total: p + f,
-                })
-            }
-            _ => None,
-        }
-    }
-
-    fn base_count(&self, metric: &str) -> Option<u64> {
-        Some(match metric {
-            "http_reqs" => self.requests,
-            "iterations" => self.iterations,
-            "dropped_iterations" => self.dropped,
-            "data_sent" => self.data_sent,
-            "data_received" => self.data_received,
-            _ => return None,
-        })
-    }
-
-    /// A trend by k6 name, sub-metrics included.
-    pub fn trend_of(&self, metric: &str) -> Option<&HistSnapshot> {
-        match self.sub(metric).map(|s| (&s.value, s.metric.base)) {
-            Some((SubValue::Trend(h), _)) => Some(h),
-            Some((SubValue::Whole, base)) => self.base_trend(base),
-            Some(_) => None,
-            None => self.base_trend(metric),
-        }
-    }
-
-    pub fn rate_of(&self, metric: &str) -> Option<RateValue> {
-        match self.sub(metric).map(|s| (&s.value, s.metric.base)) {
-            Some((SubValue::Rate(r), _)) => Some(*r),
-            Some((SubValue::Whole, base)) => self.base_rate(base),
-            Some(_) => None,
-            None => self.base_rate(metric),
-        }
-    }
-
-    pub fn count_of(&self, metric: &str) -> Option<u64> {
-        match self.sub(metric).map(|s| (&s.value, s.metric.base)) {
-            Some((SubValue::Counter(n), _)) => Some(*n),
-            Some((SubValue::Whole, base)) => self.base_count(base),
-            Some(_) => Some(0),
-            None => self.base_count(metric),
-        }
-    }
-}
-
-impl MetricSource for StatsSnapshot {
-    fn trend(&self, metric: &str) -> Option<&dyn Trend> {
-        self.trend_of(metric).map(|h| h as &dyn Trend)
-    }
-
-    fn rate(&self, metric: &str) -> Option<RateValue> {
-        self.rate_of(metric)
-    }
-
-    fn counter(&self, metric: &str) -> Option<CounterValue> {
-        let count = self.count_of(metric)?;
-        Some(CounterValue {
-            count: count as f64,
-            per_second: self.per_second(count),
-        })
-    }
-
-    fn gauge(&self, metric: &str) -> Option<f64> {
-        match metric {
-            "vus" => Some(f64::from(self.vus)),
-            "vus_max" => Some(f64::from(self.vus_max)),
-            _ => None,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::thresholds::RateValue;
 
     fn record(stats: &RunStats, error: Option<ErrorClass>, n: usize) {
         let outcome = Outcome {
@@ -1170,6 +660,7 @@ mod tests {
 #[cfg(test)]
 mod journey_tests {
     use super::*;
+    use crate::thresholds::MetricKind;
 
     fn step(journey: &str, name: &str, method: &str, checks: &[&str]) -> StepInfo {
         StepInfo {
