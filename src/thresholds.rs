@@ -113,7 +113,15 @@ pub enum Tag {
     Step(String),
     /// `name:URL`: k6's `name` tag, the step's URL as written (without user part or query).
     Name(String),
+    /// `reason:saturated`: why an iteration was dropped (one of [`DROP_REASONS`]; sloburn's
+    /// own tag on `dropped_iterations`).
+    Reason(String),
 }
+
+/// The reasons an arrival-rate iteration is dropped, as `load::pacing::DropReason` names them
+/// (a test keeps the two lists equal): `saturated` is the target's failure, the others
+/// sloburn's own.
+pub const DROP_REASONS: [&str; 4] = ["saturated", "late", "connect_paced", "in_flight_cap"];
 
 impl Tag {
     fn key(&self) -> &'static str {
@@ -126,6 +134,7 @@ impl Tag {
             Tag::Group(_) => "group",
             Tag::Step(_) => "step",
             Tag::Name(_) => "name",
+            Tag::Reason(_) => "reason",
         }
     }
 }
@@ -141,6 +150,7 @@ impl fmt::Display for Tag {
             Tag::Group(g) => write!(f, "group:{g}"),
             Tag::Step(s) => write!(f, "step:{s}"),
             Tag::Name(n) => write!(f, "name:{n}"),
+            Tag::Reason(r) => write!(f, "reason:{r}"),
         }
     }
 }
@@ -159,7 +169,7 @@ fn tags_of(base: &str) -> &'static [&'static str] {
             "scenario",
         ],
         "vus" | "vus_max" => &[],
-        "dropped_iterations" => &["scenario"],
+        "dropped_iterations" => &["reason", "scenario"],
         _ => &["group", "scenario"],
     }
 }
@@ -265,6 +275,13 @@ pub fn parse_metric(name: &str) -> Result<MetricRef, ThresholdError> {
                 "group" => Tag::Group(value.to_string()),
                 "step" => Tag::Step(value.to_string()),
                 "name" => Tag::Name(value.to_string()),
+                "reason" if DROP_REASONS.contains(&value) => Tag::Reason(value.to_string()),
+                "reason" => {
+                    return Err(bad(format!(
+                        "`{value}` is no drop reason; use one of {}",
+                        DROP_REASONS.join(", ")
+                    )));
+                }
                 _ => Tag::Scenario(value.to_string()),
             };
             if tags.iter().any(|t: &Tag| t.key() == tag.key()) {
@@ -899,6 +916,11 @@ mod tests {
         ("checks{check:status is 200,group:::buy::cart}", "rate>0.9"),
         ("group_duration{group:::buy}", "p(95)<2000"),
         ("iterations{group:}", "count>0"),
+        ("dropped_iterations{reason:saturated}", "count==0"),
+        (
+            "dropped_iterations{reason:late,scenario:canary}",
+            "count<10",
+        ),
         ("http_req_duration", "p(95)<300ms"),
         ("http_req_duration", "p(95)<1.5s"),
         ("http_req_duration", "p(95)<500us"),
@@ -935,6 +957,8 @@ mod tests {
         ("checks{status:200}", "rate>0.9"),
         ("group_duration{method:GET}", "p(95)<300"),
         ("iterations{step:cart}", "count>0"),
+        ("dropped_iterations{reason:no_vu}", "count==0"),
+        ("http_req_failed{reason:saturated}", "rate<0.01"),
         ("vus{scenario:a}", "value<10"),
         ("http_req_duration{expected_response:yes}", "p(95)<300"),
         ("http_req_duration", "p(95)<1.2.3"),

@@ -278,6 +278,11 @@ mod tests {
         // Every VU waiting on the target is the target's failure; every other reason is
         // sloburn's own.
         assert!(!DropReason::Saturated.is_generator() && DropReason::Saturated.is_target());
+        // Threshold filters (`dropped_iterations{reason:…}`) know the same names.
+        assert_eq!(
+            DropReason::ALL.map(DropReason::as_str),
+            crate::thresholds::DROP_REASONS
+        );
         for r in [
             DropReason::Late,
             DropReason::ConnectPaced,

@@ -298,7 +298,8 @@ impl RunStats {
             .collect();
         let groups: Vec<HistSnapshot> = self.groups().iter().map(|(_, h)| h.snapshot()).collect();
         let group_duration = HistSnapshot::merged(groups.iter());
-        let subs = self.subs.snapshot(&checks, &groups);
+        let dropped_by = std::array::from_fn(|i| self.dropped_by[i].load(Relaxed));
+        let subs = self.subs.snapshot(&checks, &groups, &dropped_by);
         let steps = self
             .steps
             .iter()
@@ -341,7 +342,7 @@ impl RunStats {
             data_received: self.data_received.load(Relaxed),
             iterations: self.iterations.load(Relaxed),
             dropped: self.dropped.load(Relaxed),
-            dropped_by: std::array::from_fn(|i| self.dropped_by[i].load(Relaxed)),
+            dropped_by,
             vus: self.vus.load(Relaxed),
             vus_low: if low == u32::MAX { 0 } else { low },
             vus_high: self.vus_high.load(Relaxed),
@@ -654,6 +655,38 @@ mod tests {
             .trend_of("http_req_waiting{method:get,scenario:canary}")
             .unwrap();
         assert_eq!(all.count(), 2);
+    }
+
+    /// `dropped_iterations{reason:…}` counts one reason's drops; saturated arrivals are failed
+    /// requests in `http_req_failed` too, the generator's own drops are not.
+    #[test]
+    fn drops_filter_by_reason_and_saturated_ones_fail() {
+        let spec = |m: &str, e: &str| ThresholdSpec::parse(m, e, false, None).unwrap();
+        let thresholds = [
+            spec("dropped_iterations{reason:saturated}", "count==0"),
+            spec("dropped_iterations{reason:late}", "count==0"),
+            spec("dropped_iterations{scenario:other}", "count==0"),
+        ];
+        let stats = RunStats::for_run(&[], &thresholds, "canary", "GET");
+        stats.request_finished(0, &outcome(Some(200), 10, 0), Duration::ZERO, &[]);
+        for reason in [
+            DropReason::Saturated,
+            DropReason::Saturated,
+            DropReason::Late,
+            DropReason::ConnectPaced,
+        ] {
+            stats.iteration_dropped(reason);
+        }
+        let s = stats.snapshot(Duration::from_secs(1));
+        assert_eq!(s.count_of("dropped_iterations{reason:saturated}"), Some(2));
+        assert_eq!(s.count_of("dropped_iterations{reason:late}"), Some(1));
+        assert_eq!(s.count_of("dropped_iterations{scenario:other}"), Some(0));
+        assert_eq!(s.count_of("dropped_iterations"), Some(4));
+        assert_eq!(s.generator_overloaded(), 2);
+        assert_eq!(
+            s.rate_of("http_req_failed"),
+            Some(RateValue { hits: 2, total: 3 })
+        );
     }
 }
 

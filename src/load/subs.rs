@@ -6,6 +6,7 @@
 //! when a snapshot is.
 
 use super::hist::{HistSnapshot, Histogram};
+use super::pacing::DropReason;
 use super::stats::k6_phase;
 use super::walk::StepInfo;
 use crate::http::{Outcome, Phase};
@@ -48,7 +49,7 @@ impl Matcher {
             .map(|step| {
                 let group = if root { String::new() } else { step.group() };
                 metric.tags.iter().all(|tag| match tag {
-                    Tag::Status(_) | Tag::Expected(_) | Tag::Check(_) => true,
+                    Tag::Status(_) | Tag::Expected(_) | Tag::Check(_) | Tag::Reason(_) => true,
                     Tag::Method(x) => !root && x.eq_ignore_ascii_case(&step.method),
                     Tag::Scenario(x) => x == scenario,
                     Tag::Group(g) => *g == group,
@@ -99,6 +100,8 @@ enum SubStore {
     Derived,
     /// `checks`: the sum of these checks' counts (indices into the run's flat check list).
     Checks(Vec<usize>),
+    /// `dropped_iterations{reason:…}`: the drops of these reasons (`DropReason as usize`).
+    Dropped(Vec<usize>),
     /// `group_duration`: these groups' durations (indices into the run's groups).
     Groups(Vec<usize>),
 }
@@ -173,6 +176,18 @@ impl Subs {
                         .map(|(i, _)| i)
                         .collect(),
                 )
+            } else if metric.base == "dropped_iterations" && !matcher.never() {
+                let reason = metric.tags.iter().find_map(|t| match t {
+                    Tag::Reason(r) => Some(r.as_str()),
+                    _ => None,
+                });
+                SubStore::Dropped(
+                    DropReason::ALL
+                        .into_iter()
+                        .filter(|r| reason.is_none_or(|x| x == r.as_str()))
+                        .map(|r| r as usize)
+                        .collect(),
+                )
             } else if metric.base == "group_duration" {
                 SubStore::Groups(
                     groups
@@ -245,7 +260,10 @@ impl Subs {
                     };
                     n.fetch_add(by, Relaxed);
                 }
-                SubStore::Derived | SubStore::Checks(_) | SubStore::Groups(_) => {}
+                SubStore::Derived
+                | SubStore::Checks(_)
+                | SubStore::Dropped(_)
+                | SubStore::Groups(_) => {}
             }
         }
     }
@@ -258,12 +276,14 @@ impl Subs {
         })
     }
 
-    /// Every sub-metric's figures, given the run's `checks` (flat, in check order) and each
-    /// group's duration (in the order of the `groups` given to [`Subs::new`]).
+    /// Every sub-metric's figures, given the run's `checks` (flat, in check order), each
+    /// group's duration (in the order of the `groups` given to [`Subs::new`]) and the drops by
+    /// `DropReason as usize`.
     pub(super) fn snapshot(
         &self,
         checks: &[(String, u64, u64)],
         groups: &[HistSnapshot],
+        dropped_by: &[u64],
     ) -> Vec<SubSnapshot> {
         self.0
             .iter()
@@ -289,6 +309,9 @@ impl Subs {
                             hits,
                             total: hits + fails,
                         })
+                    }
+                    SubStore::Dropped(idx) => {
+                        SubValue::Counter(idx.iter().filter_map(|i| dropped_by.get(*i)).sum())
                     }
                     SubStore::Groups(idx) if idx.is_empty() => SubValue::Empty,
                     SubStore::Groups(idx) => SubValue::Trend(HistSnapshot::merged(

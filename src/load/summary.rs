@@ -335,6 +335,7 @@ pub fn text_with(h: &Header, report: &RunReport) -> String {
     trend_row(&mut out, "http_req_corrected_duration", &s.corrected);
     trend_row(&mut out, "http_req_duration", &s.duration);
     subs_rows(&mut out, s, "http_req_duration");
+    // Saturated arrivals failed too (`dropped_iterations{reason:saturated}` counts them).
     let (failed, total) = s.failed_with_saturated();
     row(
         &mut out,
@@ -343,16 +344,6 @@ pub fn text_with(h: &Header, report: &RunReport) -> String {
         WIDTH,
         &fmt_rate(failed, total),
     );
-    let saturated = s.dropped_by(super::pacing::DropReason::Saturated);
-    if saturated > 0 {
-        row(
-            &mut out,
-            6,
-            "{ saturated:true }",
-            WIDTH - 2,
-            &fmt_rate(saturated, total),
-        );
-    }
     subs_rows(&mut out, s, "http_req_failed");
     row(
         &mut out,
