@@ -83,28 +83,15 @@ async fn count(State(s): State<Shared>, uri: axum::http::Uri) -> &'static str {
     "ok"
 }
 
-/// Starts the shop on 127.0.0.1 in a background runtime thread.
-fn shop() -> (SocketAddr, Shared) {
+/// Starts the shop on 127.0.0.1 on its own thread; it stops when the handle is dropped.
+fn shop() -> (ThreadServer, Shared) {
     let shared: Shared = Arc::default();
     let app = Router::new()
         .route("/login", post(login))
         .route("/cart", get(cart))
         .fallback(count)
         .with_state(shared.clone());
-    let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    std_listener.set_nonblocking(true).unwrap();
-    let addr = std_listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(std_listener).unwrap();
-            let _ = axum::serve(listener, app).await;
-        });
-    });
-    (addr, shared)
+    (serve_on_thread(app), shared)
 }
 
 const USERS_CSV: &str = "user,password\nann,pw-ann\nbob,pw-bob\ncid,pw-cid\n";
@@ -149,7 +136,8 @@ fn run_in(dir: &std::path::Path, extra: &[&str]) -> std::process::Output {
 
 #[test]
 fn sequential_users_log_in_and_see_their_own_cart() {
-    let (addr, shop) = shop();
+    let (server, shop) = shop();
+    let addr = server.addr;
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("users.csv"), USERS_CSV).unwrap();
     let exec =
@@ -180,7 +168,8 @@ fn sequential_users_log_in_and_see_their_own_cart() {
 
 #[test]
 fn unique_rows_end_the_run_and_random_rows_cover_the_file() {
-    let (addr, shop) = shop();
+    let (server, shop) = shop();
+    let addr = server.addr;
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("users.csv"), USERS_CSV).unwrap();
     let exec =
@@ -195,7 +184,8 @@ fn unique_rows_end_the_run_and_random_rows_cover_the_file() {
         assert_eq!(s.logins.values().sum::<u64>(), 3, "{:?}", s.logins);
         assert_eq!(s.logins.len(), 3);
     }
-    let (addr, shop) = self::shop();
+    let (server, shop) = self::shop();
+    let addr = server.addr;
     let users: String = (0..20).map(|i| format!("u{i},pw-u{i}\n")).collect();
     std::fs::write(
         dir.path().join("users.csv"),
@@ -215,7 +205,8 @@ fn unique_rows_end_the_run_and_random_rows_cover_the_file() {
 
 #[test]
 fn a_weighted_mix_follows_its_weights_and_think_time_is_not_request_time() {
-    let (addr, shop) = shop();
+    let (server, shop) = shop();
+    let addr = server.addr;
     let dir = tempfile::tempdir().unwrap();
     let config = format!(
         r#"targets:

@@ -9,13 +9,12 @@
 //! the `step` tag on a journey's request and check samples.
 
 use crate::k6::k6;
-use crate::support::{root, sloburn, write_config};
+use crate::support::{ThreadServer, root, serve_on_thread, sloburn, write_config};
 use axum::Router;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Command;
 
@@ -46,7 +45,7 @@ const THRESHOLDS: &[(&str, &str)] = &[
 /// The shop: a token from `/login` opens `/cart`; a product page answers 200 to the
 /// iterations whose number (`X-Iter`) is a multiple of four and 404 to the others, so both
 /// tools see the same statuses in the same iterations.
-fn shop() -> SocketAddr {
+fn shop() -> ThreadServer {
     async fn login() -> (StatusCode, &'static str) {
         (StatusCode::OK, r#"{"token":"t0k"}"#)
     }
@@ -76,20 +75,7 @@ fn shop() -> SocketAddr {
         .route("/cart", get(cart))
         .route("/cart/items", post(add))
         .route("/products/1", get(product));
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            let _ = axum::serve(listener, app).await;
-        });
-    });
-    addr
+    serve_on_thread(app)
 }
 
 fn thresholds(base: &str) -> Vec<(String, String)> {
@@ -342,7 +328,8 @@ fn a_journey_run_tags_filters_and_exports_each_request_as_k6_does() {
         "{version:?}"
     );
     assert!(root().join("scripts/install-k6.sh").exists());
-    let addr = shop();
+    let server = shop();
+    let addr = server.addr;
     let base = format!("http://{addr}");
     let dir = tempfile::tempdir().unwrap();
     let k = run_k6(dir.path(), &base);

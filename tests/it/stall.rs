@@ -5,11 +5,13 @@
 //! and thread, on 127.0.0.1, which holds every request that arrives during a stall until the
 //! stall ends.
 
-use crate::support::{ADMIN_TOKEN, daemon_config, metric_sum, request, runtime, sloburn};
+use crate::support::{
+    ADMIN_TOKEN, ThreadServer, daemon_config, metric_sum, request, runtime, serve_on_thread,
+    sloburn,
+};
 use axum::Router;
 use axum::extract::State;
 use axum::routing::get;
-use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -47,55 +49,12 @@ async fn answer(State(s): State<Arc<Stalls>>) -> &'static str {
 }
 
 /// The stalling server, on its own thread and runtime; stopped when dropped.
-struct StallServer {
-    addr: SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl StallServer {
-    fn start() -> StallServer {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async move {
-                let app = Router::new()
-                    .fallback(get(answer))
-                    .with_state(Arc::new(Stalls::default()));
-                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-                let _ = axum::serve(listener, app)
-                    .with_graceful_shutdown(async {
-                        let _ = stopped.await;
-                    })
-                    .await;
-            });
-            // Requests still held end with the runtime.
-            rt.shutdown_timeout(Duration::from_secs(1));
-        });
-        StallServer {
-            addr,
-            stop: Some(stop),
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for StallServer {
-    fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
+fn stall_server() -> ThreadServer {
+    serve_on_thread(
+        Router::new()
+            .fallback(get(answer))
+            .with_state(Arc::new(Stalls::default())),
+    )
 }
 
 #[test]
@@ -119,7 +78,7 @@ fn the_stall_clock_holds_a_fifth_of_each_period() {
 #[test]
 fn a_stalled_target_is_measured_with_the_default_pool() {
     let _heavy = crate::load::heavy();
-    let server = StallServer::start();
+    let server = stall_server();
     let dir = tempfile::tempdir().unwrap();
     let export = dir.path().join("summary.json");
     let out = sloburn()
@@ -166,7 +125,7 @@ fn a_stalled_target_is_measured_with_the_default_pool() {
 /// Runs `profile` in a daemon against the stalling server and returns its `/metrics` once
 /// the run has ended.
 fn daemon_run(profile: &str, slos: &str) -> String {
-    let server = StallServer::start();
+    let server = stall_server();
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let exposition = runtime().block_on(async {

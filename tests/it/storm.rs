@@ -167,6 +167,70 @@ http {{
     .unwrap()
 }
 
+/// How a stalled `sloburn run` ended: its exit, its summary, its `--summary-export`, and whether
+/// the stall ran at `SCHED_FIFO` priority.
+struct Stalled {
+    status: std::process::ExitStatus,
+    summary: String,
+    export: serde_json::Value,
+    fifo: bool,
+}
+
+/// Runs `sloburn run` at `rate` for 5 s against nginx on `port` with `thresholds`, pinned to
+/// `gen_cpu`, and starves it for `stall` 1.5 s in: one `SCHED_FIFO` busy loop on its CPU where
+/// the test may set that priority (the run then gets next to no CPU), else eight at normal
+/// priority. Waits up to 2 minutes for the run to end.
+fn run_with_stall(
+    dir: &Path,
+    port: u16,
+    gen_cpu: usize,
+    rate: &str,
+    thresholds: &[&str],
+    stall: Duration,
+) -> Stalled {
+    let export = dir.join("summary.json");
+    let out = dir.join("run.out");
+    let mut cmd = sloburn();
+    cmd.args(["run", "--url"])
+        .arg(format!("http://127.0.0.1:{port}/"))
+        .args(["--rate", rate, "--duration", "5s", "--quiet"]);
+    for t in thresholds {
+        cmd.args(["--threshold", t]);
+    }
+    let mut run = pinned(
+        cmd.arg("--summary-export")
+            .arg(&export)
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&out).unwrap())
+            .stderr(Stdio::inherit()),
+        gen_cpu,
+        false,
+    )
+    .spawn()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let first = busy(gen_cpu, true);
+    // SAFETY: reads the policy of our own child.
+    let fifo = unsafe { libc::sched_getscheduler(first.id() as i32) } == libc::SCHED_FIFO;
+    let mut hogs = Kids(vec![first]);
+    if !fifo {
+        hogs.0.extend((0..7).map(|_| busy(gen_cpu, false)));
+    }
+    std::thread::sleep(stall);
+    drop(hogs);
+    let status =
+        eventually(Duration::from_secs(120), || run.try_wait().unwrap()).unwrap_or_else(|| {
+            let _ = run.kill();
+            panic!("the run did not end within 2 minutes of the stall")
+        });
+    Stalled {
+        status,
+        summary: std::fs::read_to_string(&out).unwrap(),
+        export: serde_json::from_str(&std::fs::read_to_string(&export).unwrap()).unwrap(),
+        fifo,
+    }
+}
+
 /// Regression for issue 11, defect 3: at 15,000/s a 2 s CPU stall made sloburn open a
 /// connection per late arrival (max_vus was one second of arrivals), past nginx's
 /// `worker_connections`; 56.8 % of requests failed as `reset`, charged to the target.
@@ -186,55 +250,24 @@ fn a_cpu_stall_during_a_15000_per_second_run_is_no_connection_storm_and_the_gene
         )
     });
 
-    let export = dir.path().join("summary.json");
-    let out = dir.path().join("run.out");
-    let mut run = pinned(
-        sloburn()
-            .args(["run", "--url"])
-            .arg(format!("http://127.0.0.1:{port}/"))
-            .args(["--rate", "15000/s", "--duration", "5s", "--quiet"])
-            .args(["--threshold", "http_req_failed=rate<0.01"])
-            .arg("--summary-export")
-            .arg(&export)
-            .stdin(Stdio::null())
-            .stdout(std::fs::File::create(&out).unwrap())
-            .stderr(Stdio::inherit()),
-        gen_cpu,
-        false,
-    )
-    .spawn()
-    .unwrap();
-
     // The stall, 1.5 s into the run, for 2 s.
-    std::thread::sleep(Duration::from_millis(1500));
-    let first = busy(gen_cpu, true);
-    // SAFETY: reads the policy of our own child.
-    let fifo = unsafe { libc::sched_getscheduler(first.id() as i32) } == libc::SCHED_FIFO;
-    let mut stall = Kids(vec![first]);
-    if !fifo {
-        stall.0.extend((0..7).map(|_| busy(gen_cpu, false)));
-    }
-    std::thread::sleep(Duration::from_secs(2));
-    drop(stall);
-
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = run.try_wait().unwrap() {
-            break s;
-        }
-        if start.elapsed() > Duration::from_secs(120) {
-            let _ = run.kill();
-            panic!("the run did not end within 2 minutes of the stall");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let summary = std::fs::read_to_string(&out).unwrap();
+    let Stalled {
+        status,
+        summary,
+        export: json,
+        fifo,
+    } = run_with_stall(
+        dir.path(),
+        port,
+        gen_cpu,
+        "15000/s",
+        &["http_req_failed=rate<0.01"],
+        Duration::from_secs(2),
+    );
     let after = accepts(port).expect("nginx still answers");
     let errors = std::fs::read_to_string(dir.path().join("logs/error.log")).unwrap_or_default();
     drop(nginx);
 
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&export).unwrap()).unwrap();
     let m = &json["metrics"];
     let requests = m["http_reqs"]["count"].as_u64().unwrap();
     let failed = m["http_req_failed"]["passes"].as_u64().unwrap();
@@ -408,45 +441,23 @@ fn a_starved_generator_leaves_the_targets_thresholds_alone_and_is_inconclusive()
     let port = free_port();
     let nginx = start_nginx(dir.path(), port, nginx_cpu);
     eventually(Duration::from_secs(10), || accepts(port)).expect("nginx came up");
-    let export = dir.path().join("summary.json");
-    let out = dir.path().join("run.out");
-    let mut run = pinned(
-        sloburn()
-            .args(["run", "--url"])
-            .arg(format!("http://127.0.0.1:{port}/"))
-            .args(["--rate", "2000/s", "--duration", "5s", "--quiet"])
-            .args(["--threshold", "http_req_corrected_duration=p(99)<300"])
-            .args(["--threshold", "http_req_failed=rate<0.01"])
-            .arg("--summary-export")
-            .arg(&export)
-            .stdin(Stdio::null())
-            .stdout(std::fs::File::create(&out).unwrap())
-            .stderr(Stdio::inherit()),
+    let thresholds = [
+        "http_req_corrected_duration=p(99)<300",
+        "http_req_failed=rate<0.01",
+    ];
+    let stalled = run_with_stall(
+        dir.path(),
+        port,
         gen_cpu,
-        false,
-    )
-    .spawn()
-    .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
-    let first = busy(gen_cpu, true);
-    // SAFETY: reads the policy of our own child.
-    let fifo = unsafe { libc::sched_getscheduler(first.id() as i32) } == libc::SCHED_FIFO;
-    let mut stall = Kids(vec![first]);
-    if !fifo {
-        stall.0.extend((0..7).map(|_| busy(gen_cpu, false)));
-    }
-    std::thread::sleep(Duration::from_secs(1));
-    drop(stall);
-    let status =
-        eventually(Duration::from_secs(120), || run.try_wait().unwrap()).unwrap_or_else(|| {
-            let _ = run.kill();
-            panic!("the run did not end within 2 minutes of the stall")
-        });
+        "2000/s",
+        &thresholds,
+        Duration::from_secs(1),
+    );
     drop(nginx);
-    let summary = std::fs::read_to_string(&out).unwrap();
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&export).unwrap()).unwrap();
-    let m = &json["metrics"];
+    let Stalled {
+        status, summary, ..
+    } = &stalled;
+    let m = &stalled.export["metrics"];
     eprintln!("exit {status}\n{summary}");
     let overloaded = m["generator_overloaded_iterations"]["count"]
         .as_u64()

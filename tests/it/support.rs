@@ -781,3 +781,50 @@ fn with_rlimit(
         })
     }
 }
+
+/// A test's own HTTP server (an axum `Router`) on 127.0.0.1, on its own thread and runtime, so
+/// it shares no worker with the test's runtime or the daemon it serves; stopped when dropped.
+pub struct ThreadServer {
+    pub addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Serves `app` on a free port of 127.0.0.1 until the returned handle is dropped.
+pub fn serve_on_thread(app: axum::Router) -> ThreadServer {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            // Not a graceful stop: requests still held (a stalled answer) end with the runtime.
+            tokio::select! {
+                _ = axum::serve(listener, app) => {}
+                _ = stopped => {}
+            }
+        });
+        rt.shutdown_timeout(Duration::from_secs(1));
+    });
+    ThreadServer {
+        addr,
+        stop: Some(stop),
+        thread: Some(thread),
+    }
+}
+
+impl Drop for ThreadServer {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
