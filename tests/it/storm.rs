@@ -167,6 +167,59 @@ http {{
     .unwrap()
 }
 
+impl Stalled {
+    /// The run is inconclusive (exit 75, said in the summary), and the thresholds on each of
+    /// `metrics` passed: the generator's own stall failed none of the target's.
+    fn assert_inconclusive_with_thresholds_passed(&self, metrics: &[&str]) {
+        let (status, summary) = (&self.status, &self.summary);
+        for metric in metrics {
+            let verdicts = self.export["metrics"][metric]["thresholds"]
+                .as_object()
+                .unwrap_or_else(|| panic!("{metric} has its threshold:\n{summary}"));
+            assert!(
+                verdicts.values().all(|failed| failed == false),
+                "sloburn's own stall failed the target's threshold on {metric}:\n{summary}"
+            );
+        }
+        assert_eq!(
+            status.code(),
+            Some(sloburn::exit::INCONCLUSIVE),
+            "inconclusive, not failed: sloburn run exited {status}\n{summary}"
+        );
+        assert!(summary.contains("inconclusive"), "{summary}");
+    }
+}
+
+/// nginx on the last CPU, ready, and the CPU a run should be pinned to (the first).
+struct Bench {
+    dir: tempfile::TempDir,
+    port: u16,
+    gen_cpu: usize,
+    nginx: Nginx,
+    /// Connections nginx had accepted once ready.
+    before: u64,
+}
+
+fn bench() -> Bench {
+    let cpus = cpus();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let nginx = start_nginx(dir.path(), port, *cpus.last().unwrap());
+    let before = eventually(Duration::from_secs(10), || accepts(port)).unwrap_or_else(|| {
+        panic!(
+            "nginx did not come up: {}",
+            crate::support::log_tail(&dir.path().join("logs/error.log"))
+        )
+    });
+    Bench {
+        dir,
+        port,
+        gen_cpu: cpus[0],
+        nginx,
+        before,
+    }
+}
+
 /// How a stalled `sloburn run` ended: its exit, its summary, its `--summary-export`, and whether
 /// the stall ran at `SCHED_FIFO` priority.
 struct Stalled {
@@ -237,26 +290,16 @@ fn run_with_stall(
 #[test]
 fn a_cpu_stall_during_a_15000_per_second_run_is_no_connection_storm_and_the_generators() {
     let _heavy = crate::load::heavy();
-    let cpus = cpus();
-    let gen_cpu = cpus[0];
-    let nginx_cpu = *cpus.last().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let nginx = start_nginx(dir.path(), port, nginx_cpu);
-    let before = eventually(Duration::from_secs(10), || accepts(port)).unwrap_or_else(|| {
-        panic!(
-            "nginx did not come up: {}",
-            crate::support::log_tail(&dir.path().join("logs/error.log"))
-        )
-    });
+    let Bench {
+        dir,
+        port,
+        gen_cpu,
+        nginx,
+        before,
+    } = bench();
 
     // The stall, 1.5 s into the run, for 2 s.
-    let Stalled {
-        status,
-        summary,
-        export: json,
-        fifo,
-    } = run_with_stall(
+    let stalled = run_with_stall(
         dir.path(),
         port,
         gen_cpu,
@@ -264,6 +307,12 @@ fn a_cpu_stall_during_a_15000_per_second_run_is_no_connection_storm_and_the_gene
         &["http_req_failed=rate<0.01"],
         Duration::from_secs(2),
     );
+    let Stalled {
+        status: _,
+        summary,
+        export: json,
+        fifo,
+    } = &stalled;
     let after = accepts(port).expect("nginx still answers");
     let errors = std::fs::read_to_string(dir.path().join("logs/error.log")).unwrap_or_default();
     drop(nginx);
@@ -286,26 +335,14 @@ fn a_cpu_stall_during_a_15000_per_second_run_is_no_connection_storm_and_the_gene
         "stall by {}: {requests} requests, {failed} failed, {dropped} dropped ({overloaded} as \
          generator overload), {connections} connections at nginx, {vus_max} VUs allocated, \
          max_vus {max_vus}\n{summary}",
-        if fifo {
+        if *fifo {
             "SCHED_FIFO"
         } else {
             "8 busy children"
         }
     );
     // Inconclusive: the generator dropped arrivals of its own; never a failed target.
-    assert_eq!(
-        status.code(),
-        Some(sloburn::exit::INCONCLUSIVE),
-        "sloburn run exited {status}:\n{summary}"
-    );
-    assert!(summary.contains("inconclusive"), "{summary}");
-    let verdicts = m["http_req_failed"]["thresholds"]
-        .as_object()
-        .unwrap_or_else(|| panic!("http_req_failed has its threshold:\n{summary}"));
-    assert!(
-        verdicts.values().all(|v| v == false),
-        "the generator's stall failed the target's threshold: {verdicts:?}\n{summary}"
-    );
+    stalled.assert_inconclusive_with_thresholds_passed(&["http_req_failed"]);
     assert!(requests > 1000, "the run sent {requests} requests");
     // No storm: the target saw at most max_vus connections (the old default opened one per
     // late arrival, up to 15,000).
@@ -434,13 +471,13 @@ fn max_lateness_and_the_default_max_vus_come_from_the_config() {
 #[test]
 fn a_starved_generator_leaves_the_targets_thresholds_alone_and_is_inconclusive() {
     let _heavy = crate::load::heavy();
-    let cpus = cpus();
-    let gen_cpu = cpus[0];
-    let nginx_cpu = *cpus.last().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let nginx = start_nginx(dir.path(), port, nginx_cpu);
-    eventually(Duration::from_secs(10), || accepts(port)).expect("nginx came up");
+    let Bench {
+        dir,
+        port,
+        gen_cpu,
+        nginx,
+        ..
+    } = bench();
     let thresholds = [
         "http_req_corrected_duration=p(99)<300",
         "http_req_failed=rate<0.01",
@@ -455,25 +492,19 @@ fn a_starved_generator_leaves_the_targets_thresholds_alone_and_is_inconclusive()
     );
     drop(nginx);
     let Stalled {
-        status, summary, ..
+        status,
+        summary,
+        export,
+        ..
     } = &stalled;
-    let m = &stalled.export["metrics"];
+    let m = &export["metrics"];
     eprintln!("exit {status}\n{summary}");
     let overloaded = m["generator_overloaded_iterations"]["count"]
         .as_u64()
         .unwrap_or(0);
     assert!(overloaded > 0, "the stall dropped nothing:\n{summary}");
-    for metric in ["http_req_corrected_duration", "http_req_failed"] {
-        let failed = m[metric]["thresholds"].as_object().unwrap();
-        assert!(
-            failed.values().all(|v| v == false),
-            "sloburn's own stall failed the target's threshold on {metric}:\n{summary}"
-        );
-    }
-    assert_eq!(
-        status.code(),
-        Some(sloburn::exit::INCONCLUSIVE),
-        "inconclusive, not failed:\n{summary}"
-    );
-    assert!(summary.contains("inconclusive"), "{summary}");
+    stalled.assert_inconclusive_with_thresholds_passed(&[
+        "http_req_corrected_duration",
+        "http_req_failed",
+    ]);
 }
