@@ -267,10 +267,14 @@ pub fn main() -> i32 {
 pub fn check(file: &std::path::Path, out: &mut impl std::io::Write) -> i32 {
     let loaded = crate::config::load(file);
     let limit = crate::limits::nofile().ok();
-    let (refused, capped) = match (&loaded, limit) {
-        (Ok(l), Some(limit)) => (l.config.fd_refusals(limit), l.config.pool_caps(Some(limit))),
-        (Ok(l), None) => (Vec::new(), l.config.pool_caps(None)),
-        _ => (Vec::new(), Vec::new()),
+    let (refused, capped) = match &loaded {
+        Ok(l) => (
+            limit
+                .map(|limit| l.config.fd_refusals(limit))
+                .unwrap_or_default(),
+            l.config.pool_caps(limit),
+        ),
+        Err(_) => (Vec::new(), Vec::new()),
     };
     crate::config::report_with(&file.display().to_string(), loaded, &refused, &capped, out)
 }

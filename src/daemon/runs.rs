@@ -189,16 +189,15 @@ impl Observer for Live {
         }
     }
 
-    fn iteration_dropped(&self, reason: DropReason) {
-        // A drop of the generator's own is never an SLO event; a saturated one is, below.
+    fn iteration_dropped(&self, reason: DropReason, journey: usize) {
+        // A drop of the generator's own is never an SLO event.
         if reason.is_generator() {
             self.metrics.generator_overloaded(unix_now() as u64);
-        } else {
-            self.metrics.saturated();
+            return;
         }
-    }
-
-    fn arrival_saturated(&self, journey: usize) {
+        // A user turned away by a saturated target: a bad event for each SLO that would have
+        // counted the journey (or a step of it) the user was to walk.
+        self.metrics.saturated();
         for w in &self.watchers {
             let counts = match w.scope {
                 Scope::Requests => true,

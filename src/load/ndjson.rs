@@ -227,7 +227,7 @@ impl Observer for NdjsonOut {
         }
     }
 
-    fn iteration_dropped(&self, _reason: super::pacing::DropReason) {
+    fn iteration_dropped(&self, _reason: super::pacing::DropReason, _journey: usize) {
         self.send(Record::Dropped(SystemTime::now()));
     }
 }
@@ -583,7 +583,7 @@ mod tests {
         for _ in 0..requests {
             out.request_finished(0, &ok, Duration::from_millis(3), &[true]);
         }
-        out.iteration_dropped(super::super::pacing::DropReason::Saturated);
+        out.iteration_dropped(super::super::pacing::DropReason::Saturated, 0);
         drop(out);
         let done = writer.finish().unwrap();
         let text = std::fs::read_to_string(&dir).unwrap();

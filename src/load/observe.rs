@@ -50,14 +50,10 @@ pub trait Observer: Send + Sync {
     /// its first request to its end, think times included. Single-request profiles send none.
     fn iteration_finished(&self, _journey: usize, _result: IterationResult, _took: Duration) {}
 
-    /// An arrival-rate iteration was dropped: no free VU (or no global slot), too late to send
-    /// (the generator fell behind), or no connection and no connect budget.
-    fn iteration_dropped(&self, _reason: DropReason) {}
-
-    /// An arrival found every VU waiting on the target ([`DropReason::Saturated`], after
-    /// `iteration_dropped`): a user turned away, which the SLOs of the target count as a bad
-    /// event. `journey` is the journey it would have walked (0 for a single request).
-    fn arrival_saturated(&self, _journey: usize) {}
+    /// An arrival-rate iteration was dropped, and why (`DropReason`: a saturated target, whose
+    /// SLOs count a user turned away as a bad event, or sloburn falling behind). `journey` is
+    /// the journey it would have walked (0 for a single request).
+    fn iteration_dropped(&self, _reason: DropReason, _journey: usize) {}
 
     /// One more VU is busy (`+1`) or one is idle again (`-1`).
     fn vus_changed(&self, _delta: i32) {}
@@ -139,16 +135,10 @@ impl Observers {
         }
     }
 
-    pub fn iteration_dropped(&self, reason: DropReason) {
-        self.stats.iteration_dropped(reason);
+    pub fn iteration_dropped(&self, reason: DropReason, journey: usize) {
+        self.stats.iteration_dropped(reason, journey);
         for o in &self.others {
-            o.iteration_dropped(reason);
-        }
-    }
-
-    pub fn arrival_saturated(&self, journey: usize) {
-        for o in &self.others {
-            o.arrival_saturated(journey);
+            o.iteration_dropped(reason, journey);
         }
     }
 
@@ -200,7 +190,7 @@ mod tests {
         fn request_finished(&self, _: usize, _: &Outcome, _: Duration, _: &[bool]) {
             self.requests.fetch_add(1, Relaxed);
         }
-        fn iteration_dropped(&self, _: DropReason) {
+        fn iteration_dropped(&self, _: DropReason, _: usize) {
             self.dropped.fetch_add(1, Relaxed);
         }
         fn vus_changed(&self, delta: i32) {
@@ -217,8 +207,8 @@ mod tests {
         let (a, b) = (Arc::new(Count::default()), Arc::new(Count::default()));
         let obs = Observers::new(stats.clone(), vec![a.clone(), b.clone()]);
         obs.request_finished(0, &Outcome::default(), Duration::ZERO, &[]);
-        obs.iteration_dropped(DropReason::Saturated);
-        obs.iteration_dropped(DropReason::Late);
+        obs.iteration_dropped(DropReason::Saturated, 0);
+        obs.iteration_dropped(DropReason::Late, 0);
         obs.vus_allocated(3);
         {
             let _one = obs.busy();

@@ -237,17 +237,14 @@ struct VuCtx {
 impl VuCtx {
     /// Arrival `k` was dropped; a journey run also counts it against the journey it would walk.
     fn dropped(&self, k: u64, reason: DropReason) {
-        self.events.iteration_dropped(reason);
         let j = self.work.journey_of(k);
+        self.events.iteration_dropped(reason, j);
         if !self.work.work.is_single() {
             self.events.iteration_finished(
                 j,
                 super::walk::IterationResult::Dropped,
                 Duration::ZERO,
             );
-        }
-        if reason.is_target() {
-            self.events.arrival_saturated(j);
         }
     }
 

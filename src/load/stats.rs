@@ -497,7 +497,7 @@ impl Observer for RunStats {
         }
     }
 
-    fn iteration_dropped(&self, reason: DropReason) {
+    fn iteration_dropped(&self, reason: DropReason, _journey: usize) {
         self.dropped.fetch_add(1, Relaxed);
         self.dropped_by[reason as usize].fetch_add(1, Relaxed);
     }
@@ -675,7 +675,7 @@ mod tests {
             DropReason::Late,
             DropReason::ConnectPaced,
         ] {
-            stats.iteration_dropped(reason);
+            stats.iteration_dropped(reason, 0);
         }
         let s = stats.snapshot(Duration::from_secs(1));
         assert_eq!(s.count_of("dropped_iterations{reason:saturated}"), Some(2));
