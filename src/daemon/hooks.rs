@@ -8,8 +8,9 @@
 //!   and answers when the run ends: 200 when every threshold passed, 412 when one failed or the
 //!   run was aborted (the body names the failed thresholds with their observed values), 503
 //!   when the run was inconclusive (sloburn fell behind and dropped arrivals of its own: no
-//!   verdict on the canary, `reason` names the overload), 500 when the run ended in an error. A second call with the same canary, phase, checksum and
-//!   metadata while the first one's run is going waits for that run and gets its answer
+//!   verdict on the canary, `reason` names the overload), 500 when the run ended in an error.
+//!   A second call with the same canary, phase, checksum and metadata while the first one's
+//!   run is going waits for that run and gets its answer
 //!   (`"joined": true`): one run, however often Flagger retries. A run planned to last longer
 //!   than the call's `timeout` (metadata, or the `Sloburn-Timeout` header; Flagger's own default
 //!   of 10s when neither is given) is refused up front with 422.
