@@ -939,7 +939,7 @@ mod tests {
         }
         assert!(ErrorClass::LocalPortsExhausted.is_local());
         let remote = ErrorClass::ALL.iter().filter(|c| !c.is_local());
-        assert_eq!(remote.count(), ErrorClass::ALL.len() - 2);
+        assert_eq!(remote.count(), ErrorClass::ALL.len() - 3);
     }
 
     #[test]

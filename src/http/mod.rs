@@ -98,11 +98,15 @@ pub enum ErrorClass {
     Body,
     /// The body went past `max_body`: reading stopped there and the connection was closed.
     BodyTooLarge,
+    /// The request could not be built as configured: a rendered URL that does not parse, or a
+    /// header value that holds a control character (CR, LF, NUL) from a data row, a capture or
+    /// a variable. Nothing was sent; sloburn's (its config's or data's) failure, not the target's.
+    Template,
     Other,
 }
 
 impl ErrorClass {
-    pub const ALL: [ErrorClass; 11] = [
+    pub const ALL: [ErrorClass; 12] = [
         ErrorClass::Dns,
         ErrorClass::ConnectRefused,
         ErrorClass::ConnectTimeout,
@@ -113,6 +117,7 @@ impl ErrorClass {
         ErrorClass::Reset,
         ErrorClass::Body,
         ErrorClass::BodyTooLarge,
+        ErrorClass::Template,
         ErrorClass::Other,
     ];
 
@@ -129,16 +134,18 @@ impl ErrorClass {
             ErrorClass::Reset => "reset",
             ErrorClass::Body => "body",
             ErrorClass::BodyTooLarge => "body_too_large",
+            ErrorClass::Template => "template",
             ErrorClass::Other => "other",
         }
     }
 
-    /// Whether sloburn itself caused the failure (it ran out of ports or descriptors), so the
-    /// target is not to blame: such a request is never an SLO event.
+    /// Whether sloburn itself caused the failure (it ran out of ports or descriptors, or could
+    /// not build the configured request), so the target is not to blame: such a request is
+    /// never an SLO event.
     pub fn is_local(self) -> bool {
         matches!(
             self,
-            ErrorClass::LocalPortsExhausted | ErrorClass::LocalFdExhausted
+            ErrorClass::LocalPortsExhausted | ErrorClass::LocalFdExhausted | ErrorClass::Template
         )
     }
 }

@@ -427,9 +427,11 @@ impl RunWork {
                         }
                         vu.conn.send(&req).await
                     }
-                    // A rendered URL that does not parse: the target never saw it.
+                    // A rendered URL that does not parse, or a header value with a control
+                    // character: never sent as something else (a header left out), the
+                    // target never saw it, and the step fails.
                     None => Outcome {
-                        error: Some(crate::http::ErrorClass::Other),
+                        error: Some(crate::http::ErrorClass::Template),
                         ..Outcome::default()
                     },
                 },
@@ -515,7 +517,9 @@ fn unix_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-/// Renders a templated step into a request; `None` when the URL does not parse.
+/// Renders a templated step into a request; `None` when the URL does not parse or a header's
+/// value is no valid header value (CR, LF or another control character from a value): the
+/// request as configured cannot be sent, and a request without that header would be another.
 fn build(step: &Step, values: &Values<'_>) -> Option<RequestSpec> {
     let mut text = String::with_capacity(64);
     step.url.render(values, &mut text);
@@ -524,10 +528,9 @@ fn build(step: &Step, values: &Values<'_>) -> Option<RequestSpec> {
     for (name, t) in &step.headers {
         text.clear();
         t.render(values, &mut text);
-        if let Ok(mut v) = http::HeaderValue::from_str(&text) {
-            v.set_sensitive(t.sensitive || t.carries_values());
-            headers.insert(name.clone(), v);
-        }
+        let mut v = http::HeaderValue::from_str(&text).ok()?;
+        v.set_sensitive(t.sensitive || t.carries_values());
+        headers.insert(name.clone(), v);
     }
     let body = match &step.body {
         Some(t) => {

@@ -407,3 +407,70 @@ fn the_shipped_shop_example_checks_and_its_rules_pass_promtool() {
         .unwrap();
     assert!(out.status.success(), "{}", all_output(&out));
 }
+
+/// A header value rendered with a line break (here from a data row) cannot be sent as
+/// configured: the step fails as `template`, a local error (no SLO event), and the request is
+/// never sent without its header (issue 30, item 7: it used to go out without `Authorization`).
+#[test]
+fn a_header_rendered_with_a_line_break_fails_the_step_and_is_never_sent_without_it() {
+    // Requests seen (with `Authorization`, without it).
+    let seen: Arc<Mutex<(u64, u64)>> = Arc::default();
+    let counter = seen.clone();
+    let app = Router::new().fallback(move |headers: HeaderMap| {
+        let counter = counter.clone();
+        async move {
+            let mut n = counter.lock().unwrap();
+            if headers.contains_key("authorization") {
+                n.0 += 1;
+            } else {
+                n.1 += 1;
+            }
+            "ok"
+        }
+    });
+    let server = serve_on_thread(app);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("tokens.json"),
+        r#"[{"token": "good"}, {"token": "bad\r\nX-Injected: 1"}]"#,
+    )
+    .unwrap();
+    let config = format!(
+        r#"targets:
+  api:
+    url: http://{}/
+journeys:
+  call:
+    target: api
+    data: {{ file: tokens.json, order: sequential }}
+    steps:
+      - name: authorized
+        path: /x
+        headers: {{ Authorization: "Bearer ${{data.token}}" }}
+        checks: [ {{ status: 200 }} ]
+profiles:
+  p:
+    journey: call
+    executor: shared-iterations
+    vus: 1
+    iterations: 10
+    max_duration: 30s
+    thresholds: {{ http_req_failed: ["rate==0"] }}
+"#,
+        server.addr
+    );
+    write_config(dir.path(), &config);
+    let export = dir.path().join("summary.json");
+    let out = run_in(dir.path(), &["--summary-export", export.to_str().unwrap()]);
+    let text = all_output(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(99),
+        "the failed steps fail the threshold:\n{text}"
+    );
+    assert_eq!(*seen.lock().unwrap(), (5, 0), "{text}");
+    assert!(text.contains("template"), "the class is named:\n{text}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&export).unwrap()).unwrap();
+    assert_eq!(v["metrics"]["http_req_failed"]["passes"], 5, "{v}");
+}
