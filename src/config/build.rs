@@ -119,9 +119,6 @@ fn size_default_pools(
         let Some(hold) = p.vu_hold.as_mut() else {
             continue;
         };
-        let timeout = targets
-            .get(&p.target)
-            .map_or(Duration::from_secs(10), |t| t.timeout);
         let slo_bound = slos
             .values()
             .filter(|s| s.target == p.target)
@@ -131,30 +128,45 @@ fn size_default_pools(
             })
             .max()
             .unwrap_or_default();
-        *hold = if p.mix.is_empty() {
-            timeout.max(slo_bound)
-        } else {
-            p.mix
-                .iter()
-                .filter_map(|(j, _)| journeys.get(j))
-                .map(|j| {
-                    let think: Duration = j
-                        .steps
-                        .iter()
-                        .filter_map(|st| st.think)
-                        .map(|t| t.max)
-                        .sum();
-                    timeout
-                        .saturating_mul(u32::try_from(j.steps.len()).unwrap_or(u32::MAX))
-                        .saturating_add(think)
-                        .max(slo_bound)
-                })
-                .max()
-                .unwrap_or(timeout)
-        };
+        *hold = longest_iteration(&p.target, &p.mix, targets, journeys).max(slo_bound);
         let pool = crate::load::spec::stall_pool(p.executor.peak_rate(), *hold);
         p.executor.widen_default_pool(pool);
     }
+}
+
+/// The longest one iteration of a profile may take when the target holds each request as long
+/// as it may: its target's timeout for a single request; for journeys, the longest walk of the
+/// mix (every step's timeout and the longest of each think time). What a run's last iterations
+/// may add past its planned duration (bounded by the graceful stop).
+pub fn longest_iteration(
+    target: &str,
+    mix: &[(String, u32)],
+    targets: &BTreeMap<String, super::Target>,
+    journeys: &BTreeMap<String, std::sync::Arc<crate::load::walk::Journey>>,
+) -> Duration {
+    let timeout_of = |t: &str| {
+        targets
+            .get(t)
+            .map_or(Duration::from_secs(10), |t| t.timeout)
+    };
+    if mix.is_empty() {
+        return timeout_of(target);
+    }
+    mix.iter()
+        .filter_map(|(j, _)| journeys.get(j))
+        .map(|j| {
+            let think: Duration = j
+                .steps
+                .iter()
+                .filter_map(|st| st.think)
+                .map(|t| t.max)
+                .sum();
+            timeout_of(&j.target)
+                .saturating_mul(u32::try_from(j.steps.len()).unwrap_or(u32::MAX))
+                .saturating_add(think)
+        })
+        .max()
+        .unwrap_or_else(|| timeout_of(target))
 }
 
 /// Checks that need every section: guards name real SLOs watching the profile's target, and

@@ -6,6 +6,7 @@
 //! sensitive, so they never reach `Debug` output, logs or metrics.
 
 mod build;
+pub use build::longest_iteration;
 pub mod capacity;
 pub use capacity::fits as fd_fits;
 pub use secrets::expand_flag;

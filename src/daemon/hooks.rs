@@ -144,14 +144,23 @@ async fn run_profile(
         Ok(t) => t,
         Err(why) => return refuse(StatusCode::BAD_REQUEST, why),
     };
-    let grace = shared.config().server.grace_period;
-    let worst = worst_case(&launch, grace);
+    let worst = {
+        let cfg = shared.config();
+        let iteration = crate::config::longest_iteration(
+            &launch.profile.target,
+            &launch.profile.mix,
+            &cfg.targets,
+            &cfg.journeys,
+        );
+        worst_case(&launch, iteration, cfg.server.grace_period)
+    };
     if worst > timeout {
         return refuse(
             StatusCode::UNPROCESSABLE_ENTITY,
             format!(
                 "profile `{profile}` may take up to {} (start time, planned duration and the \
-                 last requests' timeout or graceful stop), longer than the webhook's timeout of \
+                 rest of its last iterations: steps' timeouts and think times, or the graceful \
+                 stop), longer than the webhook's timeout of \
                  {}: raise the webhook's `timeout` and set the same in metadata `timeout`",
                 crate::units::format_duration(worst),
                 crate::units::format_duration(timeout)
@@ -280,11 +289,12 @@ fn call_timeout(meta: Option<&String>, header: Option<&str>) -> Result<Duration,
     })
 }
 
-/// How long the run may take at most: its start time and planned duration, then its last
-/// requests (bounded by the target's timeout and the graceful stop, whichever is shorter).
-fn worst_case(launch: &Launch, grace_period: Duration) -> Duration {
+/// How long the run may take at most: its start time and planned duration, then the rest of
+/// its last iterations (`iteration`: the longest one may take, a journey's every step and
+/// think time included), bounded by the graceful stop.
+fn worst_case(launch: &Launch, iteration: Duration, grace_period: Duration) -> Duration {
     let p = &launch.profile;
-    let tail = p.graceful_stop.min(grace_period).min(launch.target.timeout);
+    let tail = p.graceful_stop.min(grace_period).min(iteration);
     p.start_time
         .saturating_add(planned_duration(&p.executor))
         .saturating_add(tail)

@@ -834,3 +834,63 @@ fn flagger_hook_refuses_hostile_values_without_a_run() {
         stop.cancel();
     });
 }
+
+/// A run's last iterations may walk every step and think time of a journey after the planned
+/// duration, and the up-front check counts them (issue 30, item 6: a 3-step journey with think
+/// times was accepted under a 4 s webhook timeout and answered after 6.8 s, when Flagger had
+/// given up). Against the real binary: refused at once under 4 s, run and answered under 20 s.
+#[test]
+fn flagger_hook_counts_a_journeys_steps_and_think_times_against_its_timeout() {
+    let target = super::support::BackgroundTarget::start(TargetOptions::default());
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        r#"server:
+  admin_token: "${{env:TEST_ADMIN_TOKEN}}"
+  grace_period: 30s
+storage:
+  path: "{data}"
+targets:
+  api:
+    url: http://{addr}/api
+    timeout: 1s
+journeys:
+  walk:
+    target: api
+    steps:
+      - {{ name: one, path: /api, think: 1s }}
+      - {{ name: two, path: /api, think: 1s }}
+      - {{ name: three, path: /api, think: 1s }}
+profiles:
+  walk:
+    journey: walk
+    executor: constant-arrival-rate
+    rate: 2/s
+    duration: 1s
+"#,
+        data = dir.path().join("data").display(),
+        addr = target.addr
+    );
+    let path = super::support::write_config(dir.path(), &config);
+    let d = super::support::Daemon::start(&path, &[]);
+    runtime().block_on(async {
+        // 1 s planned, then up to 3 × (1 s timeout + 1 s think) for the last iteration: 7 s.
+        let call = |timeout: &'static str| {
+            payload(
+                "pre-rollout",
+                timeout,
+                &[("profile", "walk"), ("timeout", timeout)],
+            )
+        };
+        let (code, v) = hook(&d.base, Some(ADMIN_TOKEN), &call("4s")).await;
+        assert_eq!(code, 422, "{v}");
+        let why = v["error"].as_str().unwrap_or_default();
+        assert!(
+            why.contains("may take up to 7s") && why.contains("think times"),
+            "{v}"
+        );
+        assert_eq!(v["run"], Value::Null, "no run was started: {v}");
+        let (code, v) = hook(&d.base, Some(ADMIN_TOKEN), &call("20s")).await;
+        assert_eq!(code, 200, "{v}");
+        assert_eq!(v["run"], 1, "the refused call started no run: {v}");
+    });
+}
