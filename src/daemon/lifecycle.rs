@@ -6,13 +6,12 @@
 //! SLO state is flushed; a second signal flushes the SLO state (for at most 2 s) and exits 130.
 //! SIGHUP reloads.
 //!
-//! The daemon's own HTTP server is HTTP/1.1 on hyper with two limits, so idle or half-sent
-//! connections cannot use up the process's file descriptors and lock out `/metrics`: a header
-//! timeout (`server.header_timeout`) and a cap on open connections (`server.max_connections`,
-//! lowered to a quarter of the fd limit).
+//! The daemon's own HTTP server, which idle or half-sent connections cannot lock out, is in
+//! `server.rs`.
 
 use super::reload::{load_text, reload, watch};
 use super::schedules::apply;
+use super::server::{Limits, serve};
 use super::state::{Shared, Source, unix_now};
 use crate::budget::Budget;
 use crate::load::plan::Shard;
@@ -84,8 +83,7 @@ pub async fn start(opts: Options) -> Result<Daemon, Startup> {
     }
     let budget = Budget::open(&cfg.storage.path, metrics.clone());
     let listen = opts.listen.unwrap_or(cfg.server.listen);
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
+    let listener = super::server::bind(listen)
         .map_err(|e| Startup::Bind(format!("cannot listen on {listen}: {e}")))?;
     let addr = listener
         .local_addr()
@@ -101,10 +99,8 @@ pub async fn start(opts: Options) -> Result<Daemon, Startup> {
         text,
     ));
     let app = super::api::app(shared.clone());
-    let limits = Limits {
-        header_timeout: cfg.server.header_timeout,
-        max_connections: connection_cap(cfg.server.max_connections),
-    };
+    let fds = crate::limits::nofile().map_or(1024, |l| l.soft);
+    let limits = Limits::new(cfg.server.header_timeout, cfg.server.max_connections, fds);
     shared
         .tracker
         .spawn(serve(listener, app, limits, shared.clone()));
@@ -125,120 +121,6 @@ pub async fn start(opts: Options) -> Result<Daemon, Startup> {
     shared.ready.store(true, Relaxed);
     tracing::info!(%addr, "sloburn ready");
     Ok(Daemon { shared, addr })
-}
-
-/// The limits of the daemon's own HTTP server.
-struct Limits {
-    header_timeout: Duration,
-    max_connections: usize,
-}
-
-/// `server.max_connections`, lowered to a quarter of the soft fd limit: the rest is for the
-/// load's own connections, the store and the process.
-fn connection_cap(configured: u32) -> usize {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes into the struct we pass and reads nothing else.
-    let fds = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
-        lim.rlim_cur
-    } else {
-        1024
-    };
-    let fit = usize::try_from(fds / 4).unwrap_or(usize::MAX).max(8);
-    (configured as usize).min(fit)
-}
-
-/// How often the accept loop may log the same kind of trouble.
-const LOG_EVERY: Duration = Duration::from_secs(10);
-
-/// Counts events and says when a log line is due: the first one, then at most one per
-/// `LOG_EVERY`, with the count since the last line.
-#[derive(Default)]
-struct LogEvery {
-    last: Option<tokio::time::Instant>,
-    count: u64,
-}
-
-impl LogEvery {
-    fn note(&mut self) -> Option<u64> {
-        self.count += 1;
-        let now = tokio::time::Instant::now();
-        if self.last.is_none_or(|l| now.duration_since(l) >= LOG_EVERY) {
-            self.last = Some(now);
-            Some(std::mem::take(&mut self.count))
-        } else {
-            None
-        }
-    }
-}
-
-/// Accepts until the shutdown token, one task per connection under the connection cap;
-/// connections over the cap are closed at once. An accept error (EMFILE: the fds are used up)
-/// pauses the loop for 50 ms rather than spinning on it; the kernel's backlog waits meanwhile.
-/// On shutdown each connection finishes its request in flight and closes (hyper's graceful
-/// shutdown); the tracker waits for them.
-async fn serve(
-    listener: tokio::net::TcpListener,
-    app: axum::Router,
-    limits: Limits,
-    shared: Arc<Shared>,
-) {
-    use hyper_util::rt::{TokioIo, TokioTimer};
-    let mut http = hyper::server::conn::http1::Builder::new();
-    http.timer(TokioTimer::new())
-        .header_read_timeout(limits.header_timeout);
-    let http = Arc::new(http);
-    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
-    let (mut accept_errors, mut refused) = (LogEvery::default(), LogEvery::default());
-    let shutdown = shared.shutdown.clone();
-    loop {
-        let accepted = tokio::select! {
-            r = listener.accept() => r,
-            _ = shutdown.cancelled() => return,
-        };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
-            Err(e) => {
-                if let Some(n) = accept_errors.note() {
-                    tracing::warn!(error = %e, count = n, "HTTP server: cannot accept a connection; retrying in 50 ms");
-                }
-                tokio::select! {
-                    _ = tokio::time::sleep(Duration::from_millis(50)) => continue,
-                    _ = shutdown.cancelled() => return,
-                }
-            }
-        };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            drop(stream);
-            if let Some(n) = refused.note() {
-                tracing::warn!(
-                    max_connections = limits.max_connections,
-                    count = n,
-                    "HTTP server: connection cap reached; closing new connections"
-                );
-            }
-            continue;
-        };
-        let (http, app, shutdown) = (http.clone(), app.clone(), shutdown.clone());
-        shared.tracker.spawn(async move {
-            let _slot = slot;
-            let service = hyper_util::service::TowerToHyperService::new(app);
-            let conn = http.serve_connection(TokioIo::new(stream), service);
-            let mut conn = std::pin::pin!(conn);
-            let result = tokio::select! {
-                r = conn.as_mut() => r,
-                _ = shutdown.cancelled() => {
-                    conn.as_mut().graceful_shutdown();
-                    conn.await
-                }
-            };
-            if let Err(e) = result {
-                tracing::debug!(error = %e, "HTTP connection closed");
-            }
-        });
-    }
 }
 
 /// The once-a-second SLO tick, periodic flushes and prunes; also writes the count of the

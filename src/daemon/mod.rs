@@ -23,6 +23,7 @@ mod reload;
 mod restore;
 mod runs;
 mod schedules;
+mod server;
 mod state;
 
 pub use lifecycle::{Daemon, Options, Startup, command, run_until_signal, start, with_signals};

@@ -38,6 +38,7 @@ const INNER: &[(&str, &[&str])] = &[(
         "restore",
         "hooks",
         "api",
+        "server",
         "lifecycle",
     ],
 )];

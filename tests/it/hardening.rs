@@ -565,3 +565,159 @@ fn alias_bomb_over_the_live_config_is_rejected_and_the_daemon_keeps_running() {
     d.signal(libc::SIGTERM);
     assert_eq!(d.wait(Duration::from_secs(10)), Some(0));
 }
+
+/// Sockets that hold the daemon's server: `n` connections that each send `opening` (nothing,
+/// or half a request head) and are opened again whenever the daemon closes them, from a thread
+/// of their own, until `stop` (or 120 s).
+fn hold_sockets(
+    addr: SocketAddr,
+    n: usize,
+    opening: &'static [u8],
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<(usize, u64)> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let open = move || -> Option<TcpStream> {
+        let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
+        s.write_all(opening).ok()?;
+        s.set_nonblocking(true).ok()?;
+        Some(s)
+    };
+    std::thread::spawn(move || {
+        let started = Instant::now();
+        let mut held: Vec<Option<TcpStream>> = (0..n).map(|_| open()).collect();
+        let mut reopened = 0;
+        let mut buf = [0u8; 512];
+        while !stop.load(Relaxed) && started.elapsed() < Duration::from_secs(120) {
+            for slot in held.iter_mut() {
+                let alive = match slot {
+                    Some(s) => match s.read(&mut buf) {
+                        Err(e) => e.kind() == std::io::ErrorKind::WouldBlock,
+                        // Closed, or answered (a timeout's 408): open another.
+                        Ok(_) => false,
+                    },
+                    None => false,
+                };
+                if !alive {
+                    *slot = open();
+                    reopened += 1;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        (held.iter().filter(|s| s.is_some()).count(), reopened)
+    })
+}
+
+/// `GET path` over a fresh connection with `Connection: close`, every step bounded by 2 s: the
+/// status line, or where it failed, with the time each step took.
+fn timed_get(addr: SocketAddr, path: &str) -> (Result<String, String>, String) {
+    let limit = Duration::from_secs(2);
+    let t0 = Instant::now();
+    let mut s = match TcpStream::connect_timeout(&addr, limit) {
+        Ok(s) => s,
+        Err(e) => return (Err(format!("connect: {e}")), format!("{:?}", t0.elapsed())),
+    };
+    let connected = t0.elapsed();
+    s.set_read_timeout(Some(limit)).unwrap();
+    s.set_nodelay(true).unwrap();
+    let head = format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    if let Err(e) = s.write_all(head.as_bytes()) {
+        return (Err(format!("write: {e}")), format!("{connected:?}"));
+    }
+    let mut first = [0u8; 1];
+    let answered = match s.read_exact(&mut first) {
+        Ok(()) => t0.elapsed(),
+        Err(e) => return (Err(format!("read: {e}")), format!("{connected:?}")),
+    };
+    let mut rest = Vec::new();
+    let read = s.read_to_end(&mut rest).map_err(|e| format!("read: {e}"));
+    let steps = format!(
+        "connected {connected:?}, first byte {answered:?}, end {:?}",
+        t0.elapsed()
+    );
+    let text = String::from_utf8_lossy(&first).into_owned() + &String::from_utf8_lossy(&rest);
+    (
+        read.map(|_| text.lines().next().unwrap_or("").to_string()),
+        steps,
+    )
+}
+
+/// `/metrics` and `/healthz` 50 times each over fresh connections: the slowest answer, and
+/// every failure (a status other than 200, or no answer within 100 ms).
+fn probe_50(addr: SocketAddr) -> (Duration, Vec<String>) {
+    let mut slowest = Duration::ZERO;
+    let mut failures = Vec::new();
+    for i in 0..50 {
+        for path in ["/metrics", "/healthz"] {
+            let asked = Instant::now();
+            let (status, steps) = timed_get(addr, path);
+            let took = asked.elapsed();
+            slowest = slowest.max(took);
+            if status.as_deref() != Ok("HTTP/1.1 200 OK") || took > Duration::from_millis(100) {
+                failures.push(format!("#{i} {path}: {status:?} ({steps})"));
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    (slowest, failures)
+}
+
+/// Issue 30, item 4: 512 sockets that never sent a byte kept `/metrics` failing 20 of 20
+/// times, and 2,000 shut out `/healthz` too. Silent sockets now wait apart from the server's
+/// slots, and half-sent heads give way to a connection that sends a whole request: with 2,000
+/// silent sockets held open (and reopened when closed), then 600 half-sent heads beside them,
+/// both answer 50 of 50 within 100 ms.
+#[test]
+fn thousands_of_idle_sockets_never_shut_out_the_scrape_or_the_probes() {
+    use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+    let _heavy = crate::load::heavy();
+    assert!(raise_fd_limit() >= 8192, "the test holds 2,600 sockets");
+    let target = BackgroundTarget::start(TargetOptions::default());
+    let dir = tempfile::tempdir().unwrap();
+    let text = daemon_config(
+        target.addr,
+        &dir.path().join("data"),
+        IDLE,
+        AVAILABILITY_SLO,
+    );
+    let path = write_config(dir.path(), &text);
+    let d = Daemon::start(&path, &["--no-watch"]);
+    let addr: SocketAddr = d.base.trim_start_matches("http://").parse().unwrap();
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let silent = hold_sockets(addr, 2_000, b"", stop.clone());
+    // Let the 2,000 connect (each is accepted before the next is opened).
+    std::thread::sleep(Duration::from_secs(2));
+    let (slowest, failures) = probe_50(addr);
+    eprintln!("2,000 silent sockets: slowest answer {slowest:?}");
+    assert!(
+        failures.is_empty(),
+        "with 2,000 silent sockets: {failures:#?}"
+    );
+    // Half-sent heads fill every slot (512): each whole request closes the one waiting longest.
+    let half = hold_sockets(
+        addr,
+        600,
+        b"GET /metrics HTTP/1.1\r\nHost: t\r\n",
+        stop.clone(),
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let (slowest, failures) = probe_50(addr);
+    eprintln!("and 600 half-sent heads: slowest answer {slowest:?}");
+    assert!(
+        failures.is_empty(),
+        "with half-sent heads too: {failures:#?}"
+    );
+    stop.store(true, Relaxed);
+    let (held, reopened) = silent.join().unwrap();
+    eprintln!("silent sockets: {held} held at the end, {reopened} reopened");
+    assert!(
+        held >= 1_900,
+        "the 2,000 silent sockets were held open: {held}"
+    );
+    let (held, reopened) = half.join().unwrap();
+    eprintln!("half-sent heads: {held} held at the end, {reopened} reopened");
+    assert!(
+        reopened > 0,
+        "600 half-sent heads over 512 slots: some gave way"
+    );
+}
