@@ -2,12 +2,12 @@
 //! SLOs and the OpenSLO files of `slos_from`, profiles) and runs the checks that need more than one of them. Each section's own
 //! reader lives in its file.
 
-use super::walk::{self, Ctx, Fields, did_you_mean, named_keys, node_at};
+use super::walk::{self, Ctx, Fields, Names, node_at};
 use super::yaml::Node;
 use super::{
     Config, Env, Profile, Slo, journeys, profiles, server, slos, storage, targets, telemetry,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::time::Duration;
 
@@ -43,10 +43,7 @@ pub fn config(ctx: &mut Ctx, root: &Node, base: &Path, env: &Env) -> Option<Conf
             }
         }
     }
-    let target_names: Vec<(String, bool)> = match top.get("targets") {
-        Some(n) => named_keys(n),
-        None => Vec::new(),
-    };
+    let target_names = top.get("targets").map(Names::of).unwrap_or_default();
     if target_names.is_empty() {
         ctx.error(
             top.get("targets").map_or(root.pos, |n| n.pos),
@@ -59,8 +56,7 @@ pub fn config(ctx: &mut Ctx, root: &Node, base: &Path, env: &Env) -> Option<Conf
         Some(node) => journeys::journeys(ctx, node, base, env, &targets, &target_names),
         None => BTreeMap::new(),
     };
-    let journey_names: Vec<(String, bool)> =
-        top.get("journeys").map(named_keys).unwrap_or_default();
+    let journey_names = top.get("journeys").map(Names::of).unwrap_or_default();
 
     let mut slos = BTreeMap::new();
     if let Some(node) = top.get("slos") {
@@ -177,11 +173,14 @@ fn cross_check(
     profiles: &BTreeMap<String, Profile>,
     slos: &BTreeMap<String, Slo>,
 ) {
-    let profile_nodes = top.get("profiles").map(named_keys).unwrap_or_default();
-    let slo_nodes = top.get("slos").map(named_keys).unwrap_or_default();
+    let profile_nodes = top.get("profiles").map(Names::of).unwrap_or_default();
+    let slo_nodes = top.get("slos").map(Names::of).unwrap_or_default();
+    // Each entry's node by name, so finding 10,000 positions is 10,000 lookups.
+    let profile_at = entries(top.get("profiles"));
+    let slo_at = entries(top.get("slos"));
     for p in profiles.values() {
         let Some(g) = &p.guard else { continue };
-        let gpos = node_at(top.get("profiles"), &[&p.name, "guard", "slo"]);
+        let gpos = node_at(profile_at.get(p.name.as_str()).copied(), &["guard", "slo"]);
         match slos.get(&g.slo) {
             Some(s) if s.target != p.target => ctx.error(
                 gpos,
@@ -192,11 +191,9 @@ fn cross_check(
                 ),
             ),
             Some(_) => {}
-            None if slo_nodes.iter().any(|(n, _)| *n == g.slo) => {}
+            None if slo_nodes.contains(&g.slo) => {}
             None => {
-                let hint = did_you_mean(&g.slo, slo_nodes.iter().map(|(k, _)| k.as_str()))
-                    .map(|s| format!(" (did you mean `{s}`?)"))
-                    .unwrap_or_default();
+                let hint = ctx.hint(&g.slo, slo_nodes.iter());
                 ctx.error(
                     gpos,
                     &format!("profiles.{}.guard.slo", p.name),
@@ -207,7 +204,7 @@ fn cross_check(
     }
     for s in slos.values() {
         for (i, name) in s.profiles.iter().enumerate() {
-            let pos = node_at(top.get("slos"), &[&s.name, "profiles"]);
+            let pos = node_at(slo_at.get(s.name.as_str()).copied(), &["profiles"]);
             let path = format!("slos.{}.profiles[{i}]", s.name);
             match profiles.get(name) {
                 Some(p) if p.target != s.target => ctx.error(
@@ -219,14 +216,22 @@ fn cross_check(
                     ),
                 ),
                 Some(_) => {}
-                None if profile_nodes.iter().any(|(n, _)| n == name) => {}
+                None if profile_nodes.contains(name) => {}
                 None => {
-                    let hint = did_you_mean(name, profile_nodes.iter().map(|(k, _)| k.as_str()))
-                        .map(|s| format!(" (did you mean `{s}`?)"))
-                        .unwrap_or_default();
+                    let hint = ctx.hint(name, profile_nodes.iter());
                     ctx.error(pos, &path, format!("unknown profile `{name}`{hint}"));
                 }
             }
         }
+    }
+}
+
+/// A section's entries by name (`profiles`, `slos`).
+fn entries(node: Option<&Node>) -> HashMap<&str, &Node> {
+    match node.map(|n| &n.value) {
+        Some(super::yaml::Value::Map(entries)) => {
+            entries.iter().map(|(k, v)| (k.name.as_str(), v)).collect()
+        }
+        _ => HashMap::new(),
     }
 }

@@ -23,6 +23,7 @@ const FIELDS: [&str; 7] = [
 
 pub fn checks(ctx: &mut Ctx, node: &Node, path: &str) -> Vec<Check> {
     let mut out: Vec<Check> = Vec::new();
+    let mut names = std::collections::HashSet::new();
     for (i, item) in walk::seq(ctx, node, path).iter().enumerate() {
         let p = format!("{path}[{i}]");
         let Some(f) = walk::fields(ctx, item, &p, &FIELDS) else {
@@ -63,7 +64,7 @@ pub fn checks(ctx: &mut Ctx, node: &Node, path: &str) -> Vec<Check> {
             Some(n) => walk::string(ctx, n, &f.path_of("name")).unwrap_or(default_name),
             None => default_name,
         };
-        if out.iter().any(|c| c.name == name) {
+        if !names.insert(name.clone()) {
             ctx.error(
                 item.pos,
                 &p,

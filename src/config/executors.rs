@@ -1,9 +1,7 @@
 //! A profile's load shape: the k6-style executor blocks (`constant-vus`, `ramping-arrival-rate`,
 //! ...) and the presets, with the fields each one takes.
 
-use super::walk::{
-    self, Ctx, Fields, count_u32, did_you_mean, optional, positive_duration, required,
-};
+use super::walk::{self, Ctx, Fields, count_u32, optional, positive_duration, required};
 use super::yaml::Node;
 use crate::load::presets::Preset;
 use crate::load::spec::{Executor, Stage};
@@ -53,7 +51,8 @@ pub fn executor_block(ctx: &mut Ctx, f: &Fields) -> Option<Executor> {
                 if EXECUTORS.contains(&e.as_str()) {
                     Some(e)
                 } else {
-                    let hint = did_you_mean(&e, EXECUTORS.iter().copied())
+                    let hint = ctx
+                        .did_you_mean(&e, EXECUTORS.iter().copied())
                         .map(|s| format!("did you mean `{s}`?"))
                         .unwrap_or_else(|| format!("one of: {}", EXECUTORS.join(", ")));
                     ctx.error(n.pos, &p, format!("unknown executor `{e}` ({hint})"));

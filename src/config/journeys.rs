@@ -9,7 +9,7 @@ use super::yaml::{Node, Value};
 use super::{Env, Target};
 use crate::journey::{Capture, DataSet, Escape, Order, Scope, Source, Template, Think};
 use crate::load::walk::{Journey, Step, fixed_request};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -36,7 +36,7 @@ pub fn journeys(
     base: &Path,
     env: &Env,
     targets: &BTreeMap<String, Target>,
-    target_names: &[(String, bool)],
+    target_names: &walk::Names,
 ) -> BTreeMap<String, Arc<Journey>> {
     let mut out = BTreeMap::new();
     for (name, _, node) in walk::named(ctx, node, "journeys") {
@@ -54,7 +54,7 @@ fn journey(
     base: &Path,
     env: &Env,
     targets: &BTreeMap<String, Target>,
-    target_names: &[(String, bool)],
+    target_names: &walk::Names,
 ) -> Option<Journey> {
     let path = join("journeys", name);
     let f = walk::fields(
@@ -84,41 +84,42 @@ fn journey(
         return None;
     }
     let target = target_name.as_ref().and_then(|t| targets.get(t));
-    // Every capture name, in step order, so a name used too early is told apart from a typo.
-    let mut planned: Vec<(usize, String)> = Vec::new();
+    // Every capture name with the last step that sets it, so a name used too early is told
+    // apart from a typo.
+    let mut planned: HashMap<String, usize> = HashMap::new();
     for (i, item) in items.iter().enumerate() {
         if let Value::Map(entries) = &item.value
             && let Some((_, cap)) = entries.iter().find(|(k, _)| k.name == "capture")
             && let Value::Map(caps) = &cap.value
         {
             for (k, _) in caps {
-                planned.push((i, k.name.clone()));
+                planned.insert(k.name.clone(), i);
             }
         }
     }
     let columns = data.as_ref().map(|(d, _)| d.columns.clone());
-    let mut set: Vec<(String, usize)> = Vec::new();
+    // Captures of the steps before, name to slot.
+    let mut set: HashMap<String, usize> = HashMap::new();
     let mut steps = Vec::new();
-    let mut names: Vec<String> = Vec::new();
+    let mut names: HashSet<String> = HashSet::new();
     for (i, item) in items.iter().enumerate() {
-        let later: Vec<String> = planned
-            .iter()
-            .filter(|(at, n)| *at >= i && !set.iter().any(|(s, _)| s == n))
-            .map(|(_, n)| n.clone())
-            .collect();
-        let known = set.clone();
         let scope = Scope {
-            captures: &known,
-            later: &later,
+            captures: &set,
+            later: &planned,
+            step: i,
             columns: columns.as_deref(),
         };
         let p = format!("{spath}[{i}]");
-        let step = step(ctx, item, &p, &scope, target, Site { base, env }, &mut set);
+        let mut new = Vec::new();
+        let step = step(ctx, item, &p, &scope, target, Site { base, env }, &mut new);
+        for name in new {
+            let slot = set.len();
+            set.insert(name, slot);
+        }
         if let Some(s) = step {
-            if names.contains(&s.name) {
+            if !names.insert(s.name.clone()) {
                 ctx.error(item.pos, &p, format!("a second step named `{}`", s.name));
             }
-            names.push(s.name.clone());
             steps.push(s);
         }
     }
@@ -225,7 +226,7 @@ fn step(
     scope: &Scope<'_>,
     target: Option<&Target>,
     site: Site<'_>,
-    set: &mut Vec<(String, usize)>,
+    new: &mut Vec<String>,
 ) -> Option<Step> {
     let f = walk::fields(ctx, node, path, STEP_FIELDS)?;
     let name = match f.get("name") {
@@ -375,11 +376,13 @@ fn step(
                 for (key, value) in entries {
                     let p = join(&cp, &key.name);
                     if let Some(source) = capture(ctx, value, &p) {
-                        let slot = match set.iter().find(|(n, _)| *n == key.name) {
-                            Some((_, slot)) => *slot,
+                        // A name set again keeps its slot; a new one takes the next free one
+                        // (the journey adds it to `captures` after this step).
+                        let slot = match scope.captures.get(&key.name) {
+                            Some(slot) => *slot,
                             None => {
-                                set.push((key.name.clone(), set.len()));
-                                set.len() - 1
+                                new.push(key.name.clone());
+                                scope.captures.len() + new.len() - 1
                             }
                         };
                         captures.push(Capture {

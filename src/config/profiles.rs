@@ -38,9 +38,9 @@ pub fn profile(
     ctx: &mut Ctx,
     name: &str,
     node: &Node,
-    targets: &[(String, bool)],
+    targets: &walk::Names,
     journeys: &std::collections::BTreeMap<String, std::sync::Arc<crate::load::walk::Journey>>,
-    journey_names: &[(String, bool)],
+    journey_names: &walk::Names,
 ) -> Option<Profile> {
     let path = join("profiles", name);
     let mut allowed: Vec<&str> = PROFILE_COMMON.to_vec();
@@ -254,7 +254,7 @@ fn mix(
     ctx: &mut Ctx,
     f: &walk::Fields,
     path: &str,
-    journey_names: &[(String, bool)],
+    journey_names: &walk::Names,
 ) -> Option<Vec<(String, u32)>> {
     match (f.get("journey"), f.get("mix")) {
         (Some(n), Some(_)) => {
@@ -276,6 +276,7 @@ fn mix(
                 return None;
             }
             let mut out = Vec::new();
+            let mut seen = std::collections::HashSet::new();
             let mut ok = true;
             for (i, item) in items.iter().enumerate() {
                 let p = format!("{mp}[{i}]");
@@ -295,7 +296,7 @@ fn mix(
                     Some(v)
                 });
                 match (j, w) {
-                    (Some(j), Some(w)) if out.iter().any(|(k, _)| *k == j) => {
+                    (Some(j), Some(w)) if !seen.insert(j.clone()) => {
                         ctx.error(item.pos, &p, format!("journey `{j}` is in the mix twice"));
                         ok = false;
                         let _ = w;
@@ -317,7 +318,7 @@ fn mix_target(
     f: &walk::Fields,
     mix: &[(String, u32)],
     journeys: &std::collections::BTreeMap<String, std::sync::Arc<crate::load::walk::Journey>>,
-    journey_names: &[(String, bool)],
+    journey_names: &walk::Names,
 ) -> Option<String> {
     let mut target: Option<&str> = None;
     for (j, _) in mix {

@@ -51,12 +51,10 @@ pub fn server(ctx: &mut Ctx, node: Option<&Node>, base: &Path, env: &Env) -> Opt
             }
         }
     }
-    server.admin_token = token(ctx, &f, "admin_token", base, env);
-    server.hook_token = token(ctx, &f, "hook_token", base, env);
-    if let (Some(a), Some(h), Some(n)) =
-        (&server.admin_token, &server.hook_token, f.get("hook_token"))
-        && env.resolve_server_secrets
-        && a.expose() == h.expose()
+    let admin = token(ctx, &f, "admin_token", base, env);
+    let hook = token(ctx, &f, "hook_token", base, env);
+    if let (Some(a), Some(h), Some(n)) = (&admin, &hook, f.get("hook_token"))
+        && a.same_as(h)
     {
         ctx.error(
             n.pos,
@@ -64,6 +62,8 @@ pub fn server(ctx: &mut Ctx, node: Option<&Node>, base: &Path, env: &Env) -> Opt
             "the hook token must differ from the admin token (it grants only the hook endpoint)",
         );
     }
+    server.admin_token = admin.map(|t| t.secret);
+    server.hook_token = hook.map(|t| t.secret);
     if let Some(n) = f.get("protect_reads") {
         server.protect_reads = walk::boolean(ctx, n, &f.path_of("protect_reads")).unwrap_or(false);
     }
@@ -105,14 +105,47 @@ pub fn server(ctx: &mut Ctx, node: Option<&Node>, base: &Path, env: &Env) -> Opt
     Some(server)
 }
 
+/// A token as read: its value when it was resolved, and the text as written.
+struct Token {
+    secret: Secret,
+    written: String,
+    /// Whether `secret` holds the value: when this command reads the server's secrets
+    /// (`check` and `serve` do; `rules`, `openslo export` and `run` do not). A literal's value
+    /// is its text, so comparing the texts judges literals right either way.
+    resolved: bool,
+}
+
+impl Token {
+    /// Whether both tokens are surely the same secret: equal values where both are resolved,
+    /// else the same text as written (`${env:A}` twice). Two different references are not
+    /// judged without their values, so a command that does not read secrets never refuses a
+    /// config that `check` accepts; `check` and `serve` still refuse two references that
+    /// resolve to the same value.
+    fn same_as(&self, other: &Token) -> bool {
+        if self.resolved && other.resolved {
+            self.secret.expose() == other.secret.expose()
+        } else {
+            self.written == other.written
+        }
+    }
+}
+
 /// A bearer token (`admin_token`, `hook_token`): a string or a `${env:..}`/`${file:..}` secret.
-fn token(ctx: &mut Ctx, f: &walk::Fields, key: &str, base: &Path, env: &Env) -> Option<Secret> {
+fn token(ctx: &mut Ctx, f: &walk::Fields, key: &str, base: &Path, env: &Env) -> Option<Token> {
     let n = f.get(key)?;
     let path = f.path_of(key);
-    if env.resolve_server_secrets {
+    let written = n.as_scalar().map(str::to_string);
+    let reads = env.resolve_server_secrets && env.resolve_secrets;
+    let secret = if env.resolve_server_secrets {
         secret(ctx, n, &path, base, env).map(Secret::new)
     } else {
         // `sloburn run` never serves the API: its tokens are not read, only their shape checked.
         walk::string(ctx, n, &path).map(|_| Secret::new("unresolved".into()))
-    }
+    }?;
+    let written = written?;
+    Some(Token {
+        resolved: reads,
+        secret,
+        written,
+    })
 }

@@ -11,9 +11,9 @@ pub fn slo(
     ctx: &mut Ctx,
     name: &str,
     node: &Node,
-    targets: &[(String, bool)],
+    targets: &walk::Names,
     journeys: &std::collections::BTreeMap<String, std::sync::Arc<crate::load::walk::Journey>>,
-    journey_names: &[(String, bool)],
+    journey_names: &walk::Names,
 ) -> Option<Slo> {
     let path = join("slos", name);
     let f = walk::fields(
@@ -201,9 +201,7 @@ fn period(ctx: &mut Ctx, node: &Node, path: &str) -> Option<(Duration, Option<Ca
         if let Ok(tz) = s.parse::<chrono_tz::Tz>() {
             return Some(tz);
         }
-        let hint = walk::did_you_mean(&s, chrono_tz::TZ_VARIANTS.iter().map(|t| t.name()))
-            .map(|s| format!(" (did you mean `{s}`?)"))
-            .unwrap_or_default();
+        let hint = c.hint(&s, chrono_tz::TZ_VARIANTS.iter().map(|t| t.name()));
         c.error(
             n.pos,
             p,

@@ -7,16 +7,47 @@
 use super::Diagnostic;
 use super::yaml::{Node, Pos, Value};
 use crate::units;
+use std::collections::HashSet;
 use std::time::Duration;
+
+/// The did-you-mean work one config may cost, in Levenshtein cells (comparing a word of `w`
+/// characters with a candidate of `c` costs `w × c`). Hints go to the first errors that want
+/// one; a config with thousands of unknown names among thousands of known ones (or thousands of
+/// unknown time zones, each compared with 600) would otherwise cost their product. 20 million
+/// cells take about 0.1 s in a release build.
+pub const HINT_CELLS: usize = 20_000_000;
 
 /// Collects errors and warnings while the tree is walked.
 #[derive(Default)]
 pub struct Ctx {
     pub errors: Vec<Diagnostic>,
     pub warnings: Vec<Diagnostic>,
+    /// Levenshtein cells spent on did-you-mean hints, bounded by [`HINT_CELLS`].
+    hint_cells: usize,
 }
 
 impl Ctx {
+    /// The closest candidate within a small edit distance, while the config's hint budget
+    /// lasts ([`HINT_CELLS`]); `None` once it is spent.
+    pub fn did_you_mean<'a>(
+        &mut self,
+        word: &str,
+        candidates: impl IntoIterator<Item = &'a str>,
+    ) -> Option<&'a str> {
+        closest(word, candidates, &mut self.hint_cells, HINT_CELLS)
+    }
+
+    /// ` (did you mean `x`?)`, or nothing.
+    pub fn hint<'a>(
+        &mut self,
+        word: &str,
+        candidates: impl IntoIterator<Item = &'a str>,
+    ) -> String {
+        self.did_you_mean(word, candidates)
+            .map(|s| format!(" (did you mean `{s}`?)"))
+            .unwrap_or_default()
+    }
+
     pub fn error(&mut self, pos: Pos, path: &str, message: impl Into<String>) {
         self.errors.push(Diagnostic {
             pos,
@@ -89,9 +120,7 @@ pub fn fields<'a>(
         if allowed.contains(&key.name.as_str()) {
             out.push((key.name.as_str(), value));
         } else {
-            let hint = did_you_mean(&key.name, allowed.iter().copied())
-                .map(|s| format!(" (did you mean `{s}`?)"))
-                .unwrap_or_default();
+            let hint = ctx.hint(&key.name, allowed.iter().copied());
             ctx.error(
                 key.pos,
                 &join(path, &key.name),
@@ -264,53 +293,114 @@ fn describe(node: &Node) -> String {
     }
 }
 
-/// The closest candidate within a small edit distance, for "did you mean" hints.
+/// The closest candidate within a small edit distance, for "did you mean" hints (no budget:
+/// for a fixed list of a few words).
 pub fn did_you_mean<'a>(
     word: &str,
     candidates: impl IntoIterator<Item = &'a str>,
 ) -> Option<&'a str> {
-    let limit = (word.len() / 3).max(1) + 1;
-    candidates
-        .into_iter()
-        .map(|c| (strsim::levenshtein(word, c), c))
-        .filter(|(d, _)| *d <= limit)
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, c)| c)
+    closest(word, candidates, &mut 0, usize::MAX)
 }
 
-/// Names under a section, with whether each is a well-formed mapping (for reference checks
-/// that should not pile a second error on a broken entry).
-pub fn named_keys(node: &Node) -> Vec<(String, bool)> {
-    match &node.value {
-        Value::Map(entries) => entries
-            .iter()
-            .map(|(k, v)| (k.name.clone(), matches!(v.value, Value::Map(_))))
-            .collect(),
-        _ => Vec::new(),
+/// [`did_you_mean`] charging `spent` for the work, stopping at `budget`: a candidate costs its
+/// length to measure, and `w × c` more to compare when its length is within reach. A long word
+/// (a pasted blob) is never compared cell by cell.
+fn closest<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+    spent: &mut usize,
+    budget: usize,
+) -> Option<&'a str> {
+    let len = word.chars().count();
+    let limit = (len / 3).max(1) + 1;
+    let mut best: Option<(usize, &str)> = None;
+    for c in candidates {
+        if *spent >= budget {
+            return None;
+        }
+        *spent = spent.saturating_add(c.len().max(1));
+        let clen = c.chars().count();
+        if clen.abs_diff(len) > limit {
+            continue;
+        }
+        let cost = len.max(1) * clen.max(1);
+        if spent.saturating_add(cost) > budget {
+            *spent = budget;
+            return None;
+        }
+        *spent += cost;
+        let d = strsim::levenshtein(word, c);
+        if d <= limit && best.is_none_or(|(b, _)| d < b) {
+            best = Some((d, c));
+        }
+    }
+    best.map(|(_, c)| c)
+}
+
+/// The names under a section (`targets`, `journeys`, `profiles`, `slos`) in document order,
+/// hashed too: checking 10,000 references against 10,000 names costs 10,000 lookups.
+#[derive(Default)]
+pub struct Names {
+    order: Vec<String>,
+    set: HashSet<String>,
+}
+
+impl Names {
+    pub fn of(node: &Node) -> Names {
+        let order: Vec<String> = match &node.value {
+            Value::Map(entries) => entries.iter().map(|(k, _)| k.name.clone()).collect(),
+            _ => Vec::new(),
+        };
+        let set = order.iter().cloned().collect();
+        Names { order, set }
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.set.contains(name)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &str> {
+        self.order.iter().map(String::as_str)
+    }
+
+    /// ` (did you mean `x`?)`, else ` (known: a, b)` naming at most [`KNOWN_SHOWN`] of them.
+    pub fn hint(&self, ctx: &mut Ctx, word: &str) -> String {
+        if let Some(s) = ctx.did_you_mean(word, self.iter()) {
+            return format!(" (did you mean `{s}`?)");
+        }
+        if self.order.is_empty() {
+            return String::new();
+        }
+        let shown: Vec<&str> = self.iter().take(KNOWN_SHOWN).collect();
+        let more = self.order.len() - shown.len();
+        if more == 0 {
+            format!(" (known: {})", shown.join(", "))
+        } else {
+            format!(" (known: {} and {more} more)", shown.join(", "))
+        }
     }
 }
+
+/// How many known names an unknown-reference error lists: each error is one line, however
+/// many names the section holds.
+pub const KNOWN_SHOWN: usize = 10;
 
 pub fn reference(
     ctx: &mut Ctx,
     node: &Node,
     path: &str,
     kind: &str,
-    known: &[(String, bool)],
+    known: &Names,
 ) -> Option<String> {
     let name = string(ctx, node, path)?;
-    if known.iter().any(|(k, _)| *k == name) {
+    if known.contains(&name) {
         return Some(name);
     }
-    let hint = did_you_mean(&name, known.iter().map(|(k, _)| k.as_str()))
-        .map(|s| format!(" (did you mean `{s}`?)"))
-        .unwrap_or_else(|| {
-            let all: Vec<&str> = known.iter().map(|(k, _)| k.as_str()).collect();
-            if all.is_empty() {
-                String::new()
-            } else {
-                format!(" (known: {})", all.join(", "))
-            }
-        });
+    let hint = known.hint(ctx, &name);
     ctx.error(node.pos, path, format!("unknown {kind} `{name}`{hint}"));
     None
 }

@@ -111,7 +111,7 @@ fn authorize_hook(
             "the Flagger hook is disabled: set server.hook_token (or server.admin_token)".into(),
         ));
     }
-    let given = bearer(headers).or(metadata_token.map(str::trim));
+    let given = bearer(headers).or(metadata_token);
     check_token(
         shared,
         given,
@@ -120,12 +120,14 @@ fn authorize_hook(
     )
 }
 
+/// The token of `Authorization: Bearer <token>`, taken as sent: one space after the scheme
+/// and nothing trimmed, so `Bearer  <token>` and `Bearer <token> ` are wrong tokens (RFC
+/// 6750's `b64token` holds no whitespace), compared and counted like any other.
 fn bearer(headers: &HeaderMap) -> Option<&str> {
     headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim)
 }
 
 /// `given` against each of `tokens`, with the back-off, the count and the log of wrong ones.
@@ -594,7 +596,7 @@ fn set_paused(
 
 async fn reload(State(shared): State<AppState>, headers: HeaderMap) -> Result<Response, ApiError> {
     authorize(&shared, &headers, true)?;
-    match reload_config(&shared) {
+    match reload_config(&shared).await {
         Ok(true) => Ok(axum::Json(json!({ "reloaded": true })).into_response()),
         Ok(false) => Err(ApiError(
             StatusCode::CONFLICT,

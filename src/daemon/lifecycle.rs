@@ -297,7 +297,7 @@ pub async fn run_until_signal(daemon: Daemon, signals: &mut Signals) -> i32 {
     loop {
         match next(signals).await {
             Sig::Reload => {
-                let _ = reload(&daemon.shared);
+                let _ = reload(&daemon.shared).await;
             }
             Sig::Stop(name) => {
                 tracing::info!(

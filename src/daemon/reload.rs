@@ -15,19 +15,55 @@ pub const WATCH_INTERVAL: Duration = Duration::from_secs(2);
 
 /// Re-reads the config source; applies it when valid. Returns the error text otherwise, and
 /// `Ok(false)` for a built-in config, which has nothing to reload.
-pub fn reload(shared: &Arc<Shared>) -> Result<bool, String> {
+///
+/// The work runs on the blocking pool, never on an async worker: a config of 10,000 keys per
+/// mapping takes a while to parse and validate, and applying it opens SLO windows in the
+/// store; meanwhile `/metrics`, the probes and the runs' requests keep being served.
+pub async fn reload(shared: &Arc<Shared>) -> Result<bool, String> {
+    off_the_workers(shared, Trigger::Asked).await
+}
+
+/// Why a reload happens: asked for (SIGHUP, the API), or the watch that reloads only a
+/// changed file and stays quiet when it cannot read it.
+#[derive(Clone, Copy, PartialEq)]
+enum Trigger {
+    Asked,
+    Watch,
+}
+
+async fn off_the_workers(shared: &Arc<Shared>, trigger: Trigger) -> Result<bool, String> {
+    let shared = shared.clone();
+    let task = shared
+        .tracker
+        .clone()
+        .spawn_blocking(move || reload_blocking(&shared, trigger));
+    task.await
+        .unwrap_or_else(|e| Err(format!("the reload stopped: {e}")))
+}
+
+/// The reload itself, on a blocking thread. The lock on the last text read is held throughout,
+/// so reloads (a SIGHUP, the API and the watch at once) run one at a time, in order.
+fn reload_blocking(shared: &Arc<Shared>, trigger: Trigger) -> Result<bool, String> {
     let Source::File(path) = &shared.source else {
         return Ok(false);
     };
+    let mut last = shared
+        .last_config_text
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let text = match config::read_config(path) {
+        Ok(text) => text,
+        Err(_) if trigger == Trigger::Watch => return Ok(false),
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    if trigger == Trigger::Watch && last.as_deref() == Some(text.as_str()) {
+        return Ok(false);
+    }
     let span = tracing::info_span!("reload", trace_id = tracing::field::Empty);
     crate::telemetry::daemon::stamp(&span);
     let _in_span = span.enter();
-    let text =
-        config::read_config(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let result = load_text(path, &text);
-    if let Ok(mut last) = shared.last_config_text.lock() {
-        *last = Some(text);
-    }
+    *last = Some(text);
     match result {
         Ok(cfg) => {
             reapply(shared, Arc::new(cfg));
@@ -56,27 +92,18 @@ pub(super) fn load_text(path: &Path, text: &str) -> Result<Config, String> {
     .map_err(|e| e.to_string())
 }
 
-/// Polls the config file; reloads when its content changed.
+/// Polls the config file; reloads when its content changed (the read and the comparison run
+/// with the reload, on the blocking pool).
 pub(super) async fn watch(shared: Arc<Shared>) {
-    let Source::File(path) = shared.source.clone() else {
+    if !matches!(shared.source, Source::File(_)) {
         return;
-    };
+    }
     let mut tick = tokio::time::interval(WATCH_INTERVAL);
     loop {
         tokio::select! {
             _ = tick.tick() => {}
             _ = shared.shutdown.cancelled() => return,
         }
-        let Ok(text) = config::read_config(&path) else {
-            continue;
-        };
-        let changed = shared
-            .last_config_text
-            .lock()
-            .map(|last| last.as_deref() != Some(text.as_str()))
-            .unwrap_or(false);
-        if changed {
-            let _ = reload(&shared);
-        }
+        let _ = off_the_workers(&shared, Trigger::Watch).await;
     }
 }

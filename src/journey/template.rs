@@ -6,6 +6,7 @@
 //! the caller resolves them while compiling, and they become (sensitive) literals. `$${` is a
 //! literal `${`.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 
 /// A value known only when the request is sent.
@@ -50,12 +51,18 @@ pub struct Template {
     pub sensitive: bool,
 }
 
-/// What a template may name while it is compiled.
+/// Up to how many captures an unknown variable's did-you-mean looks through.
+const HINTED_CAPTURES: usize = 200;
+
+/// What a template may name while it is compiled. Names are hashed: a journey of thousands
+/// of captures compiles each variable with one lookup.
 pub struct Scope<'a> {
-    /// Captures set by earlier steps: (name, slot).
-    pub captures: &'a [(String, usize)],
-    /// Captures set by this or later steps: named before they are set.
-    pub later: &'a [String],
+    /// Captures set by earlier steps: name to slot.
+    pub captures: &'a HashMap<String, usize>,
+    /// Every capture with the last step that sets it: one not in `captures` and set at or
+    /// after `step` (the step being compiled) is named before it is set.
+    pub later: &'a HashMap<String, usize>,
+    pub step: usize,
     /// The data file's columns, when the journey has one.
     pub columns: Option<&'a [String]>,
 }
@@ -267,18 +274,21 @@ fn parse_var(name: &str, scope: &Scope<'_>) -> Result<Var, TemplateError> {
             ))),
         };
     }
-    if let Some((_, slot)) = scope.captures.iter().find(|(n, _)| n == name) {
+    if let Some(slot) = scope.captures.get(name) {
         return Ok(Var::Capture(*slot));
     }
-    if scope.later.iter().any(|n| n == name) {
+    if scope.later.get(name).is_some_and(|at| *at >= scope.step) {
         return Err(TemplateError(format!(
             "`${{{name}}}` is used before it is captured: it is set by this or a later step"
         )));
     }
-    let known: Vec<&str> = scope
-        .captures
-        .iter()
-        .map(|(n, _)| n.as_str())
+    // Past `HINTED_CAPTURES` only the built-ins are suggested: each unknown name would
+    // otherwise be compared with every capture.
+    let captures = (scope.captures.len() <= HINTED_CAPTURES)
+        .then_some(scope.captures.keys().map(String::as_str))
+        .into_iter()
+        .flatten();
+    let known: Vec<&str> = captures
         .chain(["vu", "iter", "uuid", "timestamp_ms"])
         .collect();
     let hint = known
@@ -380,11 +390,12 @@ mod tests {
 
     #[test]
     fn builtins_captures_and_data_render() {
-        let captures = [("token".to_string(), 0)];
+        let captures = HashMap::from([("token".to_string(), 0)]);
         let columns = ["user".to_string(), "password".to_string()];
         let scope = Scope {
             captures: &captures,
-            later: &[],
+            later: &HashMap::new(),
+            step: 0,
             columns: Some(&columns),
         };
         let t = compile(
@@ -407,8 +418,9 @@ mod tests {
     #[test]
     fn random_builtins_stay_in_range_and_are_well_formed() {
         let scope = Scope {
-            captures: &[],
-            later: &[],
+            captures: &HashMap::new(),
+            later: &HashMap::new(),
+            step: 0,
             columns: None,
         };
         let t = compile("${random_int(5, 7)}", &scope, Escape::Raw).unwrap();
@@ -426,11 +438,12 @@ mod tests {
 
     #[test]
     fn unknown_names_and_early_captures_are_errors() {
-        let captures = [("token".to_string(), 0)];
-        let later = ["cart_id".to_string()];
+        let captures = HashMap::from([("token".to_string(), 0)]);
+        let later = HashMap::from([("cart_id".to_string(), 0)]);
         let scope = Scope {
             captures: &captures,
             later: &later,
+            step: 0,
             columns: None,
         };
         let errs = compile(
@@ -449,10 +462,11 @@ mod tests {
 
     #[test]
     fn json_strings_escape_literals_and_values() {
-        let captures = [("t".to_string(), 0)];
+        let captures = HashMap::from([("t".to_string(), 0)]);
         let scope = Scope {
             captures: &captures,
-            later: &[],
+            later: &HashMap::new(),
+            step: 0,
             columns: None,
         };
         let mut t = Template::literal("{\"a\":");
@@ -470,8 +484,9 @@ mod tests {
     #[test]
     fn secrets_become_sensitive_literals_and_dollar_escapes() {
         let scope = Scope {
-            captures: &[],
-            later: &[],
+            captures: &HashMap::new(),
+            later: &HashMap::new(),
+            step: 0,
             columns: None,
         };
         let mut env = |kind: &str, arg: &str| match (kind, arg) {

@@ -549,3 +549,90 @@ fn the_api_answers_every_odd_request_without_a_server_error() {
     assert_eq!(code, 200);
     rt.block_on(d.shutdown());
 }
+
+/// Where a many-key mapping goes (`{keys}` is replaced by the mapping's entries, one a line at
+/// the indentation given): every kind of mapping the config reads.
+const MANY_KEY_SITES: &[(&str, &str)] = &[
+    (
+        "server:\n{keys}targets:\n  api:\n    url: http://127.0.0.1:9/\n",
+        "  ",
+    ),
+    ("targets:\n{keys}", "  "),
+    (
+        "targets:\n  api:\n    url: http://127.0.0.1:9/\n    headers:\n{keys}",
+        "      ",
+    ),
+    (
+        "targets:\n  api:\n    url: http://127.0.0.1:9/\nslos:\n  s:\n    target: api\n    sli: availability\n    objective: 99\n    labels:\n{keys}",
+        "      ",
+    ),
+    (
+        "targets:\n  api:\n    url: http://127.0.0.1:9/\nprofiles:\n{keys}",
+        "  ",
+    ),
+    (
+        "targets:\n  api:\n    url: http://127.0.0.1:9/\njourneys:\n  j:\n    target: api\n    steps:\n      - path: /\n        capture:\n{keys}      - path: /${c1}\n",
+        "          ",
+    ),
+    (
+        "targets:\n  api:\n    url: http://127.0.0.1:9/\ntelemetry:\n  resource:\n{keys}",
+        "    ",
+    ),
+];
+
+/// One entry of a many-key mapping: a key (a name, an unknown near-miss, a duplicate, a bad
+/// header name) and a value of the kind the site might want or not.
+fn many_key_entry(rng: &mut SmallRng, i: usize, indent: &str) -> String {
+    let key = match rng.random_range(0..20) {
+        0 => format!("k{}", rng.random_range(0..i.max(1))),
+        1 => "listen".to_string(),
+        2 => format!("x y{i}"),
+        3 => format!("tagret{i}"),
+        _ => format!("k{i}"),
+    };
+    let value = match rng.random_range(0..6) {
+        0 => "{url: \"http://127.0.0.1:9/\"}".to_string(),
+        1 => "{target: api, executor: constant-vus, vus: 1, duration: 1s}".to_string(),
+        2 => "{json: \"$.a\"}".to_string(),
+        3 => "[1, 2]".to_string(),
+        4 => String::new(),
+        _ => "v".to_string(),
+    };
+    format!("{indent}{key}: {value}\n")
+}
+
+#[test]
+fn many_key_mappings_never_panic_and_stay_positioned() {
+    let cap = sloburn::config::yaml::MAX_MAP_KEYS;
+    let mut rng = SmallRng::seed_from_u64(0x30_0001);
+    // Sizes around the cap, and some anywhere up to three times it; bounded: 28 inputs.
+    for round in 0..28 {
+        let (site, indent) = MANY_KEY_SITES[round % MANY_KEY_SITES.len()];
+        let n = match round / MANY_KEY_SITES.len() {
+            0 => cap,
+            1 => cap + 1,
+            2 => rng.random_range(1..cap),
+            _ => rng.random_range(cap..3 * cap),
+        };
+        let unique = rng.random_range(0..2) == 0;
+        let entries: String = (0..n)
+            .map(|i| {
+                if unique {
+                    format!("{indent}k{i}: v\n")
+                } else {
+                    many_key_entry(&mut rng, i, indent)
+                }
+            })
+            .collect();
+        let text = site.replace("{keys}", &entries);
+        let shown = format!(
+            "round {round}: {n} keys, site {}",
+            round % MANY_KEY_SITES.len()
+        );
+        let head = text[..text.len().min(300)].to_string();
+        let outcome = bounded(&shown, &head, move || check_config(text));
+        if let Err(problem) = outcome {
+            panic!("{shown}: {problem}");
+        }
+    }
+}

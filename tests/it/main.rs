@@ -12,6 +12,7 @@ mod flagger;
 mod fuzz;
 mod h2;
 mod hardening;
+mod hardening_config;
 mod http;
 mod journeys;
 mod k6;

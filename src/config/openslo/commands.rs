@@ -125,7 +125,7 @@ pub(in crate::config) fn load_into(
     item: &Node,
     path: &str,
     file: &std::path::Path,
-    targets: &[(String, bool)],
+    targets: &walk::Names,
     slos: &mut BTreeMap<String, super::super::Slo>,
 ) {
     let shown = file.display().to_string();
@@ -157,10 +157,8 @@ pub(in crate::config) fn load_into(
             );
             continue;
         }
-        if !targets.iter().any(|(t, _)| *t == s.target) {
-            let hint = walk::did_you_mean(&s.target, targets.iter().map(|(t, _)| t.as_str()))
-                .map(|t| format!(" (did you mean `{t}`?)"))
-                .unwrap_or_default();
+        if !targets.contains(&s.target) {
+            let hint = ctx.hint(&s.target, targets.iter());
             ctx.error(
                 item.pos,
                 path,

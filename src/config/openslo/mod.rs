@@ -124,20 +124,24 @@ pub fn import(text: &str, file: &str) -> Result<(Vec<ImportedSlo>, Vec<Diagnosti
         };
         objects.push((kind, name, doc, doc.pos));
     }
-    let find = |kind: &str, name: &str| {
-        objects
-            .iter()
-            .find(|(k, n, _, _)| k == kind && n == name)
-            .map(|(_, _, d, _)| *d)
-    };
+    // The first object of each kind and name, hashed: references resolve in one lookup each.
+    let mut by_name: std::collections::HashMap<(&str, &str), &Node> =
+        std::collections::HashMap::new();
+    for (kind, name, doc, _) in &objects {
+        by_name
+            .entry((kind.as_str(), name.as_str()))
+            .or_insert(*doc);
+    }
+    let find = |kind: &str, name: &str| by_name.get(&(kind, name)).copied();
     let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for (kind, name, doc, _) in &objects {
         if kind != "SLO" {
             continue;
         }
         let path = name.clone();
         if let Some(s) = slo(&mut ctx, doc, &path, &find) {
-            if out.iter().any(|o: &ImportedSlo| o.name == s.name) {
+            if !seen.insert(s.name.clone()) {
                 ctx.error(doc.pos, &path, format!("a second SLO named `{}`", s.name));
             } else {
                 out.push(s);
@@ -576,10 +580,7 @@ fn time_window(ctx: &mut Ctx, node: &Node, path: &str) -> Option<Period> {
             match s.parse::<chrono_tz::Tz>() {
                 Ok(t) => tz = t,
                 Err(_) => {
-                    let hint =
-                        walk::did_you_mean(&s, chrono_tz::TZ_VARIANTS.iter().map(|t| t.name()))
-                            .map(|s| format!(" (did you mean `{s}`?)"))
-                            .unwrap_or_default();
+                    let hint = ctx.hint(&s, chrono_tz::TZ_VARIANTS.iter().map(|t| t.name()));
                     ctx.error(
                         n.pos,
                         &cf.path_of("timeZone"),
