@@ -719,7 +719,11 @@ mod tests {
         }
         assert_eq!(
             totals.read(),
-            [("local_fd_exhausted", 0), ("local_ports_exhausted", 2)]
+            [
+                ("local_fd_exhausted", 0),
+                ("local_ports_exhausted", 2),
+                ("template", 0)
+            ]
         );
     }
 
@@ -743,7 +747,11 @@ mod tests {
         let local: Vec<_> = p.local_errors().collect();
         assert_eq!(
             local,
-            [("local_fd_exhausted", 2), ("local_ports_exhausted", 0)]
+            [
+                ("local_fd_exhausted", 2),
+                ("local_ports_exhausted", 0),
+                ("template", 0)
+            ]
         );
         assert_eq!(
             p.steps[0].reqs(),
