@@ -324,17 +324,18 @@ async fn budget_loop(shared: Arc<Shared>, flush_every: Duration) {
         {
             super::api::log_auth_failures(n);
         }
-        if !shared.budget.store_is_open() && tokio::time::Instant::now() >= reopen.at {
-            if let Err(e) = reopen_store(&shared).await {
-                reopen.failed();
-                tracing::warn!(
-                    error = %e,
-                    attempt = reopen.attempts,
-                    next_in = ?reopen.wait,
-                    kept_in_memory = %shared.budget.unsaved(),
-                    "SLO store still unusable; counts and runs kept in memory"
-                );
-            }
+        if !shared.budget.store_is_open()
+            && tokio::time::Instant::now() >= reopen.at
+            && let Err(e) = reopen_store(&shared).await
+        {
+            reopen.failed();
+            tracing::warn!(
+                error = %e,
+                attempt = reopen.attempts,
+                next_in = ?reopen.wait,
+                kept_in_memory = %shared.budget.unsaved(),
+                "SLO store still unusable; counts and runs kept in memory"
+            );
         }
         if last_flush.elapsed() >= flush_every {
             last_flush = tokio::time::Instant::now();

@@ -202,9 +202,19 @@ impl Counts {
         self.rejected.entry(minute).or_insert(why);
     }
 
-    /// Whether Prometheus had a sample for `minute` that is kept.
+    /// Whether Prometheus had a sample for `minute` and the minute is kept.
     pub fn has(&self, minute: i64) -> bool {
-        self.minutes.contains_key(&minute) && !self.rejected.contains_key(&minute)
+        !self.rejected.contains_key(&minute)
+            && self
+                .minutes
+                .get(&minute)
+                .is_some_and(|&(good, bad)| self.plausible(good + bad))
+    }
+
+    /// Whether a minute of `sum` events is within the limit (an infinite sum, an overflow, is
+    /// not; the samples themselves are finite).
+    fn plausible(&self, sum: f64) -> bool {
+        sum.is_finite() && sum <= self.limit
     }
 
     /// `(minute, good, bad)` in minute order for every minute kept (zeros included), each
@@ -213,8 +223,7 @@ impl Counts {
     pub fn finish(&self) -> Finished {
         let mut rejected = self.rejected.clone();
         for (&minute, &(good, bad)) in &self.minutes {
-            // `!(x <= limit)` also catches a sum that overflowed to infinity.
-            if !(good + bad <= self.limit) {
+            if !self.plausible(good + bad) {
                 rejected
                     .entry(minute)
                     .or_insert(Rejection::Implausible(self.limit));
@@ -254,7 +263,8 @@ impl Counts {
 pub fn whole(x: f64) -> Option<u64> {
     const LIMIT: f64 = 9_223_372_036_854_775_808.0; // 2^63
     let r = x.round();
-    (r.is_finite() && (0.0..LIMIT).contains(&r)).then(|| r as u64)
+    // In range, so the cast is exact (no saturation).
+    (r.is_finite() && (0.0..LIMIT).contains(&r)).then_some(r as u64)
 }
 
 /// How many times the profiles' own peak a minute may hold before it is called implausible:
