@@ -104,8 +104,17 @@ impl Budget {
     /// Saves a finished run (and its detail), keeping the newest `keep` of its profile; when
     /// the store is not open or the write fails, the run waits in memory for the next flush.
     pub fn save_run(&self, run: StoredRun, detail: Option<String>, keep: usize) {
+        // A file renamed or removed under the daemon would take the run where nobody finds it:
+        // put the store back in place first, as a flush does.
         let written = self
-            .with_store(|st| st.save_run(&run, detail.as_deref(), keep))
+            .with_store(|st| {
+                if let Some(what) = st.keep_in_place()?
+                    && let Ok(mut p) = self.problem.lock()
+                {
+                    *p = Some(what);
+                }
+                st.save_run(&run, detail.as_deref(), keep)
+            })
             .unwrap_or_else(|| Err("the SLO store is not open".into()));
         if let Err(e) = written {
             tracing::warn!(run = run.id, error = %e, "cannot save the run to the store yet; kept in memory");

@@ -82,11 +82,17 @@ fn journals_blocked(root: &Path) -> (PathBuf, Box<dyn FnOnce()>) {
 /// the daemon opens it with back-off, turns ready, writes what it kept; SIGTERM exits 0; a
 /// restart on the same directory reads the 181 events and the run back.
 fn heals(block: Blocker) {
-    let target = BackgroundTarget::start(TargetOptions::default());
     let dir = tempfile::tempdir().unwrap();
     let (data, unblock) = block(dir.path());
+    heals_at(dir.path(), &data, unblock);
+}
+
+/// [`heals`] with the state directory `data` blocked until `unblock`; the config in `root`.
+fn heals_at(root: &Path, data: &Path, unblock: Box<dyn FnOnce()>) {
+    let target = BackgroundTarget::start(TargetOptions::default());
+    let data = data.to_path_buf();
     let path = write_config(
-        dir.path(),
+        root,
         &daemon_config(target.addr, &data, FIXED, AVAILABILITY_SLO),
     );
     let mut d = Daemon::start(&path, &["--no-watch"]);
@@ -112,7 +118,7 @@ fn heals(block: Blocker) {
     assert_eq!(d.wait(Duration::from_secs(15)), Some(0), "{}", logs());
 
     let path = write_config(
-        dir.path(),
+        root,
         &daemon_config(target.addr, &data, IDLE, AVAILABILITY_SLO),
     );
     let again = Daemon::start(&path, &["--no-watch"]);
@@ -129,6 +135,53 @@ fn a_state_directory_that_cannot_be_created_at_start_heals_and_loses_nothing() {
 #[test]
 fn a_database_sqlite_cannot_write_at_start_heals_and_loses_nothing() {
     heals(journals_blocked);
+}
+
+/// A tmpfs mounted for a test, unmounted when dropped.
+struct Tmpfs(PathBuf);
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// The issue's own case: started on a full disk (a 1 MiB tmpfs filled by another file), then
+/// the disk is freed. SQLite meets ENOSPC after the file was created (the old code left a
+/// 0-byte `sloburn.db` and, at SIGTERM, exit 0 with every event lost). Needs `mount` (root
+/// with CAP_SYS_ADMIN); where the sandbox refuses it, the test says so and stops: the two
+/// tests above cover the same paths without a mount.
+#[test]
+fn a_full_disk_at_start_heals_once_freed_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = dir.path().join("disk");
+    std::fs::create_dir(&disk).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "sloburn-test"])
+        .arg(&disk)
+        .output();
+    if !mounted.as_ref().is_ok_and(|o| o.status.success()) {
+        eprintln!("skipped: cannot mount a tmpfs here: {mounted:?}");
+        return;
+    }
+    let _mount = Tmpfs(disk.clone());
+    let data = disk.join("data");
+    std::fs::create_dir(&data).unwrap();
+    let filler = disk.join("filler");
+    // Fills the file system: the write stops at ENOSPC.
+    let _ = std::fs::write(&filler, vec![0u8; 2 << 20]);
+    assert!(
+        std::fs::write(disk.join("probe"), [1u8; 8192]).is_err(),
+        "not full"
+    );
+    heals_at(
+        dir.path(),
+        &data,
+        Box::new(move || std::fs::remove_file(&filler).unwrap()),
+    );
 }
 
 /// Unusable to the end: SIGTERM exits 74 (never 0), the log and stderr say what was lost, and
@@ -311,4 +364,44 @@ fn a_restore_rejects_absurd_samples_says_so_and_never_stores_them() {
         .iter()
         .fold((0, 0), |(g, b), (_, dg, db)| (g + dg, b + db));
     assert_eq!(sum, (120, 3), "{all:?}");
+}
+
+/// The store turns unusable while the daemon runs (its directory removed and a file put in its
+/// place): the run's events and record wait in memory, `/readyz` says why, and SIGTERM exits
+/// 74 saying what was lost, as when it was unusable from the start.
+#[test]
+fn a_store_lost_while_running_exits_74_saying_what_was_lost() {
+    let target = BackgroundTarget::start(TargetOptions::default());
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let on_demand = "  fixed:\n    target: api\n    executor: shared-iterations\n    vus: 4\n    iterations: 181\n";
+    let path = write_config(
+        dir.path(),
+        &daemon_config(target.addr, &data, on_demand, AVAILABILITY_SLO),
+    );
+    let mut d = Daemon::start(&path, &["--no-watch"]);
+    assert_eq!(readyz(&d).0, 200);
+    std::fs::remove_dir_all(&data).unwrap();
+    std::fs::write(&data, b"not a directory any more").unwrap();
+    let (code, body) = crate::support::runtime().block_on(crate::support::request(
+        "POST",
+        &format!("{}/api/profiles/fixed/run", d.base),
+        Some(crate::support::ADMIN_TOKEN),
+    ));
+    assert_eq!(code, 202, "{body}");
+    let failing = eventually(Duration::from_secs(30), || {
+        let (code, body) = readyz(&d);
+        (period_events(&d) == 181 && code == 503 && body.contains("state database")).then_some(body)
+    });
+    let logs = d.logs.clone();
+    let all = move || logs.lock().unwrap().join("\n");
+    assert!(failing.is_some(), "{:?}\n{}", readyz(&d), all());
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait(Duration::from_secs(15)), Some(74), "{}", all());
+    let lost = "lost 181 good and 0 bad events of 1 SLOs over";
+    assert!(
+        all().contains(lost) && all().contains("and 1 run records"),
+        "{}",
+        all()
+    );
 }
