@@ -194,6 +194,7 @@ impl Budget {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::Metrics;
 
     fn run(id: u64, profile: &str) -> StoredRun {
         StoredRun {
@@ -218,5 +219,66 @@ mod tests {
         // The same id again replaces it.
         q.push(run(21, "b"), None, 5);
         assert_eq!(q.len(), 6);
+    }
+
+    /// A store that opens late: its own minutes join the windows with what the daemon
+    /// counted meanwhile, minutes restored from Prometheus meanwhile give way to them (the
+    /// store wins, as at start-up), and one flush writes the counts and the queued run.
+    #[test]
+    fn a_late_store_wins_over_restored_minutes_and_takes_what_was_kept() {
+        let root = tempfile::tempdir().unwrap();
+        let blocker = root.path().join("state");
+        std::fs::write(&blocker, b"x").unwrap();
+        let dir = blocker.join("data");
+        let cfg = crate::config::from_str(
+            "targets:\n  a: { url: http://127.0.0.1:1/ }\n\
+             profiles:\n  p: { target: a, rate: 1/s, duration: 1s }\n\
+             slos:\n  s: { target: a, sli: availability, objective: 99, period: 1d }\n",
+            "c.yaml",
+            std::path::Path::new("."),
+            &crate::config::Env::from_map(BTreeMap::new(), 1),
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+        .config;
+        let budget = Budget::open(&dir, Metrics::new("test"));
+        assert!(!budget.store_is_open());
+        let t = 1_800_000_000; // the start of a minute
+        let m = slo::minute_of(t);
+        budget.configure(&cfg, t);
+        assert_eq!(budget.restore_candidates().len(), 1);
+        assert!(budget.seed("s", &[(m - 5, 100, 0)], t));
+        let watcher = budget.watchers("a", "p").pop().unwrap();
+        (0..7).for_each(|_| watcher.metrics.event(true));
+        budget.tick(t + 1);
+        budget.save_run(run(1, "p"), Some("detail".into()), 50);
+        assert_eq!(budget.period_totals("s", t + 1), Some((107, 0)));
+        let kept = budget.unsaved();
+        assert_eq!((kept.good, kept.bad, kept.runs), (107, 0, 1));
+        assert!(budget.flush().is_err());
+        let why = budget.problem().unwrap();
+        assert!(
+            why.contains("Not a directory") && why.contains("kept in memory"),
+            "{why}"
+        );
+
+        // The directory turns up, with a store that has a minute of its own.
+        std::fs::remove_file(&blocker).unwrap();
+        let mut other = Store::open(&dir).unwrap();
+        other.flush(&[("s".into(), m - 10, 50, 1)]).unwrap();
+        other.close().unwrap();
+        budget.reopen(t + 2).unwrap();
+        assert!(budget.store_is_open() && budget.problem().is_none());
+        assert_eq!(budget.period_totals("s", t + 2), Some((57, 1)));
+        assert!(budget.restore_candidates().is_empty());
+        budget.flush().unwrap();
+        assert!(budget.unsaved().is_empty());
+        budget.close();
+        let store = Store::open(&dir).unwrap();
+        assert_eq!(
+            store.load("s", 0).unwrap(),
+            vec![(m - 10, 50, 1), (m, 7, 0)]
+        );
+        assert_eq!(store.load_runs(50).unwrap(), vec![run(1, "p")]);
+        assert_eq!(store.run_detail(1).unwrap().as_deref(), Some("detail"));
     }
 }
