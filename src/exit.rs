@@ -7,6 +7,10 @@ pub const OK: i32 = 0;
 pub const ERROR: i32 = 1;
 /// Bad command-line usage (clap's convention).
 pub const USAGE: i32 = 2;
+/// `serve` stopped holding SLO counts or run records it could not write to its store, which
+/// stayed unusable to the end (sysexits EX_IOERR); the log says what was lost. Distinct from
+/// 1 so a supervisor can tell lost state from a daemon that never started.
+pub const STATE_LOST: i32 = 74;
 /// A config that failed validation (sysexits EX_CONFIG).
 pub const CONFIG: i32 = 78;
 /// The run cannot judge its target: the generator fell behind and dropped arrivals of its

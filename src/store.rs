@@ -155,13 +155,35 @@ impl Store {
             error,
         })?;
         let path = dir.join(DB_FILE);
+        let companions = [
+            path.clone(),
+            with_suffix(&path, "-wal"),
+            with_suffix(&path, "-shm"),
+        ];
+        let existed = companions.clone().map(|p| p.symlink_metadata().is_ok());
         match open_checked(&path, MIGRATIONS) {
             Ok(conn) => Ok(Store {
                 conn,
                 identity: identity(&path),
                 path,
             }),
-            Err(OpenFailure::Fatal(e)) => Err(e),
+            Err(OpenFailure::Fatal(e)) => {
+                // A file this call created and could not make a database of (a full disk, an
+                // I/O error) is removed: an empty `sloburn.db` left behind would look like a
+                // store that holds nothing, and the next start would take it for one.
+                let empty = |p: &Path| {
+                    p.symlink_metadata()
+                        .is_ok_and(|m| m.is_file() && m.len() == 0)
+                };
+                if !existed[0] && empty(&path) {
+                    for (p, was) in companions.iter().zip(existed) {
+                        if !was && empty(p) {
+                            let _ = std::fs::remove_file(p);
+                        }
+                    }
+                }
+                Err(e)
+            }
             Err(OpenFailure::Corrupt(reason)) => {
                 let moved_to = move_aside(
                     &path,
@@ -551,6 +573,53 @@ impl PendingBatch {
         self.len == 0
     }
 
+    /// The pending `(minute, good, bad)` rows of one SLO, minutes ascending.
+    pub fn rows_of(&self, slo: &str) -> MinuteCounts {
+        self.deltas
+            .get(slo)
+            .map(|m| m.iter().map(|(k, (g, b))| (*k, *g, *b)).collect())
+            .unwrap_or_default()
+    }
+
+    /// Drops every pending row of one SLO.
+    pub fn remove(&mut self, slo: &str) {
+        if let Some(m) = self.deltas.remove(slo) {
+            self.len -= m.len();
+        }
+    }
+
+    /// Drops the rows of `slo` older than `since` (minutes that left its period: the store
+    /// would prune them anyway); returns the events dropped. Bounds what a store that stays
+    /// unusable costs: one row per SLO per minute of its period.
+    pub fn drop_before(&mut self, slo: &str, since: i64) -> u64 {
+        let Some(m) = self.deltas.get_mut(slo) else {
+            return 0;
+        };
+        let kept = m.split_off(&since);
+        let old = std::mem::replace(m, kept);
+        self.len -= old.len();
+        if m.is_empty() {
+            self.deltas.remove(slo);
+        }
+        old.values()
+            .fold(0u64, |n, (g, b)| n.saturating_add(*g).saturating_add(*b))
+    }
+
+    /// `(SLOs, rows, good, bad)` pending.
+    pub fn summary(&self) -> (usize, usize, u64, u64) {
+        let (good, bad) = self.iter().fold((0u64, 0u64), |(g, b), (_, _, dg, db)| {
+            (g.saturating_add(dg), b.saturating_add(db))
+        });
+        (self.deltas.len(), self.len, good, bad)
+    }
+
+    /// Adds every row of `other`.
+    pub fn merge(&mut self, other: &PendingBatch) {
+        for (slo, minute, good, bad) in other.iter() {
+            self.add(slo, minute, good, bad);
+        }
+    }
+
     /// Pending rows in (slo, minute) order, in the shape [`Store::flush`] takes.
     pub fn to_batch(&self) -> Vec<(String, i64, u64, u64)> {
         self.iter()
@@ -580,6 +649,13 @@ fn count(row: &rusqlite::Row<'_>, idx: usize) -> rusqlite::Result<u64> {
 
 fn to_sql_count(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// `path` with `suffix` appended to its file name (`sloburn.db` → `sloburn.db-wal`).
+fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut s: OsString = path.as_os_str().to_owned();
+    s.push(suffix);
+    PathBuf::from(s)
 }
 
 fn unix_seconds() -> u64 {
@@ -1504,5 +1580,31 @@ mod tests {
         assert_eq!(store.run_detail(60).unwrap().as_deref(), Some("detail 60"));
         assert_eq!(store.run_detail(61).unwrap().as_deref(), Some("done"));
         assert_eq!(store.run_detail(5).unwrap(), None);
+    }
+
+    /// Issue 30, item 5: a store SQLite cannot write (here its journals cannot be created, as
+    /// on a full disk) left a 0-byte `sloburn.db` that the next start took for an empty store.
+    #[test]
+    fn a_database_that_cannot_be_written_leaves_no_empty_file_behind() {
+        let dir = tmp();
+        std::fs::create_dir(dir.path().join("sloburn.db-journal")).unwrap();
+        std::fs::create_dir(dir.path().join("sloburn.db-wal")).unwrap();
+        let err = Store::open(dir.path()).unwrap_err();
+        assert!(matches!(err, StoreError::Sqlite { .. }), "{err}");
+        assert!(!dir.path().join(DB_FILE).exists(), "{err}");
+        assert!(!dir.path().join("sloburn.db-shm").exists());
+        // Once the journals can be made, it opens.
+        std::fs::remove_dir(dir.path().join("sloburn.db-journal")).unwrap();
+        std::fs::remove_dir(dir.path().join("sloburn.db-wal")).unwrap();
+        let mut store = Store::open(dir.path()).unwrap();
+        store.flush(&[row("api", 1, 1, 0)]).unwrap();
+        // An empty file that was there before is not ours to remove.
+        drop(store);
+        let other = tmp();
+        std::fs::write(other.path().join(DB_FILE), b"").unwrap();
+        std::fs::create_dir(other.path().join("sloburn.db-journal")).unwrap();
+        std::fs::create_dir(other.path().join("sloburn.db-wal")).unwrap();
+        assert!(Store::open(other.path()).is_err());
+        assert!(other.path().join(DB_FILE).exists());
     }
 }

@@ -6,6 +6,11 @@
 //! SLO state is flushed; a second signal flushes the SLO state (for at most 2 s) and exits 130.
 //! SIGHUP reloads.
 //!
+//! A store that could not be opened is tried again from the SLO tick, after 1 s, then twice as
+//! long each time up to `REOPEN_MAX` (one log line per attempt); once open, what waited in
+//! memory is written. Still unusable at exit: the daemon logs what it loses and exits 74
+//! (`exit::STATE_LOST`), never 0.
+//!
 //! The daemon's own HTTP server, which idle or half-sent connections cannot lock out, is in
 //! `server.rs`.
 
@@ -13,7 +18,7 @@ use super::reload::{load_text, reload, watch};
 use super::schedules::apply;
 use super::server::{Limits, serve};
 use super::state::{Shared, Source, unix_now};
-use crate::budget::Budget;
+use crate::budget::{Budget, Unsaved};
 use crate::load::plan::Shard;
 use crate::load::runner::Abort;
 use crate::metrics::Metrics;
@@ -123,12 +128,68 @@ pub async fn start(opts: Options) -> Result<Daemon, Startup> {
     Ok(Daemon { shared, addr })
 }
 
-/// The once-a-second SLO tick, periodic flushes and prunes; also writes the count of the
-/// last burst of wrong tokens, which the API logs at most once a second.
+/// The first wait before opening an unusable store again; it doubles up to `REOPEN_MAX`.
+const REOPEN_FIRST: Duration = Duration::from_secs(1);
+/// The longest wait between two attempts to open an unusable store.
+const REOPEN_MAX: Duration = Duration::from_secs(30);
+
+/// When to try opening an unusable store again.
+struct Reopen {
+    at: tokio::time::Instant,
+    wait: Duration,
+    attempts: u32,
+}
+
+impl Reopen {
+    fn new() -> Reopen {
+        Reopen {
+            at: tokio::time::Instant::now() + REOPEN_FIRST,
+            wait: REOPEN_FIRST,
+            attempts: 0,
+        }
+    }
+
+    fn failed(&mut self) {
+        self.attempts += 1;
+        self.wait = (self.wait * 2).min(REOPEN_MAX);
+        self.at = tokio::time::Instant::now() + self.wait;
+    }
+}
+
+/// Opens the store that was unusable: its minutes join the windows, the run history is read
+/// back, and what waited in memory is written. Returns the reason when it is still unusable.
+async fn reopen_store(shared: &Arc<Shared>) -> Result<(), String> {
+    let s = shared.clone();
+    let opened = tokio::task::spawn_blocking(move || {
+        let kept = s.budget.unsaved();
+        s.budget.reopen(unix_now() as i64)?;
+        s.restore_history();
+        s.budget.tick(unix_now() as i64);
+        let written = s.budget.flush();
+        Ok::<_, String>((kept, written))
+    })
+    .await
+    .map_err(|e| e.to_string())?;
+    let (kept, written) = opened?;
+    match written {
+        Ok(_) => {
+            tracing::info!(written = %kept, "SLO store usable again; what was kept in memory is written")
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "SLO store opened, but writing what was kept in memory failed; retrying at the next flush")
+        }
+    }
+    Ok(())
+}
+
+/// The once-a-second SLO tick, periodic flushes and prunes, and attempts to open a store that
+/// was unusable; also writes the count of the last burst of wrong tokens, which the API logs
+/// at most once a second.
 async fn budget_loop(shared: Arc<Shared>, flush_every: Duration) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     let mut last_flush = tokio::time::Instant::now();
     let mut last_prune = tokio::time::Instant::now();
+    let mut reopen = Reopen::new();
     loop {
         tokio::select! {
             _ = tick.tick() => {}
@@ -144,6 +205,19 @@ async fn budget_loop(shared: Arc<Shared>, flush_every: Duration) {
             .take_unlogged(tokio::time::Instant::now())
         {
             super::api::log_auth_failures(n);
+        }
+        if !shared.budget.store_is_open()
+            && tokio::time::Instant::now() >= reopen.at
+            && let Err(e) = reopen_store(&shared).await
+        {
+            reopen.failed();
+            tracing::warn!(
+                error = %e,
+                attempt = reopen.attempts,
+                next_in = ?reopen.wait,
+                kept_in_memory = %shared.budget.unsaved(),
+                "SLO store still unusable; counts and runs kept in memory"
+            );
         }
         if last_flush.elapsed() >= flush_every {
             last_flush = tokio::time::Instant::now();
@@ -169,8 +243,9 @@ async fn budget_loop(shared: Arc<Shared>, flush_every: Duration) {
 
 impl Daemon {
     /// Graceful stop: no new runs, running ones drain within the grace period, the SLO state
-    /// is flushed, the server stops.
-    pub async fn shutdown(self) {
+    /// is flushed, the server stops. Returns what could not be written to the store (which was
+    /// unusable to the end), if anything: it is lost, and logged here.
+    pub async fn shutdown(self) -> Option<Unsaved> {
         let shared = self.shared;
         let grace = shared.config().server.grace_period;
         if let Ok(g) = shared.generation.lock() {
@@ -191,13 +266,31 @@ impl Daemon {
         shared.tracker.close();
         let _ = tokio::time::timeout(Duration::from_secs(5), shared.tracker.wait()).await;
         shared.budget.tick(unix_now() as i64);
+        if !shared.budget.store_is_open() {
+            // One last try: the disk may have been freed since the last attempt.
+            let _ = reopen_store(&shared).await;
+        }
         let s = shared.clone();
-        let _ = tokio::task::spawn_blocking(move || {
-            let _ = s.budget.flush();
+        let lost = tokio::task::spawn_blocking(move || {
+            let flushed = s.budget.flush();
+            let unsaved = s.budget.unsaved();
             s.budget.close();
+            (!unsaved.is_empty()).then(|| {
+                let why = flushed
+                    .err()
+                    .unwrap_or_else(|| "the SLO store is not open".into());
+                (unsaved, why)
+            })
         })
-        .await;
-        tracing::info!("sloburn stopped");
+        .await
+        .ok()
+        .flatten();
+        if let Some((unsaved, why)) = &lost {
+            tracing::error!(lost = %unsaved, error = %why, "sloburn stopped; SLO state LOST: the store could not be written");
+        } else {
+            tracing::info!("sloburn stopped");
+        }
+        lost.map(|(u, _)| u)
     }
 }
 
@@ -211,7 +304,9 @@ async fn flush_now(shared: &Arc<Shared>) {
     });
     match tokio::time::timeout(SECOND_SIGNAL_FLUSH, flush).await {
         Ok(Ok(Ok(minutes))) => tracing::info!(minutes, "SLO state flushed"),
-        Ok(Ok(Err(e))) => tracing::error!(error = %e, "SLO state not flushed"),
+        Ok(Ok(Err(e))) => {
+            tracing::error!(error = %e, lost = %shared.budget.unsaved(), "SLO state not flushed")
+        }
         Ok(Err(e)) => tracing::error!(error = %e, "SLO state not flushed"),
         Err(_) => tracing::error!(
             limit = ?SECOND_SIGNAL_FLUSH,
@@ -311,8 +406,12 @@ pub async fn run_until_signal(daemon: Daemon, signals: &mut Signals) -> i32 {
     let mut shutdown = std::pin::pin!(daemon.shutdown());
     loop {
         tokio::select! {
-            _ = &mut shutdown => {
+            lost = &mut shutdown => {
                 let _ = tokio::task::spawn_blocking(crate::telemetry::daemon::flush).await;
+                if let Some(lost) = lost {
+                    eprintln!("error: the SLO store could not be written; lost {lost}");
+                    return crate::exit::STATE_LOST;
+                }
                 return crate::exit::OK;
             }
             sig = next(signals) => if let Sig::Stop(name) = sig {

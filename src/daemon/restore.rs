@@ -16,16 +16,22 @@
 //! (`slo::restore::increase_query`) sums every series of the SLO by `result`, each instance's
 //! counter resets handled before the sum.
 //!
+//! Samples are doubted (issue 30, item 9): a minute with a sample that is no number or
+//! negative, or with more events than the profiles feeding the SLO could send in a minute
+//! ([`plausible_limit`], `slo::restore::plausible_per_minute`), is rejected whole, never seeded
+//! nor stored, and named on `/readyz` and in the log; the restore is then incomplete.
+//!
 //! A failed request (Prometheus down, 5xx, 429) is retried after 0.5 s, doubling to 5 s, until
 //! the timeout; a refused query (another 4xx) ends that SLO's restore. The URL is shown only as
 //! written (`display_url`), its `${env:..}` references kept.
 
 use super::state::{Shared, unix_now};
 use crate::budget::{RestorePhase, RestoreStatus, SloCoverage};
-use crate::config::Restore;
+use crate::config::{Config, Restore};
 use crate::http::{Client, ClientOptions, Conn, RequestSpec};
+use crate::load::spec::Executor;
 use crate::rules::EVENTS_METRIC;
-use crate::slo::restore::{self as plan, Counts, MAX_POINTS, STEP_SECONDS};
+use crate::slo::restore::{self as plan, CLOSED_VU_RATE, Counts, MAX_POINTS, STEP_SECONDS};
 use bytes::Bytes;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -80,8 +86,10 @@ pub(super) async fn run(shared: Arc<Shared>, cfg: Restore, started: i64) {
         deadline,
     };
     let mut problems = Vec::new();
+    let config = shared.config();
     for (name, span) in &candidates {
         let p = plan::plan(started, *span, cfg.max_age);
+        let limit = plausible_limit(&config, name);
         status.slos.insert(
             name.clone(),
             SloCoverage {
@@ -91,12 +99,24 @@ pub(super) async fn run(shared: Arc<Shared>, cfg: Restore, started: i64) {
         );
         shared.budget.set_restore(status.clone());
         let outcome = tokio::select! {
-            r = restore_slo(&mut prom, &shared, name, p, started, &mut status) => r,
+            r = restore_slo(&mut prom, &shared, (name, limit), p, started, &mut status) => r,
             _ = shared.shutdown.cancelled() => Err("the daemon is shutting down".into()),
         };
         let complete = outcome.is_ok();
         if let Err(why) = outcome {
             problems.push(format!("{name}: {why}"));
+        }
+        if let Some(c) = status.slos.get(name)
+            && !c.rejected.is_empty()
+        {
+            let why = format!(
+                "{name}: rejected {} minutes of implausible samples ({})",
+                c.rejected.len(),
+                rejected_text(&c.rejected)
+            );
+            tracing::warn!(slo = %name, prometheus = %cfg.display_url, limit_per_minute = limit,
+                problem = %why, "restore from prometheus rejected samples; they are not stored");
+            problems.push(why);
         }
         if let Some(c) = status.slos.get(name) {
             tracing::info!(
@@ -108,6 +128,7 @@ pub(super) async fn run(shared: Arc<Shared>, cfg: Restore, started: i64) {
                 gaps = %gaps_text(&c.gaps),
                 good = c.good,
                 bad = c.bad,
+                rejected_minutes = c.rejected.len(),
                 "SLO windows restored from prometheus"
             );
         }
@@ -139,7 +160,7 @@ pub(super) async fn run(shared: Arc<Shared>, cfg: Restore, started: i64) {
 async fn restore_slo(
     prom: &mut Prometheus,
     shared: &Shared,
-    name: &str,
+    (name, limit): (&str, f64),
     p: plan::Plan,
     started: i64,
     status: &mut RestoreStatus,
@@ -153,7 +174,7 @@ async fn restore_slo(
                 &[("query", q), ("time", started.to_string())],
             )
             .await?;
-        let mut counts = Counts::new();
+        let mut counts = Counts::new(limit);
         for (good, samples) in series {
             for (_, v) in samples {
                 counts.add(minute, good, v);
@@ -170,7 +191,7 @@ async fn restore_slo(
             ("step", STEP_SECONDS.to_string()),
         ];
         let series = prom.get("/api/v1/query_range", &params).await?;
-        let mut counts = Counts::new();
+        let mut counts = Counts::new(limit);
         for (good, samples) in series {
             for (t, v) in samples {
                 let minute = plan::minute_of_sample(t);
@@ -202,13 +223,18 @@ fn seed(
     started: i64,
     status: &mut RestoreStatus,
 ) {
-    let minutes = counts.finish();
-    shared.budget.seed(name, &minutes, started);
+    let done = counts.finish();
+    shared.budget.seed(name, &done.minutes, started);
     let Some(c) = status.slos.get_mut(name) else {
         return;
     };
-    c.good += minutes.iter().map(|m| m.1).sum::<u64>();
-    c.bad += minutes.iter().map(|m| m.2).sum::<u64>();
+    let sum =
+        |f: fn(&(i64, u64, u64)) -> u64| done.minutes.iter().map(f).fold(0u64, u64::saturating_add);
+    c.good = c.good.saturating_add(sum(|m| m.1));
+    c.bad = c.bad.saturating_add(sum(|m| m.2));
+    c.rejected
+        .extend(done.rejected.iter().map(|(m, why)| (*m, why.to_string())));
+    c.rejected.sort_unstable();
     if let Some((first, last)) = range {
         let cov = plan::coverage(first, last, counts);
         c.restored += cov.restored;
@@ -400,8 +426,17 @@ pub(super) fn readyz_line(status: &RestoreStatus) -> String {
         .slos
         .iter()
         .map(|(name, c)| {
+            let rejected = if c.rejected.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ", rejected {} minutes: {}",
+                    c.rejected.len(),
+                    rejected_text(&c.rejected)
+                )
+            };
             format!(
-                "{name} {} of {} minutes, {} good, {} bad, gaps: {}",
+                "{name} {} of {} minutes, {} good, {} bad, gaps: {}{rejected}",
                 c.restored,
                 c.planned,
                 c.good,
@@ -418,6 +453,70 @@ pub(super) fn readyz_line(status: &RestoreStatus) -> String {
     } else {
         format!("{head}: {}", parts.join("; "))
     }
+}
+
+/// At most three rejected minutes as UTC times with why, and how many more there are.
+fn rejected_text(rejected: &[(i64, String)]) -> String {
+    let mut shown: Vec<String> = rejected
+        .iter()
+        .take(3)
+        .map(|(m, why)| format!("{} {why}", gaps_text(&[(*m, *m)])))
+        .collect();
+    if rejected.len() > 3 {
+        shown.push(format!("{} more", rejected.len() - 3));
+    }
+    shown.join(", ")
+}
+
+/// The most events a minute of SLO `name` may hold (`slo::restore::plausible_per_minute`):
+/// the profiles of the config that feed it (its target's, narrowed by its `profiles:`), each
+/// at its peak iteration rate (an arrival-rate profile's highest rate; a closed-model one's
+/// most VUs at `CLOSED_VU_RATE` each) times the events an iteration gives it (one per
+/// iteration for a journey or step SLO, else the most steps of the profile's journeys).
+fn plausible_limit(cfg: &Config, name: &str) -> f64 {
+    let Some(slo) = cfg.slos.get(name) else {
+        return plan::plausible_per_minute(&[]);
+    };
+    let rates: Vec<f64> = cfg
+        .profiles
+        .values()
+        .filter(|p| p.target == slo.target)
+        .filter(|p| slo.profiles.is_empty() || slo.profiles.contains(&p.name))
+        .map(|p| {
+            let per_iteration = if slo.journey.is_some() || p.mix.is_empty() {
+                1.0
+            } else {
+                p.mix
+                    .iter()
+                    .filter_map(|(j, _)| cfg.journeys.get(j))
+                    .map(|j| j.steps.len())
+                    .max()
+                    .unwrap_or(1) as f64
+            };
+            iteration_rate(&p.executor) * per_iteration
+        })
+        .collect();
+    plan::plausible_per_minute(&rates)
+}
+
+/// A profile's peak iterations a second: its arrival rate, or its most VUs at
+/// `CLOSED_VU_RATE`.
+fn iteration_rate(e: &Executor) -> f64 {
+    let vus = match e {
+        Executor::ConstantArrivalRate { .. } | Executor::RampingArrivalRate { .. } => {
+            return e.peak_rate();
+        }
+        Executor::ConstantVus { vus, .. }
+        | Executor::SharedIterations { vus, .. }
+        | Executor::PerVuIterations { vus, .. } => f64::from(*vus),
+        Executor::RampingVus {
+            start_vus, stages, ..
+        } => stages
+            .iter()
+            .map(|s| s.target)
+            .fold(f64::from(*start_vus), f64::max),
+    };
+    vus * CLOSED_VU_RATE
 }
 
 /// The current time as the restore sees it: the daemon's clock, whole seconds.
@@ -489,6 +588,7 @@ mod tests {
                     gaps: vec![(m, m + 1), (m + 5, m + 5)],
                     good: 90,
                     bad: 3,
+                    rejected: Vec::new(),
                 },
             )]),
             from_store: vec!["web".into()],

@@ -390,8 +390,8 @@ fn on_sample(shared: &Arc<Shared>, profile: &str, id: u64) -> crate::web::captur
     })
 }
 
-/// Writes a run (and its detail) to the store on a blocking thread; keeps the newest details
-/// in memory too, for a daemon whose store is not open.
+/// Writes a run (and its detail) to the store on a blocking thread, or queues it until the
+/// store can take it; keeps the newest details in memory too, for the API meanwhile.
 fn save(shared: &Arc<Shared>, record: &RunRecord, detail: Option<&RunDetail>) {
     let detail = detail.and_then(|d| serde_json::to_string(d).ok());
     if let Some(d) = &detail
@@ -412,14 +412,10 @@ fn save(shared: &Arc<Shared>, record: &RunRecord, detail: Option<&RunDetail>) {
         record: json,
     };
     let s = shared.clone();
-    shared.tracker.spawn_blocking(move || {
-        let written = s
-            .budget
-            .with_store(|st| st.save_run(&stored, detail.as_deref(), RUNS_PER_PROFILE));
-        if let Some(Err(e)) = written {
-            tracing::warn!(run = stored.id, error = %e, "cannot save the run to the store");
-        }
-    });
+    // A store that is not open (or fails this write) keeps the run in memory until it can.
+    shared
+        .tracker
+        .spawn_blocking(move || s.budget.save_run(stored, detail, RUNS_PER_PROFILE));
 }
 
 fn fill(record: &mut RunRecord, report: &RunReport, shared: &Shared, profile: &str) {

@@ -259,6 +259,12 @@ impl Shared {
             hook_runs: Mutex::new(BTreeMap::new()),
         };
         shared.restore_history();
+        if !shared.budget.store_is_open() {
+            // Without the store's largest id, number runs from the start time in milliseconds:
+            // a store that opens later (counting from 1) never holds one of these ids.
+            let ms = (unix_now() * 1000.0).max(0.0) as u64;
+            shared.next_id.fetch_max(ms, Relaxed);
+        }
         shared
     }
 
@@ -324,8 +330,9 @@ impl Shared {
         }
     }
 
-    /// Reads the run history back from the store at start-up (runs are saved when they end).
-    /// Run ids continue after the largest stored one.
+    /// Reads the run history back from the store at start-up, or when a store unusable at
+    /// start-up opens (runs are saved when they end). Run ids continue after the largest
+    /// stored one.
     pub(super) fn restore_history(&self) {
         let loaded = self
             .budget
@@ -344,6 +351,15 @@ impl Shared {
                 Ok(r) => self.remember(&r),
                 Err(e) => {
                     tracing::warn!(run = stored.id, error = %e, "skipping an unreadable stored run")
+                }
+            }
+        }
+        // Merged with this life's runs (a late store): oldest first again, newest kept.
+        if let Ok(mut h) = self.history.lock() {
+            for runs in h.values_mut() {
+                runs.make_contiguous().sort_by_key(|r| r.id);
+                while runs.len() > RUNS_PER_PROFILE {
+                    runs.pop_front();
                 }
             }
         }

@@ -131,57 +131,169 @@ pub fn minute_of_sample(t: f64) -> i64 {
     (t / 60.0).round() as i64 - 1
 }
 
+/// Why a minute Prometheus answered for was left out of the restore (and never stored).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Rejection {
+    /// A sample was NaN or infinite.
+    NotANumber,
+    /// A sample was negative (an increase never is).
+    Negative,
+    /// More events than the SLO's profiles could send in a minute (the bound, events).
+    Implausible(f64),
+}
+
+impl std::fmt::Display for Rejection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Rejection::NotANumber => f.write_str("not a number"),
+            Rejection::Negative => f.write_str("negative"),
+            Rejection::Implausible(limit) => write!(
+                f,
+                "more than the {limit:.0} events a minute its profiles could send"
+            ),
+        }
+    }
+}
+
+/// Whole counts of the minutes kept, and the minutes left out with why, both in minute order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Finished {
+    pub minutes: Vec<(i64, u64, u64)>,
+    pub rejected: Vec<(i64, Rejection)>,
+}
+
 /// Prometheus' fractional per-minute increases of good and bad events, gathered from every
-/// series and query, turned into whole counts by [`Counts::finish`].
-#[derive(Debug, Default, Clone)]
+/// series and query, turned into whole counts by [`Counts::finish`]. A minute with any sample
+/// that is no number or negative, or whose events exceed `limit`, is rejected whole: one
+/// poisoned series makes the minute's sum meaningless.
+#[derive(Debug, Clone)]
 pub struct Counts {
     minutes: BTreeMap<i64, (f64, f64)>,
+    rejected: BTreeMap<i64, Rejection>,
+    /// The most events (good + bad) a minute may plausibly hold.
+    limit: f64,
 }
 
 impl Counts {
-    pub fn new() -> Counts {
-        Counts::default()
+    /// Counts whose minutes hold at most `limit` events each (see [`plausible_per_minute`]).
+    pub fn new(limit: f64) -> Counts {
+        Counts {
+            minutes: BTreeMap::new(),
+            rejected: BTreeMap::new(),
+            limit,
+        }
     }
 
-    /// Adds one sample. A value that is no number, infinite or negative (increase never is) is
-    /// left out, and so is its minute unless another sample names it.
+    /// Adds one sample; a sample that is no number, infinite or negative rejects its minute.
     pub fn add(&mut self, minute: i64, good: bool, value: f64) {
-        if !value.is_finite() || value < 0.0 {
-            return;
-        }
-        let slot = self.minutes.entry(minute).or_insert((0.0, 0.0));
-        if good {
-            slot.0 += value;
+        let why = if !value.is_finite() {
+            Rejection::NotANumber
+        } else if value < 0.0 {
+            Rejection::Negative
         } else {
-            slot.1 += value;
-        }
+            let slot = self.minutes.entry(minute).or_insert((0.0, 0.0));
+            if good {
+                slot.0 += value;
+            } else {
+                slot.1 += value;
+            }
+            return;
+        };
+        self.rejected.entry(minute).or_insert(why);
     }
 
-    /// Whether Prometheus had a sample for `minute`.
+    /// Whether Prometheus had a sample for `minute` and the minute is kept.
     pub fn has(&self, minute: i64) -> bool {
-        self.minutes.contains_key(&minute)
+        !self.rejected.contains_key(&minute)
+            && self
+                .minutes
+                .get(&minute)
+                .is_some_and(|&(good, bad)| self.plausible(good + bad))
     }
 
-    /// `(minute, good, bad)` in minute order, every minute Prometheus had a sample for (zeros
-    /// included), each count the rounded running total minus the one before it.
-    pub fn finish(&self) -> Vec<(i64, u64, u64)> {
+    /// Whether a minute of `sum` events is within the limit (an infinite sum, an overflow, is
+    /// not; the samples themselves are finite).
+    fn plausible(&self, sum: f64) -> bool {
+        sum.is_finite() && sum <= self.limit
+    }
+
+    /// `(minute, good, bad)` in minute order for every minute kept (zeros included), each
+    /// count the rounded running total minus the one before it; and the rejected minutes.
+    /// A minute over the limit is rejected here. Conversions are checked: no count wraps.
+    pub fn finish(&self) -> Finished {
+        let mut rejected = self.rejected.clone();
+        for (&minute, &(good, bad)) in &self.minutes {
+            if !self.plausible(good + bad) {
+                rejected
+                    .entry(minute)
+                    .or_insert(Rejection::Implausible(self.limit));
+            }
+        }
         let (mut sum_good, mut sum_bad) = (0.0f64, 0.0f64);
         let (mut done_good, mut done_bad) = (0u64, 0u64);
-        let mut out = Vec::with_capacity(self.minutes.len());
+        let mut minutes = Vec::with_capacity(self.minutes.len());
         for (&minute, &(good, bad)) in &self.minutes {
+            if rejected.contains_key(&minute) {
+                continue;
+            }
             sum_good += good;
             sum_bad += bad;
-            // Non-negative and finite by `add`; the cast saturates.
-            let (total_good, total_bad) = (sum_good.round() as u64, sum_bad.round() as u64);
-            out.push((
+            let (Some(total_good), Some(total_bad)) = (whole(sum_good), whole(sum_bad)) else {
+                rejected.insert(minute, Rejection::Implausible(self.limit));
+                sum_good -= good;
+                sum_bad -= bad;
+                continue;
+            };
+            minutes.push((
                 minute,
                 total_good.saturating_sub(done_good),
                 total_bad.saturating_sub(done_bad),
             ));
             (done_good, done_bad) = (total_good, total_bad);
         }
-        out
+        Finished {
+            minutes,
+            rejected: rejected.into_iter().collect(),
+        }
     }
+}
+
+/// `x` rounded to a whole count, when it is a finite, non-negative number below 2^63 (what
+/// the store's integers hold); `None` otherwise, never a saturated or wrapped count.
+pub fn whole(x: f64) -> Option<u64> {
+    const LIMIT: f64 = 9_223_372_036_854_775_808.0; // 2^63
+    let r = x.round();
+    // In range, so the cast is exact (no saturation).
+    (r.is_finite() && (0.0..LIMIT).contains(&r)).then_some(r as u64)
+}
+
+/// How many times the profiles' own peak a minute may hold before it is called implausible:
+/// a minute's events are those between two scrapes, and Prometheus looks back up to 5 minutes
+/// for the scrape before a minute (so missed scrapes pile up to 5 minutes of events into
+/// one), and the profiles that sent them may have run at a somewhat higher rate under an
+/// earlier config or a Flagger `rate` override.
+pub const PLAUSIBLE_MARGIN: f64 = 10.0;
+
+/// The per-second iteration rate assumed for one VU of a closed-model executor (its rate
+/// depends on the target's latency, unknown here): one iteration per 10 µs, beyond any
+/// target's answer over a network.
+pub const CLOSED_VU_RATE: f64 = 100_000.0;
+
+/// The rate assumed for an SLO no profile of the config feeds (its events came from an
+/// earlier config): a million events a second.
+pub const UNKNOWN_RATE: f64 = 1_000_000.0;
+
+/// The most events a minute of an SLO may hold: `PLAUSIBLE_MARGIN ×` 60 s × the sum over the
+/// profiles feeding it of their peak events a second (`rates`: iterations a second × events
+/// an iteration), or `UNKNOWN_RATE` when no profile feeds it.
+pub fn plausible_per_minute(rates: &[f64]) -> f64 {
+    let per_second: f64 = rates.iter().filter(|r| r.is_finite() && **r > 0.0).sum();
+    let per_second = if per_second > 0.0 {
+        per_second
+    } else {
+        UNKNOWN_RATE
+    };
+    per_second * 60.0 * PLAUSIBLE_MARGIN
 }
 
 /// How much of a plan Prometheus could fill.
@@ -301,7 +413,7 @@ mod tests {
 
     #[test]
     fn whole_counts_keep_the_rounded_total() {
-        let mut c = Counts::new();
+        let mut c = Counts::new(1e9);
         // 0.4 a minute for ten minutes: rounding each would give 0, the total is 4.
         for m in 0..10 {
             c.add(m, true, 0.4);
@@ -311,8 +423,13 @@ mod tests {
         c.add(3, true, 1.0);
         c.add(11, true, f64::NAN);
         c.add(12, false, -1.0);
-        let out = c.finish();
+        let done = c.finish();
+        let out = done.minutes;
         assert_eq!(out.len(), 10, "no minute for a bad sample alone");
+        assert_eq!(
+            done.rejected,
+            vec![(11, Rejection::NotANumber), (12, Rejection::Negative)]
+        );
         let good: u64 = out.iter().map(|r| r.1).sum();
         let bad: u64 = out.iter().map(|r| r.2).sum();
         assert_eq!(good, 5);
@@ -329,7 +446,7 @@ mod tests {
 
     #[test]
     fn coverage_counts_minutes_and_gap_runs() {
-        let mut c = Counts::new();
+        let mut c = Counts::new(1e9);
         for m in [10, 11, 14, 15, 16, 19] {
             c.add(m, true, 0.0);
         }
@@ -339,5 +456,47 @@ mod tests {
         assert_eq!(cov.gap_minutes(), 7);
         assert_eq!(coverage(10, 11, &c).gaps, vec![]);
         assert_eq!(coverage(1, 0, &c), Coverage::default());
+    }
+
+    /// Issue 30, item 9: 1e300 became 18,446,744,073,709,551,612 good events and a budget of
+    /// −49. A minute over the bound, or with any sample that is no number or negative, is
+    /// rejected whole and never becomes a count; no count saturates or wraps.
+    #[test]
+    fn absurd_minutes_are_rejected_whole_and_nothing_wraps() {
+        let limit = plausible_per_minute(&[10.0]);
+        assert_eq!(limit, 6_000.0, "10/s for 60 s, ten times");
+        let mut c = Counts::new(limit);
+        c.add(1, true, 100.0);
+        c.add(1, false, 3.0);
+        c.add(2, true, 1e300);
+        c.add(2, false, 3.0);
+        c.add(3, true, 50.0);
+        c.add(3, false, f64::NAN);
+        c.add(4, true, f64::INFINITY);
+        c.add(5, true, 5_000.0);
+        c.add(5, false, 1_001.0);
+        c.add(6, true, 5_999.0);
+        c.add(6, false, 1.0);
+        c.add(7, true, f64::MAX);
+        c.add(7, true, f64::MAX);
+        let done = c.finish();
+        assert_eq!(done.minutes, vec![(1, 100, 3), (6, 5_999, 1)]);
+        assert_eq!(
+            done.rejected,
+            vec![
+                (2, Rejection::Implausible(limit)),
+                (3, Rejection::NotANumber),
+                (4, Rejection::NotANumber),
+                (5, Rejection::Implausible(limit)),
+                (7, Rejection::Implausible(limit)),
+            ]
+        );
+        assert!(!c.has(2) && c.has(1));
+        assert_eq!(whole(1e300), None);
+        assert_eq!(whole(-0.6), None);
+        assert_eq!(whole(f64::NAN), None);
+        assert_eq!(whole(2.5), Some(3));
+        assert_eq!(plausible_per_minute(&[]), UNKNOWN_RATE * 600.0);
+        assert_eq!(plausible_per_minute(&[f64::NAN, 0.0]), UNKNOWN_RATE * 600.0);
     }
 }

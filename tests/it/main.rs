@@ -28,6 +28,7 @@ mod secrets;
 mod signals;
 mod slo;
 mod stall;
+mod store_heal;
 mod storm;
 mod support;
 mod target;

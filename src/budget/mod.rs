@@ -2,6 +2,10 @@
 //! second into the pure per-minute [`Windows`], persisted to the [`Store`] and exported as
 //! gauges.
 //!
+//! A store unusable at start-up (or later) loses nothing while the daemon runs: counts and run
+//! records wait in memory, the daemon tries to open it again with back-off, and writes them
+//! once it can (`persist.rs`); what is still unwritten at exit is reported as lost.
+//!
 //! The hot path is one relaxed atomic add per watching SLO per request
 //! ([`Watcher::observe`]). Everything else runs on the daemon's one-second tick, under a mutex
 //! nobody on the request path takes.
@@ -15,8 +19,14 @@ use crate::slo::{self, SloDef, SloReport, Windows};
 use crate::store::{MinuteCounts, PendingBatch, Store, StoreError};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+mod persist;
+mod restore;
+pub use persist::Unsaved;
+pub use restore::{RestorePhase, RestoreStatus, SloCoverage};
 
 /// What an SLO counts in a run: every request, one step's requests, or one journey's
 /// iterations (good when every step passed).
@@ -138,11 +148,18 @@ struct Inner {
     /// every SLO (1,000 profiles starting at once made that quadratic).
     by_target: HashMap<String, Vec<String>>,
     pending: PendingBatch,
+    /// Minutes restored from Prometheus, not yet written: kept apart from `pending` until the
+    /// store is open, since a store that turns up late with minutes of its own wins over them.
+    seeded: PendingBatch,
 }
 
 pub struct Budget {
     inner: Mutex<Inner>,
     store: Mutex<Option<Store>>,
+    /// Whether `store` holds an open store (read without its lock, by `problem`).
+    store_open: AtomicBool,
+    /// Run records (with their details) waiting for the store.
+    unsaved_runs: Mutex<persist::RunQueue>,
     dir: PathBuf,
     /// Why the store is not healthy since start-up (corrupt file moved aside, unwritable):
     /// sticky until restart, so an operator sees it.
@@ -153,50 +170,6 @@ pub struct Budget {
     /// The start-up restore from Prometheus, when `storage.restore` is set.
     restore: Mutex<Option<RestoreStatus>>,
     metrics: Metrics,
-}
-
-/// Where the start-up restore from Prometheus is (`storage.restore`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RestorePhase {
-    /// Querying Prometheus; `/readyz` is not ready meanwhile, for at most the timeout.
-    Restoring,
-    /// Every SLO's range was answered (gaps are minutes Prometheus had no data for).
-    Done,
-    /// Timed out or failed; the daemon serves with what it has. The reason.
-    Incomplete(String),
-}
-
-/// How much of one SLO's period came back from Prometheus.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SloCoverage {
-    /// Whole minutes asked for (the current minute, not yet whole, is asked for besides).
-    pub planned: u64,
-    /// Whole minutes Prometheus had a sample for (zero counts included).
-    pub restored: u64,
-    /// Minutes without one, as inclusive unix-minute runs, oldest first.
-    pub gaps: Vec<(i64, i64)>,
-    /// Events restored.
-    pub good: u64,
-    pub bad: u64,
-}
-
-impl SloCoverage {
-    pub fn gap_minutes(&self) -> u64 {
-        self.gaps
-            .iter()
-            .map(|(a, b)| u64::try_from(b - a + 1).unwrap_or(0))
-            .sum()
-    }
-}
-
-/// The restore's state and coverage, for `/readyz`, the log and the metrics.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RestoreStatus {
-    pub phase: RestorePhase,
-    /// The SLOs being restored, by name.
-    pub slos: BTreeMap<String, SloCoverage>,
-    /// SLOs the store already had minutes for (the store wins).
-    pub from_store: Vec<String>,
 }
 
 impl Budget {
@@ -214,8 +187,11 @@ impl Budget {
                 slos: BTreeMap::new(),
                 by_target: HashMap::new(),
                 pending: PendingBatch::new(),
+                seeded: PendingBatch::new(),
             }),
+            store_open: AtomicBool::new(store.is_some()),
             store: Mutex::new(store),
+            unsaved_runs: Mutex::new(persist::RunQueue::default()),
             dir: dir.to_path_buf(),
             problem: Mutex::new(problem),
             flush_error: Mutex::new(None),
@@ -224,9 +200,24 @@ impl Budget {
         }
     }
 
+    /// Why the store is not healthy, if it is not; while it is not open, with what waits in
+    /// memory for it. Takes neither the store's lock nor holds two at once.
     pub fn problem(&self) -> Option<String> {
         let sticky = self.problem.lock().ok().and_then(|p| p.clone());
-        sticky.or_else(|| self.flush_error.lock().ok().and_then(|p| p.clone()))
+        let p = sticky.or_else(|| self.flush_error.lock().ok().and_then(|p| p.clone()));
+        if self.store_open.load(Relaxed) {
+            return p;
+        }
+        let p = p.unwrap_or_else(|| "the SLO store is not open".into());
+        Some(format!(
+            "{p}; retrying with back-off; kept in memory until then: {}",
+            self.unsaved()
+        ))
+    }
+
+    /// Whether the store is open.
+    pub fn store_is_open(&self) -> bool {
+        self.store_open.load(Relaxed)
     }
 
     pub fn dir(&self) -> &Path {
@@ -349,7 +340,7 @@ impl Budget {
         };
         for &(minute, good, bad) in minutes {
             s.windows.record(minute, good, bad);
-            inner.pending.add(name, minute, good, bad);
+            inner.seeded.add(name, minute, good, bad);
         }
         let report = slo::evaluate(
             &s.def,
@@ -464,13 +455,25 @@ impl Budget {
         }
     }
 
-    /// Writes pending minutes to the store. On failure the batch is kept for the next try.
+    /// Writes pending minutes (and runs waiting for the store) to the store. On failure the
+    /// batch is kept for the next try. While the store is not open nothing moves: the reopen
+    /// attempts (`reopen`) say why, and `problem` what waits.
     pub fn flush(&self) -> Result<usize, String> {
+        if !self.store_open.load(Relaxed) {
+            return Err(self
+                .problem()
+                .unwrap_or_else(|| "the SLO store is not open".into()));
+        }
         let mut batch = match self.inner.lock() {
-            Ok(mut inner) => std::mem::take(&mut inner.pending),
+            Ok(mut inner) => {
+                let mut batch = std::mem::take(&mut inner.pending);
+                batch.merge(&std::mem::take(&mut inner.seeded));
+                batch
+            }
             Err(_) => return Err("SLO state lock poisoned".into()),
         };
-        if batch.is_empty() {
+        let has_runs = self.unsaved_runs.lock().is_ok_and(|q| !q.is_empty());
+        if batch.is_empty() && !has_runs {
             return Ok(0);
         }
         let span = tracing::info_span!("store_flush", trace_id = tracing::field::Empty);
@@ -486,13 +489,13 @@ impl Budget {
                         {
                             *p = Some(what);
                         }
-                        st.flush_pending(&mut batch).map_err(|e| describe(&e))
+                        st.flush_pending(&mut batch)
+                            .map_err(|e| describe(&e))
+                            .and_then(|n| self.save_queued_runs(st).map(|_| n))
                     }
                     Err(e) => Err(describe(&e)),
                 },
-                None => Err(self
-                    .problem()
-                    .unwrap_or_else(|| "the SLO store is not open".into())),
+                None => Err("the SLO store is not open".into()),
             },
             Err(_) => Err("store lock poisoned".into()),
         };
@@ -500,9 +503,7 @@ impl Budget {
         if !batch.is_empty()
             && let Ok(mut inner) = self.inner.lock()
         {
-            for (slo, minute, good, bad) in batch.to_batch() {
-                inner.pending.add(&slo, minute, good, bad);
-            }
+            inner.pending.merge(&batch);
         }
         self.metrics.store_flush(result.is_ok());
         let failure = result.as_ref().err().cloned();
@@ -516,15 +517,24 @@ impl Budget {
         result
     }
 
-    /// Drops minutes older than each SLO's period from the store.
+    /// Drops minutes older than each SLO's period from the store, and from what waits in
+    /// memory for it.
     pub fn prune(&self, now_unix: i64) {
         let now_minute = slo::minute_of(now_unix);
         let periods: Vec<(String, i64)> = match self.inner.lock() {
-            Ok(inner) => inner
-                .slos
-                .iter()
-                .map(|(n, s)| (n.clone(), now_minute - slo::window_minutes(s.def.span())))
-                .collect(),
+            Ok(mut guard) => {
+                let inner = &mut *guard;
+                let periods: Vec<(String, i64)> = inner
+                    .slos
+                    .iter()
+                    .map(|(n, s)| (n.clone(), now_minute - slo::window_minutes(s.def.span())))
+                    .collect();
+                for (name, before) in &periods {
+                    inner.pending.drop_before(name, before + 1);
+                    inner.seeded.drop_before(name, before + 1);
+                }
+                periods
+            }
             Err(_) => return,
         };
         if let Ok(mut store) = self.store.lock()
@@ -546,9 +556,11 @@ impl Budget {
     pub fn close(&self) {
         if let Ok(mut store) = self.store.lock()
             && let Some(st) = store.take()
-            && let Err(e) = st.close()
         {
-            tracing::warn!(error = %describe(&e), "closing the SLO store failed");
+            self.store_open.store(false, Relaxed);
+            if let Err(e) = st.close() {
+                tracing::warn!(error = %describe(&e), "closing the SLO store failed");
+            }
         }
     }
 
