@@ -17,6 +17,20 @@ fn with_server(config: String, lines: &str) -> String {
     config.replacen("server:\n", &format!("server:\n{lines}"), 1)
 }
 
+/// A target of its own and a daemon config (in a new directory) with the idle profile and an
+/// availability SLO: a daemon that serves and never sends load by itself.
+fn idle_daemon_config() -> (BackgroundTarget, tempfile::TempDir, String) {
+    let target = BackgroundTarget::start(TargetOptions::default());
+    let dir = tempfile::tempdir().unwrap();
+    let text = daemon_config(
+        target.addr,
+        &dir.path().join("data"),
+        IDLE,
+        AVAILABILITY_SLO,
+    );
+    (target, dir, text)
+}
+
 /// `GET path` over a fresh connection with `Connection: close`, every step bounded by
 /// `limit`: the status line, or the error.
 fn raw_get(addr: SocketAddr, path: &str, limit: Duration) -> Result<String, String> {
@@ -101,14 +115,7 @@ fn idle_connections_do_not_lock_out_metrics() {
 
 #[test]
 fn wrong_tokens_are_counted_and_limited() {
-    let target = BackgroundTarget::start(TargetOptions::default());
-    let dir = tempfile::tempdir().unwrap();
-    let text = daemon_config(
-        target.addr,
-        &dir.path().join("data"),
-        IDLE,
-        AVAILABILITY_SLO,
-    );
+    let (_target, dir, text) = idle_daemon_config();
     let path = write_config(dir.path(), &text);
     let d = Daemon::start(&path, &["--no-watch"]);
     let url = format!("{}/api/reload", d.base);
@@ -509,14 +516,7 @@ fn run_refuses_vus_beyond_the_fd_limit() {
 /// from the file watch and from `POST /api/reload`, counts the failures and keeps serving.
 #[test]
 fn alias_bomb_over_the_live_config_is_rejected_and_the_daemon_keeps_running() {
-    let target = BackgroundTarget::start(TargetOptions::default());
-    let dir = tempfile::tempdir().unwrap();
-    let text = daemon_config(
-        target.addr,
-        &dir.path().join("data"),
-        IDLE,
-        AVAILABILITY_SLO,
-    );
+    let (_target, dir, text) = idle_daemon_config();
     let path = write_config(dir.path(), &text);
     let mut cmd = Daemon::command(&path, &[]);
     crate::support::limit_address_space(&mut cmd, 512 << 20);
@@ -672,14 +672,7 @@ fn thousands_of_idle_sockets_never_shut_out_the_scrape_or_the_probes() {
     use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
     let _heavy = crate::load::heavy();
     assert!(raise_fd_limit() >= 8192, "the test holds 2,600 sockets");
-    let target = BackgroundTarget::start(TargetOptions::default());
-    let dir = tempfile::tempdir().unwrap();
-    let text = daemon_config(
-        target.addr,
-        &dir.path().join("data"),
-        IDLE,
-        AVAILABILITY_SLO,
-    );
+    let (_target, dir, text) = idle_daemon_config();
     let path = write_config(dir.path(), &text);
     let d = Daemon::start(&path, &["--no-watch"]);
     let addr: SocketAddr = d.base.trim_start_matches("http://").parse().unwrap();
