@@ -6,6 +6,7 @@
 //! the caller resolves them while compiling, and they become (sensitive) literals. `$${` is a
 //! literal `${`.
 
+use super::data::Row;
 use std::fmt::Write as _;
 
 /// A value known only when the request is sent.
@@ -222,8 +223,8 @@ pub struct Values<'a> {
     pub vu: u64,
     pub iter: u64,
     pub now_ms: u64,
-    /// The data row, in column order.
-    pub row: Option<&'a [Box<str>]>,
+    /// The data row.
+    pub row: Option<Row<'a>>,
     /// Captured values by slot; `None` when not (yet) captured.
     pub captures: &'a [Option<String>],
 }
@@ -263,7 +264,7 @@ fn parse_var(name: &str, scope: &Scope<'_>) -> Result<Var, TemplateError> {
             Some(i) => Ok(Var::Data(i)),
             None => Err(TemplateError(format!(
                 "`${{{name}}}`: the data file has no column `{col}` (columns: {})",
-                columns.join(", ")
+                some_columns(columns)
             ))),
         };
     }
@@ -292,6 +293,16 @@ fn parse_var(name: &str, scope: &Scope<'_>) -> Result<Var, TemplateError> {
         "unknown variable `${{{name}}}`{hint}: use a captured name, `${{data.COLUMN}}`, \
          `${{vu}}`, `${{iter}}`, `${{uuid}}`, `${{random_int(a,b)}}` or `${{timestamp_ms}}`"
     )))
+}
+
+/// The first columns by name, the rest counted: a file may have thousands.
+fn some_columns(columns: &[String]) -> String {
+    const SHOWN: usize = 20;
+    let mut list = columns[..columns.len().min(SHOWN)].join(", ");
+    if columns.len() > SHOWN {
+        let _ = write!(list, " and {} more", columns.len() - SHOWN);
+    }
+    list
 }
 
 fn write_var(v: Var, esc: Escape, values: &Values<'_>, out: &mut String) {
@@ -363,7 +374,7 @@ mod tests {
         Template::compile(text, scope, esc, &mut no_secrets)
     }
 
-    fn render(t: &Template, captures: &[Option<String>], row: Option<&[Box<str>]>) -> String {
+    fn render(t: &Template, captures: &[Option<String>], row: Option<Row<'_>>) -> String {
         let mut out = String::new();
         t.render(
             &Values {
@@ -394,14 +405,17 @@ mod tests {
         )
         .unwrap();
         assert!(!t.is_static() && t.uses_capture());
-        let row: Vec<Box<str>> = vec!["a b/c".into(), "x".into()];
+        let data = crate::journey::DataSet::parse(
+            b"user,password\n\"a b/c\",x\nu,\"q\"\"uote\\\"\n",
+            false,
+        )
+        .unwrap();
         assert_eq!(
-            render(&t, &[Some("tok&1".into())], Some(&row)),
+            render(&t, &[Some("tok&1".into())], data.row(0)),
             "/u/a%20b%2Fc/3-41?t=tok%261&at=1700000000123"
         );
         let j = compile("{\"p\":\"${data.password}\"}", &scope, Escape::Json).unwrap();
-        let row: Vec<Box<str>> = vec!["u".into(), "q\"uote\\".into()];
-        assert_eq!(render(&j, &[None], Some(&row)), r#"{"p":"q\"uote\\"}"#);
+        assert_eq!(render(&j, &[None], data.row(1)), r#"{"p":"q\"uote\\"}"#);
     }
 
     #[test]
