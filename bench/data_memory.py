@@ -7,13 +7,16 @@ Shapes:
 - `tiny`: one one-byte value per row (`x` under a header `v`; `{"v":"x"}` objects), the worst
   case for per-row overhead;
 - `users`: two short columns (`user000001,pw-000001`), a typical credentials file;
-- `keys`: JSON only, every row a new key (`{"k000001":"x"}`), the distinct-key case (item 2).
+- `keys`: JSON only, every row a new key (`{"k000001":"x"}`), the distinct-key case (item 2);
+- `empty`: CSV only, rows of two empty fields (`,`): the most offsets per byte of file.
 
 "per byte" is (peak RSS − the RSS of the same command with a one-row file) / file size, so the
 binary's own memory is not counted. A command that fails (exit code shown) is printed as such.
+`check` is measured by GNU `/usr/bin/time` when installed (else `wait4`); `serve` by its
+`VmHWM` in /proc once it is ready.
 
     python3 bench/data_memory.py [--sloburn target/debug/sloburn] [--sizes 1,60]
-        [--shapes tiny,users,keys] [--no-serve] [--keys-kib 60,120]
+        [--shapes tiny,users,keys,empty] [--no-serve] [--keys-kib 60,120]
 
 Only 127.0.0.1: `serve` listens on a free port there; the journey's target is never sent to
 (no schedule runs). Files are written to a temp dir that is removed afterwards.
@@ -46,7 +49,7 @@ def write_data(path: Path, shape: str, fmt: str, size: int) -> int:
     with open(path, "w") as f:
         written = 0
         if fmt == "csv":
-            head = {"tiny": "v\n", "users": "user,password\n"}[shape]
+            head = {"tiny": "v\n", "users": "user,password\n", "empty": "v,w\n"}[shape]
             f.write(head)
             written += len(head)
         else:
@@ -56,7 +59,7 @@ def write_data(path: Path, shape: str, fmt: str, size: int) -> int:
         while written < size:
             i = rows + 1
             if fmt == "csv":
-                line = "x\n" if shape == "tiny" else f"user{i:06},pw-{i:06}\n"
+                line = {"tiny": "x\n", "empty": ",\n"}.get(shape, f"user{i:06},pw-{i:06}\n")
             else:
                 sep = "," if rows else ""
                 line = {
@@ -101,7 +104,14 @@ profiles:
 
 
 def check_rss(binary: str, cfg: Path) -> tuple[float, int]:
-    """Peak RSS in MiB of `sloburn check`, and its exit code."""
+    """Peak RSS in MiB of `sloburn check`, and its exit code. Measured by GNU time when it is
+    installed: a child forked from this Python process counts Python's pages in its ru_maxrss
+    until it execs, which floors small figures at Python's own RSS."""
+    if Path("/usr/bin/time").exists():
+        proc = subprocess.run(["/usr/bin/time", "-f", "%M", binary, "check", str(cfg)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        kib = int(proc.stderr.strip().splitlines()[-1])
+        return kib / 1024.0, proc.returncode
     proc = subprocess.Popen([binary, "check", str(cfg)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     _, status, ru = os.wait4(proc.pid, 0)
@@ -150,7 +160,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sloburn", default=os.environ.get("SLOBURN", "target/debug/sloburn"))
     ap.add_argument("--sizes", default="1,60", help="file sizes in MiB")
-    ap.add_argument("--shapes", default="tiny,users,keys")
+    ap.add_argument("--shapes", default="tiny,users,keys,empty")
     ap.add_argument("--keys-kib", default="60,120,1024",
                     help="sizes of the `keys` JSON files in KiB")
     ap.add_argument("--no-serve", action="store_true")
@@ -161,6 +171,9 @@ def main() -> int:
     for shape in shapes:
         if shape == "keys":
             cases += [("keys", "json", int(k) << 10) for k in args.keys_kib.split(",") if k]
+            continue
+        if shape == "empty":
+            cases += [("empty", "csv", int(float(s) * (1 << 20))) for s in args.sizes.split(",")]
             continue
         for fmt in ("csv", "json"):
             cases += [(shape, fmt, int(float(s) * (1 << 20))) for s in args.sizes.split(",")]
@@ -183,7 +196,7 @@ def main() -> int:
             name = f"{shape}-{size}.{fmt}"
             rows = write_data(dir / name, shape, fmt, size)
             actual = (dir / name).stat().st_size
-            column = {"tiny": "v", "users": "user", "keys": "k000001"}[shape]
+            column = {"tiny": "v", "users": "user", "keys": "k000001", "empty": "w"}[shape]
             cfg = config(dir, name, column)
             c_rss, c_code = check_rss(binary, cfg)
             if args.no_serve:

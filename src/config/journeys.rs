@@ -13,8 +13,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// The largest data file read: rows are held in memory for the whole run, at most about five
-/// times the file's size while it is parsed and four times after (`bench/data_memory.py`).
+/// The largest data file read: its rows are held in memory for the whole run, at most about
+/// four times the file's size, and five while it is parsed (`journey::data`).
 pub const MAX_DATA_FILE_BYTES: u64 = 64 << 20;
 
 /// The data files one config has loaded, by canonical path and format: journeys that name the

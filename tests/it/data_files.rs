@@ -302,3 +302,39 @@ fn data_files_over_the_limits_are_errors_at_the_data_entry_and_the_files_line() 
         )
     );
 }
+
+/// Journeys that name the same file (however the path is spelled) share one copy of its rows,
+/// each with its own order; another file is its own copy.
+#[test]
+fn journeys_naming_one_data_file_share_one_copy_of_its_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("users.csv"), "user\nann\nbob\n").unwrap();
+    std::fs::write(dir.path().join("other.csv"), "user\ncid\n").unwrap();
+    let journey = |name: &str, file: &str, order: &str| {
+        format!(
+            "  {name}:\n    target: api\n    data: {{ file: {file}, order: {order} }}\n    steps: [ {{ name: s, path: \"/${{data.user}}\" }} ]\n"
+        )
+    };
+    let text = format!(
+        "targets:\n  api:\n    url: http://127.0.0.1:1/\njourneys:\n{}{}{}",
+        journey("a", "users.csv", "sequential"),
+        journey("b", "./users.csv", "unique"),
+        journey("c", "other.csv", "random"),
+    );
+    let cfg = sloburn::config::from_str(&text, "t.yaml", dir.path(), &test_env())
+        .unwrap_or_else(|e| panic!("{e}"))
+        .config;
+    let data = |j: &str| cfg.journeys[j].data.clone().unwrap();
+    let (a, b, c) = (data("a"), data("b"), data("c"));
+    assert!(Arc::ptr_eq(&a.0, &b.0));
+    assert!(!Arc::ptr_eq(&a.0, &c.0));
+    assert_eq!((a.0.len(), c.0.len()), (2, 1));
+    assert_eq!(
+        (a.1, b.1, c.1),
+        (
+            sloburn::journey::Order::Sequential,
+            sloburn::journey::Order::Unique,
+            sloburn::journey::Order::Random
+        )
+    );
+}

@@ -21,7 +21,14 @@ pub(super) fn parse(bytes: &[u8]) -> Result<DataSet, DataError> {
     let mut ends: Vec<usize> = vec![0; 16];
     let mut header = true;
     loop {
-        let line = reader.line();
+        // The record's first line: csv-core counts every `\n`, and skips blank lines before a
+        // record as part of reading it.
+        let blank = input
+            .iter()
+            .take_while(|b| matches!(b, b'\r' | b'\n'))
+            .filter(|b| **b == b'\n')
+            .count();
+        let line = reader.line() + blank as u64;
         let at = |message: String| DataError {
             line: Some(line),
             column: None,

@@ -7,9 +7,10 @@
 //! a JSON file whose objects all have every key) is dense: row `i`'s values are cells
 //! `i × columns ..`. JSON objects with differing keys are sparse: each row is a run of (column,
 //! value) cells sorted by column, so a missing key costs nothing and a row with many keys is
-//! searched by bisection. Memory is linear in the file: at most about 4 bytes per byte of file
-//! beyond the file itself (`bench/data_memory.py`), with the distinct columns capped at
-//! [`MAX_COLUMNS`] (a column name costs a hash-table entry and a `String`).
+//! searched by bisection. Memory is linear in the file: the rows keep at most about 4 bytes per
+//! byte of file (a CSV of empty fields: an offset per one-byte `,`), 5 with the file while it
+//! is parsed (`bench/data_memory.py`), and the distinct columns are capped at [`MAX_COLUMNS`]
+//! (a column name costs a `String`, and a hash-table entry while a JSON file is parsed).
 
 mod from_csv;
 mod from_json;
@@ -364,6 +365,19 @@ mod tests {
         let dense = DataSet::parse(br#"[{"a":"1","b":"2"},{"b":"4","a":"3"}]"#, true).unwrap();
         assert!(matches!(dense.rows, Rows::Dense(2)));
         assert_eq!(values(&dense, 1), [Some("3"), Some("4")]);
+    }
+
+    #[test]
+    fn csv_line_ends_blank_lines_and_a_bom() {
+        let csv = DataSet::parse(b"\xef\xbb\xbfa,b\r\n1,\"x\r\ny\"\r\n\r\n\n3,4", false).unwrap();
+        assert_eq!(csv.columns(), ["a", "b"]);
+        assert_eq!(csv.len(), 2);
+        assert_eq!(values(&csv, 0), [Some("1"), Some("x\r\ny")]);
+        assert_eq!(values(&csv, 1), [Some("3"), Some("4")]);
+        // A row after blank lines and a quoted line end is still found by its line.
+        let e = DataSet::parse(b"a,b\n1,\"2\n\"\n\n3\n", false).unwrap_err();
+        assert_eq!(e.line, Some(5), "{e}");
+        assert!(e.message.starts_with("row 2: 1 field where"), "{e}");
     }
 
     #[test]
