@@ -119,6 +119,7 @@ fn journey(
             captures: &known,
             later: &later,
             columns: rows.as_deref().map(DataSet::columns),
+            data_failed: f.get("data").is_some() && rows.is_none(),
         };
         let p = format!("{spath}[{i}]");
         let step = step(ctx, item, &p, &scope, target, Site { base, env }, &mut set);

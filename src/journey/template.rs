@@ -59,6 +59,9 @@ pub struct Scope<'a> {
     pub later: &'a [String],
     /// The data file's columns, when the journey has one.
     pub columns: Option<&'a [String]>,
+    /// The journey names a data file that did not load: its error says so, and `${data.…}`
+    /// is not reported again as a journey without one.
+    pub data_failed: bool,
 }
 
 /// Why a template does not compile; the message names the variable.
@@ -256,6 +259,10 @@ fn parse_var(name: &str, scope: &Scope<'_>) -> Result<Var, TemplateError> {
     }
     if let Some(col) = name.strip_prefix("data.") {
         let Some(columns) = scope.columns else {
+            if scope.data_failed {
+                // The config is refused for the file; this value is never rendered.
+                return Ok(Var::Data(0));
+            }
             return Err(TemplateError(format!(
                 "`${{{name}}}`: the journey has no `data` file"
             )));
@@ -397,6 +404,7 @@ mod tests {
             captures: &captures,
             later: &[],
             columns: Some(&columns),
+            data_failed: false,
         };
         let t = compile(
             "/u/${data.user}/${vu}-${iter}?t=${token}&at=${timestamp_ms}",
@@ -424,6 +432,7 @@ mod tests {
             captures: &[],
             later: &[],
             columns: None,
+            data_failed: false,
         };
         let t = compile("${random_int(5, 7)}", &scope, Escape::Raw).unwrap();
         let mut seen = std::collections::BTreeSet::new();
@@ -446,6 +455,7 @@ mod tests {
             captures: &captures,
             later: &later,
             columns: None,
+            data_failed: false,
         };
         let errs = compile(
             "${tokn} ${cart_id} ${data.x} ${random_int(9,1)} ${x",
@@ -468,6 +478,7 @@ mod tests {
             captures: &captures,
             later: &[],
             columns: None,
+            data_failed: false,
         };
         let mut t = Template::literal("{\"a\":");
         t.append(
@@ -487,6 +498,7 @@ mod tests {
             captures: &[],
             later: &[],
             columns: None,
+            data_failed: false,
         };
         let mut env = |kind: &str, arg: &str| match (kind, arg) {
             ("env", "TOKEN") => Ok("s3cret".to_string()),

@@ -231,7 +231,7 @@ fn data_entry(file: &str) -> String {
 
 /// The limits: more distinct keys than `MAX_COLUMNS`, a file over 64 MiB, and a bad row are each
 /// an error at the config's `data` entry that names the data file's line (and column, for
-/// JSON), and never quotes a value; `check` exits 78.
+/// JSON), and never quotes a value; `check` exits 78 with that one error.
 #[test]
 fn data_files_over_the_limits_are_errors_at_the_data_entry_and_the_files_line() {
     let (server, _) = recorder();
@@ -239,12 +239,14 @@ fn data_files_over_the_limits_are_errors_at_the_data_entry_and_the_files_line() 
     let first_line = |file: &str| {
         write_config(
             dir.path(),
-            &config(server.addr, dir.path(), file, "/v/${vu}", 1),
+            &config(server.addr, dir.path(), file, "/v/${data.user}", 1),
         );
         let out = check(dir.path());
         assert_eq!(out.status.code(), Some(78), "{}", all_output(&out));
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         assert!(!text.contains("hunter2"), "{text}");
+        // One error: `${data.user}` is not reported again as a journey without a data file.
+        assert!(text.contains("sloburn.yaml: 1 error(s)"), "{text}");
         text.lines().next().unwrap_or_default().to_string()
     };
 
