@@ -10,11 +10,16 @@ use super::{Env, Target};
 use crate::journey::{Capture, DataSet, Escape, Order, Scope, Source, Template, Think};
 use crate::load::walk::{Journey, Step, fixed_request};
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// The largest data file read: rows are held in memory for the whole run.
+/// The largest data file read: its rows are held in memory for the whole run, at most about
+/// four times the file's size, and five while it is parsed (`journey::data`).
 pub const MAX_DATA_FILE_BYTES: u64 = 64 << 20;
+
+/// The data files one config has loaded, by canonical path and format: journeys that name the
+/// same file share one copy of its rows.
+type Loaded = HashMap<(PathBuf, bool), Arc<DataSet>>;
 
 const STEP_FIELDS: &[&str] = &[
     "name",
@@ -39,8 +44,11 @@ pub fn journeys(
     target_names: &walk::Names,
 ) -> BTreeMap<String, Arc<Journey>> {
     let mut out = BTreeMap::new();
+    let mut loaded = Loaded::new();
+    let site = Site { base, env };
     for (name, _, node) in walk::named(ctx, node, "journeys") {
-        if let Some(j) = journey(ctx, &name, node, base, env, targets, target_names) {
+        let refs = (targets, target_names);
+        if let Some(j) = journey(ctx, &name, node, site, refs, &mut loaded) {
             out.insert(name, Arc::new(j));
         }
     }
@@ -51,11 +59,11 @@ fn journey(
     ctx: &mut Ctx,
     name: &str,
     node: &Node,
-    base: &Path,
-    env: &Env,
-    targets: &BTreeMap<String, Target>,
-    target_names: &walk::Names,
+    site: Site<'_>,
+    (targets, target_names): (&BTreeMap<String, Target>, &walk::Names),
+    loaded: &mut Loaded,
 ) -> Option<Journey> {
+    let Site { base, env } = site;
     let path = join("journeys", name);
     let f = walk::fields(
         ctx,
@@ -72,7 +80,7 @@ fn journey(
     };
     let data = f
         .get("data")
-        .and_then(|n| data(ctx, n, &f.path_of("data"), base));
+        .and_then(|n| data(ctx, n, &f.path_of("data"), base, loaded));
     let Some(steps_node) = f.get("steps") else {
         ctx.error(node.pos, &path, "missing `steps`");
         return None;
@@ -97,7 +105,7 @@ fn journey(
             }
         }
     }
-    let columns = data.as_ref().map(|(d, _)| d.columns.clone());
+    let rows = data.as_ref().map(|(d, _)| d.clone());
     // Captures of the steps before, name to slot.
     let mut set: HashMap<String, usize> = HashMap::new();
     let mut steps = Vec::new();
@@ -107,7 +115,8 @@ fn journey(
             captures: &set,
             later: &planned,
             step: i,
-            columns: columns.as_deref(),
+            columns: rows.as_deref().map(DataSet::columns),
+            data_failed: f.get("data").is_some() && rows.is_none(),
         };
         let p = format!("{spath}[{i}]");
         let mut new = Vec::new();
@@ -135,7 +144,13 @@ fn journey(
     })
 }
 
-fn data(ctx: &mut Ctx, node: &Node, path: &str, base: &Path) -> Option<(Arc<DataSet>, Order)> {
+fn data(
+    ctx: &mut Ctx,
+    node: &Node,
+    path: &str,
+    base: &Path,
+    loaded: &mut Loaded,
+) -> Option<(Arc<DataSet>, Order)> {
     let f = walk::fields(ctx, node, path, &["file", "order"])?;
     let order = match f.get("order") {
         Some(n) => {
@@ -162,6 +177,14 @@ fn data(ctx: &mut Ctx, node: &Node, path: &str, base: &Path) -> Option<(Arc<Data
     let p = f.path_of("file");
     let rel = walk::string(ctx, n, &p)?;
     let file = base.join(&rel);
+    let json = rel.to_ascii_lowercase().ends_with(".json");
+    let key = (
+        std::fs::canonicalize(&file).unwrap_or_else(|_| file.clone()),
+        json,
+    );
+    if let Some(d) = loaded.get(&key) {
+        return Some((d.clone(), order));
+    }
     let bytes = match super::files::read_regular(&file, "a data file", MAX_DATA_FILE_BYTES) {
         Ok(b) => b,
         Err(e) => {
@@ -169,9 +192,16 @@ fn data(ctx: &mut Ctx, node: &Node, path: &str, base: &Path) -> Option<(Arc<Data
             return None;
         }
     };
-    let json = rel.to_ascii_lowercase().ends_with(".json");
     match DataSet::parse(&bytes, json) {
-        Ok(d) => Some((Arc::new(d), order)),
+        Ok(d) => {
+            let d = Arc::new(d);
+            loaded.insert(key, d.clone());
+            Some((d, order))
+        }
+        Err(e) if e.line.is_some() => {
+            ctx.error(n.pos, &p, format!("`{rel}` {e}"));
+            None
+        }
         Err(e) => {
             ctx.error(n.pos, &p, format!("`{rel}`: {e}"));
             None

@@ -8,7 +8,7 @@ pub mod mix;
 pub mod template;
 
 pub use capture::{Capture, Source};
-pub use data::{Cursor, DataSet, Order};
+pub use data::{Cursor, DataError, DataSet, MAX_COLUMNS, Order, Row};
 pub use mix::Mix;
 pub use template::{Escape, Scope, Template, TemplateError, Values};
 

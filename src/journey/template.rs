@@ -6,6 +6,7 @@
 //! the caller resolves them while compiling, and they become (sensitive) literals. `$${` is a
 //! literal `${`.
 
+use super::data::Row;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
@@ -65,6 +66,9 @@ pub struct Scope<'a> {
     pub step: usize,
     /// The data file's columns, when the journey has one.
     pub columns: Option<&'a [String]>,
+    /// The journey names a data file that did not load: its error says so, and `${data.…}`
+    /// is not reported again as a journey without one.
+    pub data_failed: bool,
 }
 
 /// Why a template does not compile; the message names the variable.
@@ -229,8 +233,8 @@ pub struct Values<'a> {
     pub vu: u64,
     pub iter: u64,
     pub now_ms: u64,
-    /// The data row, in column order.
-    pub row: Option<&'a [Box<str>]>,
+    /// The data row.
+    pub row: Option<Row<'a>>,
     /// Captured values by slot; `None` when not (yet) captured.
     pub captures: &'a [Option<String>],
 }
@@ -262,6 +266,10 @@ fn parse_var(name: &str, scope: &Scope<'_>) -> Result<Var, TemplateError> {
     }
     if let Some(col) = name.strip_prefix("data.") {
         let Some(columns) = scope.columns else {
+            if scope.data_failed {
+                // The config is refused for the file; this value is never rendered.
+                return Ok(Var::Data(0));
+            }
             return Err(TemplateError(format!(
                 "`${{{name}}}`: the journey has no `data` file"
             )));
@@ -270,7 +278,7 @@ fn parse_var(name: &str, scope: &Scope<'_>) -> Result<Var, TemplateError> {
             Some(i) => Ok(Var::Data(i)),
             None => Err(TemplateError(format!(
                 "`${{{name}}}`: the data file has no column `{col}` (columns: {})",
-                columns.join(", ")
+                some_columns(columns)
             ))),
         };
     }
@@ -302,6 +310,16 @@ fn parse_var(name: &str, scope: &Scope<'_>) -> Result<Var, TemplateError> {
         "unknown variable `${{{name}}}`{hint}: use a captured name, `${{data.COLUMN}}`, \
          `${{vu}}`, `${{iter}}`, `${{uuid}}`, `${{random_int(a,b)}}` or `${{timestamp_ms}}`"
     )))
+}
+
+/// The first columns by name, the rest counted: a file may have thousands.
+fn some_columns(columns: &[String]) -> String {
+    const SHOWN: usize = 20;
+    let mut list = columns[..columns.len().min(SHOWN)].join(", ");
+    if columns.len() > SHOWN {
+        let _ = write!(list, " and {} more", columns.len() - SHOWN);
+    }
+    list
 }
 
 fn write_var(v: Var, esc: Escape, values: &Values<'_>, out: &mut String) {
@@ -373,7 +391,7 @@ mod tests {
         Template::compile(text, scope, esc, &mut no_secrets)
     }
 
-    fn render(t: &Template, captures: &[Option<String>], row: Option<&[Box<str>]>) -> String {
+    fn render(t: &Template, captures: &[Option<String>], row: Option<Row<'_>>) -> String {
         let mut out = String::new();
         t.render(
             &Values {
@@ -397,6 +415,7 @@ mod tests {
             later: &HashMap::new(),
             step: 0,
             columns: Some(&columns),
+            data_failed: false,
         };
         let t = compile(
             "/u/${data.user}/${vu}-${iter}?t=${token}&at=${timestamp_ms}",
@@ -405,14 +424,17 @@ mod tests {
         )
         .unwrap();
         assert!(!t.is_static() && t.uses_capture());
-        let row: Vec<Box<str>> = vec!["a b/c".into(), "x".into()];
+        let data = crate::journey::DataSet::parse(
+            b"user,password\n\"a b/c\",x\nu,\"q\"\"uote\\\"\n",
+            false,
+        )
+        .unwrap();
         assert_eq!(
-            render(&t, &[Some("tok&1".into())], Some(&row)),
+            render(&t, &[Some("tok&1".into())], data.row(0)),
             "/u/a%20b%2Fc/3-41?t=tok%261&at=1700000000123"
         );
         let j = compile("{\"p\":\"${data.password}\"}", &scope, Escape::Json).unwrap();
-        let row: Vec<Box<str>> = vec!["u".into(), "q\"uote\\".into()];
-        assert_eq!(render(&j, &[None], Some(&row)), r#"{"p":"q\"uote\\"}"#);
+        assert_eq!(render(&j, &[None], data.row(1)), r#"{"p":"q\"uote\\"}"#);
     }
 
     #[test]
@@ -422,6 +444,7 @@ mod tests {
             later: &HashMap::new(),
             step: 0,
             columns: None,
+            data_failed: false,
         };
         let t = compile("${random_int(5, 7)}", &scope, Escape::Raw).unwrap();
         let mut seen = std::collections::BTreeSet::new();
@@ -445,6 +468,7 @@ mod tests {
             later: &later,
             step: 0,
             columns: None,
+            data_failed: false,
         };
         let errs = compile(
             "${tokn} ${cart_id} ${data.x} ${random_int(9,1)} ${x",
@@ -468,6 +492,7 @@ mod tests {
             later: &HashMap::new(),
             step: 0,
             columns: None,
+            data_failed: false,
         };
         let mut t = Template::literal("{\"a\":");
         t.append(
@@ -488,6 +513,7 @@ mod tests {
             later: &HashMap::new(),
             step: 0,
             columns: None,
+            data_failed: false,
         };
         let mut env = |kind: &str, arg: &str| match (kind, arg) {
             ("env", "TOKEN") => Ok("s3cret".to_string()),

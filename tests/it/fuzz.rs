@@ -636,3 +636,154 @@ fn many_key_mappings_never_panic_and_stay_positioned() {
         }
     }
 }
+
+/// Pieces that matter to CSV and JSON data files.
+const DATA_TOKENS: &[&[u8]] = &[
+    b",",
+    b"\"",
+    b"\"\"",
+    b"\n",
+    b"\r\n",
+    b"\r",
+    b"{",
+    b"}",
+    b"[",
+    b"]",
+    b":",
+    b"null",
+    b"true",
+    b"1e999",
+    b"-0.0",
+    b"18446744073709551616",
+    b"\\u0000",
+    b"\\ud800",
+    b"\\",
+    b"\"user\":",
+    b"\"k\":1,",
+    b"[1]",
+    b"{}",
+    b"\xef\xbb\xbf",
+    b"\xff",
+    b"\xc3",
+    b"\0",
+];
+
+/// Byte-level mutations: a data file need not be UTF-8, and its bad bytes must be errors too.
+fn mutate_data(rng: &mut SmallRng, seed: &[u8]) -> Vec<u8> {
+    let mut s = seed.to_vec();
+    for _ in 0..rng.random_range(1..=4) {
+        let at = rng.random_range(0..=s.len());
+        match rng.random_range(0..6) {
+            0 if at < s.len() => {
+                let n = rng.random_range(1..=8).min(s.len() - at);
+                s.drain(at..at + n);
+            }
+            1 | 2 => {
+                let t = DATA_TOKENS[rng.random_range(0..DATA_TOKENS.len())];
+                s.splice(at..at, t.iter().copied());
+            }
+            3 if at < s.len() => s[at] = rng.random_range(0..=255u8),
+            4 => {
+                // Repeat a line, or add rows of new keys: the shapes of issue 30.
+                let line_start = s[..at]
+                    .iter()
+                    .rposition(|b| *b == b'\n')
+                    .map_or(0, |i| i + 1);
+                let line_end = s[at..]
+                    .iter()
+                    .position(|b| *b == b'\n')
+                    .map_or(s.len(), |i| at + i + 1);
+                let line = s[line_start..line_end].to_vec();
+                for _ in 0..rng.random_range(1..=50) {
+                    s.splice(line_end..line_end, line.iter().copied());
+                }
+            }
+            _ => s.truncate(at),
+        }
+    }
+    s
+}
+
+/// Seeded mutations of a CSV and a JSON data file through `check`'s path (issue 30): never a
+/// panic, every error at a `file:line:col`, and an error about the data file at its `data`
+/// entry (line 7, column 19) with the data file's own line when it has one.
+#[test]
+fn data_files_never_panic_and_their_errors_are_at_the_data_entry() {
+    const CSV: &[u8] = b"user,password,n\nann,a1,1\nbob,\"b,2\",2\n\"c\"\"id\",,3\n";
+    const JSON: &[u8] = b"[\n{\"user\":\"ann\",\"password\":\"a1\",\"n\":1},\n\
+        {\"password\":\"b\\\"2\",\"user\":\"bob\",\"ok\":true,\"z\":null},\n\
+        {\"user\":\"c\\u00e9\",\"f\":1.5e3,\"n\":-2}\n]\n";
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = SmallRng::seed_from_u64(0xda7a_f11e);
+    let (mut inputs, mut accepted, mut at_entry) = (0usize, 0usize, 0usize);
+    for round in 0..400 {
+        for (name, seed) in [("users.csv", CSV), ("users.json", JSON)] {
+            let bytes = if round == 0 {
+                seed.to_vec()
+            } else {
+                mutate_data(&mut rng, seed)
+            };
+            let path = dir.path().join(name);
+            std::fs::write(&path, &bytes).unwrap();
+            let text = format!(
+                "targets:\n  api:\n    url: http://127.0.0.1:1/\njourneys:\n  j:\n    target: api\n    data: {{ file: \"{}\", order: random }}\n    steps:\n      - name: s\n        path: /u/${{data.user}}\n        json: {{ n: \"${{data.n}}\" }}\nprofiles:\n  p:\n    journey: j\n    executor: constant-vus\n    vus: 1\n    duration: 1s\n",
+                path.display()
+            );
+            let input = format!(
+                "{name} round {round}: {:?}",
+                String::from_utf8_lossy(&bytes)
+            );
+            let mut env = sloburn::config::Env::from_map(Default::default(), 1);
+            env.resolve_secrets = false;
+            let errors = bounded(
+                "a data file",
+                &input,
+                move || match sloburn::config::from_str(
+                    &text,
+                    "fuzz.yaml",
+                    std::path::Path::new("/"),
+                    &env,
+                ) {
+                    Ok(_) => Vec::new(),
+                    Err(e) => e.errors.iter().map(|d| d.render("fuzz.yaml")).collect(),
+                },
+            );
+            inputs += 1;
+            accepted += usize::from(errors.is_empty());
+            for e in &errors {
+                let mut parts = e.splitn(4, ':');
+                let (file, line, col) = (parts.next(), parts.next(), parts.next());
+                assert!(
+                    file == Some("fuzz.yaml")
+                        && line
+                            .and_then(|l| l.parse::<u32>().ok())
+                            .is_some_and(|l| l >= 1)
+                        && col
+                            .and_then(|c| c.parse::<u32>().ok())
+                            .is_some_and(|c| c >= 1),
+                    "an error without file:line:col: {e}\ninput: {input}"
+                );
+                if e.contains(&format!("{name}`")) {
+                    at_entry += 1;
+                    assert!(
+                        e.starts_with("fuzz.yaml:7:19: journeys.j.data.file: "),
+                        "not at the data entry: {e}\ninput: {input}"
+                    );
+                    // A fault inside the file names its line; only a file without rows has none.
+                    assert!(
+                        e.contains(&format!("{name}` line "))
+                            || e.ends_with("the data file has no rows")
+                            || e.ends_with("the data file is empty"),
+                        "no line in the data file: {e}\ninput: {input}"
+                    );
+                }
+            }
+        }
+    }
+    eprintln!("{inputs} data files; {accepted} accepted, {at_entry} data-file errors");
+    // Both outcomes must be common, or the fuzzer tests only one side of the parsers.
+    assert!(
+        accepted * 10 >= inputs && at_entry * 10 >= inputs,
+        "{accepted} of {inputs} accepted, {at_entry} data-file errors"
+    );
+}

@@ -7,6 +7,7 @@ mod calendar;
 mod config;
 mod daemon;
 mod dashboards;
+mod data_files;
 mod deploy;
 mod flagger;
 mod fuzz;
