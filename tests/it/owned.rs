@@ -359,3 +359,109 @@ fn issue_31_check_and_run_follow_the_owner() {
         "{text}"
     );
 }
+
+/// Part 5: the overview's SLO table with an SLO fed by one owned profile on two shards. The
+/// pod that does not own it has no events of the SLO (budget 1, burn 0, SLI NaN); the table
+/// must show the owner's figures, not their mean with the idle pod's.
+#[test]
+fn issue_31_the_slo_table_shows_an_owned_profiles_slo_as_its_owner_sees_it() {
+    use crate::dashboards::{dashboards, panels};
+    use crate::panels::{prometheus_scraping, resolve, substitute};
+    use crate::support::{BackgroundTarget, stdout_of};
+    let target = BackgroundTarget::start(sloburn::target::TargetOptions {
+        error_ratio: 0.2,
+        ..Default::default()
+    });
+    let root = tempfile::tempdir().unwrap();
+    let config = |data: &Path| {
+        format!(
+            "storage:\n  path: \"{}\"\n  flush_interval: 1s\ntargets:\n  api:\n    url: http://{}/\n    checks:\n      - status: 200\nprofiles:\n  canary:\n    target: api\n    placement: owned\n    every: 1h\n    run_on_start: true\n    executor: constant-arrival-rate\n    rate: 40/s\n    duration: 6s\nslos:\n  api-availability:\n    target: api\n    sli: availability\n    objective: 99.9\n    period: 30d\n",
+            data.display(),
+            target.addr
+        )
+    };
+    let owner = sloburn::load::placement::owner("canary", 0..2).unwrap() as usize;
+    let mut daemons = Vec::new();
+    for i in 0..2 {
+        let dir = root.path().join(format!("shard{i}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = write_config(&dir, &config(&dir.join("data")));
+        daemons.push(Daemon::start(
+            &path,
+            &["--no-watch", "--shard", &format!("{i}/2")],
+        ));
+    }
+    let rules = root.path().join("rules.yml");
+    let text = stdout_of(
+        sloburn()
+            .arg("rules")
+            .arg(root.path().join("shard0/sloburn.yaml")),
+    );
+    std::fs::write(&rules, text).unwrap();
+    let scrapes: Vec<String> = daemons
+        .iter()
+        .map(|d| d.base.trim_start_matches("http://").to_string())
+        .collect();
+    let prom = prometheus_scraping(&scrapes, &rules);
+    let overview = dashboards()
+        .into_iter()
+        .find(|(f, _)| f == "overview.json")
+        .unwrap()
+        .1;
+    let table = panels(&overview)
+        .into_iter()
+        .find(|p| p["title"] == "SLOs: SLI vs objective, budget, burn")
+        .unwrap();
+    let owner_instance = &scrapes[owner];
+    // Both pods scraped with their gauges, the owner's budget already spent in part.
+    let ready = eventually(Duration::from_secs(60), || {
+        let r = prom.query("sloburn_slo_error_budget_remaining_ratio");
+        let spent = r
+            .iter()
+            .any(|(l, v)| l["instance"] == owner_instance.as_str() && *v < 0.0);
+        let ended = !prom.query("sloburn_last_run_timestamp_seconds").is_empty();
+        (r.len() == 2 && spent && ended).then_some(())
+    });
+    assert!(
+        ready.is_some(),
+        "{:?}",
+        prom.query("sloburn_slo_error_budget_remaining_ratio")
+    );
+    let vars = resolve(&prom, &overview);
+    let at = |q: &str| -> Vec<(String, f64)> {
+        prom.query(q)
+            .into_iter()
+            .map(|(l, v)| (l["instance"].as_str().unwrap_or("").to_string(), v))
+            .collect()
+    };
+    // Columns: SLI (period), objective... find them by metric name.
+    for (metric, window) in [
+        ("sloburn_slo_error_budget_remaining_ratio", None),
+        ("sloburn_slo_burn_rate", Some("1h")),
+    ] {
+        let expr = table["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["expr"].as_str().unwrap())
+            .find(|e| e.starts_with(&format!("avg by (slo) ({metric}")))
+            .unwrap_or_else(|| panic!("no {metric} column"));
+        let sel = match window {
+            Some(w) => format!("{metric}{{window=\"{w}\"}}"),
+            None => metric.to_string(),
+        };
+        let per_pod = at(&sel);
+        let mine = per_pod
+            .iter()
+            .find(|(i, _)| i == owner_instance)
+            .map(|(_, v)| *v)
+            .unwrap_or_else(|| panic!("{sel}: no owner series in {per_pod:?}"));
+        let shown = at(&substitute(expr, &vars));
+        assert_eq!(shown.len(), 1, "{expr}: {shown:?}");
+        assert!(
+            (shown[0].1 - mine).abs() <= 1e-9 * mine.abs().max(1.0),
+            "{metric}: shown {shown:?}, the owner's {mine}, every pod's {per_pod:?}"
+        );
+    }
+    drop(daemons);
+}
