@@ -83,6 +83,10 @@ pub enum Command {
     Check {
         /// The config file.
         file: PathBuf,
+        /// Also print where each profile runs on shard `i/N` (`serve --shard i/N`): its share,
+        /// owned here (run whole), or owned by another shard.
+        #[arg(long)]
+        shard: Option<String>,
     },
     /// Run one profile (or an ad-hoc test from flags) and print a k6/vegeta-style summary.
     /// Exits 99 when a threshold failed, 105 when SIGTERM or SIGINT stopped it (the summary and
@@ -188,7 +192,16 @@ pub fn main() -> i32 {
                 watch: !no_watch,
             })
         }
-        Command::Check { file } => check(&file, &mut std::io::stdout()),
+        Command::Check { file, shard } => {
+            let shard = match shard.as_deref().map(crate::run::parse_shard).transpose() {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    return exit::USAGE;
+                }
+            };
+            check(&file, shard, &mut std::io::stdout())
+        }
         Command::Openslo {
             action: Openslo::Import { file },
         } => crate::config::openslo::import_command(
@@ -264,8 +277,16 @@ pub fn main() -> i32 {
 }
 
 /// `sloburn check`: errors first (one per line), then warnings, then a one-line verdict.
-pub fn check(file: &std::path::Path, out: &mut impl std::io::Write) -> i32 {
+/// With `shard`, first one line per profile saying where it runs on that shard.
+pub fn check(
+    file: &std::path::Path,
+    shard: Option<crate::load::plan::Shard>,
+    out: &mut impl std::io::Write,
+) -> i32 {
     let loaded = crate::config::load(file);
+    if let (Some(shard), Ok(l)) = (shard, &loaded) {
+        placement_lines(&l.config, shard, out);
+    }
     let limit = crate::limits::nofile().ok();
     let (refused, capped) = match &loaded {
         Ok(l) => (
@@ -277,6 +298,31 @@ pub fn check(file: &std::path::Path, out: &mut impl std::io::Write) -> i32 {
         Err(_) => (Vec::new(), Vec::new()),
     };
     crate::config::report_with(&file.display().to_string(), loaded, &refused, &capped, out)
+}
+
+/// `placement (shard i/N): profiles.NAME: …` for every profile, in name order.
+fn placement_lines(
+    cfg: &crate::config::Config,
+    shard: crate::load::plan::Shard,
+    out: &mut impl std::io::Write,
+) {
+    use crate::load::placement::{Assignment, assign};
+    let (i, n) = (shard.index(), shard.count());
+    for p in cfg.profiles.values() {
+        let what = match assign(&p.name, p.placement, shard) {
+            Assignment::Share(_) => format!("split: runs 1/{n} of it"),
+            Assignment::Whole if n == 1 => "runs it whole (one shard)".to_string(),
+            Assignment::Whole => "owned here: runs it whole".to_string(),
+            Assignment::Elsewhere { owner } => {
+                format!("owned by shard {owner}/{n}: not run here")
+            }
+        };
+        let _ = writeln!(
+            out,
+            "placement (shard {i}/{n}): profiles.{}: {what}",
+            p.name
+        );
+    }
 }
 
 /// `sloburn rules`: to stdout, or one file per SLO under `output`.

@@ -16,6 +16,7 @@
 use crate::config::{self, Target};
 use crate::http::Resolver;
 use crate::load::observe::Observers;
+use crate::load::placement::Assignment;
 use crate::load::plan::Shard;
 use crate::load::runner::{self, Abort, RunReport, RunSpec, Stopper};
 use crate::load::spec::Executor;
@@ -137,7 +138,7 @@ pub struct Resolved {
 }
 
 pub fn resolve(args: &RunArgs, out: &mut impl Write) -> anyhow::Result<Option<Resolved>> {
-    let shard = match &args.shard {
+    let mut shard = match &args.shard {
         Some(s) => parse_shard(s)?,
         None => Shard::WHOLE,
     };
@@ -172,6 +173,20 @@ pub fn resolve(args: &RunArgs, out: &mut impl Write) -> anyhow::Result<Option<Re
                         cfg.profiles.keys().cloned().collect::<Vec<_>>().join(", ")
                     ),
                 };
+                // An owned profile runs whole on its owner shard and nowhere else.
+                match crate::load::placement::assign(&profile.name, profile.placement, shard) {
+                    Assignment::Elsewhere { owner } => {
+                        return Err(NotHere(format!(
+                            "profile `{}` is owned by shard {owner}/{n} (placement: owned): \
+                             nothing to run on shard {i}/{n}",
+                            profile.name,
+                            i = shard.index(),
+                            n = shard.count()
+                        ))
+                        .into());
+                    }
+                    a => shard = a.run_shard().unwrap_or(shard),
+                }
                 let target = cfg
                     .targets
                     .get(&profile.target)
@@ -276,6 +291,12 @@ pub fn resolve(args: &RunArgs, out: &mut impl Write) -> anyhow::Result<Option<Re
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct Usage(pub String);
+
+/// `--shard i/N` of a `placement: owned` profile that another shard owns: nothing to run, and
+/// not a failure (the owner's run gives the verdict); exits 0 saying which shard owns it.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct NotHere(pub String);
 
 /// `metric=expression`, split at the first `=` outside the metric's tag filter and before the
 /// operator (`checks{check:a=b}=rate>0.9` keeps its check name).
@@ -416,6 +437,10 @@ pub fn command(args: RunArgs) -> i32 {
     let resolved = match resolve(&args, &mut stdout) {
         Ok(Some(r)) => r,
         Ok(None) => return crate::exit::CONFIG,
+        Err(e) if e.downcast_ref::<NotHere>().is_some() => {
+            eprintln!("{e:#}");
+            return crate::exit::OK;
+        }
         Err(e) => {
             eprintln!("error: {e:#}");
             return if e.downcast_ref::<Usage>().is_some() {

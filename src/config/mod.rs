@@ -277,6 +277,9 @@ pub struct Profile {
     /// capped at run time by the open-file limit (`capacity::cap_default_pool`). `None` when
     /// the profile sets `max_vus` or is no arrival-rate profile.
     pub vu_hold: Option<Duration>,
+    /// With `--shard i/N`: every shard runs its share (`split`, the default) or the rendezvous
+    /// owner runs it whole (`owned`); see [`crate::load::placement`].
+    pub placement: crate::load::placement::Placement,
 }
 
 #[derive(Debug, Clone, PartialEq)]

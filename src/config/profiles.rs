@@ -8,6 +8,7 @@ use super::walk::{
 };
 use super::yaml::Node;
 use super::{Guard, Overlap, Profile, Schedule};
+use crate::load::placement::Placement;
 use crate::load::presets::Preset;
 use std::time::Duration;
 
@@ -32,6 +33,7 @@ const PROFILE_COMMON: &[&str] = &[
     "max_lateness",
     "guard",
     "description",
+    "placement",
 ];
 
 pub fn profile(
@@ -195,6 +197,19 @@ pub fn profile(
         crate::load::pacing::DEFAULT_MAX_LATENESS,
         true,
     );
+    let placement = match f.get("placement") {
+        Some(n) => {
+            let p = f.path_of("placement");
+            walk::string(ctx, n, &p).and_then(|s| match s.parse::<Placement>() {
+                Ok(placement) => Some(placement),
+                Err(e) => {
+                    ctx.error(n.pos, &p, e);
+                    None
+                }
+            })
+        }
+        None => Some(Placement::Split),
+    };
     let guard = f
         .get("guard")
         .and_then(|n| guard(ctx, n, &f.path_of("guard")));
@@ -220,6 +235,7 @@ pub fn profile(
         max_lateness,
         guard,
         vu_hold,
+        placement: placement?,
     })
 }
 

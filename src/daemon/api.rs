@@ -558,6 +558,10 @@ async fn run_now(
             StatusCode::SERVICE_UNAVAILABLE,
             "shutting down".into(),
         )),
+        Err(StartError::NotHere { owner, shards }) => {
+            let a = hooks::not_here(&name, owner, shards);
+            Ok((a.status, axum::Json(a.body)).into_response())
+        }
     }
 }
 

@@ -85,6 +85,19 @@ fn refuse(status: StatusCode, why: impl Into<String>) -> Answer {
     }
 }
 
+/// 421 for a profile another shard owns, naming it: the webhook must call the owner's pod.
+pub(super) fn not_here(profile: &str, owner: u32, shards: u32) -> Answer {
+    Answer {
+        status: StatusCode::MISDIRECTED_REQUEST,
+        body: json!({
+            "error": StartError::not_here_message(profile, owner, shards),
+            "profile": profile,
+            "owner": owner,
+            "shards": shards,
+        }),
+    }
+}
+
 /// Answers one call whose token was accepted. `header_timeout` is the `Sloburn-Timeout`
 /// header, if sent.
 pub async fn answer(
@@ -128,6 +141,7 @@ async fn run_profile(
 ) -> Answer {
     let launch = match launch_of(shared, profile) {
         Ok(l) => l,
+        Err(StartError::NotHere { owner, shards }) => return not_here(profile, owner, shards),
         Err(_) => {
             let known: Vec<String> = shared.config().profiles.keys().cloned().collect();
             return refuse(
@@ -201,6 +215,9 @@ async fn run_profile(
                 }
                 Err(StartError::ShuttingDown) => {
                     return refuse(StatusCode::SERVICE_UNAVAILABLE, "shutting down");
+                }
+                Err(StartError::NotHere { owner, shards }) => {
+                    return not_here(profile, owner, shards);
                 }
             },
         }

@@ -12,6 +12,7 @@ use crate::config::{self, Profile};
 use crate::http::Outcome;
 use crate::load::observe::{Observer, Observers};
 use crate::load::pacing::DropReason;
+use crate::load::placement::Assignment;
 use crate::load::runner::{self, Abort, RunReport, RunSpec, Stopper};
 use crate::load::stats::RunStats;
 use crate::load::walk::{IterationResult, StepFailure, Work};
@@ -28,6 +29,21 @@ pub enum StartError {
     UnknownProfile,
     AlreadyRunning,
     ShuttingDown,
+    /// A `placement: owned` profile whose owner is another shard: it never runs here.
+    NotHere {
+        owner: u32,
+        shards: u32,
+    },
+}
+
+impl StartError {
+    /// The refusal of a profile owned by another shard, naming that shard.
+    pub fn not_here_message(name: &str, owner: u32, shards: u32) -> String {
+        format!(
+            "profile `{name}` is owned by shard {owner}/{shards} (placement: owned) and runs only \
+             there; send this to that shard"
+        )
+    }
 }
 
 /// A run to start: a profile and its target, as configured or as a hook adjusted them.
@@ -52,6 +68,12 @@ pub(super) fn launch_of(shared: &Shared, name: &str) -> Result<Launch, StartErro
         .get(name)
         .ok_or(StartError::UnknownProfile)?
         .clone();
+    if let Assignment::Elsewhere { owner } = shared.assignment(&profile) {
+        return Err(StartError::NotHere {
+            owner,
+            shards: shared.shard.count(),
+        });
+    }
     let Some(target) = cfg.targets.get(&profile.target).cloned() else {
         return Err(StartError::UnknownProfile);
     };
@@ -78,6 +100,13 @@ pub(super) fn start(
     } = launch;
     let name = profile.name.as_str();
     let cfg = shared.config();
+    // The one gate every start passes (schedule, API, hook): never a second copy of an owned run.
+    if let Assignment::Elsewhere { owner } = shared.assignment(&profile) {
+        return Err(StartError::NotHere {
+            owner,
+            shards: shared.shard.count(),
+        });
+    }
     // A hook may have sent a single-request profile elsewhere: its request is the target's.
     let work = if profile.mix.is_empty() {
         Work::single(target.request(), target.checks.clone(), &target.display_url)
@@ -312,11 +341,16 @@ async fn execute(
     );
     let events = Observers::new(stats, vec![Arc::new(live), capture.observer()]);
     let mut executor = profile.executor.clone();
+    // Its share of a split profile; the whole of an owned one (`start` refused the others).
+    let shard = shared
+        .assignment(profile)
+        .run_shard()
+        .unwrap_or(shared.shard);
     // A defaulted pool past the open-file limit is capped (the config load logged it).
     let _ = crate::config::capacity::cap_default_pool(
         &mut executor,
         profile.vu_hold,
-        shared.shard,
+        shard,
         crate::limits::nofile().ok(),
     );
     let spec = RunSpec {
@@ -327,7 +361,7 @@ async fn execute(
         graceful_stop: profile
             .graceful_stop
             .min(shared.config().server.grace_period),
-        shard: shared.shard,
+        shard,
         global: Some(shared.in_flight.clone()),
         start_time: profile.start_time,
         max_lateness: profile.max_lateness,

@@ -5,6 +5,7 @@
 use super::runs::start_run;
 use super::state::{ProfileState, Shared, unix_now};
 use crate::config::{Config, Profile};
+use crate::load::placement::{Assignment, Placement};
 use crate::schedule::{Decision, Slot, SystemClock, Ticker};
 use rand::SeedableRng;
 use std::sync::Arc;
@@ -30,15 +31,19 @@ fn apply_with(shared: &Arc<Shared>, cfg: Arc<Config>, run_now: &dyn Fn(&str) -> 
         *slot = cfg.clone();
     }
     shared.budget.configure(&cfg, unix_now() as i64);
+    // Profiles another shard owns are not run here: no schedule, no series on /metrics.
+    let here = |p: &Profile| shared.assignment(p).run_shard().is_some();
+    log_placement(shared, &cfg);
     let keep: Vec<(String, String)> = cfg
         .profiles
         .values()
+        .filter(|p| here(p))
         .map(|p| (p.target.clone(), p.name.clone()))
         .collect();
     shared.metrics.retain_profiles(&keep);
-    // The dashboard series of profiles this config removed go.
+    // The dashboard series of profiles this config removed (or gave another shard) go.
     if let Ok(mut series) = shared.series.lock() {
-        series.retain(|p, _| cfg.profiles.contains_key(p));
+        series.retain(|name, _| cfg.profiles.get(name).is_some_and(here));
     }
     // The daemon runs what it is given, but says when a profile's VUs cannot all connect.
     if let Ok(limit) = crate::limits::nofile() {
@@ -66,7 +71,7 @@ fn apply_with(shared: &Arc<Shared>, cfg: Arc<Config>, run_now: &dyn Fn(&str) -> 
             st.next_run = None;
         }
     }
-    for p in cfg.profiles.values() {
+    for p in cfg.profiles.values().filter(|p| here(p)) {
         shared.metrics.init_profile(&p.name);
         let start_now = p.run_on_start && run_now(&p.name);
         if p.schedule.is_none() && !start_now {
@@ -80,6 +85,45 @@ fn apply_with(shared: &Arc<Shared>, cfg: Arc<Config>, run_now: &dyn Fn(&str) -> 
             .tracker
             .spawn(async move { profile_loop(shared2, profile, start_now, token).await });
     }
+}
+
+/// At most this many profile names in the placement log line (`/api/profiles` has them all).
+const NAMES_IN_LOG: usize = 100;
+
+/// With `--shard i/N`, or owned profiles: which profiles this shard runs whole, which it runs
+/// its share of, and how many other shards own.
+fn log_placement(shared: &Shared, cfg: &Config) {
+    let mut owned = Vec::new();
+    let mut split = 0usize;
+    let mut elsewhere = 0usize;
+    for p in cfg.profiles.values() {
+        match shared.assignment(p) {
+            Assignment::Whole if p.placement == Placement::Owned => owned.push(p.name.as_str()),
+            Assignment::Whole | Assignment::Share(_) => split += 1,
+            Assignment::Elsewhere { .. } => elsewhere += 1,
+        }
+    }
+    if shared.shard.count() == 1 && owned.is_empty() {
+        return;
+    }
+    let shown = owned
+        .iter()
+        .take(NAMES_IN_LOG)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ");
+    let more = owned.len().saturating_sub(NAMES_IN_LOG);
+    tracing::info!(
+        shard = %format!("{}/{}", shared.shard.index(), shared.shard.count()),
+        owned = owned.len(),
+        split,
+        owned_elsewhere = elsewhere,
+        "placement: this shard owns {} profile(s){}{}; runs its share of {split} split profile(s); \
+         {elsewhere} profile(s) are owned by other shards",
+        owned.len(),
+        if owned.is_empty() { String::new() } else { format!(": {shown}") },
+        if more > 0 { format!(" and {more} more") } else { String::new() },
+    );
 }
 
 async fn profile_loop(

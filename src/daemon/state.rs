@@ -6,6 +6,7 @@
 use crate::budget::Budget;
 use crate::config::{self, Config};
 use crate::http::Resolver;
+use crate::load::placement::{self, Assignment};
 use crate::load::plan::Shard;
 use crate::load::runner::Stopper;
 use crate::metrics::Metrics;
@@ -69,6 +70,12 @@ pub struct ProfileView {
     pub paused: bool,
     pub running: bool,
     pub next_run: Option<f64>,
+    /// `split` or `owned` (the profile's `placement`).
+    pub placement: &'static str,
+    /// An owned profile's owner: the shard index that runs it whole.
+    pub owner: Option<u32>,
+    /// Whether this daemon runs it (its share, or the whole owned profile).
+    pub here: bool,
 }
 
 /// How a run ended, once it has: `None` while it runs.
@@ -373,6 +380,12 @@ impl Shared {
             .values()
             .map(|p| {
                 let st = states.as_ref().ok().and_then(|s| s.get(&p.name));
+                let assignment = self.assignment(p);
+                let owner = match assignment {
+                    Assignment::Whole => Some(self.shard.index()),
+                    Assignment::Elsewhere { owner } => Some(owner),
+                    Assignment::Share(_) => None,
+                };
                 ProfileView {
                     name: p.name.clone(),
                     target: p.target.clone(),
@@ -380,9 +393,17 @@ impl Shared {
                     paused: st.is_some_and(|s| s.paused),
                     running: st.is_some_and(|s| s.active.is_some()),
                     next_run: st.and_then(|s| s.next_run),
+                    placement: p.placement.as_str(),
+                    owner,
+                    here: assignment.run_shard().is_some(),
                 }
             })
             .collect()
+    }
+
+    /// What this daemon's shard does with `profile`: its share, the whole, or nothing.
+    pub fn assignment(&self, profile: &config::Profile) -> Assignment {
+        placement::assign(&profile.name, profile.placement, self.shard)
     }
 
     /// Pauses or resumes a profile's schedule. Unknown profile → false.

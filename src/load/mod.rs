@@ -5,6 +5,7 @@ pub mod hist;
 pub mod ndjson;
 pub mod observe;
 pub mod pacing;
+pub mod placement;
 pub mod plan;
 pub mod presets;
 pub mod runner;

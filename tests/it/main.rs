@@ -22,6 +22,7 @@ mod load;
 mod metrics;
 mod openslo;
 mod otel;
+mod owned;
 mod panels;
 mod restore;
 mod rules;

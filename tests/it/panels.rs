@@ -147,7 +147,7 @@ fn query_range(prom: &Server, q: &str, minutes: u64) -> Vec<(Value, f64)> {
 }
 
 /// A template variable's selection: its values and whether Grafana lets it hold several.
-struct Selection {
+pub(crate) struct Selection {
     values: Vec<String>,
     multi: bool,
 }
@@ -155,7 +155,7 @@ struct Selection {
 /// Grafana's built-ins and the dashboard's variables substituted. A multi-value variable in a
 /// regex matcher becomes `(a|b)` (every value selected); anywhere else a variable must be
 /// single-valued and takes its one value.
-fn substitute(expr: &str, vars: &BTreeMap<String, Selection>) -> String {
+pub(crate) fn substitute(expr: &str, vars: &BTreeMap<String, Selection>) -> String {
     let builtins = regex::Regex::new(r"\$\{?__(rate_interval|interval|range)\}?").unwrap();
     let s = builtins.replace_all(expr, |c: &regex::Captures| match &c[1] {
         "interval" => "15s",
@@ -226,7 +226,7 @@ fn label_values(prom: &Server, selector: &str, label: &str) -> Vec<String> {
 /// The dashboard's variables as a user would pick them: every value of a multi-value query
 /// variable, `checkout-availability` (the SLO that burns) for a single-value `$slo`, a custom
 /// variable's current value.
-fn resolve(prom: &Server, d: &Value) -> BTreeMap<String, Selection> {
+pub(crate) fn resolve(prom: &Server, d: &Value) -> BTreeMap<String, Selection> {
     let lv = regex::Regex::new(r"^label_values\((.+),\s*(\w+)\)$").unwrap();
     let mut vars = BTreeMap::new();
     for v in d["templating"]["list"].as_array().unwrap() {
@@ -465,7 +465,7 @@ fn every_panel_query_returns_data_after_a_minute_of_the_demo() {
 
 /// A real Prometheus scraping each address in `scrapes` every second (one job, so the series of
 /// two daemons differ only in `instance`), evaluating `rules` every second.
-fn prometheus_scraping(scrapes: &[String], rules: &Path) -> Server {
+pub(crate) fn prometheus_scraping(scrapes: &[String], rules: &Path) -> Server {
     use crate::support::{free_port, wait_ready, which};
     let dir = tempfile::tempdir().unwrap();
     let targets: Vec<String> = scrapes.iter().map(|s| format!("\"{s}\"")).collect();
