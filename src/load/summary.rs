@@ -290,10 +290,27 @@ pub fn text_with(h: &Header, report: &RunReport) -> String {
         None => {}
     }
     if s.local_errors_dominate() {
+        let template: u64 = s
+            .errors
+            .iter()
+            .filter(|(e, _)| *e == crate::http::ErrorClass::Template)
+            .map(|(_, n)| n)
+            .sum();
+        let (why, fix) = if template * 2 > s.local_errors() {
+            (
+                "a step's request could not be built from its template",
+                "a header value held CR/LF or a rendered URL did not parse: fix the data file, \
+                 the capture or the template",
+            )
+        } else {
+            (
+                "out of file descriptors or local ports",
+                "raise `ulimit -n` or use fewer VUs",
+            )
+        };
         let _ = writeln!(
             out,
-            "  failed: {} of {} requests failed inside sloburn (out of file descriptors or local \
-             ports), not at the target; raise `ulimit -n` or use fewer VUs",
+            "  failed: {} of {} requests failed inside sloburn ({why}), not at the target; {fix}",
             s.local_errors(),
             s.requests
         );

@@ -197,8 +197,9 @@ pub const LOCAL_ERRORS: Family = family(
     "sloburn_local_errors",
     Kind::Counter,
     None,
-    "Requests that failed because of sloburn itself (out of file descriptors or local ports), by \
-     class; also counted in sloburn_http_reqs_total, never as SLO events.",
+    "Requests that failed because of sloburn itself (out of file descriptors or local ports, or \
+     a request its template could not build), by class; also counted in \
+     sloburn_http_reqs_total, never as SLO events.",
 );
 pub const NEXT_RUN_TIME: Family = family(
     "sloburn_next_run_timestamp_seconds",

@@ -473,4 +473,22 @@ profiles:
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&export).unwrap()).unwrap();
     assert_eq!(v["metrics"]["http_req_failed"]["passes"], 5, "{v}");
+    // Every row bad: the run measured its own data, not the target, and says what to fix.
+    std::fs::write(
+        dir.path().join("tokens.json"),
+        r#"[{"token": "bad\nX-Injected: 1"}]"#,
+    )
+    .unwrap();
+    let out = run_in(dir.path(), &[]);
+    let text = all_output(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("10 of 10 requests failed inside sloburn (a step's request could not be built from its template)"),
+        "{text}"
+    );
+    assert_eq!(
+        *seen.lock().unwrap(),
+        (5, 0),
+        "nothing more was sent: {text}"
+    );
 }
