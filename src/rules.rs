@@ -136,7 +136,7 @@ pub fn promql_duration(d: Duration) -> String {
 }
 
 /// JSON string literal: a YAML double-quoted scalar and a PromQL string at once.
-fn quote(s: &str) -> String {
+pub fn quote(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| String::from("\"\""))
 }
 

@@ -120,11 +120,7 @@ pub fn slo(
         if let Value::Map(entries) = &n.value {
             for (k, v) in entries {
                 let p = join(&lp, &k.name);
-                let valid = k.name.chars().enumerate().all(|(i, c)| {
-                    c == '_' || c.is_ascii_alphabetic() || (i > 0 && c.is_ascii_digit())
-                }) && !k.name.starts_with("__")
-                    && !k.name.is_empty();
-                if !valid {
+                if !crate::rules::label_name_is_valid(&k.name) {
                     ctx.error(k.pos, &p, "not a valid Prometheus label name");
                 } else if matches!(
                     k.name.as_str(),

@@ -348,7 +348,7 @@ fn with_overrides(mut launch: Launch, m: &BTreeMap<String, String>) -> Result<La
             other => {
                 return Err(format!(
                     "metadata `rate` overrides a constant-arrival-rate profile; `{name}` is {}",
-                    kind(other)
+                    crate::load::plan::executor_name(other)
                 ));
             }
         }
@@ -368,7 +368,7 @@ fn with_overrides(mut launch: Launch, m: &BTreeMap<String, String>) -> Result<La
                 return Err(format!(
                     "metadata `duration` overrides a constant-vus or constant-arrival-rate \
                      profile; `{name}` is {}",
-                    kind(other)
+                    crate::load::plan::executor_name(other)
                 ));
             }
         }
@@ -427,17 +427,6 @@ fn override_url(launch: &mut Launch, written: &str) -> Result<(), String> {
     t.display_url = written.to_string();
     launch.slo_events = false;
     Ok(())
-}
-
-fn kind(e: &Executor) -> &'static str {
-    match e {
-        Executor::ConstantVus { .. } => "constant-vus",
-        Executor::RampingVus { .. } => "ramping-vus",
-        Executor::ConstantArrivalRate { .. } => "constant-arrival-rate",
-        Executor::RampingArrivalRate { .. } => "ramping-arrival-rate",
-        Executor::SharedIterations { .. } => "shared-iterations",
-        Executor::PerVuIterations { .. } => "per-vu-iterations",
-    }
 }
 
 /// SLO mode: the live burn rate over `window` against `max_burn_rate`.

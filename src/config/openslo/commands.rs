@@ -3,9 +3,7 @@
 //! (`openslo export`).
 
 use super::*;
-fn quote(s: &str) -> String {
-    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_string())
-}
+use crate::rules::quote;
 
 /// The SLOs as sloburn's `slos:` section.
 pub fn to_yaml(slos: &[ImportedSlo], source: &str) -> String {
