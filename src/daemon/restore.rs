@@ -320,25 +320,15 @@ fn api_uri(base: &str, path: &str, params: &[(&str, String)]) -> Result<http::Ur
     }
     let encoded: Vec<String> = params
         .iter()
-        .map(|(k, v)| format!("{k}={}", percent_encode(v)))
+        .map(|(k, v)| {
+            let v = percent_encoding::utf8_percent_encode(v, crate::journey::URL_VALUE);
+            format!("{k}={v}")
+        })
         .collect();
     uri.push_str(&encoded.join("&"));
     // The base URL was validated by `config`; never say what it expanded to.
     uri.parse()
         .map_err(|_| "the prometheus URL does not make a valid API URL".to_string())
-}
-
-/// Percent-encodes everything but RFC 3986's unreserved characters.
-fn percent_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() * 3);
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 /// A PromQL double-quoted string's content.

@@ -372,8 +372,9 @@ fn escaped(s: &str, esc: Escape, out: &mut String) {
     }
 }
 
-/// Bytes a value pasted into a URL keeps as they are: RFC 3986's unreserved characters.
-const URL_VALUE: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+/// Bytes a value pasted into a URL keeps as they are: RFC 3986's unreserved characters (the
+/// restore's query parameters are encoded with it too).
+pub const URL_VALUE: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
     .remove(b'-')
     .remove(b'.')
     .remove(b'_')
