@@ -151,9 +151,15 @@ pub fn parse_rate(text: &str) -> Result<f64, String> {
     Ok(count / unit.as_secs_f64())
 }
 
-/// Parses a byte size: `512`, `4KiB`, `1MiB`, `1KB`, `2MB`, `1GiB`.
+/// A byte count: `512`, `512B`, `1KB` (1000), `4KiB` (1024), `1MB`, `1MiB`, `1GB`, `1GiB`. Units
+/// are case-insensitive and may follow a space; a fraction only where it comes out to whole
+/// bytes (`1.5KiB` = 1536, never `1.5`). The one size grammar: the config's sizes and the
+/// target's query (`body_size`, `bytes_per_sec`) both read it.
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let s = text.trim();
+    if let Ok(n) = s.parse::<u64>() {
+        return Ok(n);
+    }
     let split = s
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(s.len());
@@ -161,21 +167,30 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     let n: f64 = num
         .parse()
         .map_err(|_| format!("`{s}` is not a size: write it as `512`, `4KiB` or `1MiB`"))?;
-    let factor = match unit.trim() {
-        "" | "B" => 1.0,
-        "KB" | "kB" => 1e3,
-        "MB" => 1e6,
-        "GB" => 1e9,
-        "KiB" => 1024.0,
-        "MiB" => 1024.0 * 1024.0,
-        "GiB" => 1024.0 * 1024.0 * 1024.0,
-        other => {
+    let factor = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "kb" => 1e3,
+        "mb" => 1e6,
+        "gb" => 1e9,
+        "kib" => 1024.0,
+        "mib" => 1024.0 * 1024.0,
+        "gib" => 1024.0 * 1024.0 * 1024.0,
+        _ => {
             return Err(format!(
-                "`{s}` has an unknown size unit `{other}` (use B, KB, MB, GB, KiB, MiB or GiB)"
+                "`{s}` has an unknown size unit `{}` (use B, KB, MB, GB, KiB, MiB or GiB)",
+                unit.trim()
             ));
         }
     };
-    Ok((n * factor) as u64)
+    let bytes = n * factor;
+    // 2^53 keeps the f64 -> u64 conversion exact.
+    if !bytes.is_finite() || bytes > 9_007_199_254_740_992.0 {
+        return Err(format!("`{s}` is out of range"));
+    }
+    if bytes.fract() != 0.0 {
+        return Err(format!("`{s}` is not a whole number of bytes"));
+    }
+    Ok(bytes as u64)
 }
 
 #[cfg(test)]
@@ -259,5 +274,11 @@ mod tests {
         assert_eq!(parse_size("1MiB").unwrap(), 1 << 20);
         assert_eq!(parse_size("1KB").unwrap(), 1000);
         assert!(parse_size("1 parsec").is_err());
+        assert_eq!(parse_size("1kib").unwrap(), 1024);
+        assert_eq!(parse_size("1 MiB").unwrap(), 1 << 20);
+        assert_eq!(parse_size("1.5KiB").unwrap(), 1536);
+        for bad in ["", "KiB", "-1", "1.5", "1XB", "1e30GiB", "1.1.1KB"] {
+            assert!(parse_size(bad).is_err(), "{bad:?} should be rejected");
+        }
     }
 }
