@@ -27,20 +27,14 @@ import os
 import re
 import select
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from common import free_port  # noqa: E402  (bench/ is on sys.path when run as a script)
 
 HOST = "127.0.0.1"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
 
 
 def write_data(path: Path, shape: str, fmt: str, size: int) -> int:

@@ -9,17 +9,11 @@ ratio. Histograms, never samples: the ratio should stay within 1.10.
 """
 import argparse
 import os
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from common import free_port  # noqa: E402  (bench/ is on sys.path when run as a script)
 
 
 def run(binary: str, url: str, rate: int, seconds: int):

@@ -103,12 +103,6 @@ def log(msg: str) -> None:
     print(f"bench: {msg}", file=sys.stderr, flush=True)
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
 def find_binary(name: str, extra: list[Path] = ()) -> str | None:
     for p in extra:
         if p and p.is_file() and os.access(p, os.X_OK):
@@ -390,6 +384,7 @@ def parse_vegeta_report(out: str) -> dict:
 
 K6_SCRIPT = """
 import http from 'k6/http';
+from common import free_port  # noqa: E402  (bench/ is on sys.path when run as a script)
 export const options = {{
   discardResponseBodies: true,
   summaryTrendStats: ['avg', 'p(99)'],

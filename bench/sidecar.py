@@ -21,7 +21,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -29,15 +28,10 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from common import free_port  # noqa: E402  (bench/ is on sys.path when run as a script)
 
 HOST = "127.0.0.1"
 TICK = os.sysconf("SC_CLK_TCK")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
 
 
 def config(port: int, tport: int, data: str) -> str:

@@ -9,13 +9,13 @@ import argparse
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from common import free_port  # noqa: E402  (bench/ is on sys.path when run as a script)
 
 SLOS = """slos:
   avail:
@@ -31,12 +31,6 @@ SLOS = """slos:
     sli: { latency: { under: 10ms, failures: exclude } }
     objective: 95
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def one_run(binary, target_port, seconds, with_slos, workdir):

@@ -15,13 +15,13 @@ Outside CI. Only 127.0.0.1: the target and the daemon are started here on free p
 import argparse
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from common import free_port  # noqa: E402  (bench/ is on sys.path when run as a script)
 
 EXECUTORS = [
     # (executor block, the rest of the profile), cycled over the profiles.
@@ -43,12 +43,6 @@ TARGET_PATHS = {
 
 
 SAMPLE_EVERY = 5  # seconds between /proc samples within a minute
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def config(port: int, target_port: int, data: str, profiles: int) -> str:
