@@ -94,10 +94,9 @@ fn assert_served_over_h2(outs: &[sloburn::http::Outcome]) {
 
 /// Waits for nghttpd's log to catch up (it writes after answering).
 fn settle(server: &Nghttpd, requests: usize) {
-    let started = Instant::now();
-    while server.requests() < requests && started.elapsed() < Duration::from_secs(5) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    crate::support::eventually(Duration::from_secs(5), || {
+        (server.requests() >= requests).then_some(())
+    });
 }
 
 #[tokio::test]

@@ -212,10 +212,7 @@ fn secrets_in_a_url_a_header_and_a_file_never_appear_in_any_output() {
     assert_eq!(code, 422, "{body}");
     // SAFETY: kill(2) on our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let waited = std::time::Instant::now();
-    while child.try_wait().unwrap().is_none() && waited.elapsed() < Duration::from_secs(15) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    crate::support::eventually(Duration::from_secs(15), || child.try_wait().unwrap());
     let _ = child.kill();
     let out = child.wait_with_output().unwrap();
     let logs = crate::support::all_output(&out);
