@@ -1,0 +1,146 @@
+//! End-of-test output: the text summary (k6 v1's grouped layout: scenario header, THRESHOLDS,
+//! TOTAL RESULTS with HTTP, EXECUTION and NETWORK; then vegeta's report), the k6
+//! `--summary-export` JSON shape, and the live progress line. Pure formatting of a
+//! [`RunReport`]; no I/O.
+
+use crate::load::hist::HistSnapshot;
+use crate::thresholds::{MetricKind, ThresholdResult, ThresholdSpec};
+use std::fmt::Write;
+use std::time::Duration;
+
+mod export;
+mod progress;
+mod text;
+mod vegeta;
+
+pub use export::{bucket_json, export_json, last_bucket_json};
+pub(crate) use export::{by_name, check_json, k6_id};
+pub use progress::progress;
+pub use text::{Header, text, text_with};
+pub use vegeta::error_set;
+
+/// Human duration with k6's precision: `812µs`, `12.34ms`, `1.5s`.
+pub fn fmt_duration(d: Duration) -> String {
+    let ns = d.as_nanos() as f64;
+    if ns < 1e3 {
+        format!("{ns:.0}ns")
+    } else if ns < 1e6 {
+        format!("{:.2}µs", ns / 1e3)
+    } else if ns < 1e9 {
+        format!("{:.2}ms", ns / 1e6)
+    } else if ns < 60e9 {
+        format!("{:.2}s", ns / 1e9)
+    } else {
+        let s = d.as_secs();
+        format!("{}m{:02}s", s / 60, s % 60)
+    }
+}
+
+fn fmt_bytes(n: f64) -> String {
+    if n < 1e3 {
+        format!("{n:.0} B")
+    } else if n < 1e6 {
+        format!("{:.1} kB", n / 1e3)
+    } else if n < 1e9 {
+        format!("{:.1} MB", n / 1e6)
+    } else {
+        format!("{:.1} GB", n / 1e9)
+    }
+}
+
+pub(super) fn trend_line(h: &HistSnapshot) -> String {
+    format!(
+        "avg={} min={} med={} max={} p(90)={} p(95)={} p(99)={}",
+        fmt_duration(h.mean()),
+        fmt_duration(h.min()),
+        fmt_duration(h.median()),
+        fmt_duration(h.max()),
+        fmt_duration(h.quantile(0.90)),
+        fmt_duration(h.quantile(0.95)),
+        fmt_duration(h.quantile(0.99)),
+    )
+}
+
+/// `key.....: value`, k6's dotted rows.
+pub(super) fn row(out: &mut String, indent: usize, name: &str, width: usize, value: &str) {
+    let dots = width.saturating_sub(name.chars().count() + indent);
+    let _ = writeln!(
+        out,
+        "{}{name}{}: {value}",
+        " ".repeat(indent),
+        ".".repeat(dots.max(1))
+    );
+}
+
+/// Rows of the HTTP, EXECUTION and NETWORK groups: k6 pads them to this width.
+pub(super) const WIDTH: usize = 76;
+
+/// A threshold's observed value with its unit: a duration for trend metrics (evaluated in
+/// milliseconds), a plain number otherwise.
+pub fn observed(metric: &str, value: f64) -> String {
+    let kind = crate::thresholds::parse_metric(metric).map(|m| m.kind);
+    match kind {
+        Ok(MetricKind::Trend) => fmt_duration(Duration::from_secs_f64(value.max(0.0) / 1000.0)),
+        _ => format!("{value:.4}"),
+    }
+}
+
+/// k6's way of showing the value a threshold compared: `p(95)=2.27ms`, `rate=67.74%`,
+/// `count=0`, `rate=3.5/s`, `value=2`; `no data` instead of an aggregate of nothing.
+fn threshold_value(spec: &ThresholdSpec, r: &ThresholdResult) -> String {
+    let t = &spec.threshold;
+    let agg = t.aggregation.to_string();
+    if r.no_data && t.target.kind != MetricKind::Counter {
+        return if t.target.kind == MetricKind::Rate {
+            format!("{agg}: no data (k6 passes a rate with no samples)")
+        } else {
+            format!("{agg}: no data (compared as 0, as k6 does)")
+        };
+    }
+    let v = match (t.target.kind, t.aggregation) {
+        (MetricKind::Trend, _) => observed(&t.metric, r.observed),
+        (MetricKind::Rate, _) => format!("{:.2}%", 100.0 * r.observed),
+        (MetricKind::Counter, crate::thresholds::Aggregation::Rate) => {
+            format!("{}/s", fmt_number(r.observed))
+        }
+        _ => fmt_number(r.observed),
+    };
+    format!("{agg}={v}")
+}
+
+/// k6's numbers: whole numbers bare, others with up to six decimals.
+fn fmt_number(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else {
+        let s = format!("{v:.6}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
+fn fmt_count_rate(n: u64, per_second: f64) -> String {
+    format!("{:<7} {}/s", n, fmt_number(per_second))
+}
+
+pub(super) fn fmt_rate(hits: u64, total: u64) -> String {
+    let pct = if total > 0 {
+        100.0 * hits as f64 / total as f64
+    } else {
+        0.0
+    };
+    format!("{:<7} {hits} out of {total}", format!("{pct:.2}%"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_are_formatted_like_k6() {
+        assert_eq!(fmt_duration(Duration::from_micros(812)), "812.00µs");
+        assert_eq!(fmt_duration(Duration::from_micros(12_340)), "12.34ms");
+        assert_eq!(fmt_duration(Duration::from_millis(1500)), "1.50s");
+        assert_eq!(fmt_duration(Duration::from_secs(125)), "2m05s");
+        assert_eq!(fmt_bytes(1_500_000.0), "1.5 MB");
+    }
+}
