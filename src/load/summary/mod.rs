@@ -134,6 +134,120 @@ pub(super) fn fmt_rate(hits: u64, total: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::checks::{Check, CheckKind};
+    use crate::http::{ErrorClass, Outcome, Phases};
+    use crate::load::observe::Observer;
+    use crate::load::pacing::DropReason;
+    use crate::load::runner::RunReport;
+    use crate::load::spec::Executor;
+    use crate::load::stats::RunStats;
+    use crate::thresholds::ThresholdSpec;
+
+    /// A fixed run: 10 s of a constant-arrival-rate profile, 100 requests (90 answered 200 in
+    /// 1 to 90 ms, 8 answered 500, 2 refused), a status check, three thresholds (one failing)
+    /// and two drops of each kind of owner.
+    fn fixed_report() -> RunReport {
+        let checks = vec![Check {
+            name: "status is 200".into(),
+            kind: CheckKind::Status(vec![(200, 200)]),
+        }];
+        let specs: Vec<ThresholdSpec> = [
+            ("http_req_duration", "p(95)<80"),
+            ("http_req_failed", "rate<0.05"),
+            ("http_req_duration{status:500}", "max<100"),
+        ]
+        .iter()
+        .map(|(m, e)| ThresholdSpec::parse(m, e, false, None).unwrap())
+        .collect();
+        let stats = RunStats::for_run(&checks, &specs, "canary", "GET");
+        stats.vus_allocated(5);
+        stats.vus_changed(3);
+        let ms = Duration::from_millis;
+        for i in 0..100u64 {
+            let (status, error) = match i {
+                0..90 => (Some(200), None),
+                90..98 => (Some(500), None),
+                _ => (None, Some(ErrorClass::ConnectRefused)),
+            };
+            let outcome = Outcome {
+                status,
+                error,
+                phases: Phases {
+                    blocked: ms(i % 3),
+                    connecting: ms(u64::from(i < 5)),
+                    sending: ms(0),
+                    waiting: ms(1 + i % 90),
+                    receiving: ms(i % 2),
+                    ..Phases::default()
+                },
+                bytes_sent: 120,
+                bytes_received: if status.is_some() { 300 } else { 0 },
+                ..Outcome::default()
+            };
+            let passed = [status == Some(200)];
+            // A single-request iteration is its request: nothing else reports it.
+            stats.request_finished(0, &outcome, ms(i % 4), &passed);
+        }
+        stats.iteration_dropped(DropReason::Saturated, 0);
+        stats.iteration_dropped(DropReason::Late, 0);
+        let snapshot = stats.snapshot(Duration::from_secs(10));
+        let thresholds = specs
+            .into_iter()
+            .map(|spec| {
+                let result = spec.threshold.evaluate(&snapshot);
+                (spec, result)
+            })
+            .collect();
+        RunReport {
+            stats: snapshot,
+            thresholds,
+            aborted: None,
+        }
+    }
+
+    /// Compares with the golden file `tests/it/golden/NAME`; `UPDATE_GOLDEN=1` rewrites it.
+    fn golden(name: &str, actual: &str) {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/it/golden")
+            .join(name);
+        if std::env::var_os("UPDATE_GOLDEN").is_some() {
+            std::fs::write(&path, actual).unwrap();
+            return;
+        }
+        let expected = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{}: {e} (run with UPDATE_GOLDEN=1)", path.display()));
+        assert!(
+            expected == actual,
+            "{} drifted; review and rerun with UPDATE_GOLDEN=1\n{actual}",
+            path.display()
+        );
+    }
+
+    #[test]
+    fn the_text_summary_of_a_fixed_run_matches_its_golden_file() {
+        let executor = Executor::ConstantArrivalRate {
+            rate: 10.0,
+            duration: Duration::from_secs(10),
+            pre_allocated_vus: 2,
+            max_vus: 5,
+        };
+        let notes = ["the default pool was capped".to_string()];
+        let header = Header {
+            profile: "canary",
+            executor: Some(&executor),
+            graceful_stop: Duration::from_secs(30),
+            outputs: &[],
+            notes: &notes,
+        };
+        golden("summary.txt", &text_with(&header, &fixed_report()));
+    }
+
+    #[test]
+    fn the_summary_export_of_a_fixed_run_matches_its_golden_file() {
+        let v = export_json(&fixed_report(), None);
+        let text = serde_json::to_string_pretty(&v).unwrap() + "\n";
+        golden("summary-export.json", &text);
+    }
 
     #[test]
     fn durations_are_formatted_like_k6() {

@@ -329,18 +329,29 @@ fn overload(out: &mut String, s: &StatsSnapshot) {
     if saturated > 0 {
         let _ = writeln!(
             out,
-            "  target saturated: {saturated} arrivals found all {} VUs waiting on the target and \
-             were turned away; they count as failed requests (http_req_failed) and as bad SLO \
+            "  target saturated: {saturated} {} found all {} VUs waiting on the target and \
+             {} turned away; they count as failed requests (http_req_failed) and as bad SLO \
              events. Raise max_vus only if the target is meant to hold that many users at once",
-            s.vus_max
+            if saturated == 1 {
+                "arrival"
+            } else {
+                "arrivals"
+            },
+            s.vus_max,
+            if saturated == 1 { "was" } else { "were" },
         );
     }
     let late = s.generator_overloaded();
     if late > 0 {
         let _ = writeln!(
             out,
-            "  generator overloaded: {late} arrivals were dropped because sloburn fell behind its \
-             own schedule (not the target's doing); give it more CPU or a lower rate"
+            "  generator overloaded: {late} {} dropped because sloburn fell behind its own \
+             schedule (not the target's doing); give it more CPU or a lower rate",
+            if late == 1 {
+                "arrival was"
+            } else {
+                "arrivals were"
+            }
         );
     }
     if s.dropped > 0 {
