@@ -1,0 +1,128 @@
+//! `sloburn run`'s flags and `--shard i/N`.
+
+use crate::load::plan::Shard;
+use anyhow::anyhow;
+use std::path::PathBuf;
+
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct RunArgs {
+    /// Config file holding the profile to run (or use --url for an ad-hoc run).
+    pub file: Option<PathBuf>,
+    /// Which profile of the config to run (optional when it has only one).
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// Ad-hoc target URL; `${env:NAME}` and `${file:PATH}` are expanded (also in -H), and
+    /// messages show them as written.
+    #[arg(long)]
+    pub url: Option<String>,
+    #[arg(long, default_value = "GET")]
+    pub method: String,
+    /// Request header `Name: value` (repeatable).
+    #[arg(short = 'H', long = "header")]
+    pub headers: Vec<String>,
+    /// Request body.
+    #[arg(long)]
+    pub body: Option<String>,
+    /// Virtual users (closed model), or pre-allocated VUs with --rate.
+    #[arg(long)]
+    pub vus: Option<u32>,
+    /// Open model: iterations per time unit, e.g. `2000/s`.
+    #[arg(long)]
+    pub rate: Option<String>,
+    /// Upper bound on VUs for --rate (default: 100 ms of arrivals, sized for a 50 ms target
+    /// with 2x headroom; at least 100).
+    #[arg(long)]
+    pub max_vus: Option<u32>,
+    /// With --rate: drop arrivals the generator reaches later than this behind schedule
+    /// (default 500ms), counted as dropped iterations and as generator overload.
+    #[arg(long)]
+    pub max_lateness: Option<String>,
+    /// Test duration, e.g. `30s` (default 10s).
+    #[arg(long)]
+    pub duration: Option<String>,
+    /// Total iterations shared by the VUs (shared-iterations executor).
+    #[arg(long)]
+    pub iterations: Option<u64>,
+    /// Open a new connection for every request (ab without -k).
+    #[arg(long)]
+    pub no_keep_alive: bool,
+    /// Per-request timeout (default 10s).
+    #[arg(long)]
+    pub timeout: Option<String>,
+    /// Skip TLS certificate verification.
+    #[arg(long)]
+    pub insecure: bool,
+    /// HTTP version, over the target's `http`: `2` (h2c prior knowledge on http://, only h2 in
+    /// ALPN on https), `1.1`, or `auto` (ALPN on https).
+    #[arg(long, value_name = "2|1.1|auto")]
+    pub http: Option<String>,
+    /// Threshold `metric=expression` in k6 syntax, e.g. `http_req_duration=p(95)<300` (ms) or
+    /// `http_req_duration{status:200}=p(99)<500` (repeatable).
+    #[arg(long = "threshold")]
+    pub thresholds: Vec<String>,
+    /// Stop the run as soon as a --threshold fails.
+    #[arg(long)]
+    pub abort_on_fail: bool,
+    /// Run shard `i/N` of the profile (N replicas together produce the whole profile).
+    #[arg(long)]
+    pub shard: Option<String>,
+    /// Write k6's summary-export JSON here.
+    #[arg(long)]
+    pub summary_export: Option<PathBuf>,
+    /// Write a self-contained HTML report of the run here (charts inlined; opens offline).
+    #[arg(long, value_name = "FILE.html")]
+    pub report: Option<PathBuf>,
+    /// Outputs (repeatable): `json=FILE` writes k6's per-sample NDJSON (Metric and Point
+    /// lines); `json-agg=FILE` one aggregate JSON line per second.
+    #[arg(long)]
+    pub out: Vec<String>,
+    /// Fraction of requests written to `--out json` (0 < f ≤ 1, every k-th request), e.g. 0.1.
+    #[arg(long)]
+    pub out_sample: Option<f64>,
+    /// Runtime worker threads (1 measured fastest per request on small machines).
+    #[arg(long, default_value_t = 1)]
+    pub workers: usize,
+    /// No progress line even on a terminal.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Run even when the VUs cannot all hold a connection under the open-file limit (the
+    /// shortfall then shows as `local_fd_exhausted` errors).
+    #[arg(long)]
+    pub ignore_fd_limit: bool,
+}
+
+pub fn parse_shard(s: &str) -> anyhow::Result<Shard> {
+    let (i, n) = s
+        .split_once('/')
+        .ok_or_else(|| anyhow!("--shard `{s}`: write it as i/N, e.g. 0/3"))?;
+    let (i, n): (u32, u32) = (
+        i.trim()
+            .parse()
+            .map_err(|_| anyhow!("--shard `{s}`: `{i}` is not a number"))?,
+        n.trim()
+            .parse()
+            .map_err(|_| anyhow!("--shard `{s}`: `{n}` is not a number"))?,
+    );
+    Shard::new(i, n).map_err(|e| anyhow!("--shard `{s}`: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_are_i_of_n_and_bad_ones_say_why() {
+        let s = parse_shard(" 1 / 3 ").unwrap();
+        assert_eq!((s.index(), s.count()), (1, 3));
+        for (bad, why) in [
+            ("3", "write it as i/N"),
+            ("a/3", "`a` is not a number"),
+            ("1/x", "`x` is not a number"),
+            ("3/3", "--shard `3/3`"),
+            ("0/0", "--shard `0/0`"),
+        ] {
+            let e = parse_shard(bad).unwrap_err().to_string();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+    }
+}
