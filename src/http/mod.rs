@@ -174,7 +174,11 @@ pub struct Outcome {
     pub body_discarded: u64,
 }
 
+mod body;
+mod classify;
 pub mod client;
+mod conn;
+mod connect;
 pub mod dns;
 pub mod h2;
 mod timing;
