@@ -32,6 +32,7 @@ const INNER: &[(&str, &[&str])] = &[(
     "daemon",
     &[
         "state",
+        "peers",
         "runs",
         "schedules",
         "reload",
