@@ -250,3 +250,80 @@ fn issue_31_server_peers_refuses_what_is_no_peer_address_with_its_position() {
     );
     assert!(!err.contains("server.peers[2]"), "{err}");
 }
+
+/// A target that fails every request from shard 1 (its `X-Shard` header) and answers the
+/// others 200: each shard's own traffic is all good or all bad, the whole SLO half bad.
+fn shard_failing_target() -> crate::support::ThreadServer {
+    let app = axum::Router::new().route(
+        "/api",
+        axum::routing::get(|h: axum::http::HeaderMap| async move {
+            if h.get("x-shard").and_then(|v| v.to_str().ok()) == Some("1") {
+                axum::http::StatusCode::INTERNAL_SERVER_ERROR
+            } else {
+                axum::http::StatusCode::OK
+            }
+        }),
+    );
+    crate::support::serve_on_thread(app)
+}
+
+#[test]
+fn issue_31_the_budget_guard_and_the_flagger_slo_mode_judge_the_whole_slo_not_a_shards_share() {
+    let target = shard_failing_target();
+    let dir = tempfile::tempdir().unwrap();
+    let ports: Vec<u16> = (0..2).map(|_| free_port()).collect();
+    let peers: Vec<String> = ports.iter().map(|p| format!("\"127.0.0.1:{p}\"")).collect();
+    let mut daemons = Vec::new();
+    for i in 0..2u32 {
+        let d = dir.path().join(format!("shard{i}"));
+        std::fs::create_dir_all(d.join("data")).unwrap();
+        // Shard 0's own events are all good: only shard 1's (its peer's) can trip its guard.
+        let text = format!(
+            "server:\n  admin_token: \"${{env:TEST_ADMIN_TOKEN}}\"\n  grace_period: 5s\n  peers: [{peers}]\nstorage:\n  path: \"{data}\"\ntargets:\n  api:\n    url: http://{addr}/api\n    headers: {{ X-Shard: \"{i}\" }}\n    checks:\n      - status: 200\nprofiles:\n  canary:\n    target: api\n    every: 1h\n    run_on_start: true\n    executor: constant-arrival-rate\n    rate: 20/s\n    duration: 1h\n    guard: {{ slo: {SLO}, max_burn_rate: 10, window: 5m }}\nslos:\n  {SLO}:\n    target: api\n    sli: availability\n    objective: 99\n    period: 1d\n",
+            peers = peers.join(", "),
+            data = d.join("data").display(),
+            addr = target.addr,
+        );
+        let path = write_config(&d, &text);
+        let mut cmd = sloburn();
+        cmd.args(["serve", "--log-format", "json", "--no-watch", "--listen"])
+            .arg(format!("127.0.0.1:{}", ports[i as usize]))
+            .arg("--config")
+            .arg(&path)
+            .args(["--shard", &format!("{i}/2")])
+            .env("TEST_ADMIN_TOKEN", ADMIN_TOKEN)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        daemons.push(Daemon::spawn(cmd));
+    }
+    let guarded = |d: &Daemon| {
+        eventually(Duration::from_secs(60), || {
+            let v = get(&format!("{}/api/runs", d.base));
+            (v["runs"][0]["result"] == "aborted_by_guard").then_some(v["runs"][0].clone())
+        })
+    };
+    // Shard 0 sent only good requests, yet the whole SLO burns at 50×: its guard stops it.
+    let run = guarded(&daemons[0]).expect("shard 0's guard never saw its peer's bad events");
+    let reason = run["reason"].as_str().unwrap();
+    assert!(reason.contains(SLO) && !reason.contains("without"), "{run}");
+    let local = get(&format!("{}/api/slos?scope=local", daemons[0].base));
+    let (g, b) = period(&events(&local));
+    assert!(
+        g > 0 && b == 0,
+        "shard 0's own events are all good: {g} {b}"
+    );
+    guarded(&daemons[1]).expect("shard 1's guard");
+
+    // The hook on shard 0 answers from the whole SLO too: burning, so 412, where its own
+    // figures (no bad event) would pass.
+    let body = payload(
+        "pre-rollout",
+        "c2",
+        &[("slo", SLO), ("max_burn_rate", "10"), ("window", "1h")],
+    );
+    let (code, answer) = runtime().block_on(hook(&daemons[0].base, Some(ADMIN_TOKEN), &body));
+    assert_eq!(code, 412, "{answer}");
+    assert_eq!(answer["complete"], true, "{answer}");
+    assert_eq!(answer["shards_answered"], serde_json::json!([0, 1]));
+    assert!(answer["burn_rate"].as_f64().unwrap() > 10.0, "{answer}");
+}
