@@ -142,11 +142,11 @@ pub(super) async fn gather(shared: &Shared, path_and_query: &str) -> Gathered {
                 let i = i as u32;
                 if i == shard {
                     // This daemon itself, listed among the peers (a `{i}` entry names every pod).
-                } else if g.answers.contains_key(&i) {
+                } else if let std::collections::btree_map::Entry::Vacant(e) = g.answers.entry(i) {
+                    e.insert(v);
+                } else {
                     g.problems
                         .push((peer, format!("says it is shard {i}, as another peer did")));
-                } else {
-                    g.answers.insert(i, v);
                 }
             }
             (Some(i), Some(n)) => g.problems.push((
