@@ -205,3 +205,37 @@ fn token(ctx: &mut Ctx, f: &walk::Fields, key: &str, base: &Path, env: &Env) -> 
         written,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::Server;
+
+    #[test]
+    fn a_peer_with_i_names_every_shard_and_others_stay_as_written() {
+        let mut s = Server {
+            listen: "127.0.0.1:9090".parse().unwrap(),
+            admin_token: None,
+            hook_token: None,
+            protect_reads: false,
+            grace_period: std::time::Duration::ZERO,
+            max_in_flight: 1,
+            header_timeout: std::time::Duration::ZERO,
+            max_connections: 1,
+            peers: vec![
+                "http://sloburn-{i}.sloburn:9090".into(),
+                "http://10.0.0.7:9090".into(),
+            ],
+        };
+        assert_eq!(
+            s.peer_urls(3),
+            [
+                "http://sloburn-0.sloburn:9090",
+                "http://sloburn-1.sloburn:9090",
+                "http://sloburn-2.sloburn:9090",
+                "http://10.0.0.7:9090",
+            ]
+        );
+        s.peers.clear();
+        assert!(s.peer_urls(3).is_empty());
+    }
+}

@@ -327,3 +327,18 @@ fn issue_31_the_budget_guard_and_the_flagger_slo_mode_judge_the_whole_slo_not_a_
     assert_eq!(answer["shards_answered"], serde_json::json!([0, 1]));
     assert!(answer["burn_rate"].as_f64().unwrap() > 10.0, "{answer}");
 }
+
+#[test]
+fn issue_31_server_peers_with_a_restore_from_prometheus_is_warned_of_double_counting() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "server:\n  peers: [\"sloburn-{i}.sloburn:9090\"]\nstorage:\n  path: data\n  restore: { prometheus: \"http://127.0.0.1:1\" }\ntargets:\n  api:\n    url: http://127.0.0.1:1/\nprofiles: {}\n";
+    let path = write_config(dir.path(), text);
+    let out = sloburn().arg("check").arg(&path).output().unwrap();
+    let all =
+        String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{all}");
+    assert!(
+        all.contains(":5:12: storage.restore") && all.contains("add again"),
+        "{all}"
+    );
+}
