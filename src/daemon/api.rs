@@ -602,7 +602,11 @@ async fn slo(
     };
     if local {
         let mut v = slo_json(r);
-        local_scope(&shared, &mut v);
+        // Asked for explicitly (as a peer does), it says whose figures these are; otherwise
+        // it stays exactly its element of `/api/slos` (Argo's web metrics read both).
+        if q.scope.is_some() {
+            local_scope(&shared, &mut v);
+        }
         if let Some(w) = &q.window {
             let window = crate::units::parse_duration(w.trim())
                 .map_err(|e| ApiError(StatusCode::BAD_REQUEST, format!("window `{w}`: {e}")))?;
