@@ -587,13 +587,21 @@ impl Budget {
     /// The burn rate of `name` over `window` right now, counting not-yet-folded events too,
     /// for budget guards that must react within seconds.
     pub fn burn_rate(&self, name: &str, window: Duration, now_unix: i64) -> Option<f64> {
+        let (g, b, budget) = self.totals(name, window, now_unix)?;
+        Some(slo::burn_rate(g, b, budget))
+    }
+
+    /// Good and bad events of `name` over `window` right now, not-yet-folded ones included,
+    /// with its error budget: what [`Budget::burn_rate`] divides, and what a shard tells its
+    /// peers so they can add it up.
+    pub fn totals(&self, name: &str, window: Duration, now_unix: i64) -> Option<(u64, u64, f64)> {
         let inner = self.inner.lock().ok()?;
         let s = inner.slos.get(name)?;
         let (g, b) = s.windows.totals(window, slo::minute_of(now_unix));
         let (good, bad) = s.metrics.events();
-        let g = g + good.saturating_sub(s.folded.0);
-        let b = b + bad.saturating_sub(s.folded.1);
-        Some(slo::burn_rate(g, b, s.def.error_budget()))
+        let g = g.saturating_add(good.saturating_sub(s.folded.0));
+        let b = b.saturating_add(bad.saturating_sub(s.folded.1));
+        Some((g, b, s.def.error_budget()))
     }
 
     /// An SLO's per-minute counts over its period, oldest first, with the period in minutes

@@ -33,6 +33,20 @@ pub fn config(ctx: &mut Ctx, root: &Node, base: &Path, env: &Env) -> Option<Conf
     )?;
     let server = server::server(ctx, top.get("server"), base, env);
     let storage = storage::storage(ctx, top.get("storage"), base, env);
+    if let (Some(srv), Some(st)) = (&server, &storage)
+        && !srv.peers.is_empty()
+        && st.restore.is_some()
+    {
+        // Prometheus sums every shard's series: a restored shard holds the whole SLO's past,
+        // and its peers' own figures would count those minutes again.
+        ctx.warn(
+            walk::node_at(Some(root), &["storage", "restore"]),
+            "storage.restore",
+            "with server.peers, a restore from Prometheus seeds each shard with every shard's past \
+             events, which the peers' answers then add again: keep each shard's own store (a PVC) \
+             instead, or leave server.peers out",
+        );
+    }
     let telemetry = telemetry::telemetry(ctx, top.get("telemetry"), base, env);
 
     let mut targets = BTreeMap::new();

@@ -152,6 +152,25 @@ pub struct Server {
     pub header_timeout: Duration,
     /// Cap on the daemon's own open HTTP connections (lowered further to fit the fd limit).
     pub max_connections: u32,
+    /// The other shards' APIs (`server.peers`), each a base URL (`http://host:port`), as
+    /// written: `{i}` stands for a shard index and is expanded by [`Server::peer_urls`].
+    pub peers: Vec<String>,
+}
+
+impl Server {
+    /// The peers' base URLs for `shards` shards: an entry with `{i}` once per index `0..shards`
+    /// (a StatefulSet's `sloburn-{i}.sloburn:9090`), any other as it is.
+    pub fn peer_urls(&self, shards: u32) -> Vec<String> {
+        let mut out = Vec::new();
+        for p in &self.peers {
+            if p.contains("{i}") {
+                out.extend((0..shards).map(|i| p.replace("{i}", &i.to_string())));
+            } else {
+                out.push(p.clone());
+            }
+        }
+        out
+    }
 }
 
 #[derive(Debug, Clone)]

@@ -19,6 +19,7 @@ pub fn server(ctx: &mut Ctx, node: Option<&Node>, base: &Path, env: &Env) -> Opt
         max_in_flight: 20_000,
         header_timeout: Duration::from_secs(10),
         max_connections: 512,
+        peers: Vec::new(),
     };
     let Some(node) = node else {
         return Some(server);
@@ -36,6 +37,7 @@ pub fn server(ctx: &mut Ctx, node: Option<&Node>, base: &Path, env: &Env) -> Opt
             "max_in_flight",
             "header_timeout",
             "max_connections",
+            "peers",
         ],
     )?;
     if let Some(n) = f.get("listen") {
@@ -95,6 +97,9 @@ pub fn server(ctx: &mut Ctx, node: Option<&Node>, base: &Path, env: &Env) -> Opt
             None => {}
         }
     }
+    if let Some(n) = f.get("peers") {
+        server.peers = peers(ctx, n, &f.path_of("peers"));
+    }
     if server.protect_reads && server.admin_token.is_none() {
         ctx.error(
             node.pos,
@@ -103,6 +108,57 @@ pub fn server(ctx: &mut Ctx, node: Option<&Node>, base: &Path, env: &Env) -> Opt
         );
     }
     Some(server)
+}
+
+/// At most this many `server.peers` entries (a `{i}` entry counts once; it expands to the
+/// shard count when the daemon starts).
+pub const MAX_PEERS: usize = 1024;
+
+/// `server.peers`: a list of `host:port` or `http://host:port` (a path is kept as the API's
+/// base), each a base URL afterwards; `{i}` may stand for a shard index.
+fn peers(ctx: &mut Ctx, node: &Node, path: &str) -> Vec<String> {
+    let items = walk::seq(ctx, node, path);
+    if items.len() > MAX_PEERS {
+        ctx.error(
+            node.pos,
+            path,
+            format!(
+                "{} peers: at most {MAX_PEERS} (use `{{i}}` for a StatefulSet's pods)",
+                items.len()
+            ),
+        );
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for (k, n) in items.iter().enumerate() {
+        let p = format!("{path}[{k}]");
+        let Some(s) = walk::string(ctx, n, &p) else {
+            continue;
+        };
+        let s = s.trim();
+        let url = if s.contains("://") {
+            s.to_string()
+        } else {
+            format!("http://{s}")
+        };
+        // Checked with `{i}` as 0: the expanded URLs differ only in that number.
+        match url.replace("{i}", "0").parse::<http::Uri>() {
+            Ok(u) if u.scheme_str() == Some("http") && u.authority().is_some() && u.query().is_none() => {
+                out.push(url.trim_end_matches('/').to_string());
+            }
+            Ok(u) if u.scheme_str() != Some("http") => ctx.error(
+                n.pos,
+                &p,
+                format!("`{s}`: peers are reached over plain http (`host:port` or `http://host:port`)"),
+            ),
+            _ => ctx.error(
+                n.pos,
+                &p,
+                format!("`{s}` is not a peer address like `sloburn-{{i}}.sloburn:9090` or `http://10.0.0.7:9090`"),
+            ),
+        }
+    }
+    out
 }
 
 /// A token as read: its value when it was resolved, and the text as written.
@@ -148,4 +204,38 @@ fn token(ctx: &mut Ctx, f: &walk::Fields, key: &str, base: &Path, env: &Env) -> 
         secret,
         written,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Server;
+
+    #[test]
+    fn a_peer_with_i_names_every_shard_and_others_stay_as_written() {
+        let mut s = Server {
+            listen: "127.0.0.1:9090".parse().unwrap(),
+            admin_token: None,
+            hook_token: None,
+            protect_reads: false,
+            grace_period: std::time::Duration::ZERO,
+            max_in_flight: 1,
+            header_timeout: std::time::Duration::ZERO,
+            max_connections: 1,
+            peers: vec![
+                "http://sloburn-{i}.sloburn:9090".into(),
+                "http://10.0.0.7:9090".into(),
+            ],
+        };
+        assert_eq!(
+            s.peer_urls(3),
+            [
+                "http://sloburn-0.sloburn:9090",
+                "http://sloburn-1.sloburn:9090",
+                "http://sloburn-2.sloburn:9090",
+                "http://10.0.0.7:9090",
+            ]
+        );
+        s.peers.clear();
+        assert!(s.peer_urls(3).is_empty());
+    }
 }

@@ -485,32 +485,145 @@ fn slo_json(r: &crate::slo::SloReport) -> serde_json::Value {
             "severity": t.severity.as_str(),
             "factor": t.factor,
             "active": t.active,
+            "long": window(&t.long),
+            "short": window(&t.short),
         })).collect::<Vec<_>>(),
     })
 }
 
-async fn slos(State(shared): State<AppState>, headers: HeaderMap) -> Result<Response, ApiError> {
+/// `?scope=local` (this shard's own figures, what a peer asks for) and `?window=` (with
+/// `scope=local` on one SLO: its live events over that window, for a peer's guard or hook).
+#[derive(serde::Deserialize, Default)]
+struct SloQuery {
+    scope: Option<String>,
+    window: Option<String>,
+}
+
+impl SloQuery {
+    /// Whether the answer is this shard's own: asked for, or no peers to ask.
+    fn local(&self, shared: &Shared) -> Result<bool, ApiError> {
+        match self.scope.as_deref() {
+            Some("local") => Ok(true),
+            Some("whole") | None => Ok(!super::peers::peered(shared)),
+            Some(other) => Err(ApiError(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "scope `{other}`: `local` (this shard's events) or `whole` (every shard's)"
+                ),
+            )),
+        }
+    }
+}
+
+/// The `scope` and `shard` fields of a local answer: which shard's events these are.
+fn local_scope(shared: &Shared, v: &mut serde_json::Value) {
+    v["scope"] = json!("local");
+    v["shard"] = json!({ "index": shared.shard.index(), "count": shared.shard.count() });
+}
+
+/// Every SLO: this shard's figures, or with peers the whole SLO's (every shard's events added
+/// up, ratios recomputed), naming any shard that did not answer.
+async fn slos(
+    State(shared): State<AppState>,
+    Query(q): Query<SloQuery>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
     authorize(&shared, &headers, false)?;
-    let reports: Vec<serde_json::Value> = shared.budget.reports().iter().map(slo_json).collect();
-    Ok(axum::Json(json!({ "slos": reports })).into_response())
+    let reports = shared.budget.reports();
+    if q.local(&shared)? {
+        let mut v = json!({ "slos": reports.iter().map(slo_json).collect::<Vec<_>>() });
+        local_scope(&shared, &mut v);
+        return Ok(axum::Json(v).into_response());
+    }
+    let mut g = super::peers::gather(&shared, "/api/slos?scope=local").await;
+    let mut merged = Vec::with_capacity(reports.len());
+    for r in &reports {
+        merged.push(slo_json(&whole(r, &mut g)));
+    }
+    let mut v = json!({ "slos": merged });
+    g.describe(&mut v);
+    Ok(axum::Json(v).into_response())
+}
+
+/// `local` plus every answering peer's figures of the same SLO. A peer whose answer lacks them,
+/// or a window of them (another config), is dropped from `g`, so it is named missing, never
+/// taken as zero.
+fn whole(local: &crate::slo::SloReport, g: &mut super::peers::Gathered) -> crate::slo::SloReport {
+    let need = crate::slo::Counts::of(local);
+    let mut parts = Vec::new();
+    let mut unusable = Vec::new();
+    for (i, answer) in &g.answers {
+        // A peer's `/api/slos` holds a list; its `/api/slos/{name}` is the one SLO.
+        let found = match answer["slos"].as_array() {
+            Some(list) => list.iter().find(|s| s["name"] == local.name.as_str()),
+            None => Some(answer).filter(|a| a["name"] == local.name.as_str()),
+        };
+        match found.and_then(super::peers::counts_of) {
+            Some(c) => match need.windows.keys().find(|w| !c.windows.contains_key(w)) {
+                None => parts.push(c),
+                Some(w) => unusable.push((
+                    *i,
+                    format!(
+                        "no `{}` window for SLO `{}`",
+                        crate::units::format_duration(*w),
+                        local.name
+                    ),
+                )),
+            },
+            None => unusable.push((*i, format!("no figures for SLO `{}`", local.name))),
+        }
+    }
+    for (i, why) in unusable {
+        g.drop_answer(i, why);
+    }
+    // Every part holds every window `local` has, so the merge cannot lack one.
+    crate::slo::merged(local, &parts).unwrap_or_else(|_| local.clone())
 }
 
 /// One SLO: the same object as its element of `/api/slos` (for Argo Rollouts' web metrics).
 async fn slo(
     State(shared): State<AppState>,
     Path(name): Path<String>,
+    Query(q): Query<SloQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     authorize(&shared, &headers, false)?;
+    let local = q.local(&shared)?;
     let reports = shared.budget.reports();
-    match reports.iter().find(|r| r.name == name) {
-        Some(r) => Ok(axum::Json(slo_json(r)).into_response()),
-        None if shared.config().slos.contains_key(&name) => Err(ApiError(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("SLO `{name}` has no report yet (the first one-second tick is due)"),
-        )),
-        None => Err(ApiError(StatusCode::NOT_FOUND, format!("no SLO `{name}`"))),
+    let Some(r) = reports.iter().find(|r| r.name == name) else {
+        return if shared.config().slos.contains_key(&name) {
+            Err(ApiError(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("SLO `{name}` has no report yet (the first one-second tick is due)"),
+            ))
+        } else {
+            Err(ApiError(StatusCode::NOT_FOUND, format!("no SLO `{name}`")))
+        };
+    };
+    if local {
+        let mut v = slo_json(r);
+        // Asked for explicitly (as a peer does), it says whose figures these are; otherwise
+        // it stays exactly its element of `/api/slos` (Argo's web metrics read both).
+        if q.scope.is_some() {
+            local_scope(&shared, &mut v);
+        }
+        if let Some(w) = &q.window {
+            let window = crate::units::parse_duration(w.trim())
+                .map_err(|e| ApiError(StatusCode::BAD_REQUEST, format!("window `{w}`: {e}")))?;
+            if let Some((good, bad, _)) = shared.budget.totals(&name, window, unix_now() as i64) {
+                v["asked"] = json!({
+                    "window": crate::units::format_duration(window),
+                    "good": good,
+                    "bad": bad,
+                });
+            }
+        }
+        return Ok(axum::Json(v).into_response());
     }
+    let mut g = super::peers::gather(&shared, &format!("/api/slos/{name}?scope=local")).await;
+    let mut v = slo_json(&whole(r, &mut g));
+    g.describe(&mut v);
+    Ok(axum::Json(v).into_response())
 }
 
 /// Flagger's webhook: the token check (header or metadata `token`), then [`hooks::answer`].

@@ -122,7 +122,7 @@ pub async fn answer(
             "metadata needs `profile` (run a load test now) or `slo` (check the live burn rate)",
         ),
         (Some(profile), None) => run_profile(shared, payload, profile, header_timeout).await,
-        (None, Some(slo)) => slo_burn(shared, m, slo),
+        (None, Some(slo)) => slo_burn(shared, m, slo).await,
     };
     if !ignored.is_empty()
         && let Some(obj) = answer.body.as_object_mut()
@@ -430,7 +430,7 @@ fn override_url(launch: &mut Launch, written: &str) -> Result<(), String> {
 }
 
 /// SLO mode: the live burn rate over `window` against `max_burn_rate`.
-fn slo_burn(shared: &Shared, m: &BTreeMap<String, String>, slo: &str) -> Answer {
+async fn slo_burn(shared: &Shared, m: &BTreeMap<String, String>, slo: &str) -> Answer {
     let cfg = shared.config();
     let Some(def) = cfg.slos.get(slo) else {
         let known: Vec<String> = cfg.slos.keys().cloned().collect();
@@ -478,28 +478,54 @@ fn slo_burn(shared: &Shared, m: &BTreeMap<String, String>, slo: &str) -> Answer 
             }
         },
     };
-    let Some(burn) = shared.budget.burn_rate(slo, window, unix_now() as i64) else {
-        return refuse(
+    let now = unix_now() as i64;
+    let no_state = || {
+        refuse(
             StatusCode::SERVICE_UNAVAILABLE,
             format!("SLO `{slo}` has no live state yet"),
-        );
+        )
+    };
+    // With peers, the whole SLO's events (every shard's), else this daemon's.
+    let (burn, shards) = if super::peers::peered(shared) {
+        let Some((good, bad, budget, g)) =
+            super::peers::whole_totals(shared, slo, window, now).await
+        else {
+            return no_state();
+        };
+        (crate::slo::burn_rate(good, bad, budget), Some(g))
+    } else {
+        match shared.budget.burn_rate(slo, window, now) {
+            Some(b) => (b, None),
+            None => return no_state(),
+        }
     };
     let passed = burn <= max;
-    Answer {
-        status: if passed {
-            StatusCode::OK
-        } else {
-            StatusCode::PRECONDITION_FAILED
-        },
-        body: json!({
-            "mode": "slo",
-            "slo": slo,
-            "window": crate::units::format_duration(window),
-            "burn_rate": finite(burn),
-            "max_burn_rate": max,
-            "passed": passed,
-        }),
+    let mut body = json!({
+        "mode": "slo",
+        "slo": slo,
+        "window": crate::units::format_duration(window),
+        "burn_rate": finite(burn),
+        "max_burn_rate": max,
+        "passed": passed,
+    });
+    let mut status = if passed {
+        StatusCode::OK
+    } else {
+        StatusCode::PRECONDITION_FAILED
+    };
+    if let Some(g) = shards {
+        g.describe(&mut body);
+        // A shard's events unknown: no verdict on the canary either way.
+        if !g.missing().is_empty() {
+            status = StatusCode::SERVICE_UNAVAILABLE;
+            body["passed"] = Value::Null;
+            body["reason"] = json!(format!(
+                "inconclusive: shards {:?} did not answer, so the whole SLO's burn is unknown",
+                g.missing()
+            ));
+        }
     }
+    Answer { status, body }
 }
 
 #[cfg(test)]

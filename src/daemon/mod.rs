@@ -19,6 +19,7 @@
 mod api;
 mod hooks;
 mod lifecycle;
+mod peers;
 mod reload;
 mod restore;
 mod runs;

@@ -62,7 +62,7 @@ pub struct SloStatus {
 }
 
 impl SloStatus {
-    fn of(window: Duration, (good, bad): (u64, u64), budget: f64) -> Self {
+    pub(super) fn of(window: Duration, (good, bad): (u64, u64), budget: f64) -> Self {
         SloStatus {
             window,
             good,

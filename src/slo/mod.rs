@@ -6,6 +6,7 @@
 
 mod calendar;
 mod math;
+mod merge;
 pub mod restore;
 mod tiers;
 mod window;
@@ -17,6 +18,7 @@ pub use calendar::{Calendar, CalendarUnit, rfc3339_in};
 pub use math::{
     SloReport, SloStatus, TierStatus, burn_rate, error_ratio, evaluate, sli, time_to_exhaustion,
 };
+pub use merge::{Counts, merged};
 pub use tiers::{Severity, Tier, default_tiers};
 pub use window::{STANDARD_WINDOWS, Windows, window_minutes};
 

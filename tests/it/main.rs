@@ -27,6 +27,7 @@ mod panels;
 mod restore;
 mod rules;
 mod secrets;
+mod shards;
 mod signals;
 mod slo;
 mod stall;
