@@ -152,6 +152,8 @@ pub struct Server {
     pub header_timeout: Duration,
     /// Cap on the daemon's own open HTTP connections (lowered further to fit the fd limit).
     pub max_connections: u32,
+    /// How the protobuf exposition writes histograms (native schema, classic buckets or not).
+    pub native_histograms: crate::metrics::NativeOptions,
 }
 
 #[derive(Debug, Clone)]

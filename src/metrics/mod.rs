@@ -19,14 +19,20 @@ mod accept;
 mod encode;
 mod exemplar;
 mod families;
+mod native;
 mod process;
 mod profile;
+mod proto;
+mod protobuf;
 mod registry;
 mod slo;
 mod text;
 
+pub use accept::{Format, PROTOBUF};
 pub use families::*;
+pub use native::{DEFAULT_SCHEMA, MIN_SCHEMA, RECORD_SCHEMA};
 pub use process::ProcessStats;
+pub use protobuf::NativeOptions;
 pub use profile::{
     ERROR_NONE, ITERATION_RESULTS, ProfileMetrics, STATUS_NONE, STATUS_OTHER, STEP_FAILURE_REASONS,
     StepLayout,
