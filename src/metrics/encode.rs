@@ -11,8 +11,8 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use super::families::*;
 use super::process::ProcessStats;
-use super::protobuf::{self, NativeOptions};
 use super::profile::{Hist, PHASES_BY_LABEL, ProfileMetrics};
+use super::protobuf::{self, NativeOptions};
 use super::registry::State;
 use super::slo::{ReportGauges, SloMetrics};
 use super::text::{Encoder, Family, Sink, Value, label_set, write_u64};

@@ -22,7 +22,7 @@ mod families;
 mod native;
 mod process;
 mod profile;
-mod proto;
+pub mod proto;
 mod protobuf;
 mod registry;
 mod slo;
@@ -32,11 +32,11 @@ pub use accept::{Format, PROTOBUF};
 pub use families::*;
 pub use native::{DEFAULT_SCHEMA, MIN_SCHEMA, RECORD_SCHEMA};
 pub use process::ProcessStats;
-pub use protobuf::NativeOptions;
 pub use profile::{
     ERROR_NONE, ITERATION_RESULTS, ProfileMetrics, STATUS_NONE, STATUS_OTHER, STEP_FAILURE_REASONS,
     StepLayout,
 };
+pub use protobuf::NativeOptions;
 pub use registry::Metrics;
 pub use slo::{SloMetrics, window_label};
 pub use text::{CHUNK, Family, Kind, Sink};

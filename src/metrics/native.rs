@@ -119,7 +119,8 @@ impl NativeCounts {
         };
         let i = (key - LOW_KEY) as usize;
         if let Some(octave) = self.octaves.get(i / PER_OCTAVE) {
-            let counters = octave.get_or_init(|| Box::new(std::array::from_fn(|_| AtomicU64::new(0))));
+            let counters =
+                octave.get_or_init(|| Box::new(std::array::from_fn(|_| AtomicU64::new(0))));
             counters[i % PER_OCTAVE].fetch_add(1, Relaxed);
         }
     }
@@ -164,7 +165,15 @@ mod tests {
 
     #[test]
     fn values_fall_in_the_bucket_whose_bounds_hold_them() {
-        for nanos in [1u64, 7, 999, 1_000_000, 12_345_678, 250_000_000, 3_000_000_000] {
+        for nanos in [
+            1u64,
+            7,
+            999,
+            1_000_000,
+            12_345_678,
+            250_000_000,
+            3_000_000_000,
+        ] {
             let c = NativeCounts::default();
             c.record(nanos);
             let v = nanos as f64 / 1e9;
@@ -175,7 +184,10 @@ mod tests {
                 assert_eq!(n, 1);
                 let base = 2f64.powf(2f64.powi(-schema));
                 let (lo, hi) = (base.powf(k as f64 - 1.0), base.powf(k as f64));
-                assert!(lo < v * 1.000_001 && v <= hi * 1.000_001, "{v} in ({lo}, {hi}]");
+                assert!(
+                    lo < v * 1.000_001 && v <= hi * 1.000_001,
+                    "{v} in ({lo}, {hi}]"
+                );
             }
         }
     }
@@ -183,7 +195,16 @@ mod tests {
     #[test]
     fn merging_keeps_every_count_and_extremes_are_bounded() {
         let c = NativeCounts::default();
-        let values = [0u64, 1, 2, 500, 1_000_000, 1_000_001, 7_000_000_000_000, u64::MAX];
+        let values = [
+            0u64,
+            1,
+            2,
+            500,
+            1_000_000,
+            1_000_001,
+            7_000_000_000_000,
+            u64::MAX,
+        ];
         for v in values {
             c.record(v);
         }

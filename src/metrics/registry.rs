@@ -6,10 +6,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::accept::{self, Format};
-use super::protobuf::NativeOptions;
 use super::encode::{self, Snapshot};
 use super::process::{self, ProcessStats};
 use super::profile::{LocalTotals, ProfileMetrics, StepLayout};
+use super::protobuf::NativeOptions;
 use super::slo::SloMetrics;
 use super::text::{self, label_set};
 
