@@ -181,12 +181,7 @@ fn issue_33_a_real_prometheus_reads_native_histograms_that_match_the_classic_one
             .copied()
             .find(|b| *b >= c)
             .unwrap_or(f64::INFINITY);
-        let lo = BUCKETS
-            .iter()
-            .copied()
-            .filter(|b| *b < c)
-            .last()
-            .unwrap_or(0.0);
+        let lo = BUCKETS.iter().copied().rfind(|b| *b < c).unwrap_or(0.0);
         eprintln!("q{q}: classic {c:.6} s, native {nq:.6} s");
         assert!(
             nq > lo / base && nq <= hi * base,
