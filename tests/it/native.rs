@@ -265,3 +265,73 @@ fn issue_33_an_out_of_range_schema_is_a_positioned_config_error() {
         "{stdout}"
     );
 }
+
+/// The protobuf scrape is streamed as the text is: the chunks put together decode to the same
+/// families as the whole exposition, every full chunk ends between families, and a reader that
+/// leaves gets no more chunks.
+#[test]
+fn issue_33_a_streamed_protobuf_exposition_is_the_whole_one_in_family_aligned_chunks() {
+    use sloburn::http::{Outcome, Phases};
+    use sloburn::metrics::{CHUNK, Format, Metrics};
+    let m = Metrics::new("x");
+    for i in 0..300u64 {
+        let p = m.profile(
+            &format!("t{i}"),
+            &format!("p{i}"),
+            &[0.01, 0.1, 1.0],
+            &["status".to_string()],
+        );
+        for j in 0..20 {
+            let o = Outcome {
+                phases: Phases {
+                    waiting: Duration::from_micros(100 + 997 * (i + j)),
+                    ..Phases::default()
+                },
+                status: Some(200),
+                ..Outcome::default()
+            };
+            p.observe(&o, Duration::ZERO, &[true]);
+        }
+        m.init_profile(&format!("p{i}"));
+    }
+    let decode = |mut bytes: &[u8]| {
+        let mut names = Vec::new();
+        while !bytes.is_empty() {
+            let f = MetricFamily::decode_length_delimited(&mut bytes).expect("a family");
+            // The process figures are read per call: compare without them.
+            if !f.name().starts_with("process_") && !f.name().starts_with("sloburn_runtime_") {
+                names.push(f);
+            }
+        }
+        names
+    };
+    let whole = m.encode_protobuf();
+    assert!(whole.len() > 2 * CHUNK, "{} bytes: too few", whole.len());
+    let chunks = Arc::new(std::sync::Mutex::new(Vec::<Vec<u8>>::new()));
+    let got = chunks.clone();
+    m.encode_format_streamed(
+        Format::Protobuf,
+        Box::new(move |c| {
+            got.lock().unwrap().push(c);
+            true
+        }),
+    );
+    let chunks = chunks.lock().unwrap();
+    assert!(chunks.len() >= 2, "{} chunks", chunks.len());
+    for c in &chunks[..chunks.len() - 1] {
+        assert!(c.len() >= CHUNK, "{}", c.len());
+        // Each chunk decodes on its own: it ends where a family does.
+        assert!(!decode(c).is_empty());
+    }
+    assert_eq!(decode(&chunks.concat()), decode(&whole));
+    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = calls.clone();
+    m.encode_format_streamed(
+        Format::Protobuf,
+        Box::new(move |_| {
+            seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            false
+        }),
+    );
+    assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 1);
+}
