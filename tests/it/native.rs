@@ -335,3 +335,53 @@ fn issue_33_a_streamed_protobuf_exposition_is_the_whole_one_in_family_aligned_ch
     );
     assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 1);
 }
+
+/// A sampled request's exemplar rides on its classic bucket, or in the histogram's own
+/// exemplars when classic buckets are off.
+#[test]
+fn issue_33_exemplars_are_in_the_protobuf_histogram() {
+    use opentelemetry::trace::{SpanId, TraceId};
+    use sloburn::http::{Outcome, Phases};
+    use sloburn::metrics::{Metrics, NativeOptions};
+    let m = Metrics::new("x");
+    let p = m.profile("t", "p", &[0.01, 0.1, 1.0], &[]);
+    let o = Outcome {
+        phases: Phases {
+            waiting: Duration::from_millis(50),
+            ..Phases::default()
+        },
+        status: Some(200),
+        ..Outcome::default()
+    };
+    p.observe(&o, Duration::ZERO, &[]);
+    let trace = TraceId::from_bytes([0xab; 16]);
+    p.exemplar(0, 0.05, trace, SpanId::from_bytes([0xcd; 8]));
+    let histogram = |m: &Metrics| {
+        let bytes = m.encode_protobuf();
+        let mut rest = &bytes[..];
+        loop {
+            let f = MetricFamily::decode_length_delimited(&mut rest).expect("the family");
+            if f.name() == DURATION {
+                return f.metric[0].histogram.clone().unwrap();
+            }
+        }
+    };
+    let h = histogram(&m);
+    let with: Vec<_> = h.bucket.iter().filter(|b| b.exemplar.is_some()).collect();
+    assert_eq!(with.len(), 1, "{h:?}");
+    assert_eq!(with[0].upper_bound(), 0.1);
+    let x = with[0].exemplar.as_ref().unwrap();
+    assert_eq!(x.value(), 0.05);
+    assert_eq!(x.label[0].value(), "ab".repeat(16));
+    assert_eq!(x.label[1].value(), "cd".repeat(8));
+    assert!(h.exemplars.is_empty());
+
+    m.set_native_options(NativeOptions {
+        schema: 3,
+        classic_buckets: false,
+    });
+    let h = histogram(&m);
+    assert!(h.bucket.is_empty());
+    assert_eq!(h.exemplars.len(), 1, "{h:?}");
+    assert_eq!(h.exemplars[0].value(), 0.05);
+}
