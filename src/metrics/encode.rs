@@ -1,6 +1,6 @@
-//! The exposition, in the classic text format or OpenMetrics 1.0: one pass over [`FAMILIES`],
-//! each family's samples read from a [`Snapshot`] of the registry by the [`Source`] that
-//! [`source`] names for it. A family without samples is left out, header included.
+//! The exposition, in the classic text format, OpenMetrics 1.0 or protobuf (`protobuf.rs`):
+//! one pass over [`FAMILIES`], each family's samples read from a [`Snapshot`] of the registry
+//! by the [`Source`] that [`source`] names for it. A family without samples is left out, header included.
 //!
 //! Ordering is deterministic: families in table order (by name), series by label values in
 //! byte order (`le` in numeric order), so golden tests can compare whole lines.

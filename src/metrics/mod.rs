@@ -1,6 +1,7 @@
 //! Metrics: every family sloburn exposes ([`FAMILIES`], in `families`), the registry
 //! ([`Metrics`], in `registry`: built by `main`/the daemon and passed down, no global), and the
-//! exposition in the classic text format or OpenMetrics 1.0 (`encode`, over the `text` writer).
+//! exposition in the classic text format, OpenMetrics 1.0 (`encode`, over the `text` writer)
+//! or protobuf with native histograms (`protobuf`, `native`, `proto`).
 //!
 //! The hot path never takes a lock: a run looks up its [`ProfileMetrics`] (and [`SloMetrics`])
 //! once, then records each request with atomic adds into fixed arrays. The maps and the
