@@ -1,5 +1,5 @@
 //! Scrape cost of a large config: 20 targets × 20 profiles (400 series sets with the default 13
-//! buckets and 3 checks) plus 20 SLOs, timed through `Metrics::encode` in both formats, and the
+//! buckets and 3 checks) plus 20 SLOs, timed through `Metrics::encode` in both text formats and `Metrics::encode_protobuf`, and the
 //! cost of one `observe` on the hot path. Run with `cargo run --release --example scrape_cost`.
 
 use std::time::{Duration, Instant};
@@ -62,6 +62,21 @@ fn main() {
             .collect();
         println!(
             "encode {label}: {bytes} bytes, {lines} lines; 50 scrapes: {}",
+            stats(times)
+        );
+    }
+
+    {
+        let bytes = m.encode_protobuf().len();
+        let times: Vec<f64> = (0..50)
+            .map(|_| {
+                let start = Instant::now();
+                std::hint::black_box(m.encode_protobuf());
+                start.elapsed().as_secs_f64() * 1e3
+            })
+            .collect();
+        println!(
+            "encode protobuf (native schema 3 + classic): {bytes} bytes; 50 scrapes: {}",
             stats(times)
         );
     }

@@ -155,6 +155,8 @@ pub struct Server {
     /// The other shards' APIs (`server.peers`), each a base URL (`http://host:port`), as
     /// written: `{i}` stands for a shard index and is expanded by [`Server::peer_urls`].
     pub peers: Vec<String>,
+    /// How the protobuf exposition writes histograms (native schema, classic buckets or not).
+    pub native_histograms: crate::metrics::NativeOptions,
 }
 
 impl Server {

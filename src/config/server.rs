@@ -5,6 +5,7 @@ use super::secrets::secret;
 use super::walk::{self, Ctx};
 use super::yaml::Node;
 use super::{Env, Secret, Server};
+use crate::metrics::{self, NativeOptions};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
@@ -20,6 +21,7 @@ pub fn server(ctx: &mut Ctx, node: Option<&Node>, base: &Path, env: &Env) -> Opt
         header_timeout: Duration::from_secs(10),
         max_connections: 512,
         peers: Vec::new(),
+        native_histograms: NativeOptions::default(),
     };
     let Some(node) = node else {
         return Some(server);
@@ -38,6 +40,7 @@ pub fn server(ctx: &mut Ctx, node: Option<&Node>, base: &Path, env: &Env) -> Opt
             "header_timeout",
             "max_connections",
             "peers",
+            "native_histograms",
         ],
     )?;
     if let Some(n) = f.get("listen") {
@@ -100,6 +103,9 @@ pub fn server(ctx: &mut Ctx, node: Option<&Node>, base: &Path, env: &Env) -> Opt
     if let Some(n) = f.get("peers") {
         server.peers = peers(ctx, n, &f.path_of("peers"));
     }
+    if let Some(n) = f.get("native_histograms") {
+        server.native_histograms = native_histograms(ctx, n, &f.path_of("native_histograms"));
+    }
     if server.protect_reads && server.admin_token.is_none() {
         ctx.error(
             node.pos,
@@ -159,6 +165,41 @@ fn peers(ctx: &mut Ctx, node: &Node, path: &str) -> Vec<String> {
         }
     }
     out
+}
+
+/// `native_histograms: {schema, classic_buckets}`: how the protobuf exposition writes
+/// histograms. The schema is a whole number from -4 to 5 (the resolution native buckets are
+/// counted at).
+fn native_histograms(ctx: &mut Ctx, node: &Node, path: &str) -> NativeOptions {
+    let mut opts = NativeOptions::default();
+    let Some(f) = walk::fields(ctx, node, path, &["schema", "classic_buckets"]) else {
+        return opts;
+    };
+    if let Some(n) = f.get("schema") {
+        let path = f.path_of("schema");
+        match walk::number(ctx, n, &path) {
+            Some(v)
+                if v.fract() == 0.0
+                    && (f64::from(metrics::MIN_SCHEMA)..=f64::from(metrics::RECORD_SCHEMA))
+                        .contains(&v) =>
+            {
+                opts.schema = v as i32;
+            }
+            Some(_) => ctx.error(
+                n.pos,
+                &path,
+                format!(
+                    "must be a whole number from {} to {} (each native bucket is 2^(2^-schema) \
+                     times as wide as the last)",
+                    metrics::MIN_SCHEMA,
+                    metrics::RECORD_SCHEMA
+                ),
+            ),
+            None => {}
+        }
+    }
+    opts.classic_buckets = walk::opt_bool(ctx, &f, "classic_buckets", true);
+    opts
 }
 
 /// A token as read: its value when it was resolved, and the text as written.
@@ -225,6 +266,7 @@ mod tests {
                 "http://sloburn-{i}.sloburn:9090".into(),
                 "http://10.0.0.7:9090".into(),
             ],
+            native_histograms: crate::metrics::NativeOptions::default(),
         };
         assert_eq!(
             s.peer_urls(3),

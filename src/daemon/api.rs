@@ -183,23 +183,24 @@ const SCRAPE_WRITE_LIMIT: std::time::Duration = std::time::Duration::from_secs(1
 /// the moment the runs peak, and no runtime worker (where the runs' requests are timed) stalls
 /// for the tens of milliseconds the encoding takes.
 async fn metrics(State(shared): State<AppState>, headers: HeaderMap) -> Response {
-    let om = Metrics::wants_openmetrics(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
+    let format = Metrics::negotiate(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(2);
     let metrics = shared.metrics.clone();
     let runtime = tokio::runtime::Handle::current();
     shared.tracker.spawn_blocking(move || {
         let deadline = tokio::time::Instant::now() + SCRAPE_WRITE_LIMIT;
-        let sink = move |chunk: String| {
+        let sink = move |chunk: Vec<u8>| {
             let sent = runtime.block_on(tokio::time::timeout_at(
                 deadline,
                 tx.send(Bytes::from(chunk)),
             ));
             matches!(sent, Ok(Ok(())))
         };
-        metrics.encode_streamed(om, Box::new(sink));
+        metrics.encode_format_streamed(format, Box::new(sink));
     });
     let body = Body::from_stream(ReceiverStream::new(rx).map(Ok::<_, Infallible>));
-    ([(header::CONTENT_TYPE, Metrics::content_type(om))], body).into_response()
+    let content_type = Metrics::format_content_type(format);
+    ([(header::CONTENT_TYPE, content_type)], body).into_response()
 }
 
 /// The status for anyone; the details (the reason, which may name the store's path, and the

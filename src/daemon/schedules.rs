@@ -31,6 +31,9 @@ fn apply_with(shared: &Arc<Shared>, cfg: Arc<Config>, run_now: &dyn Fn(&str) -> 
         *slot = cfg.clone();
     }
     shared.budget.configure(&cfg, unix_now() as i64);
+    shared
+        .metrics
+        .set_native_options(cfg.server.native_histograms);
     // Profiles another shard owns are not run here: no schedule, no series on /metrics.
     let here = |p: &Profile| shared.assignment(p).run_shard().is_some();
     log_placement(shared, &cfg);

@@ -1,6 +1,6 @@
-//! The exposition, in the classic text format or OpenMetrics 1.0: one pass over [`FAMILIES`],
-//! each family's samples read from a [`Snapshot`] of the registry by the [`Source`] that
-//! [`source`] names for it. A family without samples is left out, header included.
+//! The exposition, in the classic text format, OpenMetrics 1.0 or protobuf (`protobuf.rs`):
+//! one pass over [`FAMILIES`], each family's samples read from a [`Snapshot`] of the registry
+//! by the [`Source`] that [`source`] names for it. A family without samples is left out, header included.
 //!
 //! Ordering is deterministic: families in table order (by name), series by label values in
 //! byte order (`le` in numeric order), so golden tests can compare whole lines.
@@ -12,6 +12,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use super::families::*;
 use super::process::ProcessStats;
 use super::profile::{Hist, PHASES_BY_LABEL, ProfileMetrics};
+use super::protobuf::{self, NativeOptions};
 use super::registry::State;
 use super::slo::{ReportGauges, SloMetrics};
 use super::text::{Encoder, Family, Sink, Value, label_set, write_u64};
@@ -230,26 +231,34 @@ fn restore_rows<'s>(s: &'s Snapshot, pick: fn((u64, u64)) -> u64) -> Rows<'s, f6
 
 /// The whole exposition of `s`; `capacity` is a guess of its size, to allocate once.
 pub(super) fn encode(s: &Snapshot, openmetrics: bool, capacity: usize) -> String {
-    encode_with(s, Encoder::new(openmetrics, capacity))
+    encode_with(s, Encoder::new(openmetrics, capacity)).finish()
 }
 
 /// The exposition of `s` in chunks to `sink`, never whole in memory.
 pub(super) fn encode_streamed(s: &Snapshot, openmetrics: bool, sink: Sink) {
-    encode_with(s, Encoder::streamed(openmetrics, sink));
+    encode_with(s, Encoder::streamed(openmetrics, sink)).finish();
 }
 
-fn encode_with(s: &Snapshot, mut e: Encoder) -> String {
+/// The protobuf exposition of `s`, whole (`sink` `None`, the bytes returned) or in chunks.
+pub(super) fn encode_protobuf(s: &Snapshot, opts: NativeOptions, sink: Option<Sink>) -> Vec<u8> {
+    encode_with(s, Encoder::protobuf(opts, sink)).finish_protobuf()
+}
+
+fn encode_with(s: &Snapshot, mut e: Encoder) -> Encoder {
     for f in &FAMILIES {
         match source(f) {
             Some(Source::Floats(rows)) => write_rows(&mut e, f, rows(s)),
             Some(Source::Counts(rows)) => write_rows(&mut e, f, rows(s)),
             Some(Source::PerProfile(get)) => per_profile(&mut e, f, &s.profiles, get),
+            Some(Source::Histograms(series)) if e.proto.is_some() => {
+                protobuf::histograms(&mut e, f, &s.profiles, series)
+            }
             Some(Source::Histograms(series)) => histograms(&mut e, f, &s.profiles, series),
             Some(Source::Labelled(write)) => write(&mut e, f, &s.profiles),
             None => {}
         }
     }
-    e.finish()
+    e
 }
 
 /// A single unlabelled sample, when the value is known.

@@ -1,6 +1,7 @@
 //! Metrics: every family sloburn exposes ([`FAMILIES`], in `families`), the registry
 //! ([`Metrics`], in `registry`: built by `main`/the daemon and passed down, no global), and the
-//! exposition in the classic text format or OpenMetrics 1.0 (`encode`, over the `text` writer).
+//! exposition in the classic text format, OpenMetrics 1.0 (`encode`, over the `text` writer)
+//! or protobuf with native histograms (`protobuf`, `native`, `proto`).
 //!
 //! The hot path never takes a lock: a run looks up its [`ProfileMetrics`] (and [`SloMetrics`])
 //! once, then records each request with atomic adds into fixed arrays. The maps and the
@@ -19,18 +20,24 @@ mod accept;
 mod encode;
 mod exemplar;
 mod families;
+mod native;
 mod process;
 mod profile;
+pub mod proto;
+mod protobuf;
 mod registry;
 mod slo;
 mod text;
 
+pub use accept::{Format, PROTOBUF};
 pub use families::*;
+pub use native::{DEFAULT_SCHEMA, MIN_SCHEMA, RECORD_SCHEMA};
 pub use process::ProcessStats;
 pub use profile::{
     ERROR_NONE, ITERATION_RESULTS, ProfileMetrics, STATUS_NONE, STATUS_OTHER, STEP_FAILURE_REASONS,
     StepLayout,
 };
+pub use protobuf::NativeOptions;
 pub use registry::Metrics;
 pub use slo::{SloMetrics, window_label};
 pub use text::{CHUNK, Family, Kind, Sink};

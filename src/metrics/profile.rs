@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
+use super::native::NativeCounts;
 use super::text::{escape_label_into, label_set, le_value};
 use crate::http::{ErrorClass, Outcome, Phase};
 
@@ -97,6 +98,8 @@ fn bound_nanos(seconds: f64) -> u64 {
 pub(super) struct Hist {
     buckets: Box<[AtomicU64]>,
     sum_nanos: AtomicU64,
+    /// The same observations in native buckets, for the protobuf exposition.
+    pub native: NativeCounts,
 }
 
 impl Hist {
@@ -106,6 +109,7 @@ impl Hist {
                 .map(|_| AtomicU64::new(0))
                 .collect(),
             sum_nanos: AtomicU64::new(0),
+            native: NativeCounts::default(),
         }
     }
 
@@ -114,6 +118,7 @@ impl Hist {
         if let Some(b) = self.buckets.get(bounds.index(nanos)) {
             b.fetch_add(1, Relaxed);
         }
+        self.native.record(nanos);
         self.sum_nanos.fetch_add(nanos, Relaxed);
     }
 

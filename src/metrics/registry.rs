@@ -5,10 +5,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use super::accept;
+use super::accept::{self, Format};
 use super::encode::{self, Snapshot};
 use super::process::{self, ProcessStats};
 use super::profile::{LocalTotals, ProfileMetrics, StepLayout};
+use super::protobuf::NativeOptions;
 use super::slo::SloMetrics;
 use super::text::{self, label_set};
 
@@ -55,6 +56,8 @@ pub(super) struct State {
     pub(super) telemetry: Option<Arc<crate::telemetry::ExportStats>>,
     /// The start-up restore from Prometheus: its phase and, per SLO, (restored, gap) minutes.
     pub(super) restore: Option<(&'static str, RestoreCoverage)>,
+    /// How the protobuf format writes histograms (`server.native_histograms`).
+    pub(super) native: NativeOptions,
 }
 
 impl State {
@@ -273,6 +276,40 @@ impl Metrics {
 
     pub fn store_flush(&self, ok: bool) {
         lock(&self.inner.state).store_flushes[usize::from(!ok)] += 1;
+    }
+
+    /// The protobuf format's histogram options, from the config (at start and each reload).
+    pub fn set_native_options(&self, opts: NativeOptions) {
+        lock(&self.inner.state).native = opts;
+    }
+
+    /// The format an `Accept` header prefers (see [`accept::negotiate`]).
+    pub fn negotiate(accept_header: Option<&str>) -> Format {
+        accept::negotiate(accept_header)
+    }
+
+    pub fn format_content_type(format: Format) -> &'static str {
+        accept::format_content_type(format)
+    }
+
+    /// The whole protobuf exposition (tests; `/metrics` streams it).
+    pub fn encode_protobuf(&self) -> Vec<u8> {
+        self.with_snapshot(&process::read(), runtime_tasks(), |snapshot| {
+            encode::encode_protobuf(snapshot, snapshot.state.native, None)
+        })
+    }
+
+    /// The exposition in `format`, in chunks to `sink` (the `/metrics` endpoint).
+    pub fn encode_format_streamed(&self, format: Format, sink: text::Sink) {
+        match format {
+            Format::Text => self.encode_streamed(false, sink),
+            Format::OpenMetrics => self.encode_streamed(true, sink),
+            Format::Protobuf => {
+                self.with_snapshot(&process::read(), runtime_tasks(), |snapshot| {
+                    encode::encode_protobuf(snapshot, snapshot.state.native, Some(sink));
+                });
+            }
+        }
     }
 
     pub fn content_type(openmetrics: bool) -> &'static str {

@@ -10,6 +10,8 @@
 
 use std::fmt::Write as _;
 
+use super::protobuf::{NativeOptions, ProtoOut};
+
 /// What a family is; decides the TYPE line and the sample suffixes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -115,17 +117,25 @@ pub fn write_u64(out: &mut String, v: u64) {
 /// A sample value: counts are written as integers, everything else as floats.
 pub trait Value: Copy {
     fn write(self, out: &mut String);
+    /// The value as the protobuf format carries it.
+    fn as_f64(self) -> f64;
 }
 
 impl Value for f64 {
     fn write(self, out: &mut String) {
         write_f64(out, self);
     }
+    fn as_f64(self) -> f64 {
+        self
+    }
 }
 
 impl Value for u64 {
     fn write(self, out: &mut String) {
         write_u64(out, self);
+    }
+    fn as_f64(self) -> f64 {
+        self as f64
     }
 }
 
@@ -134,7 +144,7 @@ impl Value for u64 {
 pub const CHUNK: usize = 256 * 1024;
 
 /// Takes each full chunk of a streamed exposition; false when nobody reads any more.
-pub type Sink = Box<dyn FnMut(String) -> bool + Send>;
+pub type Sink = Box<dyn FnMut(Vec<u8>) -> bool + Send>;
 
 /// Writes families in order into one String, or in chunks of about [`CHUNK`] bytes, each
 /// ending at a line's end, to a [`Sink`].
@@ -144,6 +154,8 @@ pub struct Encoder {
     sink: Option<Sink>,
     /// The sink's reader went away: the rest is written and dropped chunk by chunk.
     discard: bool,
+    /// Set for the protobuf format: families and samples go there, not to `out`.
+    pub(super) proto: Option<Box<ProtoOut>>,
 }
 
 impl Encoder {
@@ -153,6 +165,7 @@ impl Encoder {
             openmetrics,
             sink: None,
             discard: false,
+            proto: None,
         }
     }
 
@@ -162,6 +175,53 @@ impl Encoder {
             openmetrics,
             sink: Some(sink),
             discard: false,
+            proto: None,
+        }
+    }
+
+    /// An encoder of the protobuf format, whole (`sink` `None`) or streamed.
+    pub(super) fn protobuf(opts: NativeOptions, sink: Option<Sink>) -> Encoder {
+        Encoder {
+            out: String::new(),
+            openmetrics: false,
+            sink,
+            discard: false,
+            proto: Some(Box::new(ProtoOut::new(opts))),
+        }
+    }
+
+    /// Hands the protobuf bytes over once a chunk is full (streamed only); called between
+    /// families.
+    fn flush_proto(&mut self) {
+        let Some(p) = self.proto.as_mut() else {
+            return;
+        };
+        if p.bytes.len() < CHUNK {
+            return;
+        }
+        if let Some(sink) = self.sink.as_mut() {
+            if !sink(std::mem::take(&mut p.bytes)) {
+                self.sink = None;
+                self.discard = true;
+            }
+        } else if self.discard {
+            p.bytes.clear();
+        }
+    }
+
+    /// The whole protobuf exposition (empty when streamed: the last chunk goes to the sink).
+    pub(super) fn finish_protobuf(mut self) -> Vec<u8> {
+        let Some(mut p) = self.proto.take() else {
+            return Vec::new();
+        };
+        p.end_family();
+        match self.sink.as_mut() {
+            Some(sink) => {
+                sink(std::mem::take(&mut p.bytes));
+                Vec::new()
+            }
+            None if self.discard => Vec::new(),
+            None => p.bytes,
         }
     }
 
@@ -172,7 +232,7 @@ impl Encoder {
         }
         if let Some(sink) = self.sink.as_mut() {
             let chunk = std::mem::replace(&mut self.out, String::with_capacity(CHUNK + CHUNK / 8));
-            if !sink(chunk) {
+            if !sink(chunk.into_bytes()) {
                 self.sink = None;
                 self.discard = true;
             }
@@ -184,6 +244,11 @@ impl Encoder {
     /// The HELP/TYPE (and UNIT) block. Callers skip it for families with no samples, so no
     /// family is announced without a series.
     pub fn header(&mut self, f: &Family) {
+        if let Some(p) = self.proto.as_mut() {
+            p.start_family(f);
+            self.flush_proto();
+            return;
+        }
         let kind = match f.kind {
             Kind::Counter => "counter",
             Kind::Gauge => "gauge",
@@ -240,6 +305,10 @@ impl Encoder {
         extra: Option<(&str, &str)>,
         v: impl Value,
     ) {
+        if let Some(p) = self.proto.as_mut() {
+            p.sample(labels, extra, v.as_f64());
+            return;
+        }
         self.start(name, suffix, labels, extra);
         v.write(&mut self.out);
         self.out.push('\n');
@@ -253,7 +322,7 @@ impl Encoder {
         }
         match self.sink.as_mut() {
             Some(sink) => {
-                sink(std::mem::take(&mut self.out));
+                sink(std::mem::take(&mut self.out).into_bytes());
                 String::new()
             }
             None if self.discard => String::new(),

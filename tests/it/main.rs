@@ -20,6 +20,7 @@ mod k6;
 mod k6_journeys;
 mod load;
 mod metrics;
+mod native;
 mod openslo;
 mod otel;
 mod owned;

@@ -562,7 +562,7 @@ fn a_streamed_exposition_is_the_whole_text_in_line_aligned_chunks() {
         m.encode_streamed(
             om,
             Box::new(move |c| {
-                got.lock().unwrap().push(c);
+                got.lock().unwrap().push(String::from_utf8(c).unwrap());
                 true
             }),
         );
