@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use rusqlite::{TransactionBehavior, params};
+use rusqlite::params;
 
 use super::*;
 
@@ -96,15 +96,7 @@ impl Store {
     /// Deletes every SLO not named in `keep` (SLOs removed from the config). Returns rows deleted.
     pub fn prune_unknown(&mut self, keep: &[&str]) -> Result<usize, StoreError> {
         let keep: BTreeSet<&str> = keep.iter().copied().collect();
-        let path = &self.path;
-        let sql = |error| StoreError::Sqlite {
-            path: path.clone(),
-            error,
-        };
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sql)?;
+        let (tx, sql) = self.write_tx()?;
         let stored: Vec<String> = {
             let mut stmt = tx
                 .prepare("SELECT DISTINCT slo FROM slo_minutes")
@@ -126,17 +118,7 @@ impl Store {
         &mut self,
         rows: impl Iterator<Item = (&'a str, i64, u64, u64)>,
     ) -> Result<(), StoreError> {
-        let path = &self.path;
-        let sql = |error| StoreError::Sqlite {
-            path: path.clone(),
-            error,
-        };
-        // IMMEDIATE takes the write lock up front, so a competing writer makes us wait out the
-        // busy timeout instead of failing halfway through the batch.
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sql)?;
+        let (tx, sql) = self.write_tx()?;
         {
             let mut stmt = tx.prepare_cached(UPSERT).map_err(sql)?;
             for (slo, minute, good, bad) in rows {

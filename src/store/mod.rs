@@ -292,10 +292,35 @@ impl Store {
     }
 
     fn sql(&self, error: rusqlite::Error) -> StoreError {
-        StoreError::Sqlite {
-            path: self.path.clone(),
-            error,
-        }
+        sql_error(&self.path)(error)
+    }
+
+    /// A write transaction and the error of its statements. IMMEDIATE takes the write lock up
+    /// front, so a competing writer makes us wait out the busy timeout instead of failing
+    /// halfway through.
+    fn write_tx(
+        &mut self,
+    ) -> Result<
+        (
+            rusqlite::Transaction<'_>,
+            impl Fn(rusqlite::Error) -> StoreError + Copy + '_,
+        ),
+        StoreError,
+    > {
+        let sql = sql_error(&self.path);
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sql)?;
+        Ok((tx, sql))
+    }
+}
+
+/// The error of a failed statement on the store at `path`.
+fn sql_error(path: &Path) -> impl Fn(rusqlite::Error) -> StoreError + Copy + '_ {
+    move |error| StoreError::Sqlite {
+        path: path.to_path_buf(),
+        error,
     }
 }
 

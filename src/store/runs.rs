@@ -1,6 +1,6 @@
 //! The run history: the last runs of each profile as JSON, schema version 2.
 
-use rusqlite::{TransactionBehavior, params};
+use rusqlite::params;
 
 use super::*;
 
@@ -22,15 +22,7 @@ impl Store {
         detail: Option<&str>,
         keep: usize,
     ) -> Result<(), StoreError> {
-        let path = &self.path;
-        let sql = |error| StoreError::Sqlite {
-            path: path.clone(),
-            error,
-        };
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sql)?;
+        let (tx, sql) = self.write_tx()?;
         tx.execute(
             "INSERT OR REPLACE INTO runs (id, profile, started_at, record, detail)
              VALUES (?1, ?2, ?3, ?4, ?5)",
