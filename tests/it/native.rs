@@ -103,29 +103,10 @@ fn protobuf_families(base: &str) -> (String, Vec<MetricFamily>) {
 
 /// Prometheus with native histograms on (it then asks for the protobuf format first).
 fn native_prometheus(scrape: &str) -> Server {
-    let dir = tempfile::tempdir().unwrap();
     let cfg = format!(
         "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: sloburn\n    static_configs:\n      - targets: [\"{scrape}\"]\n"
     );
-    let cfg_path = dir.path().join("prometheus.yml");
-    std::fs::write(&cfg_path, cfg).unwrap();
-    let port = free_port();
-    let mut cmd = std::process::Command::new(which("prometheus"));
-    cmd.arg(format!("--config.file={}", cfg_path.display()))
-        .arg(format!(
-            "--storage.tsdb.path={}",
-            dir.path().join("tsdb").display()
-        ))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .arg("--enable-feature=native-histograms");
-    let prom = Server::spawn(&mut cmd, dir, port);
-    let ready = wait_ready(
-        &format!("{}/-/ready", prom.base),
-        port,
-        Duration::from_secs(30),
-    );
-    assert!(ready, "prometheus did not start:\n{}", prom.log_tail());
-    prom
+    Server::prometheus_with_config(&cfg, &["--enable-feature=native-histograms"])
 }
 
 /// The first value of `q` equal to `want` within `limit`, else the last one seen.

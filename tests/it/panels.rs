@@ -466,32 +466,13 @@ fn every_panel_query_returns_data_after_a_minute_of_the_demo() {
 /// A real Prometheus scraping each address in `scrapes` every second (one job, so the series of
 /// two daemons differ only in `instance`), evaluating `rules` every second.
 pub(crate) fn prometheus_scraping(scrapes: &[String], rules: &Path) -> Server {
-    use crate::support::{free_port, wait_ready, which};
-    let dir = tempfile::tempdir().unwrap();
     let targets: Vec<String> = scrapes.iter().map(|s| format!("\"{s}\"")).collect();
     let cfg = format!(
         "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files: [\"{}\"]\nscrape_configs:\n  - job_name: sloburn\n    static_configs:\n      - targets: [{}]\n",
         rules.display(),
         targets.join(", ")
     );
-    let cfg_path = dir.path().join("prometheus.yml");
-    std::fs::write(&cfg_path, cfg).unwrap();
-    let port = free_port();
-    let mut cmd = std::process::Command::new(which("prometheus"));
-    cmd.arg(format!("--config.file={}", cfg_path.display()))
-        .arg(format!(
-            "--storage.tsdb.path={}",
-            dir.path().join("tsdb").display()
-        ))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"));
-    let prom = Server::spawn(&mut cmd, dir, port);
-    let ready = wait_ready(
-        &format!("{}/-/ready", prom.base),
-        port,
-        Duration::from_secs(30),
-    );
-    assert!(ready, "prometheus did not start:\n{}", prom.log_tail());
-    prom
+    Server::prometheus_with_config(&cfg, &[])
 }
 
 /// Panels that show one value per key (tables, stats, bar gauges), where a series per pod would

@@ -568,8 +568,6 @@ impl Server {
         eval_interval: &str,
         am: Option<&str>,
     ) -> Server {
-        let bin = which("prometheus");
-        let dir = tempfile::tempdir().unwrap();
         let cfg = format!(
             r#"global:
   scrape_interval: 1s
@@ -586,16 +584,24 @@ impl Server {
                 .map(|a| format!("alerting:\n  alertmanagers:\n    - static_configs:\n        - targets: [\"{a}\"]\n"))
                 .unwrap_or_default(),
         );
+        Server::prometheus_with_config(&cfg, &[])
+    }
+
+    /// A real Prometheus with `config` as its `prometheus.yml` and `flags` (feature flags)
+    /// besides its config, storage and listen flags; ready when this returns.
+    pub fn prometheus_with_config(config: &str, flags: &[&str]) -> Server {
+        let dir = tempfile::tempdir().unwrap();
         let cfg_path = dir.path().join("prometheus.yml");
-        std::fs::write(&cfg_path, cfg).unwrap();
+        std::fs::write(&cfg_path, config).unwrap();
         let port = free_port();
-        let mut cmd = Command::new(bin);
+        let mut cmd = Command::new(which("prometheus"));
         cmd.arg(format!("--config.file={}", cfg_path.display()))
             .arg(format!(
                 "--storage.tsdb.path={}",
                 dir.path().join("tsdb").display()
             ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"));
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .args(flags);
         let prom = Server::spawn(&mut cmd, dir, port);
         let ready = wait_ready(
             &format!("{}/-/ready", prom.base),
