@@ -23,37 +23,19 @@ const SLO: &str = "api-availability";
 
 fn config(target: std::net::SocketAddr, data: &std::path::Path, ports: &[u16]) -> String {
     let peers: Vec<String> = ports.iter().map(|p| format!("\"127.0.0.1:{p}\"")).collect();
-    format!(
-        r#"server:
-  admin_token: "${{env:TEST_ADMIN_TOKEN}}"
-  protect_reads: true
-  grace_period: 5s
-  peers: [{peers}]
-storage:
-  path: "{data}"
-  flush_interval: 1s
-targets:
-  api:
-    url: http://{target}/api
-    checks:
-      - status: 200
-profiles:
-  burst:
-    target: api
-    every: 1h
-    run_on_start: true
-    executor: shared-iterations
-    vus: 4
-    iterations: {ITERATIONS}
-slos:
-  {SLO}:
-    target: api
-    sli: availability
-    objective: 99
-    period: 1d
-"#,
-        peers = peers.join(", "),
-        data = data.display()
+    let profiles = format!(
+        "  burst:\n    target: api\n    every: 1h\n    run_on_start: true\n    executor: shared-iterations\n    vus: 4\n    iterations: {ITERATIONS}\n"
+    );
+    let slos = format!(
+        "  {SLO}:\n    target: api\n    sli: availability\n    objective: 99\n    period: 1d\n"
+    );
+    crate::support::daemon_config(target, data, &profiles, &slos).replacen(
+        "server:\n",
+        &format!(
+            "server:\n  protect_reads: true\n  peers: [{}]\n",
+            peers.join(", ")
+        ),
+        1,
     )
 }
 
