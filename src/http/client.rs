@@ -30,6 +30,7 @@ pub(crate) use super::connect::{Dialed, Endpoint, Live, Target};
 use super::dns::select::{DnsSelect, order};
 use super::dns::{Cache, DnsError, Resolver};
 use super::h2::{self, HttpVersion, Pool};
+use super::rx::RxTcp;
 use super::timing::{IoStats, TimingIo};
 use super::tls::{Stream, TlsOptions, server_name, shared_client_config};
 use super::{ErrorClass, Phases};
@@ -263,10 +264,13 @@ impl Client {
         // Nagle would hold back a request body written after its head.
         let _ = tcp.set_nodelay(true);
         let local_port = tcp.local_addr().map(|a| a.port()).unwrap_or(0);
+        let stats = IoStats::new();
+        let tcp = RxTcp::new(tcp, stats.clone());
 
         if !target.tls {
             return Ok(Dialed {
                 stream: Stream::Plain(tcp),
+                stats,
                 local_port,
                 h2: opts.http == HttpVersion::Http2,
             });
@@ -287,6 +291,7 @@ impl Client {
         }
         Ok(Dialed {
             stream: Stream::Tls(Box::new(tls)),
+            stats,
             local_port,
             h2,
         })
@@ -298,7 +303,7 @@ impl Client {
         dialed: Dialed,
         target: &Target<'_>,
     ) -> Result<Live, ErrorClass> {
-        let stats = IoStats::new();
+        let stats = dialed.stats;
         let io = TokioIo::new(TimingIo::new(dialed.stream, stats.clone()));
         let (sender, connection) = hyper::client::conn::http1::Builder::new()
             .handshake(io)

@@ -217,7 +217,12 @@ impl Conn {
         out.headers = parts.headers;
         let read = read_body(&mut body, deadline, self.client.inner.opts.max_body).await;
         let broken = read.error;
-        let end = Instant::now();
+        let now = Instant::now();
+        // A whole response ended when its last bytes arrived, however late its task ran.
+        let end = match (broken, stats.last_read()) {
+            (None, Some(last)) => last.clamp(t0, now),
+            _ => now,
+        };
         out.phases.set_exchange(t0, &stats, head_at, end);
         out.bytes_sent = stats.written() - written0;
         out.bytes_received = stats.read() - read0;

@@ -16,6 +16,8 @@ use super::tls::Stream;
 /// A connected stream, and whether it speaks HTTP/2 (ALPN's pick, or h2c by configuration).
 pub(crate) struct Dialed {
     pub(crate) stream: Stream,
+    /// What the stream's reads and writes report to (its TCP layer, the receive stamps).
+    pub(crate) stats: Arc<IoStats>,
     pub(crate) local_port: u16,
     pub(crate) h2: bool,
 }

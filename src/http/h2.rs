@@ -11,6 +11,7 @@
 //! Errors: a GOAWAY or RST_STREAM from the server is `reset`; a protocol error sloburn's side
 //! detects is `other`; an IO error is classified by its errno as on HTTP/1.1.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
@@ -23,7 +24,17 @@ use tokio::task::JoinHandle;
 use tokio::time::{Instant, timeout_at};
 
 use super::client::{Client, Dialed, Live, RequestSpec, Target, is_idempotent, read_body};
+use super::timing::IoStats;
 use super::{ErrorClass, Outcome, classify_hyper};
+
+/// When what the connection has just delivered reached the host: its latest read's receive
+/// stamp, no earlier than `floor` (the stream's own start) and no later than now.
+fn arrived(stats: &IoStats, floor: Instant) -> Instant {
+    let now = Instant::now();
+    stats
+        .latest_rx()
+        .map_or(now, |rx| rx.clamp(floor.min(now), now))
+}
 
 /// Which HTTP version a target speaks.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -92,6 +103,8 @@ impl Pool {
 /// One open HTTP/2 connection.
 pub(crate) struct H2Live {
     sender: SendRequest<Full<Bytes>>,
+    /// The connection's receive stamps: a stream's answer arrived no later than the latest.
+    stats: Arc<IoStats>,
     local_port: u16,
     tls: bool,
     host: String,
@@ -124,6 +137,7 @@ pub(crate) async fn handshake(dialed: Dialed, target: &Target<'_>) -> Result<H2L
     });
     Ok(H2Live {
         sender,
+        stats: dialed.stats,
         local_port: dialed.local_port,
         tls: target.tls,
         host: target.host.to_string(),
@@ -201,6 +215,7 @@ pub(crate) async fn send(
             return Sent::Done(out);
         };
         let mut sender = live.sender.clone();
+        let stats = live.stats.clone();
         out.local_port = Some(live.local_port);
         drop(guard);
         out.reused = reused;
@@ -222,7 +237,11 @@ pub(crate) async fn send(
             Ok(Err(e)) => Ok(Err(e)),
             Err(e) => Err(e),
         };
-        let head_at = Instant::now();
+        // An answer arrived when its bytes did; a failure is timed when it is seen.
+        let head_at = match sent {
+            Ok(Ok(_)) => arrived(&stats, t0 + out.phases.sending),
+            _ => Instant::now(),
+        };
         let response = match sent {
             Ok(Ok(response)) => response,
             failed => {
@@ -254,7 +273,11 @@ pub(crate) async fn send(
         out.status = Some(parts.status.as_u16());
         out.headers = parts.headers;
         let read = read_body(&mut body, deadline, client.options().max_body).await;
-        out.phases.receiving = Instant::now().saturating_duration_since(head_at);
+        let end = match read.error {
+            None => arrived(&stats, head_at),
+            Some(_) => Instant::now(),
+        };
+        out.phases.receiving = end.saturating_duration_since(head_at);
         out.bytes_sent = req.body.len() as u64;
         out.bytes_received = read.received;
         (out.body, out.body_discarded) = (read.body, read.discarded);

@@ -181,6 +181,7 @@ mod conn;
 mod connect;
 pub mod dns;
 pub mod h2;
+mod rx;
 mod timing;
 pub mod tls;
 

@@ -5,6 +5,10 @@
 //! the outside; the wrapper records them where they happen, in atomics the client reads after
 //! the response head arrives. It sits above TLS so that TLS records which carry no HTTP bytes
 //! (session tickets, handshake) do not count as the first response byte.
+//!
+//! A read is timed by when its bytes reached the host, not when sloburn's task ran it: the TCP
+//! stream below ([`super::rx::RxTcp`]) reports each read's kernel receive stamp, and a read
+//! above it takes the latest one (TLS plaintext can come from no earlier a TCP read).
 
 use std::io;
 use std::pin::Pin;
@@ -25,6 +29,14 @@ pub(crate) struct IoStats {
     read: AtomicU64,
     last_write: AtomicU64,
     first_read: AtomicU64,
+    /// When the bytes of the latest read with data arrived.
+    last_read: AtomicU64,
+    /// When the bytes of the transport's latest read arrived (kernel stamp), zero while the
+    /// transport reports none.
+    rx: AtomicU64,
+    /// When the transport last handed bytes to the kernel for this request, zero while it has
+    /// not (TLS may still hold them).
+    tx: AtomicU64,
     /// Set by a write, cleared by the flush that pushes it out (TLS buffers writes).
     unflushed: AtomicBool,
 }
@@ -37,6 +49,9 @@ impl IoStats {
             read: AtomicU64::new(0),
             last_write: AtomicU64::new(0),
             first_read: AtomicU64::new(0),
+            last_read: AtomicU64::new(0),
+            rx: AtomicU64::new(0),
+            tx: AtomicU64::new(0),
             unflushed: AtomicBool::new(false),
         })
     }
@@ -45,6 +60,8 @@ impl IoStats {
     pub(crate) fn arm(&self) {
         self.last_write.store(0, Ordering::Release);
         self.first_read.store(0, Ordering::Release);
+        self.last_read.store(0, Ordering::Release);
+        self.tx.store(0, Ordering::Release);
     }
 
     pub(crate) fn written(&self) -> u64 {
@@ -55,12 +72,44 @@ impl IoStats {
         self.read.load(Ordering::Acquire)
     }
 
+    /// When the request's last bytes went out: the transport's write when it reports one (the
+    /// moment they reached the kernel, whatever hyper did next), else the wrapper's own.
     pub(crate) fn last_write(&self) -> Option<Instant> {
-        self.decode(self.last_write.load(Ordering::Acquire))
+        self.decode(self.tx.load(Ordering::Acquire))
+            .or_else(|| self.decode(self.last_write.load(Ordering::Acquire)))
     }
 
     pub(crate) fn first_read(&self) -> Option<Instant> {
         self.decode(self.first_read.load(Ordering::Acquire))
+    }
+
+    /// When the bytes of the latest read arrived: a response that ended with that read ended
+    /// then, however late sloburn's task got to it.
+    pub(crate) fn last_read(&self) -> Option<Instant> {
+        self.decode(self.last_read.load(Ordering::Acquire))
+    }
+
+    /// When the transport's latest read's bytes arrived, if it reports any. For HTTP/2, whose
+    /// streams share the reads: a response delivered now arrived no later than this.
+    pub(crate) fn latest_rx(&self) -> Option<Instant> {
+        self.decode(self.rx.load(Ordering::Acquire))
+    }
+
+    /// The transport read bytes that reached the host `at`.
+    pub(crate) fn on_rx(&self, at: Instant) {
+        self.rx.store(self.encode(at), Ordering::Release);
+    }
+
+    /// The transport handed bytes to the kernel `at`.
+    pub(crate) fn on_tx(&self, at: Instant) {
+        self.tx.store(self.encode(at), Ordering::Release);
+    }
+
+    fn encode(&self, at: Instant) -> u64 {
+        let nanos = at.saturating_duration_since(self.base).as_nanos();
+        u64::try_from(nanos)
+            .unwrap_or(u64::MAX - 1)
+            .saturating_add(1)
     }
 
     fn stamp(&self) -> u64 {
@@ -89,13 +138,16 @@ impl IoStats {
     fn on_read(&self, n: usize) {
         if n > 0 {
             self.read.fetch_add(n as u64, Ordering::AcqRel);
+            // The transport's stamp when it gives one: it is never later than now.
+            let at = match self.rx.load(Ordering::Acquire) {
+                0 => self.stamp(),
+                rx => rx,
+            };
+            self.last_read.store(at, Ordering::Release);
             if self.first_read.load(Ordering::Acquire) == 0 {
-                let _ = self.first_read.compare_exchange(
-                    0,
-                    self.stamp(),
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                );
+                let _ =
+                    self.first_read
+                        .compare_exchange(0, at, Ordering::AcqRel, Ordering::Acquire);
             }
         }
     }

@@ -11,8 +11,9 @@ use std::task::{Context, Poll};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
+
+use super::rx::RxTcp;
 
 /// The lowest TLS version a client accepts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -237,8 +238,8 @@ impl rustls::client::danger::ServerCertVerifier for SkipVerify {
 
 /// Plain TCP or TLS over TCP, as one stream type for hyper.
 pub(crate) enum Stream {
-    Plain(TcpStream),
-    Tls(Box<TlsStream<TcpStream>>),
+    Plain(RxTcp),
+    Tls(Box<TlsStream<RxTcp>>),
 }
 
 impl AsyncRead for Stream {

@@ -798,6 +798,44 @@ pub struct ThreadServer {
 
 /// Serves `app` on a free port of 127.0.0.1 until the returned handle is dropped.
 pub fn serve_on_thread(app: axum::Router) -> ThreadServer {
+    on_thread(|listener, stopped| async move {
+        // Not a graceful stop: requests still held (a stalled answer) end with the runtime.
+        tokio::select! {
+            _ = axum::serve(listener, app) => {}
+            _ = stopped => {}
+        }
+    })
+}
+
+/// Accepts connections on a free port of 127.0.0.1 and hands each to `accept` (which spawns
+/// its task), until the returned handle is dropped: for a test server that is no framework.
+pub fn serve_raw_on_thread<F>(accept: F) -> ThreadServer
+where
+    F: Fn(tokio::net::TcpStream) -> tokio::task::JoinHandle<()> + Send + 'static,
+{
+    on_thread(|listener, mut stopped| async move {
+        loop {
+            tokio::select! {
+                got = listener.accept() => match got {
+                    Ok((sock, _)) => {
+                        let _ = sock.set_nodelay(true);
+                        drop(accept(sock));
+                    }
+                    Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+                },
+                _ = &mut stopped => break,
+            }
+        }
+    })
+}
+
+/// Runs `serve` on its own thread and current-thread runtime with a listener on a free port
+/// of 127.0.0.1; it stops when `stopped` fires (the handle is dropped).
+fn on_thread<S, Fut>(serve: S) -> ThreadServer
+where
+    S: FnOnce(tokio::net::TcpListener, tokio::sync::oneshot::Receiver<()>) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()>,
+{
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let addr = listener.local_addr().unwrap();
@@ -809,11 +847,7 @@ pub fn serve_on_thread(app: axum::Router) -> ThreadServer {
             .unwrap();
         rt.block_on(async move {
             let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            // Not a graceful stop: requests still held (a stalled answer) end with the runtime.
-            tokio::select! {
-                _ = axum::serve(listener, app) => {}
-                _ = stopped => {}
-            }
+            serve(listener, stopped).await;
         });
         rt.shutdown_timeout(Duration::from_secs(1));
     });

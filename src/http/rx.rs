@@ -1,0 +1,270 @@
+//! The client's TCP stream, which reads with the kernel's receive timestamp.
+//!
+//! A response's bytes reach the host at one moment and sloburn's task reads them at a later
+//! one: when a stalled target releases its backlog at once, hundreds of connections become
+//! readable together and the last task to be polled reads its answer tens of milliseconds after
+//! it arrived. Timed at the read, that delay (sloburn's own, and worse in a debug build or under
+//! a CPU stall) would count against the target. With `SO_TIMESTAMPNS` the kernel stamps every
+//! received segment and `recvmsg` hands back the stamp of the last segment it read; [`RxTcp`]
+//! reports that moment to the connection's [`IoStats`], which times the response by it.
+//!
+//! The stamp is wall-clock time (the kernel has no monotonic receive stamp); it is turned into
+//! an [`Instant`] by its age at the read, bounded to [`MAX_AGE`] so a stepped clock can never
+//! move a reading by more than that, and never later than the read itself. Where the kernel
+//! gives no stamp (another OS, a socket option refused) the read's own moment is reported.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+use super::timing::IoStats;
+
+/// The oldest a kernel stamp may be at its read. Bytes can wait in the socket this long while
+/// sloburn is stalled; a stamp older than this says the wall clock stepped, and is not used.
+pub(crate) const MAX_AGE: Duration = Duration::from_secs(60);
+
+/// The most a single read asks for: the buffer handed to `recvmsg` is zeroed first (the
+/// kernel writes it, but the safe API takes initialised memory), and hyper's reads grow.
+const MAX_READ: usize = 64 * 1024;
+
+/// A client TCP stream that reports each read's arrival time, and each write's moment, to
+/// `stats`. A write is timed as it enters the kernel: on loopback the send call itself carries
+/// the segment into the server's socket, and a quick server's answer can arrive before the
+/// call returns; the request was sent when it was handed over, the rest is the network's.
+pub(crate) struct RxTcp {
+    inner: TcpStream,
+    stats: Arc<IoStats>,
+    /// Whether the kernel stamps this socket's reads.
+    stamped: bool,
+}
+
+impl RxTcp {
+    pub(crate) fn new(inner: TcpStream, stats: Arc<IoStats>) -> RxTcp {
+        let stamped = enable(&inner);
+        RxTcp {
+            inner,
+            stats,
+            stamped,
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn stamped(&self) -> bool {
+        self.stamped
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn enable(s: &TcpStream) -> bool {
+    nix::sys::socket::setsockopt(s, nix::sys::socket::sockopt::ReceiveTimestampns, &true).is_ok()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn enable(_: &TcpStream) -> bool {
+    false
+}
+
+/// Reads into `dst` with `recvmsg`, returning the count and the kernel's stamp of the last
+/// segment read, as wall-clock time since the epoch.
+#[cfg(target_os = "linux")]
+fn recv_stamped(s: &TcpStream, dst: &mut [u8]) -> io::Result<(usize, Option<Duration>)> {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+    use std::io::IoSliceMut;
+    use std::os::fd::AsRawFd;
+
+    let mut cmsg = nix::cmsg_space!(nix::sys::time::TimeSpec);
+    let mut iov = [IoSliceMut::new(dst)];
+    let msg = recvmsg::<()>(
+        s.as_raw_fd(),
+        &mut iov,
+        Some(&mut cmsg),
+        MsgFlags::MSG_DONTWAIT,
+    )
+    .map_err(io::Error::from)?;
+    let mut at = None;
+    if let Ok(cmsgs) = msg.cmsgs() {
+        for c in cmsgs {
+            if let ControlMessageOwned::ScmTimestampns(ts) = c {
+                let (sec, nsec) = (ts.tv_sec(), ts.tv_nsec());
+                if let (Ok(sec), Ok(nsec)) = (u64::try_from(sec), u32::try_from(nsec)) {
+                    at = Some(Duration::new(sec, nsec));
+                }
+            }
+        }
+    }
+    Ok((msg.bytes, at))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn recv_stamped(_: &TcpStream, _: &mut [u8]) -> io::Result<(usize, Option<Duration>)> {
+    Err(io::ErrorKind::Unsupported.into())
+}
+
+/// The [`Instant`] a wall-clock stamp stands for, given the wall clock and the monotonic clock
+/// read together now: `now` less the stamp's age, the age bounded to `0..=MAX_AGE` (a stamp
+/// past that says the wall clock stepped; then the read's own moment is used).
+pub(crate) fn stamp_instant(stamp: Duration, wall_now: Duration, now: Instant) -> Instant {
+    match wall_now.checked_sub(stamp) {
+        Some(age) if age <= MAX_AGE => now.checked_sub(age).unwrap_or(now),
+        _ => now,
+    }
+}
+
+fn wall_now() -> Duration {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+}
+
+impl AsyncRead for RxTcp {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if !this.stamped {
+            let before = buf.filled().len();
+            ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
+            if buf.filled().len() > before {
+                this.stats.on_rx(Instant::now());
+            }
+            return Poll::Ready(Ok(()));
+        }
+        if buf.remaining() == 0 {
+            return Poll::Ready(Ok(()));
+        }
+        loop {
+            ready!(this.inner.poll_read_ready(cx))?;
+            let want = buf.remaining().min(MAX_READ);
+            let dst = buf.initialize_unfilled_to(want);
+            let inner = &this.inner;
+            match inner.try_io(tokio::io::Interest::READABLE, || recv_stamped(inner, dst)) {
+                Ok((n, stamp)) => {
+                    buf.advance(n);
+                    if n > 0 {
+                        let now = Instant::now();
+                        let at = stamp.map_or(now, |s| stamp_instant(s, wall_now(), now));
+                        this.stats.on_rx(at);
+                    }
+                    return Poll::Ready(Ok(()));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+}
+
+impl AsyncWrite for RxTcp {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let handed = Instant::now();
+        let n = ready!(Pin::new(&mut this.inner).poll_write(cx, buf))?;
+        if n > 0 {
+            this.stats.on_tx(handed);
+        }
+        Poll::Ready(Ok(n))
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let handed = Instant::now();
+        let n = ready!(Pin::new(&mut this.inner).poll_write_vectored(cx, bufs))?;
+        if n > 0 {
+            this.stats.on_tx(handed);
+        }
+        Poll::Ready(Ok(n))
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[test]
+    fn a_stamp_is_placed_by_its_age_and_never_after_the_read() {
+        let now = Instant::now();
+        let wall = Duration::from_secs(1_800_000_000);
+        let ms = Duration::from_millis;
+        assert_eq!(stamp_instant(wall - ms(40), wall, now), now - ms(40));
+        // A stamp from the future (the wall clock stepped back) is the read's own moment.
+        assert_eq!(stamp_instant(wall + ms(5), wall, now), now);
+        // As is one older than any socket holds bytes (the wall clock stepped forward).
+        assert_eq!(stamp_instant(wall - MAX_AGE - ms(1), wall, now), now);
+        assert_eq!(stamp_instant(wall - MAX_AGE, wall, now), now - MAX_AGE);
+    }
+
+    /// Bytes that wait in the socket while the reader is busy are timed when they arrived,
+    /// not when they were read.
+    #[tokio::test]
+    async fn a_read_reports_when_its_bytes_arrived_not_when_it_ran() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (client, accepted) = tokio::join!(TcpStream::connect(addr), listener.accept());
+        let (mut server, _) = accepted.unwrap();
+        let stats = IoStats::new();
+        let mut rx = RxTcp::new(client.unwrap(), stats.clone());
+        assert!(rx.stamped(), "Linux stamps TCP reads");
+        // The first socket to ask turns the kernel's stamping on from a work queue: wait until
+        // a byte that waited in the socket comes back stamped (bounded).
+        let mut one = [0u8; 1];
+        for _ in 0..100 {
+            server.write_all(b".").await.unwrap();
+            std::thread::sleep(Duration::from_millis(20));
+            rx.read_exact(&mut one).await.unwrap();
+            let at = stats.latest_rx().unwrap();
+            if Instant::now() - at >= Duration::from_millis(15) {
+                break;
+            }
+        }
+        server.write_all(b"hello").await.unwrap();
+        let sent = Instant::now();
+        // The reader is late: the bytes sat in the socket for this long.
+        std::thread::sleep(Duration::from_millis(150));
+        let mut got = [0u8; 5];
+        rx.read_exact(&mut got).await.unwrap();
+        let read_at = Instant::now();
+        let arrived = stats.latest_rx().expect("the read was reported");
+        assert_eq!(&got, b"hello");
+        assert!(
+            arrived <= sent + Duration::from_millis(50),
+            "arrival reported {:?} after the write, read {:?} after it",
+            arrived.saturating_duration_since(sent),
+            read_at - sent
+        );
+        assert!(read_at - arrived >= Duration::from_millis(100));
+        // Writes pass through.
+        rx.write_all(b"ok").await.unwrap();
+        let mut back = [0u8; 2];
+        server.read_exact(&mut back).await.unwrap();
+        assert_eq!(&back, b"ok");
+    }
+}
