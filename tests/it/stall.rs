@@ -9,8 +9,10 @@ use crate::support::{
     ADMIN_TOKEN, ThreadServer, daemon_config, metric_sum, request, runtime, serve_raw_on_thread,
     sloburn,
 };
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
+use tokio::net::TcpStream;
+use tokio::sync::{Notify, oneshot};
 use tokio::time::Instant;
 
 /// Stalls start this long after the server's first request, then every [`PERIOD`].
@@ -24,6 +26,18 @@ const SECONDS: u64 = 10;
 #[derive(Default)]
 struct Stalls {
     first: OnceLock<Instant>,
+    /// Connections whose answer waits for a stall's end, for [`releaser`] to answer.
+    held: Mutex<Vec<Held>>,
+    more: Notify,
+    releasing: OnceLock<()>,
+}
+
+/// A held connection: its socket goes to the releaser and comes back with the count of the
+/// answer's bytes written.
+struct Held {
+    release: Instant,
+    sock: TcpStream,
+    back: oneshot::Sender<(TcpStream, usize)>,
 }
 
 /// How long a request arriving now waits for the stall it falls in to end (zero outside one).
@@ -41,11 +55,12 @@ fn hold(s: &Stalls, now: Instant) -> Duration {
 const RESPONSE: &[u8] =
     b"HTTP/1.1 200 OK\r\ncontent-length: 3\r\ncontent-type: text/plain\r\n\r\nok\n";
 
-/// One keep-alive connection: reads each request head and answers it once its stall (if it
-/// arrived in one) has ended. Plain HTTP/1.1 on a tokio socket rather than a framework: when a
-/// stall ends, 500 answers go out together, and the target should write them as a fast server
-/// would, not spread them over the tens of milliseconds a debug build of a framework takes.
-async fn connection(mut sock: tokio::net::TcpStream, stalls: Arc<Stalls>) {
+/// One keep-alive connection: reads each request head and answers it at once, or hands the
+/// socket to [`releaser`] when the request arrived in a stall. Plain HTTP/1.1 on a tokio socket
+/// rather than a framework: when a stall ends, 500 answers go out together, and the target
+/// writes them as a fast server would (one loop of writes, a few milliseconds), not spread over
+/// the tens of milliseconds 500 task wake-ups of a debug framework take.
+async fn connection(mut sock: TcpStream, stalls: Arc<Stalls>) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut buf = Vec::with_capacity(4096);
     let mut chunk = [0u8; 4096];
@@ -62,19 +77,72 @@ async fn connection(mut sock: tokio::net::TcpStream, stalls: Arc<Stalls>) {
         let now = Instant::now();
         buf.drain(..head_end);
         let wait = hold(&stalls, now);
+        let mut written = 0;
         if !wait.is_zero() {
-            tokio::time::sleep_until(now + wait).await;
+            let (back, returned) = oneshot::channel();
+            let release = now + wait;
+            stalls.held.lock().unwrap().push(Held {
+                release,
+                sock,
+                back,
+            });
+            stalls.more.notify_one();
+            let Ok((s, n)) = returned.await else { return };
+            (sock, written) = (s, n);
         }
-        if sock.write_all(RESPONSE).await.is_err() {
+        if sock.write_all(&RESPONSE[written..]).await.is_err() {
             return;
         }
     }
 }
 
+/// Answers the held connections whose stall has ended, all in one loop.
+async fn releaser(stalls: Arc<Stalls>) {
+    loop {
+        let next = stalls.held.lock().unwrap().iter().map(|h| h.release).min();
+        let Some(next) = next else {
+            stalls.more.notified().await;
+            continue;
+        };
+        tokio::select! {
+            _ = tokio::time::sleep_until(next) => {}
+            _ = stalls.more.notified() => continue,
+        }
+        let now = Instant::now();
+        let due: Vec<Held> = {
+            let mut held = stalls.held.lock().unwrap();
+            let (due, keep) = held.drain(..).partition(|h| h.release <= now);
+            *held = keep;
+            due
+        };
+        for h in due {
+            // An idle socket takes the whole answer; what it does not, its connection writes.
+            let n = h.sock.try_write(RESPONSE).unwrap_or(0);
+            let _ = h.back.send((h.sock, n));
+        }
+    }
+}
+
+/// Gives the server's thread (the caller) the highest CPU weight it may have. A target runs on
+/// its own host; here it shares two cores with the sloburn it answers, which at the end of a
+/// stall works through 500 answers in a debug build, and the target's own release of its
+/// backlog would otherwise wait for sloburn's. Without the privilege (not root) it keeps its
+/// weight, and the test reads what the target then really did.
+fn target_priority() {
+    // SAFETY: plain syscalls on the calling thread; no memory is passed.
+    let _ = unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, -20) };
+}
+
 /// The stalling server, on its own thread and runtime; stopped when dropped.
 fn stall_server() -> ThreadServer {
     let stalls = Arc::new(Stalls::default());
-    serve_raw_on_thread(move |sock| tokio::spawn(connection(sock, stalls.clone())))
+    serve_raw_on_thread(move |sock| {
+        if stalls.releasing.set(()).is_ok() {
+            target_priority();
+            tokio::spawn(releaser(stalls.clone()));
+        }
+        tokio::spawn(connection(sock, stalls.clone()))
+    })
 }
 
 #[test]
@@ -186,8 +254,9 @@ const STALL_PROFILE: &str = "  stall:\n    target: api\n    every: 1h\n    run_o
 /// waited past the latency bound: 2 stalls × rate × 0.9 s bad events (within 2 %), and nothing
 /// else. Two things keep the count honest when a stall ends and 500 answers arrive at once:
 /// sloburn times each answer by the kernel's receive stamp (`http::rx`), not by when its task
-/// got to it, and the test's target writes its backlog as a plain server would, in a few
-/// milliseconds. What remains over the analytic figure is the target's own release time.
+/// got to it, and the test's target writes its backlog as a plain server on its own host
+/// would, in one loop at the highest CPU weight. What remains over the analytic figure is the
+/// target's own release time: 904–906 bad events at 500/s with the machine loaded, against 900.
 #[test]
 fn an_slo_over_a_stall_counts_the_stalled_users_as_bad_events() {
     let _heavy = crate::load::heavy();
