@@ -42,6 +42,8 @@ import time
 from dataclasses import dataclass, field, asdict
 from pathlib import Path
 
+from common import free_port  # bench/ is on sys.path when run as a script
+
 HOST = "127.0.0.1"  # the only address this benchmark ever sends traffic to
 ALL_TOOLS = ["wrk", "hey", "oha", "k6", "vegeta", "sloburn"]
 DEFAULT_TOOLS = ALL_TOOLS
@@ -384,7 +386,6 @@ def parse_vegeta_report(out: str) -> dict:
 
 K6_SCRIPT = """
 import http from 'k6/http';
-from common import free_port  # noqa: E402  (bench/ is on sys.path when run as a script)
 export const options = {{
   discardResponseBodies: true,
   summaryTrendStats: ['avg', 'p(99)'],
