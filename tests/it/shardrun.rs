@@ -1,0 +1,321 @@
+//! Issue 31, part 1: one verdict for a sharded run. Three real `sloburn serve --shard i/3`
+//! children on loopback, each with `server.peers` naming all three (by port), split one
+//! profile against a target this test starts. The target answers each shard with its own
+//! latency (a header each child fills from its environment) and records every request: when it
+//! arrived and how long it held it.
+//!
+//! A Flagger hook call to shard 1 runs on all three at one instant (each shard's plan zero, as
+//! the target sees it, within 50 ms of the others), and shard 1 answers once, with the
+//! thresholds evaluated on the merged histogram: its p95 is the p95 of every request the target
+//! held (not an average of the shards' p95s, which the per-shard latencies set far apart), and
+//! its request count is the target's. A shard killed mid-run makes the answer inconclusive
+//! (503) naming it; a shard whose `abort_on_fail` threshold fails stops every shard's share.
+
+use crate::flagger::{hook, payload};
+use crate::support::{
+    ADMIN_TOKEN, Daemon, eventually, free_port, request, runtime, serve_on_thread, sloburn,
+    write_config,
+};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const SHARDS: u32 = 3;
+const SHARD_ENV: &str = "SLOBURN_TEST_SHARD";
+
+/// One request as the target saw it: which shard sent it, when it arrived, how long it was held.
+#[derive(Clone, Copy, Debug)]
+struct Seen {
+    shard: u32,
+    arrived: Instant,
+    held: Duration,
+}
+
+type Log = Arc<Mutex<Vec<Seen>>>;
+
+/// The latency the target gives shard `shard`'s `n`-th request: far apart per shard (5, 20 and
+/// 60 ms and up), so a p95 averaged over shards lands nowhere near the whole run's.
+fn latency(shard: u32, n: usize) -> Duration {
+    let base = [5, 20, 60][shard as usize % 3];
+    Duration::from_millis(base + (n % 10) as u64)
+}
+
+fn target() -> (crate::support::ThreadServer, Log) {
+    let log: Log = Arc::default();
+    let counts: Arc<Mutex<BTreeMap<u32, usize>>> = Arc::default();
+    let (log2, counts2) = (log.clone(), counts.clone());
+    let app = axum::Router::new().route(
+        "/api",
+        axum::routing::get(move |h: axum::http::HeaderMap| {
+            let (log, counts) = (log2.clone(), counts2.clone());
+            async move {
+                let arrived = Instant::now();
+                let shard: u32 = h
+                    .get("x-shard")
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(99);
+                let n = {
+                    let mut c = counts.lock().unwrap();
+                    let e = c.entry(shard).or_default();
+                    *e += 1;
+                    *e
+                };
+                tokio::time::sleep(latency(shard, n)).await;
+                log.lock().unwrap().push(Seen {
+                    shard,
+                    arrived,
+                    held: arrived.elapsed(),
+                });
+                "ok"
+            }
+        }),
+    );
+    (serve_on_thread(app), log)
+}
+
+/// Three shards of one config: `canary` (split, constant arrival rate `rate` for `duration`),
+/// with `thresholds` (YAML lines under `thresholds:`), every shard a peer of every other.
+fn shards(
+    dir: &std::path::Path,
+    target: std::net::SocketAddr,
+    rate: u32,
+    duration: &str,
+    thresholds: &str,
+) -> Vec<Daemon> {
+    let ports: Vec<u16> = (0..SHARDS).map(|_| free_port()).collect();
+    let peers: Vec<String> = ports.iter().map(|p| format!("\"127.0.0.1:{p}\"")).collect();
+    let text = format!(
+        "server:\n  admin_token: \"${{env:TEST_ADMIN_TOKEN}}\"\n  grace_period: 5s\n  protect_reads: true\n  peers: [{peers}]\nstorage:\n  path: \"{data}\"\ntargets:\n  api:\n    url: http://{target}/api\n    headers:\n      X-Shard: \"${{env:{SHARD_ENV}}}\"\n    checks:\n      - status: 200\nprofiles:\n  canary:\n    target: api\n    executor: constant-arrival-rate\n    rate: {rate}/s\n    duration: {duration}\n    graceful_stop: 2s\n    thresholds:\n{thresholds}",
+        peers = peers.join(", "),
+        data = "DATA",
+    );
+    (0..SHARDS)
+        .map(|i| {
+            let d = dir.join(format!("shard{i}"));
+            std::fs::create_dir_all(d.join("data")).unwrap();
+            let text = text.replace("DATA", &d.join("data").display().to_string());
+            let path = write_config(&d, &text);
+            let mut cmd = sloburn();
+            cmd.args(["serve", "--log-format", "json", "--no-watch", "--listen"])
+                .arg(format!("127.0.0.1:{}", ports[i as usize]))
+                .arg("--config")
+                .arg(&path)
+                .args(["--shard", &format!("{i}/{SHARDS}")])
+                .env("TEST_ADMIN_TOKEN", ADMIN_TOKEN)
+                .env(SHARD_ENV, i.to_string())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            Daemon::spawn(cmd)
+        })
+        .collect()
+}
+
+/// The Flagger hook on `d`, running `canary` (a 60 s timeout).
+fn call_hook(d: &Daemon) -> (u16, Value) {
+    let body = payload("pre-rollout", "sharded", &[("profile", "canary"), ("timeout", "60s")]);
+    runtime().block_on(hook(&d.base, Some(ADMIN_TOKEN), &body))
+}
+
+/// k6's `p(N)`: linear interpolation between the closest ranks of the sorted values, in ms.
+fn k6_quantile(values: &mut [f64], q: f64) -> f64 {
+    values.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let pos = q * (values.len() - 1) as f64;
+    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+    values[lo] + (values[hi] - values[lo]) * (pos - lo as f64)
+}
+
+fn held_ms(seen: &[Seen], shard: Option<u32>) -> Vec<f64> {
+    seen.iter()
+        .filter(|s| shard.is_none_or(|i| s.shard == i))
+        .map(|s| s.held.as_secs_f64() * 1000.0)
+        .collect()
+}
+
+fn runs_of(d: &Daemon) -> Value {
+    let (code, body) = runtime().block_on(request(
+        "GET",
+        &format!("{}/api/runs", d.base),
+        Some(ADMIN_TOKEN),
+    ));
+    assert_eq!(code, 200, "{body}");
+    serde_json::from_str(&body).unwrap()
+}
+
+#[test]
+fn issue_31_a_flagger_call_to_one_shard_runs_on_all_three_at_one_instant_and_answers_once_on_the_merged_histogram()
+ {
+    let (server, log) = target();
+    let dir = tempfile::tempdir().unwrap();
+    let rate = 60;
+    let daemons = shards(
+        dir.path(),
+        server.addr,
+        rate,
+        "3s",
+        "      http_req_duration: [\"p(95)<500\"]\n      http_req_failed: [\"rate<0.01\"]\n",
+    );
+    let (code, answer) = call_hook(&daemons[1]);
+    assert_eq!(code, 200, "{answer:#}");
+    assert_eq!(answer["result"], "passed", "{answer:#}");
+    let shards = &answer["shards"];
+    assert_eq!(shards["collector"], 1, "{shards:#}");
+    assert_eq!(shards["complete"], true, "{shards:#}");
+    assert_eq!(shards["shards_answered"], serde_json::json!([0, 1, 2]));
+
+    // Every arrival of the plan (rate × 3 s) reached the target, a third from each shard, and
+    // the one answer counts exactly what the target saw.
+    let seen = log.lock().unwrap().clone();
+    let planned = u64::from(rate) * 3;
+    assert_eq!(seen.len() as u64, planned, "target saw {}", seen.len());
+    assert_eq!(answer["requests"].as_u64(), Some(seen.len() as u64), "{answer:#}");
+    for i in 0..SHARDS {
+        let n = seen.iter().filter(|s| s.shard == i).count() as u64;
+        assert_eq!(n, planned / u64::from(SHARDS), "shard {i}");
+        let share = &shards["shares"][i as usize];
+        assert_eq!(share["index"], i, "{shards:#}");
+        assert_eq!(share["requests"].as_u64(), Some(n), "{shards:#}");
+    }
+
+    // One start instant: shard i's first arrival is the plan's iteration i (arrivals are
+    // dealt `k mod 3`), due i / rate after the plan's zero; the zeros the target saw agree.
+    let zeros: Vec<Instant> = (0..SHARDS)
+        .map(|i| {
+            let first = seen
+                .iter()
+                .filter(|s| s.shard == i)
+                .map(|s| s.arrived)
+                .min()
+                .unwrap();
+            first - Duration::from_secs_f64(f64::from(i) / f64::from(rate))
+        })
+        .collect();
+    let (lo, hi) = (zeros.iter().min().unwrap(), zeros.iter().max().unwrap());
+    let skew = *hi - *lo;
+    eprintln!("start skew across the three shards, at the target: {skew:?}");
+    assert!(skew < Duration::from_millis(50), "start skew {skew:?}");
+
+    // The threshold was judged on the merged histogram: its p95 is the p95 of every request
+    // the target held (the client also counts loopback and its own scheduling: a few ms),
+    // and nowhere near the average of the shards' p95s.
+    let whole = k6_quantile(&mut held_ms(&seen, None), 0.95);
+    let averaged: f64 = (0..SHARDS)
+        .map(|i| k6_quantile(&mut held_ms(&seen, Some(i)), 0.95))
+        .sum::<f64>()
+        / f64::from(SHARDS);
+    let p95 = answer["p95_ms"].as_f64().unwrap();
+    let observed = answer["thresholds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["metric"] == "http_req_duration")
+        .unwrap()["observed"]
+        .as_f64()
+        .unwrap();
+    eprintln!(
+        "p95: answered {p95:.2} ms (threshold saw {observed:.2}), target {whole:.2} ms, average of \
+         shards' p95s {averaged:.2} ms"
+    );
+    assert!((observed - p95).abs() < 0.01, "{observed} vs {p95}");
+    assert!(
+        p95 >= whole * 0.996 && p95 <= whole * 1.004 + 5.0,
+        "answered p95 {p95} ms, the target's {whole} ms"
+    );
+    assert!(
+        (averaged - whole).abs() > 20.0,
+        "the shards' latencies are too alike to tell a merge from an average"
+    );
+
+    // The peers ran their shares for shard 1; nobody else answered the hook.
+    for (i, d) in daemons.iter().enumerate() {
+        let runs = runs_of(d);
+        let run = &runs["runs"][0];
+        let trigger = if i == 1 { "flagger" } else { "shard 1" };
+        assert_eq!(run["trigger"], trigger, "shard {i}: {runs:#}");
+        assert_eq!(run["result"], "passed", "shard {i}: {runs:#}");
+    }
+    // And the verdict stays readable on the collector under the run's id.
+    let id = shards["run"].as_str().unwrap();
+    let (code, body) = runtime().block_on(request(
+        "GET",
+        &format!("{}/api/shard-runs/{id}", daemons[1].base),
+        Some(ADMIN_TOKEN),
+    ));
+    assert_eq!(code, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["verdict"]["requests"], answer["requests"], "{v:#}");
+}
+
+#[test]
+fn issue_31_a_shard_killed_mid_run_makes_the_one_verdict_inconclusive_and_names_it() {
+    let (server, log) = target();
+    let dir = tempfile::tempdir().unwrap();
+    let mut daemons = shards(
+        dir.path(),
+        server.addr,
+        30,
+        "20s",
+        "      http_req_failed: [\"rate<0.01\"]\n",
+    );
+    let collector = daemons[1].base.clone();
+    let call = std::thread::spawn(move || {
+        let body = payload("pre-rollout", "killed", &[("profile", "canary"), ("timeout", "60s")]);
+        runtime().block_on(hook(&collector, Some(ADMIN_TOKEN), &body))
+    });
+    // Shard 2's share is under way at the target: kill it there.
+    let going = eventually(Duration::from_secs(30), || {
+        (log.lock().unwrap().iter().filter(|s| s.shard == 2).count() >= 5).then_some(())
+    });
+    assert!(going.is_some(), "shard 2 never sent its share");
+    daemons[2].child.kill().unwrap();
+    daemons[2].child.wait().unwrap();
+
+    let (code, answer) = call.join().unwrap();
+    assert_eq!(code, 503, "{answer:#}");
+    assert_eq!(answer["result"], "inconclusive", "{answer:#}");
+    assert_eq!(answer["passed"], false, "{answer:#}");
+    let shards = &answer["shards"];
+    assert_eq!(shards["missing_shards"], serde_json::json!([2]), "{shards:#}");
+    assert_eq!(shards["complete"], false, "{shards:#}");
+    let reason = answer["reason"].as_str().unwrap();
+    assert!(reason.contains("[2]") && reason.contains("shard 2"), "{reason}");
+    // The others' shares were stopped, not left to run their 20 s for no verdict: the target
+    // saw well under half of the plan's 600 arrivals.
+    let seen = log.lock().unwrap().len();
+    assert!(seen < 300, "{seen} requests: the shares were not stopped");
+    for i in [0, 1] {
+        let runs = runs_of(&daemons[i]);
+        assert_eq!(runs["runs"][0]["result"], "aborted", "shard {i}: {runs:#}");
+    }
+}
+
+#[test]
+fn issue_31_one_shards_failed_abort_on_fail_threshold_stops_every_shard_and_fails_the_run() {
+    let (server, log) = target();
+    let dir = tempfile::tempdir().unwrap();
+    // Only shard 2's requests (60 ms and up) break the 40 ms bound; on its own figures it
+    // aborts, and the collector (shard 0) stops the other two.
+    let daemons = shards(
+        dir.path(),
+        server.addr,
+        30,
+        "20s",
+        "      http_req_duration:\n        - { threshold: \"p(95)<40\", abort_on_fail: true }\n",
+    );
+    let (code, answer) = call_hook(&daemons[0]);
+    assert_eq!(code, 412, "{answer:#}");
+    assert_eq!(answer["result"], "aborted", "{answer:#}");
+    let reason = answer["reason"].as_str().unwrap();
+    assert!(reason.contains("shard 2"), "{reason}");
+    assert_eq!(answer["shards"]["complete"], true, "{answer:#}");
+    // Stopped everywhere: the target saw well under half of the plan's 600 arrivals.
+    let seen = log.lock().unwrap().len() as u64;
+    assert!(seen < 300, "{seen} requests: the shares were not stopped");
+    assert!(answer["requests"].as_u64() > Some(0), "{answer:#}");
+    for (i, d) in daemons.iter().enumerate() {
+        let runs = runs_of(d);
+        assert_eq!(runs["runs"][0]["result"], "aborted", "shard {i}: {runs:#}");
+    }
+}
