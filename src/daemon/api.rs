@@ -16,9 +16,9 @@
 //! as the webhook's metadata `token`.
 
 use super::hooks;
-use super::shardrun;
 use super::reload::reload as reload_config;
 use super::runs::{StartError, start_run};
+use super::shardrun;
 use super::state::{Shared, unix_now};
 use crate::metrics::Metrics;
 use axum::Router;
@@ -726,7 +726,11 @@ async fn shard_run(
     } else {
         shardrun::verdict_view(&shared, &run)
     };
-    let what = if local { "share of run" } else { "run collected" };
+    let what = if local {
+        "share of run"
+    } else {
+        "run collected"
+    };
     view.map(|v| axum::Json(v).into_response()).ok_or_else(|| {
         ApiError(
             StatusCode::NOT_FOUND,

@@ -13,10 +13,10 @@ use crate::http::Outcome;
 use crate::load::observe::{Observer, Observers};
 use crate::load::pacing::DropReason;
 use crate::load::placement::Assignment;
-use crate::load::runner::{self, Abort, RunReport, RunSpec, Stopper};
-use crate::load::stats::RunStats;
 use crate::load::plan::max_vus;
+use crate::load::runner::{self, Abort, RunReport, RunSpec, Stopper};
 use crate::load::spec::{Executor, default_vu_pool, stall_pool};
+use crate::load::stats::RunStats;
 use crate::load::walk::{IterationResult, StepFailure, Work};
 use crate::metrics::{ProfileMetrics, StepLayout};
 use crate::store::StoredRun;
@@ -690,7 +690,10 @@ fn finish(
 }
 
 /// Applies metadata `url`, `rate` and `duration`, checked as the config checks them.
-pub(super) fn with_overrides(mut launch: Launch, m: &BTreeMap<String, String>) -> Result<Launch, String> {
+pub(super) fn with_overrides(
+    mut launch: Launch,
+    m: &BTreeMap<String, String>,
+) -> Result<Launch, String> {
     let name = launch.profile.name.clone();
     if let Some(rate) = m.get("rate") {
         let r = crate::units::parse_rate(rate.trim())

@@ -81,11 +81,7 @@ pub(super) fn start_everywhere(
     overrides: BTreeMap<String, String>,
     trigger: &str,
 ) -> Result<(u64, String, Ending), StartError> {
-    let run = format!(
-        "{}-{:016x}",
-        shared.shard.index(),
-        rand::random::<u64>()
-    );
+    let run = format!("{}-{:016x}", shared.shard.index(), rand::random::<u64>());
     let start_at_ms = wall_ms().saturating_add(LEAD.as_millis() as u64);
     launch.sharded = Some(Sharded {
         run: run.clone(),
@@ -163,9 +159,7 @@ async fn collect(
         .map(|(i, _)| *i)
         .collect();
     if !missing_at_start.is_empty() {
-        abort = Some(format!(
-            "shards {missing_at_start:?} did not join the run"
-        ));
+        abort = Some(format!("shards {missing_at_start:?} did not join the run"));
     }
     let mut told = false;
     // The own share's run task is gone without a record (the daemon is shutting down).
@@ -405,7 +399,15 @@ async fn stop_all(
         let url = format!("{url}/api/shard-runs/{run}/abort");
         let (client, headers, body) = (client.clone(), headers.clone(), body.clone());
         calls.spawn(async move {
-            peers::call(&client, &headers, http::Method::POST, &url, body, PEER_TIMEOUT).await
+            peers::call(
+                &client,
+                &headers,
+                http::Method::POST,
+                &url,
+                body,
+                PEER_TIMEOUT,
+            )
+            .await
         });
     }
     // A peer that does not hear it finishes its share on its own; its figures still count.
@@ -419,7 +421,9 @@ pub(super) fn stop_local(shared: &Shared, run: &str, why: &str) -> bool {
     };
     match kept.iter().find(|(r, _)| r == run) {
         Some((_, share)) => {
-            share.stopper.stop(Abort::Stopped(format!("stopped on every shard: {why}")));
+            share
+                .stopper
+                .stop(Abort::Stopped(format!("stopped on every shard: {why}")));
             true
         }
         None => false,
@@ -472,7 +476,8 @@ fn verdict_of(
             match merge::add(&mut sum, shares) {
                 Ok(()) => {
                     report.stats = sum;
-                    per_shard.push(json!({ "index": i, "result": result, "requests": shares.requests }));
+                    per_shard
+                        .push(json!({ "index": i, "result": result, "requests": shares.requests }));
                 }
                 Err(why) => *p = Part::Missing(why),
             }
@@ -603,7 +608,10 @@ pub(super) fn start_share(shared: &Arc<Shared>, ask: StartShare) -> (http::Statu
     }
     if holds(shared, &ask.run) {
         // Asked twice (a retry, or a collector listed among its own peers): one share.
-        return (S::OK, json!({ "run": ask.run, "joined": true, "shard": me }));
+        return (
+            S::OK,
+            json!({ "run": ask.run, "joined": true, "shard": me }),
+        );
     }
     let now = wall_ms();
     if ask.start_at_ms < now {
@@ -630,7 +638,10 @@ pub(super) fn start_share(shared: &Arc<Shared>, ask: StartShare) -> (http::Statu
         Err(StartError::NotHere { owner, .. }) => {
             return refuse(
                 S::MISDIRECTED_REQUEST,
-                format!("profile `{}` is owned by shard {owner}, not split", ask.profile),
+                format!(
+                    "profile `{}` is owned by shard {owner}, not split",
+                    ask.profile
+                ),
             );
         }
         Err(_) => return refuse(S::NOT_FOUND, format!("no profile `{}`", ask.profile)),
@@ -638,7 +649,10 @@ pub(super) fn start_share(shared: &Arc<Shared>, ask: StartShare) -> (http::Statu
     if !matches!(shared.assignment(&launch.profile), Assignment::Share(_)) {
         return refuse(
             S::CONFLICT,
-            format!("profile `{}` is not split over the shards here", ask.profile),
+            format!(
+                "profile `{}` is not split over the shards here",
+                ask.profile
+            ),
         );
     }
     let mut launch = match super::runs::with_overrides(launch, &ask.overrides) {

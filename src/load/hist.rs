@@ -342,7 +342,9 @@ impl HistSnapshot {
         let mut last: Option<u32> = None;
         for &(idx, c) in &self.buckets {
             if idx as usize >= BUCKETS || last.is_some_and(|l| l >= idx) || c == 0 {
-                return Err(format!("bucket {idx} is out of order, out of range or empty"));
+                return Err(format!(
+                    "bucket {idx} is out of order, out of range or empty"
+                ));
             }
             last = Some(idx);
             total = total
@@ -355,8 +357,7 @@ impl HistSnapshot {
                 self.count
             ));
         }
-        if let (Some(&(first, _)), Some(&(last, _))) = (self.buckets.first(), self.buckets.last())
-        {
+        if let (Some(&(first, _)), Some(&(last, _))) = (self.buckets.first(), self.buckets.last()) {
             let (lo, _) = bounds_of(first as usize);
             let (_, hi) = bounds_of(last as usize);
             if self.min_ns < lo || self.min_ns > self.max_ns || self.max_ns > hi.max(lo) {

@@ -159,7 +159,8 @@ fn differ(what: &str) -> String {
 }
 
 fn add_hist(into: &mut HistSnapshot, from: &HistSnapshot, what: &str) -> Result<(), String> {
-    from.check().map_err(|e| format!("its `{what}` histogram is broken: {e}"))?;
+    from.check()
+        .map_err(|e| format!("its `{what}` histogram is broken: {e}"))?;
     into.merge(from);
     Ok(())
 }
@@ -210,17 +211,31 @@ pub fn add(into: &mut StatsSnapshot, from: &Shares) -> Result<(), String> {
         || from.steps.len() != s.steps.len()
         || from.journeys.len() != s.journeys.len()
     {
-        return Err(differ("phases, drop reasons, sub-metrics, steps or journeys"));
+        return Err(differ(
+            "phases, drop reasons, sub-metrics, steps or journeys",
+        ));
     }
     // A run that lasted longer reads rates over its own window; the shards ran the same plan.
     s.elapsed = s.elapsed.max(Duration::from_nanos(from.elapsed_ns));
     add_hist(&mut s.duration, &from.duration, "http_req_duration")?;
-    add_hist(&mut s.corrected, &from.corrected, "http_req_corrected_duration")?;
+    add_hist(
+        &mut s.corrected,
+        &from.corrected,
+        "http_req_corrected_duration",
+    )?;
     for (a, b) in s.phases.iter_mut().zip(&from.phases) {
         add_hist(a, b, "phase")?;
     }
-    add_hist(&mut s.iteration_duration, &from.iteration_duration, "iteration_duration")?;
-    add_hist(&mut s.group_duration, &from.group_duration, "group_duration")?;
+    add_hist(
+        &mut s.iteration_duration,
+        &from.iteration_duration,
+        "iteration_duration",
+    )?;
+    add_hist(
+        &mut s.group_duration,
+        &from.group_duration,
+        "group_duration",
+    )?;
     add_hist(&mut s.lateness, &from.lateness, "iteration_lateness")?;
     for (a, b) in [
         (&mut s.requests, from.requests),
@@ -289,7 +304,11 @@ fn add_step(a: &mut StepSnapshot, b: &StepShare) -> Result<(), String> {
     a.requests = a.requests.saturating_add(b.requests);
     a.failed = a.failed.saturating_add(b.failed);
     add_hist(&mut a.duration, &b.duration, "step duration")?;
-    add_hist(&mut a.group_duration, &b.group_duration, "step group_duration")?;
+    add_hist(
+        &mut a.group_duration,
+        &b.group_duration,
+        "step group_duration",
+    )?;
     add_counts(&mut a.failures, &b.failures, "step failures")
 }
 
@@ -344,7 +363,11 @@ mod tests {
         let mut whole = snapshot(&[10]);
         let mut other = Shares::of(&snapshot(&[10]));
         other.checks.push(("status".into(), 1, 0));
-        assert!(add(&mut whole.clone(), &other).unwrap_err().contains("checks"));
+        assert!(
+            add(&mut whole.clone(), &other)
+                .unwrap_err()
+                .contains("checks")
+        );
         let mut broken = Shares::of(&snapshot(&[10, 20]));
         broken.duration = serde_json::from_value(serde_json::json!({
             "buckets": [[5, 1]], "count": 7, "sum_ns": 5, "min_ns": 5, "max_ns": 5

@@ -115,7 +115,11 @@ fn shards(
 
 /// The Flagger hook on `d`, running `canary` (a 60 s timeout).
 fn call_hook(d: &Daemon) -> (u16, Value) {
-    let body = payload("pre-rollout", "sharded", &[("profile", "canary"), ("timeout", "60s")]);
+    let body = payload(
+        "pre-rollout",
+        "sharded",
+        &[("profile", "canary"), ("timeout", "60s")],
+    );
     runtime().block_on(hook(&d.base, Some(ADMIN_TOKEN), &body))
 }
 
@@ -170,7 +174,11 @@ fn issue_31_a_flagger_call_to_one_shard_runs_on_all_three_at_one_instant_and_ans
     let seen = log.lock().unwrap().clone();
     let planned = u64::from(rate) * 3;
     assert_eq!(seen.len() as u64, planned, "target saw {}", seen.len());
-    assert_eq!(answer["requests"].as_u64(), Some(seen.len() as u64), "{answer:#}");
+    assert_eq!(
+        answer["requests"].as_u64(),
+        Some(seen.len() as u64),
+        "{answer:#}"
+    );
     for i in 0..SHARDS {
         let n = seen.iter().filter(|s| s.shard == i).count() as u64;
         assert_eq!(n, planned / u64::from(SHARDS), "shard {i}");
@@ -261,7 +269,11 @@ fn issue_31_a_shard_killed_mid_run_makes_the_one_verdict_inconclusive_and_names_
     );
     let collector = daemons[1].base.clone();
     let call = std::thread::spawn(move || {
-        let body = payload("pre-rollout", "killed", &[("profile", "canary"), ("timeout", "60s")]);
+        let body = payload(
+            "pre-rollout",
+            "killed",
+            &[("profile", "canary"), ("timeout", "60s")],
+        );
         runtime().block_on(hook(&collector, Some(ADMIN_TOKEN), &body))
     });
     // Shard 2's share is under way at the target: kill it there.
@@ -277,10 +289,17 @@ fn issue_31_a_shard_killed_mid_run_makes_the_one_verdict_inconclusive_and_names_
     assert_eq!(answer["result"], "inconclusive", "{answer:#}");
     assert_eq!(answer["passed"], false, "{answer:#}");
     let shards = &answer["shards"];
-    assert_eq!(shards["missing_shards"], serde_json::json!([2]), "{shards:#}");
+    assert_eq!(
+        shards["missing_shards"],
+        serde_json::json!([2]),
+        "{shards:#}"
+    );
     assert_eq!(shards["complete"], false, "{shards:#}");
     let reason = answer["reason"].as_str().unwrap();
-    assert!(reason.contains("[2]") && reason.contains("shard 2"), "{reason}");
+    assert!(
+        reason.contains("[2]") && reason.contains("shard 2"),
+        "{reason}"
+    );
     // The others' shares were stopped, not left to run their 20 s for no verdict: the target
     // saw well under half of the plan's 600 arrivals.
     let seen = log.lock().unwrap().len();
