@@ -76,8 +76,42 @@ fn target() -> (crate::support::ThreadServer, Log) {
     (serve_on_thread(app), log)
 }
 
-/// Three shards of one config: `canary` (split, constant arrival rate `rate` for `duration`),
-/// with `thresholds` (YAML lines under `thresholds:`), every shard a peer of every other.
+/// The config every shard reads: `canary` (split, constant arrival rate `rate` for
+/// `duration`) with `thresholds` (YAML lines under `thresholds:`), `peers` its peer list.
+fn config(
+    target: std::net::SocketAddr,
+    rate: u32,
+    duration: &str,
+    thresholds: &str,
+    peers: &[String],
+) -> String {
+    let peers: Vec<String> = peers.iter().map(|p| format!("\"{p}\"")).collect();
+    format!(
+        "server:\n  admin_token: \"${{env:TEST_ADMIN_TOKEN}}\"\n  grace_period: 5s\n  protect_reads: true\n  peers: [{peers}]\nstorage:\n  path: \"DATA\"\ntargets:\n  api:\n    url: http://{target}/api\n    headers:\n      X-Shard: \"${{env:{SHARD_ENV}}}\"\n    checks:\n      - status: 200\nprofiles:\n  canary:\n    target: api\n    executor: constant-arrival-rate\n    rate: {rate}/s\n    duration: {duration}\n    graceful_stop: 2s\n    thresholds:\n{thresholds}",
+        peers = peers.join(", "),
+    )
+}
+
+/// `sloburn serve --shard i/3` on `port` with `text` (its own data directory under `dir`).
+fn spawn_shard(dir: &std::path::Path, i: u32, port: u16, text: &str) -> Daemon {
+    let d = dir.join(format!("shard{i}"));
+    std::fs::create_dir_all(d.join("data")).unwrap();
+    let text = text.replace("DATA", &d.join("data").display().to_string());
+    let path = write_config(&d, &text);
+    let mut cmd = sloburn();
+    cmd.args(["serve", "--log-format", "json", "--no-watch", "--listen"])
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--config")
+        .arg(&path)
+        .args(["--shard", &format!("{i}/{SHARDS}")])
+        .env("TEST_ADMIN_TOKEN", ADMIN_TOKEN)
+        .env(SHARD_ENV, i.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    Daemon::spawn(cmd)
+}
+
+/// Three shards of [`config`], every shard a peer of every other.
 fn shards(
     dir: &std::path::Path,
     target: std::net::SocketAddr,
@@ -86,30 +120,10 @@ fn shards(
     thresholds: &str,
 ) -> Vec<Daemon> {
     let ports: Vec<u16> = (0..SHARDS).map(|_| free_port()).collect();
-    let peers: Vec<String> = ports.iter().map(|p| format!("\"127.0.0.1:{p}\"")).collect();
-    let text = format!(
-        "server:\n  admin_token: \"${{env:TEST_ADMIN_TOKEN}}\"\n  grace_period: 5s\n  protect_reads: true\n  peers: [{peers}]\nstorage:\n  path: \"{data}\"\ntargets:\n  api:\n    url: http://{target}/api\n    headers:\n      X-Shard: \"${{env:{SHARD_ENV}}}\"\n    checks:\n      - status: 200\nprofiles:\n  canary:\n    target: api\n    executor: constant-arrival-rate\n    rate: {rate}/s\n    duration: {duration}\n    graceful_stop: 2s\n    thresholds:\n{thresholds}",
-        peers = peers.join(", "),
-        data = "DATA",
-    );
+    let peers: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let text = config(target, rate, duration, thresholds, &peers);
     (0..SHARDS)
-        .map(|i| {
-            let d = dir.join(format!("shard{i}"));
-            std::fs::create_dir_all(d.join("data")).unwrap();
-            let text = text.replace("DATA", &d.join("data").display().to_string());
-            let path = write_config(&d, &text);
-            let mut cmd = sloburn();
-            cmd.args(["serve", "--log-format", "json", "--no-watch", "--listen"])
-                .arg(format!("127.0.0.1:{}", ports[i as usize]))
-                .arg("--config")
-                .arg(&path)
-                .args(["--shard", &format!("{i}/{SHARDS}")])
-                .env("TEST_ADMIN_TOKEN", ADMIN_TOKEN)
-                .env(SHARD_ENV, i.to_string())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped());
-            Daemon::spawn(cmd)
-        })
+        .map(|i| spawn_shard(dir, i, ports[i as usize], &text))
         .collect()
 }
 
@@ -337,4 +351,172 @@ fn issue_31_one_shards_failed_abort_on_fail_threshold_stops_every_shard_and_fail
         let runs = runs_of(d);
         assert_eq!(runs["runs"][0]["result"], "aborted", "shard {i}: {runs:#}");
     }
+}
+
+/// A peer that says it is shard 2 and runs nothing: it answers for its share with shard 0's
+/// (a real one), its duration histogram's count raised by 1,000: figures no histogram makes.
+fn lying_peer(shard0: String) -> crate::support::ThreadServer {
+    let app = axum::Router::new()
+        .route(
+            "/api/shard-runs",
+            axum::routing::post(|| async {
+                (
+                    axum::http::StatusCode::ACCEPTED,
+                    axum::Json(serde_json::json!({ "shard": { "index": 2, "count": 3 } })),
+                )
+            }),
+        )
+        .route(
+            "/api/shard-runs/{run}",
+            axum::routing::get(
+                move |axum::extract::Path(run): axum::extract::Path<String>| {
+                    let shard0 = shard0.clone();
+                    async move {
+                        let url = format!("{shard0}/api/shard-runs/{run}?scope=local");
+                        let (_, body) = request("GET", &url, Some(ADMIN_TOKEN)).await;
+                        let mut v: Value = serde_json::from_str(&body).unwrap_or_default();
+                        v["shard"]["index"] = 2.into();
+                        if let Some(n) = v["shares"]["duration"]["count"].as_u64() {
+                            v["shares"]["duration"]["count"] = (n + 1000).into();
+                        }
+                        axum::Json(v)
+                    }
+                },
+            ),
+        );
+    serve_on_thread(app)
+}
+
+#[test]
+fn issue_31_a_peers_figures_that_no_histogram_makes_are_refused_and_the_verdict_names_it() {
+    let (server, log) = target();
+    let dir = tempfile::tempdir().unwrap();
+    let ports: Vec<u16> = (0..2).map(|_| free_port()).collect();
+    let liar = lying_peer(format!("http://127.0.0.1:{}", ports[0]));
+    let peers = vec![
+        format!("127.0.0.1:{}", ports[0]),
+        format!("127.0.0.1:{}", ports[1]),
+        liar.addr.to_string(),
+    ];
+    let text = config(
+        server.addr,
+        30,
+        "2s",
+        "      http_req_failed: [\"rate<0.01\"]\n",
+        &peers,
+    );
+    let daemons: Vec<Daemon> = (0..2)
+        .map(|i| spawn_shard(dir.path(), i, ports[i as usize], &text))
+        .collect();
+    let (code, answer) = call_hook(&daemons[1]);
+    assert_eq!(code, 503, "{answer:#}");
+    assert_eq!(answer["result"], "inconclusive", "{answer:#}");
+    let shards = &answer["shards"];
+    assert_eq!(
+        shards["missing_shards"],
+        serde_json::json!([2]),
+        "{shards:#}"
+    );
+    assert_eq!(
+        shards["shards_answered"],
+        serde_json::json!([0, 1]),
+        "{shards:#}"
+    );
+    let why = shards["errors"][0]["error"].as_str().unwrap();
+    assert!(
+        why.contains("broken") && why.contains("not the sum"),
+        "{why}"
+    );
+    // The figures that were added are the two real shards': what the target saw.
+    let seen = log.lock().unwrap().len() as u64;
+    assert_eq!(answer["requests"].as_u64(), Some(seen), "{answer:#}");
+}
+
+#[test]
+fn issue_31_a_share_to_start_is_checked_before_anything_runs() {
+    let (server, log) = target();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let text = config(
+        server.addr,
+        30,
+        "2s",
+        "      http_req_failed: [\"rate<0.01\"]\n",
+        &[format!("127.0.0.1:{port}")],
+    );
+    let d = spawn_shard(dir.path(), 0, port, &text);
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let post = |body: &str, token: Option<&str>| {
+        let headers: Vec<(&str, String)> = token
+            .map(|t| vec![("authorization", format!("Bearer {t}"))])
+            .unwrap_or_default();
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        runtime().block_on(crate::flagger::send(
+            "POST",
+            &format!("{}/api/shard-runs", d.base),
+            &headers,
+            body,
+        ))
+    };
+    let ask = |run: &str, profile: &str, at: u64, overrides: &str| {
+        format!(
+            r#"{{"run":"{run}","profile":"{profile}","start_at_ms":{at},"from":1,"overrides":{overrides}}}"#
+        )
+    };
+    let cases: Vec<(String, Option<&str>, u16, &str)> = vec![
+        (
+            ask("r-1", "canary", now_ms + 500, "{}"),
+            None,
+            401,
+            "Bearer",
+        ),
+        (
+            "not json".into(),
+            Some(ADMIN_TOKEN),
+            400,
+            "no share of a run",
+        ),
+        (
+            ask("r/../1", "canary", now_ms + 500, "{}"),
+            Some(ADMIN_TOKEN),
+            400,
+            "letters, digits",
+        ),
+        (
+            ask("r-2", "nope", now_ms + 500, "{}"),
+            Some(ADMIN_TOKEN),
+            404,
+            "no profile `nope`",
+        ),
+        (
+            ask("r-3", "canary", now_ms - 5_000, "{}"),
+            Some(ADMIN_TOKEN),
+            409,
+            "passed",
+        ),
+        (
+            ask("r-4", "canary", now_ms + 3_600_000, "{}"),
+            Some(ADMIN_TOKEN),
+            400,
+            "clocks",
+        ),
+        (
+            ask("r-5", "canary", now_ms + 500, r#"{"rate":"-3/s"}"#),
+            Some(ADMIN_TOKEN),
+            400,
+            "metadata `rate`",
+        ),
+    ];
+    for (body, token, code, says) in &cases {
+        let (got, text) = post(body, *token);
+        assert_eq!(got, *code, "{body}: {text}");
+        assert!(text.contains(says), "{body}: {text}");
+    }
+    // None of them started anything.
+    let runs = runs_of(&d);
+    assert_eq!(runs["runs"], serde_json::json!([]), "{runs:#}");
+    assert!(log.lock().unwrap().is_empty());
 }
