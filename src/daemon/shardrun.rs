@@ -165,6 +165,15 @@ async fn collect(
     // The own share's run task is gone without a record (the daemon is shutting down).
     let mut own_gone = false;
     loop {
+        // A daemon shutting down collects nothing more: its drain must not wait for the peers.
+        if shared.shutdown.is_cancelled() {
+            for p in parts.values_mut() {
+                if matches!(p, Part::Going { .. }) {
+                    *p = Part::Missing("the collecting shard shut down before it came".into());
+                }
+            }
+            abort.get_or_insert_with(|| "the collecting shard is shutting down".into());
+        }
         // A reason to stop: tell every share still going, this shard's own included (once).
         if let Some(why) = &abort
             && !told
@@ -190,14 +199,11 @@ async fn collect(
         tokio::select! {
             _ = tokio::time::sleep(POLL) => {}
             changed = own.changed(), if !own_done => own_gone = changed.is_err(),
-            _ = shared.shutdown.cancelled() => {}
+            _ = shared.shutdown.cancelled(), if !told => {}
         }
         poll(&client, &headers, &ask.run, &mut parts).await;
         if abort.is_none() {
             abort = why_stop(&own, &parts);
-        }
-        if shared.shutdown.is_cancelled() && (own_gone || own.borrow().is_some()) {
-            break;
         }
     }
     let own_record = own.borrow().clone();
