@@ -520,3 +520,64 @@ fn issue_31_a_share_to_start_is_checked_before_anything_runs() {
     assert_eq!(runs["runs"], serde_json::json!([]), "{runs:#}");
     assert!(log.lock().unwrap().is_empty());
 }
+
+#[test]
+fn issue_31_a_run_started_through_the_api_on_one_shard_runs_on_all_three_and_its_verdict_is_kept() {
+    let (server, log) = target();
+    let dir = tempfile::tempdir().unwrap();
+    let daemons = shards(
+        dir.path(),
+        server.addr,
+        30,
+        "2s",
+        "      http_req_failed: [\"rate<0.01\"]\n",
+    );
+    let (code, body) = runtime().block_on(request(
+        "POST",
+        &format!("{}/api/profiles/canary/run", daemons[2].base),
+        Some(ADMIN_TOKEN),
+    ));
+    assert_eq!(code, 202, "{body}");
+    let started: Value = serde_json::from_str(&body).unwrap();
+    let run = started["shard_run"].as_str().unwrap().to_string();
+    let url = format!("{}/api/shard-runs/{run}", daemons[2].base);
+    let verdict = eventually(Duration::from_secs(60), || {
+        let (code, body) = runtime().block_on(request("GET", &url, Some(ADMIN_TOKEN)));
+        assert_eq!(code, 200, "{body}");
+        let v: Value = serde_json::from_str(&body).unwrap();
+        (v["state"] == "finished").then(|| v["verdict"].clone())
+    })
+    .expect("the run on every shard never finished");
+    assert_eq!(verdict["result"], "passed", "{verdict:#}");
+    assert_eq!(
+        verdict["shards"]["shards_answered"],
+        serde_json::json!([0, 1, 2]),
+        "{verdict:#}"
+    );
+    let seen = log.lock().unwrap().clone();
+    assert_eq!(seen.len(), 60);
+    assert_eq!(verdict["requests"].as_u64(), Some(60), "{verdict:#}");
+    for i in 0..SHARDS {
+        assert_eq!(
+            seen.iter().filter(|s| s.shard == i).count(),
+            20,
+            "shard {i}"
+        );
+    }
+    // A peer's share is its own: asked for the whole verdict, a shard that did not collect the
+    // run says so.
+    let (code, body) = runtime().block_on(request(
+        "GET",
+        &format!("{}/api/shard-runs/{run}", daemons[0].base),
+        Some(ADMIN_TOKEN),
+    ));
+    assert_eq!(code, 404, "{body}");
+    let (code, body) = runtime().block_on(request(
+        "GET",
+        &format!("{}/api/shard-runs/{run}?scope=local", daemons[0].base),
+        Some(ADMIN_TOKEN),
+    ));
+    assert_eq!(code, 200, "{body}");
+    let local: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(local["shares"]["requests"], 20, "{local:#}");
+}
