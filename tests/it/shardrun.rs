@@ -581,3 +581,126 @@ fn issue_31_a_run_started_through_the_api_on_one_shard_runs_on_all_three_and_its
     let local: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(local["shares"]["requests"], 20, "{local:#}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Part 4: the Indexed Job example's command line, as three local processes.
+
+/// The Job example's container arguments, for local process `i` of 3: its config (the shipped
+/// one, sent to `target` at a test's rate with `thresholds` swapped in when given), pod 0's
+/// address on loopback, its summary-export in `dir`.
+fn job_args(
+    dir: &std::path::Path,
+    i: u32,
+    port: u16,
+    target: std::net::SocketAddr,
+    p95_bound: &str,
+) -> Vec<String> {
+    let root = crate::support::root().join("deploy/examples/job");
+    let job: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(root.join("job.yaml")).unwrap()).unwrap();
+    let config = std::fs::read_to_string(root.join("config.yaml"))
+        .unwrap()
+        .replace(
+            "http://checkout.shop.svc.cluster.local./healthz",
+            &format!("http://{target}/api"),
+        )
+        .replace("rate: 3000/s", "rate: 60/s")
+        .replace("duration: 2m", "duration: 2s")
+        .replace("\"p(95)<300\"", &format!("\"p(95)<{p95_bound}\""));
+    let config_path = dir.join(format!("config-{i}.yaml"));
+    std::fs::write(&config_path, config).unwrap();
+    let args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            let a = a.as_str().unwrap();
+            match a {
+                "/etc/sloburn/config.yaml" => config_path.display().to_string(),
+                "/tmp/summary.json" => dir.join(format!("summary-{i}.json")).display().to_string(),
+                a if a.starts_with("http://sloburn-job-0.") => format!("http://127.0.0.1:{port}"),
+                a => a.replace("$(JOB_COMPLETION_INDEX)", &i.to_string()),
+            }
+        })
+        .collect::<Vec<_>>();
+    let mut args = args;
+    args.extend([
+        "--collect-listen".to_string(),
+        format!("127.0.0.1:{port}"),
+        "--collect-timeout".to_string(),
+        "5s".to_string(),
+        "--quiet".to_string(),
+    ]);
+    args
+}
+
+/// Runs the Job's command line as processes `shards` (indices of 3); their exit codes.
+fn run_job(
+    dir: &std::path::Path,
+    target: std::net::SocketAddr,
+    shards: &[u32],
+    p95_bound: &str,
+) -> (Vec<i32>, Vec<crate::support::Proc>) {
+    let port = free_port();
+    let mut procs: Vec<crate::support::Proc> = shards
+        .iter()
+        .map(|i| crate::support::Proc::start(job_args(dir, *i, port, target, p95_bound)))
+        .collect();
+    let codes = procs
+        .iter_mut()
+        .map(|p| {
+            let status = p.wait(Duration::from_secs(90)).expect("still running");
+            status.code().unwrap()
+        })
+        .collect();
+    (codes, procs)
+}
+
+#[test]
+fn issue_31_the_indexed_jobs_command_line_as_three_processes_gives_one_merged_verdict() {
+    let (server, log) = target();
+    let dir = tempfile::tempdir().unwrap();
+    let (codes, procs) = run_job(dir.path(), server.addr, &[0, 1, 2], "300");
+    assert_eq!(codes, vec![0, 0, 0], "{}", procs[0].stderr());
+    let seen = log.lock().unwrap().clone();
+    assert_eq!(seen.len(), 120);
+    // Pod 0's summary is the whole run's, the others say theirs is a share.
+    let whole = procs[0].stdout();
+    assert!(whole.contains("every one of 3 shards"), "{whole}");
+    assert!(
+        procs[1].stdout().contains("share only"),
+        "{}",
+        procs[1].stdout()
+    );
+    let export: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("summary-0.json")).unwrap())
+            .unwrap();
+    let metrics = &export["metrics"];
+    assert_eq!(metrics["http_reqs"]["count"], 120, "{metrics:#}");
+    let p95 = metrics["http_req_duration"]["p(95)"].as_f64().unwrap();
+    let target_p95 = k6_quantile(&mut held_ms(&seen, None), 0.95);
+    assert!(
+        p95 >= target_p95 * 0.996 && p95 <= target_p95 * 1.004 + 5.0,
+        "merged p95 {p95} ms, the target's {target_p95} ms"
+    );
+    log.lock().unwrap().clear();
+
+    // A bound the merged run breaks: 99 from pod 0 alone, the others' part done (0).
+    let dir = tempfile::tempdir().unwrap();
+    let (codes, procs) = run_job(dir.path(), server.addr, &[0, 1, 2], "4");
+    assert_eq!(codes, vec![99, 0, 0], "{}", procs[0].stderr());
+    log.lock().unwrap().clear();
+
+    // A pod that never comes: pod 0 starts without it after the timeout and says 75, naming it.
+    let dir = tempfile::tempdir().unwrap();
+    let (codes, procs) = run_job(dir.path(), server.addr, &[0, 1], "300");
+    assert_eq!(
+        codes,
+        vec![75, 0],
+        "{}\n{}",
+        procs[0].stderr(),
+        procs[1].stderr()
+    );
+    let err = procs[0].stderr();
+    assert!(err.contains("[2]") && err.contains("shard 2"), "{err}");
+}
