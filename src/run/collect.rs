@@ -441,3 +441,24 @@ impl Collect {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_collector_url_is_plain_http_with_a_port_and_bad_ones_say_why() {
+        assert_eq!(
+            collector_url("http://sloburn-job-0.sloburn-job:9091").unwrap(),
+            ("http://sloburn-job-0.sloburn-job:9091".to_string(), 9091)
+        );
+        for (bad, says) in [
+            ("https://a:1", "http://HOST:PORT"),
+            ("http://a", "name the port"),
+            ("not a url at all", "not a URL"),
+        ] {
+            let e = collector_url(bad).unwrap_err().to_string();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
+}
