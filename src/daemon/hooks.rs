@@ -13,7 +13,9 @@
 //!   run is going waits for that run and gets its answer
 //!   (`"joined": true`): one run, however often Flagger retries. A run planned to last longer
 //!   than the call's `timeout` (metadata, or the `Sloburn-Timeout` header; Flagger's own default
-//!   of 10s when neither is given) is refused up front with 422.
+//!   of 10s when neither is given) is refused up front with 422. A split profile of a shard
+//!   with `server.peers` runs on every shard at once (`shardrun`): the answer is the one
+//!   verdict on every shard's figures, with `shards` naming them, 503 when one is missing.
 //! - `slo: NAME` with `max_burn_rate` and `window` answers at once from the live burn rate
 //!   (counting events not yet folded into the minute windows, as budget guards do): 200 when it
 //!   is at most `max_burn_rate`, else 412. It starts no run. A window without events burns 0.
