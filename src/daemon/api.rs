@@ -18,6 +18,7 @@
 use super::hooks;
 use super::reload::reload as reload_config;
 use super::runs::{StartError, start_run};
+use super::shardrun;
 use super::state::{Shared, unix_now};
 use crate::metrics::Metrics;
 use axum::Router;
@@ -52,6 +53,9 @@ pub fn app(shared: AppState) -> Router {
         .route("/api/slos/{name}", get(slo))
         .route("/api/hooks/flagger", post(flagger_hook))
         .route("/api/profiles/{name}/run", post(run_now))
+        .route("/api/shard-runs", post(shard_run_start))
+        .route("/api/shard-runs/{run}", get(shard_run))
+        .route("/api/shard-runs/{run}/abort", post(shard_run_abort))
         .route("/api/profiles/{name}/pause", post(pause))
         .route("/api/profiles/{name}/resume", post(resume))
         .route("/api/reload", post(reload))
@@ -654,10 +658,20 @@ async fn run_now(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     authorize(&shared, &headers, true)?;
-    match start_run(&shared, &name, "api") {
-        Ok(id) => Ok((
+    // A split profile over peers runs on every shard at once (`shardrun`), with one verdict
+    // at `/api/shard-runs/{shard_run}` here.
+    let everywhere = super::runs::launch_of(&shared, &name)
+        .ok()
+        .filter(|l| shardrun::everywhere(&shared, l));
+    let started = match everywhere {
+        Some(l) => shardrun::start_everywhere(&shared, l, Default::default(), "api")
+            .map(|(id, run, _)| (id, Some(run))),
+        None => start_run(&shared, &name, "api").map(|id| (id, None)),
+    };
+    match started {
+        Ok((id, run)) => Ok((
             StatusCode::ACCEPTED,
-            axum::Json(json!({ "run": id, "profile": name })),
+            axum::Json(json!({ "run": id, "profile": name, "shard_run": run })),
         )
             .into_response()),
         Err(StartError::UnknownProfile) => Err(ApiError(
@@ -676,6 +690,77 @@ async fn run_now(
             let a = hooks::not_here(&name, owner, shards);
             Ok((a.status, axum::Json(a.body)).into_response())
         }
+    }
+}
+
+/// A collector starting this shard's share of a run on every shard (`shardrun`).
+async fn shard_run_start(
+    State(shared): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    authorize(&shared, &headers, true)?;
+    let ask = serde_json::from_slice(&body).map_err(|e| {
+        ApiError(
+            StatusCode::BAD_REQUEST,
+            format!("the body is no share of a run to start: {e}"),
+        )
+    })?;
+    let (code, v) = shardrun::start_share(&shared, ask);
+    Ok((code, axum::Json(v)).into_response())
+}
+
+/// A run on every shard: `?scope=local` this shard's share (what the collector polls), else
+/// the one verdict, on the shard that collects it.
+async fn shard_run(
+    State(shared): State<AppState>,
+    Path(run): Path<String>,
+    Query(q): Query<SloQuery>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    authorize(&shared, &headers, false)?;
+    q.local(&shared)?;
+    let local = q.scope.as_deref() == Some("local");
+    let view = if local {
+        shardrun::local_view(&shared, &run)
+    } else {
+        shardrun::verdict_view(&shared, &run)
+    };
+    let what = if local {
+        "share of run"
+    } else {
+        "run collected"
+    };
+    view.map(|v| axum::Json(v).into_response()).ok_or_else(|| {
+        ApiError(
+            StatusCode::NOT_FOUND,
+            format!("no {what} `{run}` here (only the newest are kept)"),
+        )
+    })
+}
+
+/// Stops this shard's share of a run on every shard (the collector passing an abort on).
+async fn shard_run_abort(
+    State(shared): State<AppState>,
+    Path(run): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    authorize(&shared, &headers, true)?;
+    let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+    let reason: String = v["reason"]
+        .as_str()
+        .unwrap_or("asked by the collecting shard")
+        .chars()
+        .take(500)
+        .collect();
+    if shardrun::stop_local(&shared, &run, &reason) {
+        Ok(axum::Json(json!({ "run": run, "stopped": true })).into_response())
+    } else {
+        Err(ApiError(
+            StatusCode::NOT_FOUND,
+            format!("no share of run `{run}` here"),
+        ))
     }
 }
 

@@ -13,7 +13,9 @@
 //!   run is going waits for that run and gets its answer
 //!   (`"joined": true`): one run, however often Flagger retries. A run planned to last longer
 //!   than the call's `timeout` (metadata, or the `Sloburn-Timeout` header; Flagger's own default
-//!   of 10s when neither is given) is refused up front with 422.
+//!   of 10s when neither is given) is refused up front with 422. A split profile of a shard
+//!   with `server.peers` runs on every shard at once (`shardrun`): the answer is the one
+//!   verdict on every shard's figures, with `shards` naming them, 503 when one is missing.
 //! - `slo: NAME` with `max_burn_rate` and `window` answers at once from the live burn rate
 //!   (counting events not yet folded into the minute windows, as budget guards do): 200 when it
 //!   is at most `max_burn_rate`, else 412. It starts no run. A window without events burns 0.
@@ -22,10 +24,9 @@
 //! answer as `ignored_metadata`. Bad JSON or a bad value is a 400 with the reason; an unknown
 //! profile or SLO a 404.
 
-use super::runs::{Launch, StartError, launch_of, start};
+use super::runs::{Launch, StartError, launch_of, start, with_overrides};
 use super::state::{RunRecord, Shared, unix_now};
-use crate::load::plan::{max_vus, planned_duration};
-use crate::load::spec::{Executor, default_vu_pool, stall_pool};
+use crate::load::plan::planned_duration;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -166,7 +167,12 @@ async fn run_profile(
             &cfg.targets,
             &cfg.journeys,
         );
-        worst_case(&launch, iteration, cfg.server.grace_period)
+        let lead = if super::shardrun::everywhere(shared, &launch) {
+            super::shardrun::LEAD
+        } else {
+            Duration::ZERO
+        };
+        worst_case(&launch, iteration, cfg.server.grace_period).saturating_add(lead)
     };
     if worst > timeout {
         return refuse(
@@ -196,7 +202,7 @@ async fn run_profile(
         runs.retain(|_, (_, e)| e.borrow().is_none());
         match runs.get(&key) {
             Some((id, e)) => (*id, e.clone(), true),
-            None => match start(shared, launch, "flagger") {
+            None => match start_one(shared, launch, &payload.metadata) {
                 Ok((id, e)) => {
                     runs.insert(key, (id, e.clone()));
                     (id, e, false)
@@ -243,6 +249,26 @@ async fn run_profile(
     }
 }
 
+/// Starts the hook's run: on every shard when the profile is split over peers
+/// (`shardrun`, one verdict), else here.
+fn start_one(
+    shared: &Arc<Shared>,
+    launch: Launch,
+    metadata: &BTreeMap<String, String>,
+) -> Result<(u64, super::state::Ending), StartError> {
+    if super::shardrun::everywhere(shared, &launch) {
+        let overrides = metadata
+            .iter()
+            .filter(|(k, _)| ["url", "rate", "duration"].contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        super::shardrun::start_everywhere(shared, launch, overrides, "flagger")
+            .map(|(id, _, ending)| (id, ending))
+    } else {
+        start(shared, launch, "flagger")
+    }
+}
+
 /// The answer for a finished run.
 fn verdict(r: &RunRecord, joined: bool) -> Answer {
     let status = match r.result.as_str() {
@@ -279,6 +305,7 @@ fn verdict(r: &RunRecord, joined: bool) -> Answer {
             "failed_ratio": r.failed_ratio,
             "p95_ms": r.p95_ms,
             "p99_ms": r.p99_ms,
+            "shards": r.shards,
         }),
     }
 }
@@ -315,118 +342,6 @@ fn worst_case(launch: &Launch, iteration: Duration, grace_period: Duration) -> D
     p.start_time
         .saturating_add(planned_duration(&p.executor))
         .saturating_add(tail)
-}
-
-/// Applies metadata `url`, `rate` and `duration`, checked as the config checks them.
-fn with_overrides(mut launch: Launch, m: &BTreeMap<String, String>) -> Result<Launch, String> {
-    let name = launch.profile.name.clone();
-    if let Some(rate) = m.get("rate") {
-        let r = crate::units::parse_rate(rate.trim())
-            .map_err(|e| format!("metadata `rate` `{rate}`: {e}"))?;
-        if r.is_nan() || r <= 0.0 {
-            return Err(format!(
-                "metadata `rate` `{rate}`: the rate must be above zero"
-            ));
-        }
-        match &mut launch.profile.executor {
-            Executor::ConstantArrivalRate {
-                rate,
-                pre_allocated_vus,
-                max_vus,
-                ..
-            } => {
-                *rate = r;
-                // A higher rate needs the pool a profile without its own VU settings would get:
-                // a defaulted pool grows with the rate over the same hold time.
-                let (pre, mut max) = default_vu_pool(r);
-                if let Some(hold) = launch.profile.vu_hold {
-                    max = max.max(stall_pool(r, hold));
-                }
-                *pre_allocated_vus = (*pre_allocated_vus).max(pre);
-                *max_vus = (*max_vus).max(max).max(*pre_allocated_vus);
-            }
-            other => {
-                return Err(format!(
-                    "metadata `rate` overrides a constant-arrival-rate profile; `{name}` is {}",
-                    crate::load::plan::executor_name(other)
-                ));
-            }
-        }
-    }
-    if let Some(d) = m.get("duration") {
-        let dur = crate::units::parse_duration(d.trim())
-            .map_err(|e| format!("metadata `duration` `{d}`: {e}"))?;
-        if dur.is_zero() {
-            return Err(format!(
-                "metadata `duration` `{d}`: must be longer than zero"
-            ));
-        }
-        match &mut launch.profile.executor {
-            Executor::ConstantArrivalRate { duration, .. }
-            | Executor::ConstantVus { duration, .. } => *duration = dur,
-            other => {
-                return Err(format!(
-                    "metadata `duration` overrides a constant-vus or constant-arrival-rate \
-                     profile; `{name}` is {}",
-                    crate::load::plan::executor_name(other)
-                ));
-            }
-        }
-    }
-    if let Some(u) = m.get("url") {
-        override_url(&mut launch, u)?;
-    }
-    // A defaulted pool is capped to the limit when the run starts; one the profile set must fit.
-    if let Ok(limit) = crate::limits::nofile()
-        && launch.profile.vu_hold.is_none()
-    {
-        crate::limits::fits(u64::from(max_vus(&launch.profile.executor)), limit)
-            .map_err(|e| format!("profile `{name}` with these overrides: {e}"))?;
-    }
-    Ok(launch)
-}
-
-/// Sends the run to `url` instead of the target's URL. Its requests are then no SLO events
-/// (the SLOs watch the target, not a canary beside it). A target with secret headers keeps
-/// them for its own host: sending them elsewhere is refused.
-fn override_url(launch: &mut Launch, written: &str) -> Result<(), String> {
-    let written = written.trim();
-    if !launch.profile.mix.is_empty() {
-        return Err(format!(
-            "metadata `url` `{written}`: profile `{}` walks journeys, whose steps name their              own paths; `url` overrides a single-request profile",
-            launch.profile.name
-        ));
-    }
-    if written.contains("${") {
-        return Err(format!(
-            "metadata `url` `{written}`: references (`${{env:..}}`, `${{file:..}}`) are only \
-             expanded in the config, never from a webhook"
-        ));
-    }
-    let uri: http::Uri = written
-        .parse()
-        .map_err(|e| format!("metadata `url` `{written}` is not a URL: {e}"))?;
-    if !matches!(uri.scheme_str(), Some("http" | "https")) {
-        return Err(format!(
-            "metadata `url` `{written}`: use an absolute http:// or https:// URL"
-        ));
-    }
-    if uri.host().is_none_or(str::is_empty) {
-        return Err(format!("metadata `url` `{written}` has no host"));
-    }
-    let t = &mut launch.target;
-    let same_place = uri.scheme() == t.uri.scheme() && uri.authority() == t.uri.authority();
-    if !same_place && t.headers.values().any(|v| v.is_sensitive()) {
-        return Err(format!(
-            "metadata `url` `{written}`: target `{}` sends secret headers, which go only to \
-             its own host",
-            t.name
-        ));
-    }
-    t.uri = uri;
-    t.display_url = written.to_string();
-    launch.slo_events = false;
-    Ok(())
 }
 
 /// SLO mode: the live burn rate over `window` against `max_burn_rate`.
@@ -550,6 +465,7 @@ mod tests {
             p95_ms: 1.0,
             p99_ms: 1.0,
             thresholds: Vec::new(),
+            shards: None,
         };
         let why = "inconclusive: the generator dropped 10 of 100 arrivals";
         let a = verdict(&record("inconclusive", Some(why)), false);

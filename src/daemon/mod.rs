@@ -4,6 +4,7 @@
 //! - `state`: the shared state every task and handler sees, and the API's views;
 //! - `runs`: starting a run, feeding its events to `/metrics` and the SLO budgets, the budget
 //!   guard, recording how it ended;
+//! - `shardrun`: a split profile's run on every shard at one instant, with one verdict;
 //! - `schedules`: config generations and the per-profile schedule loops;
 //! - `reload`: SIGHUP, API and file-watch reloads;
 //! - `restore`: SLO windows rebuilt from Prometheus at start-up (`storage.restore`);
@@ -25,6 +26,7 @@ mod restore;
 mod runs;
 mod schedules;
 mod server;
+mod shardrun;
 mod state;
 
 pub use lifecycle::{Daemon, Options, Startup, command, run_until_signal, start, with_signals};

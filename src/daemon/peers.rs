@@ -67,56 +67,96 @@ impl Gathered {
     }
 }
 
-/// GETs `path_and_query` (a `?scope=local` one) from every peer at once.
-pub(super) async fn gather(shared: &Shared, path_and_query: &str) -> Gathered {
-    let cfg = shared.config();
-    let (shard, shards) = (shared.shard.index(), shared.shard.count());
-    let client = Client::new(
+/// The client peer calls go through: `timeout` a call, answers up to [`MAX_ANSWER`].
+pub(super) fn client(shared: &Shared, timeout: Duration) -> Client {
+    Client::new(
         ClientOptions {
-            timeout: PEER_TIMEOUT,
+            timeout,
             max_body: MAX_ANSWER,
             ..ClientOptions::default()
         },
         shared.resolver.clone(),
-    );
-    let mut headers = http::HeaderMap::from_iter([(
-        http::header::ACCEPT,
-        http::HeaderValue::from_static("application/json"),
-    )]);
+    )
+}
+
+/// JSON accepted, and the admin token when the daemon has one (peers check it).
+pub(super) fn headers(shared: &Shared) -> http::HeaderMap {
+    let cfg = shared.config();
+    let mut headers = http::HeaderMap::from_iter([
+        (
+            http::header::ACCEPT,
+            http::HeaderValue::from_static("application/json"),
+        ),
+        (
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json"),
+        ),
+    ]);
     if let Some(t) = &cfg.server.admin_token
         && let Ok(mut v) = http::HeaderValue::from_str(&format!("Bearer {}", t.expose()))
     {
         v.set_sensitive(true);
         headers.insert(http::header::AUTHORIZATION, v);
     }
+    headers
+}
+
+/// One call to one peer within `timeout`: its status and JSON answer, or why there is none.
+pub(super) async fn call(
+    client: &Client,
+    headers: &http::HeaderMap,
+    method: http::Method,
+    url: &str,
+    body: bytes::Bytes,
+    timeout: Duration,
+) -> Result<(u16, Value), String> {
+    let uri = url
+        .parse::<http::Uri>()
+        .map_err(|_| "not a valid URL".to_string())?;
+    let req = RequestSpec {
+        method,
+        uri,
+        headers: headers.clone(),
+        body,
+    };
+    let mut conn = client.conn();
+    let o = tokio::time::timeout(timeout, conn.send(&req))
+        .await
+        .map_err(|_| format!("no answer within {timeout:?}"))?;
+    match (o.error, o.status) {
+        (Some(e), _) => Err(format!("cannot reach it: {}", e.as_str())),
+        (None, Some(code)) => serde_json::from_slice::<Value>(&o.body)
+            .map(|v| (code, v))
+            .map_err(|e| format!("it answered {code}, not JSON: {e}")),
+        (None, None) => Err("no response".to_string()),
+    }
+}
+
+/// GETs `path_and_query` (a `?scope=local` one) from every peer at once.
+pub(super) async fn gather(shared: &Shared, path_and_query: &str) -> Gathered {
+    let cfg = shared.config();
+    let (shard, shards) = (shared.shard.index(), shared.shard.count());
+    let client = client(shared, PEER_TIMEOUT);
+    let headers = headers(shared);
     // The set dies with this call: no peer call outlives the answer it was for.
     let mut calls = tokio::task::JoinSet::new();
     for peer in cfg.server.peer_urls(shards) {
-        let mut conn = client.conn();
-        let uri = format!("{peer}{path_and_query}").parse::<http::Uri>();
-        let headers = headers.clone();
+        let url = format!("{peer}{path_and_query}");
+        let (client, headers) = (client.clone(), headers.clone());
         calls.spawn(async move {
-            let uri = match uri {
-                Ok(u) => u,
-                Err(_) => return (peer, Err("not a valid URL".to_string())),
-            };
-            let req = RequestSpec {
-                method: http::Method::GET,
-                uri,
-                headers,
-                body: bytes::Bytes::new(),
-            };
-            let out = tokio::time::timeout(PEER_TIMEOUT, conn.send(&req)).await;
-            let answer = match out {
-                Err(_) => Err(format!("no answer within {PEER_TIMEOUT:?}")),
-                Ok(o) => match (o.error, o.status) {
-                    (Some(e), _) => Err(format!("cannot reach it: {}", e.as_str())),
-                    (None, Some(200)) => serde_json::from_slice::<Value>(&o.body)
-                        .map_err(|e| format!("its answer is not JSON: {e}")),
-                    (None, Some(code)) => Err(format!("it answered {code}")),
-                    (None, None) => Err("no response".to_string()),
-                },
-            };
+            let answer = call(
+                &client,
+                &headers,
+                http::Method::GET,
+                &url,
+                bytes::Bytes::new(),
+                PEER_TIMEOUT,
+            )
+            .await
+            .and_then(|(code, v)| match code {
+                200 => Ok(v),
+                code => Err(format!("it answered {code}")),
+            });
             (peer, answer)
         });
     }

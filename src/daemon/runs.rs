@@ -3,8 +3,8 @@
 //! its budget guard trips, and record how it ended (in memory and in the store).
 
 use super::state::{
-    DETAILS_IN_MEMORY, Ending, ProfileState, RUNS_PER_PROFILE, RunRecord, Shared, ThresholdRecord,
-    unix_now,
+    DETAILS_IN_MEMORY, Ending, ProfileState, RUNS_PER_PROFILE, RunRecord, Share, ShareResult,
+    Shared, ThresholdRecord, unix_now,
 };
 use crate::budget::{Scope, Watcher};
 use crate::checks::Check;
@@ -13,12 +13,15 @@ use crate::http::Outcome;
 use crate::load::observe::{Observer, Observers};
 use crate::load::pacing::DropReason;
 use crate::load::placement::Assignment;
+use crate::load::plan::max_vus;
 use crate::load::runner::{self, Abort, RunReport, RunSpec, Stopper};
+use crate::load::spec::{Executor, default_vu_pool, stall_pool};
 use crate::load::stats::RunStats;
 use crate::load::walk::{IterationResult, StepFailure, Work};
 use crate::metrics::{ProfileMetrics, StepLayout};
 use crate::store::StoredRun;
 use crate::web::{Capture, RunDetail, Sample};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
@@ -52,6 +55,16 @@ pub(super) struct Launch {
     pub target: config::Target,
     /// Whether its requests are SLO events (not when a hook sent them to another URL).
     pub slo_events: bool,
+    /// Its share of a run on every shard (`daemon::shardrun`), if it is one.
+    pub sharded: Option<Sharded>,
+}
+
+/// What makes a run a share of a run on every shard.
+pub(super) struct Sharded {
+    /// The run's id, the same on every shard.
+    pub run: String,
+    /// When every shard starts its share (unix ms, wall clock).
+    pub start_at_ms: u64,
 }
 
 /// Starts a run of `name` now. Returns its id.
@@ -81,6 +94,7 @@ pub(super) fn launch_of(shared: &Shared, name: &str) -> Result<Launch, StartErro
         profile,
         target,
         slo_events: true,
+        sharded: None,
     })
 }
 
@@ -97,6 +111,7 @@ pub(super) fn start(
         profile,
         target,
         slo_events,
+        sharded,
     } = launch;
     let name = profile.name.as_str();
     let cfg = shared.config();
@@ -143,11 +158,27 @@ pub(super) fn start(
         p95_ms: 0.0,
         p99_ms: 0.0,
         thresholds: Vec::new(),
+        shards: None,
     };
     // Saved to the store when it ends (one write per run, so a slow start-of-run write can
     // never overwrite the finished record).
     shared.remember(&record);
     let (ended, ending) = tokio::sync::watch::channel(None);
+    let report = ShareResult::default();
+    let start_at_ms = sharded.as_ref().map(|s| s.start_at_ms);
+    if let Some(s) = sharded {
+        shared.keep_share(
+            s.run,
+            Share {
+                id,
+                profile: name.to_string(),
+                start_at_ms: s.start_at_ms,
+                stopper: stopper.clone(),
+                ending: ending.clone(),
+                report: report.clone(),
+            },
+        );
+    }
     let shared2 = shared.clone();
     let span = tracing::info_span!("run", profile = %name, run = id, trigger, trace_id = tracing::field::Empty);
     crate::telemetry::daemon::stamp(&span);
@@ -159,7 +190,17 @@ pub(super) fn start(
         // would count against the target.
         tokio::task::yield_now().await;
         let (result, detail) = execute(
-            &shared2, &profile, &target, work, slo_events, stopper, record,
+            &shared2,
+            &profile,
+            &target,
+            Running {
+                work,
+                slo_events,
+                stopper,
+                start_at_ms,
+                report,
+            },
+            record,
         )
         .await;
         finish(&shared2, &profile.name, id, result, detail, &ended);
@@ -300,15 +341,31 @@ async fn guard(shared: Arc<Shared>, g: config::Guard, stopper: Stopper) {
     }
 }
 
+/// What one run carries into its execution besides its profile and target.
+struct Running {
+    work: Work,
+    slo_events: bool,
+    stopper: Stopper,
+    /// A share's barrier: the plan's time zero is this instant (unix ms), not the end of set-up.
+    start_at_ms: Option<u64>,
+    /// Where a share leaves its report for the shard that collects it.
+    report: ShareResult,
+}
+
 async fn execute(
     shared: &Arc<Shared>,
     profile: &Profile,
     target: &config::Target,
-    work: Work,
-    slo_events: bool,
-    stopper: Stopper,
+    running: Running,
     mut record: RunRecord,
 ) -> (RunRecord, Option<RunDetail>) {
+    let Running {
+        work,
+        slo_events,
+        stopper,
+        start_at_ms,
+        report: share,
+    } = running;
     let work = Arc::new(work);
     let steps = work.steps();
     let journeys = work.journey_names();
@@ -388,6 +445,13 @@ async fn execute(
         tracer: tracer(shared),
     };
     let client = target.client(shared.resolver.clone());
+    // The barrier: set-up done, the plan waits for the instant every shard starts at (a share
+    // whose instant has passed starts at once; the collecting shard sees its start time).
+    let mut spec = spec;
+    if let Some(at) = start_at_ms {
+        let wait = Duration::from_millis(at.saturating_sub(super::state::wall_ms()));
+        spec.start_time = spec.start_time.saturating_add(wait);
+    }
     shared.metrics.run_started(&profile.name);
     // The guard lives exactly as long as the run: dropping the set aborts it.
     let mut guards = tokio::task::JoinSet::new();
@@ -399,7 +463,8 @@ async fn execute(
     record.finished_at = Some(unix_now());
     let detail = match outcome {
         Ok(report) => {
-            fill(&mut record, &report, shared, &profile.name);
+            fill(&mut record, &report);
+            set_threshold_gauges(shared, &profile.name, &report);
             let (mut detail, slot) = capture.finish(&report);
             detail.id = record.id;
             detail.profile = record.profile.clone();
@@ -411,6 +476,7 @@ async fn execute(
                 s.ring.extend(slot);
                 s.live = None;
             }
+            let _ = share.set(report);
             Some(detail)
         }
         Err(e) => {
@@ -472,7 +538,20 @@ fn save(shared: &Arc<Shared>, record: &RunRecord, detail: Option<&RunDetail>) {
         .spawn_blocking(move || s.budget.save_run(stored, detail, RUNS_PER_PROFILE));
 }
 
-fn fill(record: &mut RunRecord, report: &RunReport, shared: &Shared, profile: &str) {
+/// `sloburn_threshold_passed` of each of the run's thresholds.
+fn set_threshold_gauges(shared: &Shared, profile: &str, report: &RunReport) {
+    for (spec, r) in &report.thresholds {
+        shared.metrics.set_threshold(
+            profile,
+            &spec.threshold.metric,
+            &spec.threshold.source,
+            r.passed,
+        );
+    }
+}
+
+/// A finished run's figures, thresholds and result in its record.
+pub(super) fn fill(record: &mut RunRecord, report: &RunReport) {
     let s = &report.stats;
     record.requests = s.requests;
     record.rate = s.per_second(s.requests);
@@ -487,19 +566,11 @@ fn fill(record: &mut RunRecord, report: &RunReport, shared: &Shared, profile: &s
     record.thresholds = report
         .thresholds
         .iter()
-        .map(|(spec, r)| {
-            shared.metrics.set_threshold(
-                profile,
-                &spec.threshold.metric,
-                &spec.threshold.source,
-                r.passed,
-            );
-            ThresholdRecord {
-                metric: spec.threshold.metric.clone(),
-                threshold: spec.threshold.source.clone(),
-                passed: r.passed,
-                observed: r.observed,
-            }
+        .map(|(spec, r)| ThresholdRecord {
+            metric: spec.threshold.metric.clone(),
+            threshold: spec.threshold.source.clone(),
+            passed: r.passed,
+            observed: r.observed,
         })
         .collect();
     let inconclusive = report.inconclusive();
@@ -616,4 +687,119 @@ fn finish(
     if again && !shared.shutdown.is_cancelled() {
         let _ = start_run(shared, profile, "queued");
     }
+}
+
+/// Applies metadata `url`, `rate` and `duration`, checked as the config checks them.
+pub(super) fn with_overrides(
+    mut launch: Launch,
+    m: &BTreeMap<String, String>,
+) -> Result<Launch, String> {
+    let name = launch.profile.name.clone();
+    if let Some(rate) = m.get("rate") {
+        let r = crate::units::parse_rate(rate.trim())
+            .map_err(|e| format!("metadata `rate` `{rate}`: {e}"))?;
+        if r.is_nan() || r <= 0.0 {
+            return Err(format!(
+                "metadata `rate` `{rate}`: the rate must be above zero"
+            ));
+        }
+        match &mut launch.profile.executor {
+            Executor::ConstantArrivalRate {
+                rate,
+                pre_allocated_vus,
+                max_vus,
+                ..
+            } => {
+                *rate = r;
+                // A higher rate needs the pool a profile without its own VU settings would get:
+                // a defaulted pool grows with the rate over the same hold time.
+                let (pre, mut max) = default_vu_pool(r);
+                if let Some(hold) = launch.profile.vu_hold {
+                    max = max.max(stall_pool(r, hold));
+                }
+                *pre_allocated_vus = (*pre_allocated_vus).max(pre);
+                *max_vus = (*max_vus).max(max).max(*pre_allocated_vus);
+            }
+            other => {
+                return Err(format!(
+                    "metadata `rate` overrides a constant-arrival-rate profile; `{name}` is {}",
+                    crate::load::plan::executor_name(other)
+                ));
+            }
+        }
+    }
+    if let Some(d) = m.get("duration") {
+        let dur = crate::units::parse_duration(d.trim())
+            .map_err(|e| format!("metadata `duration` `{d}`: {e}"))?;
+        if dur.is_zero() {
+            return Err(format!(
+                "metadata `duration` `{d}`: must be longer than zero"
+            ));
+        }
+        match &mut launch.profile.executor {
+            Executor::ConstantArrivalRate { duration, .. }
+            | Executor::ConstantVus { duration, .. } => *duration = dur,
+            other => {
+                return Err(format!(
+                    "metadata `duration` overrides a constant-vus or constant-arrival-rate \
+                     profile; `{name}` is {}",
+                    crate::load::plan::executor_name(other)
+                ));
+            }
+        }
+    }
+    if let Some(u) = m.get("url") {
+        override_url(&mut launch, u)?;
+    }
+    // A defaulted pool is capped to the limit when the run starts; one the profile set must fit.
+    if let Ok(limit) = crate::limits::nofile()
+        && launch.profile.vu_hold.is_none()
+    {
+        crate::limits::fits(u64::from(max_vus(&launch.profile.executor)), limit)
+            .map_err(|e| format!("profile `{name}` with these overrides: {e}"))?;
+    }
+    Ok(launch)
+}
+
+/// Sends the run to `url` instead of the target's URL. Its requests are then no SLO events
+/// (the SLOs watch the target, not a canary beside it). A target with secret headers keeps
+/// them for its own host: sending them elsewhere is refused.
+fn override_url(launch: &mut Launch, written: &str) -> Result<(), String> {
+    let written = written.trim();
+    if !launch.profile.mix.is_empty() {
+        return Err(format!(
+            "metadata `url` `{written}`: profile `{}` walks journeys, whose steps name their              own paths; `url` overrides a single-request profile",
+            launch.profile.name
+        ));
+    }
+    if written.contains("${") {
+        return Err(format!(
+            "metadata `url` `{written}`: references (`${{env:..}}`, `${{file:..}}`) are only \
+             expanded in the config, never from a webhook"
+        ));
+    }
+    let uri: http::Uri = written
+        .parse()
+        .map_err(|e| format!("metadata `url` `{written}` is not a URL: {e}"))?;
+    if !matches!(uri.scheme_str(), Some("http" | "https")) {
+        return Err(format!(
+            "metadata `url` `{written}`: use an absolute http:// or https:// URL"
+        ));
+    }
+    if uri.host().is_none_or(str::is_empty) {
+        return Err(format!("metadata `url` `{written}` has no host"));
+    }
+    let t = &mut launch.target;
+    let same_place = uri.scheme() == t.uri.scheme() && uri.authority() == t.uri.authority();
+    if !same_place && t.headers.values().any(|v| v.is_sensitive()) {
+        return Err(format!(
+            "metadata `url` `{written}`: target `{}` sends secret headers, which go only to \
+             its own host",
+            t.name
+        ));
+    }
+    t.uri = uri;
+    t.display_url = written.to_string();
+    launch.slo_events = false;
+    Ok(())
 }

@@ -52,6 +52,9 @@ pub struct RunRecord {
     pub p95_ms: f64,
     pub p99_ms: f64,
     pub thresholds: Vec<ThresholdRecord>,
+    /// A run on every shard (`daemon::shardrun`): its shards, which answered, which did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shards: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -142,6 +145,31 @@ pub struct Shared {
     /// Runs started by the Flagger hook, by call (canary, phase, checksum, metadata), so a
     /// second call with the same key waits for the first one's run: `(run id, its ending)`.
     pub(super) hook_runs: Mutex<BTreeMap<String, (u64, Ending)>>,
+    /// This shard's shares of runs on every shard (`daemon::shardrun`), by the run's id,
+    /// oldest first; at most [`SHARES_KEPT`].
+    pub(super) shares: Mutex<VecDeque<(String, Share)>>,
+    /// The verdicts of runs on every shard this shard collects, by run id, oldest first; at
+    /// most [`SHARES_KEPT`].
+    pub(super) verdicts: Mutex<VecDeque<(String, Ending)>>,
+}
+
+/// How many shares of runs on every shard a shard keeps for their askers: the newest ones.
+pub const SHARES_KEPT: usize = 32;
+
+/// A finished share's figures and how it ended, for the shard that collects them.
+pub(super) type ShareResult = std::sync::Arc<std::sync::OnceLock<crate::load::runner::RunReport>>;
+
+/// This shard's share of a run on every shard.
+pub(super) struct Share {
+    /// The local run carrying it.
+    pub id: u64,
+    pub profile: String,
+    /// When every shard starts (unix ms): the barrier.
+    pub start_at_ms: u64,
+    pub stopper: crate::load::runner::Stopper,
+    pub ending: Ending,
+    /// Set when the share's run finished with a report.
+    pub report: ShareResult,
 }
 
 /// Wrong bearer tokens per one-second window: past `AUTH_FAILURES_PER_SECOND` in the current
@@ -216,6 +244,13 @@ impl AuthFailures {
 #[doc(hidden)]
 pub const TEST_CLOCK_ENV: &str = "SLOBURN_TEST_CLOCK_START";
 
+/// The wall clock in unix milliseconds (never shifted: shards agree on start instants by it).
+pub(super) fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
 /// The daemon's clock in unix seconds: the system clock, shifted by the test hook if set.
 pub(super) fn unix_now() -> f64 {
     static OFFSET: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
@@ -233,6 +268,17 @@ pub(super) fn unix_now() -> f64 {
 }
 
 impl Shared {
+    /// Keeps this shard's share of run `run` for the shard collecting it; the oldest past
+    /// [`SHARES_KEPT`] is forgotten (its asker, long done, would get a 404).
+    pub(super) fn keep_share(&self, run: String, share: Share) {
+        if let Ok(mut kept) = self.shares.lock() {
+            kept.push_back((run, share));
+            while kept.len() > SHARES_KEPT {
+                kept.pop_front();
+            }
+        }
+    }
+
     pub(super) fn new(
         cfg: &Config,
         metrics: Metrics,
@@ -264,6 +310,8 @@ impl Shared {
             last_config_text: Mutex::new(text),
             auth_failures: AuthFailures::default(),
             hook_runs: Mutex::new(BTreeMap::new()),
+            shares: Mutex::new(VecDeque::new()),
+            verdicts: Mutex::new(VecDeque::new()),
         };
         shared.restore_history();
         if !shared.budget.store_is_open() {

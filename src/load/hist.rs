@@ -177,8 +177,9 @@ impl Histogram {
     }
 }
 
-/// A point-in-time copy of a [`Histogram`]; mergeable across VUs, targets or shards.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A point-in-time copy of a [`Histogram`]; mergeable across VUs, targets or shards. Its serde
+/// form is what shards exchange (`load::merge`); one read from a peer is [`Self::check`]ed.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct HistSnapshot {
     /// `(bucket index, count)` of the non-empty buckets, by index: a snapshot is as small as
     /// the spread of its values (a dense copy was 31 KB, and a run's sampler holds two dozen).
@@ -331,6 +332,39 @@ impl HistSnapshot {
             min_ns,
             max_ns,
         }
+    }
+
+    /// Whether this snapshot (read from elsewhere) is one a [`Histogram`] could have made:
+    /// bucket indices ascending and in range, no empty bucket, the count their sum, the
+    /// extremes inside the outer buckets' bounds. Quantiles of anything else are meaningless.
+    pub fn check(&self) -> Result<(), String> {
+        let mut total = 0u64;
+        let mut last: Option<u32> = None;
+        for &(idx, c) in &self.buckets {
+            if idx as usize >= BUCKETS || last.is_some_and(|l| l >= idx) || c == 0 {
+                return Err(format!(
+                    "bucket {idx} is out of order, out of range or empty"
+                ));
+            }
+            last = Some(idx);
+            total = total
+                .checked_add(c)
+                .ok_or_else(|| "bucket counts overflow".to_string())?;
+        }
+        if total != self.count {
+            return Err(format!(
+                "count {} is not the sum of its buckets ({total})",
+                self.count
+            ));
+        }
+        if let (Some(&(first, _)), Some(&(last, _))) = (self.buckets.first(), self.buckets.last()) {
+            let (lo, _) = bounds_of(first as usize);
+            let (_, hi) = bounds_of(last as usize);
+            if self.min_ns < lo || self.min_ns > self.max_ns || self.max_ns > hi.max(lo) {
+                return Err("min or max lies outside its buckets".to_string());
+            }
+        }
+        Ok(())
     }
 
     pub fn merge(&mut self, other: &HistSnapshot) {

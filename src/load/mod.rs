@@ -2,6 +2,7 @@
 
 mod groups;
 pub mod hist;
+pub mod merge;
 pub mod ndjson;
 pub mod observe;
 pub mod pacing;

@@ -66,6 +66,17 @@ pub struct RunArgs {
     /// Run shard `i/N` of the profile (N replicas together produce the whole profile).
     #[arg(long)]
     pub shard: Option<String>,
+    /// With --shard i/N: one of N processes with one verdict (an Indexed Job's pods). Shard 0
+    /// collects the others' figures at this URL (http://HOST:PORT, its own address) and alone
+    /// prints the whole run's summary, writes its --summary-export and exits 0, 99 or 75 for it.
+    #[arg(long, value_name = "URL")]
+    pub collect: Option<String>,
+    /// Where shard 0 listens for the others (default: every address, the --collect URL's port).
+    #[arg(long, value_name = "ADDR")]
+    pub collect_listen: Option<std::net::SocketAddr>,
+    /// How long the shards wait for each other to start (default 5m: pods may be pulling).
+    #[arg(long, value_name = "DURATION")]
+    pub collect_timeout: Option<String>,
     /// Write k6's summary-export JSON here.
     #[arg(long)]
     pub summary_export: Option<PathBuf>,

@@ -16,6 +16,8 @@ use tokio_util::sync::CancellationToken;
 /// How a run ended: its report, and the signal that stopped it, if one did.
 pub struct Finished {
     pub report: RunReport,
+    /// With `--collect`: how the run on every shard ended for this process.
+    pub collected: Option<super::collect::Collected>,
     /// `SIGTERM` or `SIGINT` when a signal stopped the run.
     pub interrupted_by: Option<&'static str>,
 }
@@ -92,7 +94,27 @@ pub async fn execute(
             done.clone(),
         ));
     }
-    let started = tokio::time::Instant::now() + r.spec.start_time;
+    // `--collect`: the shards start together, at the instant the collector set.
+    let mut spec = r.spec.clone();
+    let collect = match &args.collect {
+        Some(url) if r.spec.shard.count() > 1 => {
+            let timeout = match &args.collect_timeout {
+                Some(t) => crate::units::parse_duration(t)
+                    .map_err(|e| Usage(format!("--collect-timeout `{t}`: {e}")))?,
+                None => Duration::from_secs(300),
+            };
+            let c = super::collect::join(url, args.collect_listen, r.spec.shard, &r.name, timeout)
+                .await?;
+            let wait = c.start_at_ms.saturating_sub(super::collect::wall_ms());
+            spec.start_time = spec.start_time.saturating_add(Duration::from_millis(wait));
+            Some(c)
+        }
+        Some(_) if args.shard.is_none() => {
+            return Err(Usage("--collect needs --shard i/N".into()).into());
+        }
+        _ => None,
+    };
+    let started = tokio::time::Instant::now() + spec.start_time;
     let capture = args
         .report
         .as_ref()
@@ -107,7 +129,6 @@ pub async fn execute(
             })
             .ok()
     });
-    let mut spec = r.spec.clone();
     spec.tracer = exporter.as_ref().zip(r.telemetry.as_ref()).map(|(e, t)| {
         crate::telemetry::Tracer::new(e.tracer(crate::telemetry::spans::SCOPE), &t.traces)
     });
@@ -118,10 +139,34 @@ pub async fn execute(
         stopper,
     );
     // Dropping the run aborts its VUs (their sets die with it); what they had finished stays.
-    let report = tokio::select! {
+    let mut report = tokio::select! {
         report = run => report.map_err(|e| anyhow!("profile `{}`: {e}", r.name))?,
         () = cut.cancelled() => cut_short(&r.spec, &stats, started, caught.get().copied()),
     };
+    let collected = match collect {
+        Some(c) => Some(c.finish(&mut report, r.planned).await),
+        None => None,
+    };
+    let mut notes = r.notes.clone();
+    match &collected {
+        Some(super::collect::Collected::Whole { missing: Some(why) }) => notes.push(why.clone()),
+        Some(super::collect::Collected::Whole { missing: None }) => notes.push(format!(
+            "the whole run: every one of {} shards' figures added up",
+            r.spec.shard.count()
+        )),
+        Some(super::collect::Collected::Share { .. }) => notes.push(format!(
+            "shard {}/{}'s share only: the whole run's verdict is shard 0's",
+            r.spec.shard.index(),
+            r.spec.shard.count()
+        )),
+        None => {}
+    }
+    if let Some(super::collect::Collected::Share {
+        delivered: Err(why),
+    }) = &collected
+    {
+        let _ = writeln!(std::io::stderr(), "error: {why}");
+    }
     // A signal that came after the run had stopped for another reason did not interrupt it.
     let interrupted_by = caught
         .get()
@@ -191,7 +236,7 @@ pub async fn execute(
                 executor: Some(&r.spec.executor),
                 graceful_stop: r.spec.graceful_stop,
                 outputs: &args.out,
-                notes: &r.notes,
+                notes: &notes,
             };
             writeln!(stdout, "{}", summary::text_with(&header, &report))
         })
@@ -200,6 +245,7 @@ pub async fn execute(
     reported?;
     Ok(Finished {
         report,
+        collected,
         interrupted_by,
     })
 }

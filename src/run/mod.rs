@@ -17,6 +17,7 @@ use crate::config::{self};
 use std::io::Write;
 
 mod args;
+mod collect;
 mod execute;
 mod outputs;
 mod resolve;
@@ -68,6 +69,21 @@ pub fn command(args: RunArgs) -> i32 {
     let result = runtime.block_on(execute(&args, resolved, true));
     match result {
         Ok(f) if f.interrupted_by.is_some() => crate::exit::INTERRUPTED,
+        // Another shard of a collected run: its part is done once the collector has it.
+        Ok(Finished {
+            collected: Some(collect::Collected::Share { delivered }),
+            ..
+        }) => match delivered {
+            Ok(()) => crate::exit::OK,
+            Err(_) => crate::exit::ERROR,
+        },
+        Ok(Finished {
+            collected: Some(collect::Collected::Whole { missing: Some(why) }),
+            ..
+        }) => {
+            eprintln!("{why}");
+            crate::exit::INCONCLUSIVE
+        }
         Ok(f) if f.report.stats.local_errors_dominate() => crate::exit::ERROR,
         Ok(f) if f.report.inconclusive().is_some() => crate::exit::INCONCLUSIVE,
         Ok(f) if f.report.thresholds_passed() => crate::exit::OK,

@@ -34,6 +34,7 @@ const INNER: &[(&str, &[&str])] = &[(
         "state",
         "peers",
         "runs",
+        "shardrun",
         "schedules",
         "reload",
         "restore",

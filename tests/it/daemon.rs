@@ -418,16 +418,17 @@ fn protected_reads_need_the_token_and_writes_without_a_token_are_disabled() {
             "a GET route is neither in the OpenAPI spec, PAGES nor OPEN_READS"
         );
 
-        // Path parameters name the one profile of the config, a run that is not kept and an
-        // SLO that does not exist (the token gets past the guard to a 404), and one of the
-        // dashboard's assets.
+        // Path parameters name the one profile of the config, a run (or a run on every shard)
+        // that is not kept and an SLO that does not exist (the token gets past the guard to a
+        // 404), and one of the dashboard's assets.
         let concrete = |path: &str| {
             path.replace("{name}", "p")
                 .replace("{id}", "999")
+                .replace("{run}", "0-none")
                 .replace("{file}", "app.js")
         };
         let authorized = |path: &str| {
-            if path.contains("{id}") || path == "/api/slos/{name}" {
+            if path.contains("{id}") || path.contains("{run}") || path == "/api/slos/{name}" {
                 404
             } else {
                 200

@@ -36,6 +36,7 @@ const KUSTOMIZATIONS: &[&str] = &[
     "overlays/pvc",
     "overlays/otel",
     "examples/sidecar",
+    "examples/job",
 ];
 
 const CRD_KINDS: &[&str] = &["ServiceMonitor", "PodMonitor", "PrometheusRule"];
@@ -639,7 +640,20 @@ fn prometheusrule_is_what_sloburn_rules_generates() {
 
 fn workloads(docs: &[Value]) -> Vec<&Value> {
     docs.iter()
-        .filter(|d| matches!(d["kind"].as_str(), Some("Deployment" | "StatefulSet")))
+        .filter(|d| {
+            matches!(
+                d["kind"].as_str(),
+                Some("Deployment" | "StatefulSet" | "Job")
+            )
+        })
+        .collect()
+}
+
+/// The workloads that run the daemon (`serve`), not a one-off `run` (a Job).
+fn daemons(docs: &[Value]) -> Vec<&Value> {
+    workloads(docs)
+        .into_iter()
+        .filter(|d| d["kind"] != "Job")
         .collect()
 }
 
@@ -748,7 +762,7 @@ fn every_container_of_every_workload_is_locked_down() {
 #[test]
 fn sloburn_containers_have_probes_grace_period_storage_and_a_secret_token() {
     for (k, docs) in rendered() {
-        for w in workloads(&docs) {
+        for w in daemons(&docs) {
             let pod = &w["spec"]["template"]["spec"];
             let sloburn: Vec<_> = containers(pod)
                 .into_iter()
@@ -871,6 +885,53 @@ fn shard_overlay_passes_the_ordinal_and_the_replica_count() {
         env["valueFrom"]["fieldRef"]["fieldPath"],
         "metadata.labels['apps.kubernetes.io/pod-index']"
     );
+}
+
+#[test]
+fn job_example_runs_one_profile_once_on_as_many_shards_as_pods_collected_by_pod_0() {
+    let docs = rendering("examples/job");
+    let job = docs.iter().find(|d| d["kind"] == "Job").expect("a Job");
+    let spec = &job["spec"];
+    assert_eq!(spec["completionMode"], "Indexed");
+    let n = spec["completions"].as_u64().unwrap();
+    assert!(n > 1);
+    assert_eq!(
+        spec["parallelism"].as_u64(),
+        Some(n),
+        "every shard runs at once"
+    );
+    assert_eq!(
+        spec["backoffLimit"], 0,
+        "a failed shard is not run again on its own"
+    );
+    let pod = &spec["template"]["spec"];
+    assert_eq!(pod["restartPolicy"], "Never");
+    let c = containers(pod)[0];
+    let args = strs(&c["args"]);
+    assert_eq!(args[0], "run");
+    let after = |flag: &str| {
+        let i = args
+            .iter()
+            .position(|a| a == flag)
+            .unwrap_or_else(|| panic!("{flag}"));
+        args[i + 1].clone()
+    };
+    assert_eq!(after("--shard"), format!("$(JOB_COMPLETION_INDEX)/{n}"));
+    // Pod 0's stable name: `<job>-0.<subdomain>`, on the headless Service's port.
+    let job_name = job["metadata"]["name"].as_str().unwrap();
+    let subdomain = pod["subdomain"].as_str().expect("subdomain");
+    let svc = docs
+        .iter()
+        .find(|d| d["kind"] == "Service" && d["metadata"]["name"] == subdomain)
+        .expect("the subdomain's Service");
+    assert_eq!(svc["spec"]["clusterIP"], "None");
+    assert_eq!(svc["spec"]["publishNotReadyAddresses"], true);
+    let port = svc["spec"]["ports"][0]["port"].as_u64().unwrap();
+    assert_eq!(
+        after("--collect"),
+        format!("http://{job_name}-0.{subdomain}:{port}")
+    );
+    assert!(args.contains(&"--summary-export".to_string()));
 }
 
 #[test]

@@ -28,6 +28,7 @@ mod panels;
 mod restore;
 mod rules;
 mod secrets;
+mod shardrun;
 mod shards;
 mod signals;
 mod slo;

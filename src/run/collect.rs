@@ -1,0 +1,464 @@
+//! `sloburn run --shard i/N --collect URL`: N processes (an Indexed Job's pods) run one profile
+//! once with one verdict. Shard 0 is the collector: it listens (`--collect-listen`, by default
+//! every address on the port of `URL`) and the others reach it at `URL`.
+//!
+//! - Barrier: every other shard joins (`POST /v1/join`, asked again every [`RETRY`] while the
+//!   collector is not up yet or still waits for the rest); once all have joined, the collector
+//!   picks an instant [`LEAD`] ahead (unix ms) and every shard's plan starts at it. Shards that
+//!   have not joined within `--collect-timeout` get no share: the collector starts without them
+//!   and the verdict is inconclusive, naming them. A shard waits for the start up to twice
+//!   the timeout (the collector may come up late, then wait the timeout for the rest).
+//! - Verdict: each shard POSTs its finished figures (`load::merge::Shares`, at most
+//!   [`MAX_SHARE`]) to `/v1/shares/{i}`; the collector adds them to its own (histogram buckets,
+//!   never averaged percentiles), evaluates the thresholds once, prints the merged summary,
+//!   writes the merged `--summary-export` and exits 0, 99 or 75 for the whole run. A shard whose
+//!   figures have not come [`SLACK`] after the planned end, or do not fit, is named and makes the
+//!   run inconclusive (75), never passed. The other shards print their share's summary and exit
+//!   0 once the collector has their figures (1 when it could not be told).
+//!
+//! No token: the collector's port is the Job's own (its headless Service); it takes only a
+//! join and one share per shard index, each checked.
+
+use crate::http::{Client, ClientOptions, RequestSpec, Resolver};
+use crate::load::merge::{self, Shares};
+use crate::load::plan::Shard;
+use crate::load::runner::RunReport;
+use anyhow::{Context, anyhow, bail};
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// How far ahead of the last join the shards start.
+pub const LEAD: Duration = Duration::from_millis(1000);
+/// How often a shard asks the collector again (to join, or to hand in its figures).
+pub const RETRY: Duration = Duration::from_millis(200);
+/// How long after the planned end the collector waits for the shards' figures.
+pub const SLACK: Duration = Duration::from_secs(30);
+/// The largest share a collector reads (a share's figures are a few KiB).
+pub const MAX_SHARE: usize = 16 << 20;
+/// One call to the collector.
+const CALL_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The collector's side: who joined, when everyone starts, what came in.
+struct Room {
+    count: u32,
+    profile: String,
+    joined: Mutex<BTreeSet<u32>>,
+    start_at_ms: Mutex<Option<u64>>,
+    shares: Mutex<BTreeMap<u32, Shares>>,
+}
+
+/// A run's part in a collected run, between the barrier and the verdict.
+pub struct Collect {
+    /// When every shard's plan starts (unix ms).
+    pub start_at_ms: u64,
+    role: Role,
+}
+
+enum Role {
+    Collector {
+        room: Arc<Room>,
+        stop: CancellationToken,
+        server: tokio::task::JoinHandle<()>,
+        /// Shards that had not joined when the run started.
+        absent: Vec<u32>,
+    },
+    Share {
+        url: String,
+        shard: u32,
+        client: Client,
+    },
+}
+
+/// How a collected run ended for this process.
+pub enum Collected {
+    /// The collector: its report now holds every share's figures; the shards without figures,
+    /// with why, when any.
+    Whole { missing: Option<String> },
+    /// Another shard: whether the collector has its figures.
+    Share { delivered: Result<(), String> },
+}
+
+pub(super) fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// The collector URL's `http://host:port` (no path), checked.
+pub fn collector_url(s: &str) -> anyhow::Result<(String, u16)> {
+    let uri: http::Uri = s
+        .parse()
+        .map_err(|e| anyhow!("--collect `{s}` is not a URL: {e}"))?;
+    if uri.scheme_str() != Some("http") || uri.host().is_none_or(str::is_empty) {
+        bail!("--collect `{s}`: write it as http://HOST:PORT (shard 0's address)");
+    }
+    let port = uri.port_u16().ok_or_else(|| {
+        anyhow!("--collect `{s}`: name the port, e.g. http://sloburn-job-0.sloburn-job:9091")
+    })?;
+    let host = uri.host().unwrap_or_default();
+    Ok((format!("http://{host}:{port}"), port))
+}
+
+/// The barrier: the collector listens and waits for every shard to join, the others join it;
+/// both within `timeout`. Returns the start instant and this process's part.
+pub async fn join(
+    url: &str,
+    listen: Option<SocketAddr>,
+    shard: Shard,
+    profile: &str,
+    timeout: Duration,
+) -> anyhow::Result<Collect> {
+    let (base, port) = collector_url(url)?;
+    if shard.index() == 0 {
+        let addr = listen.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], port)));
+        collect_joins(addr, shard.count(), profile, timeout).await
+    } else {
+        join_collector(&base, shard, profile, timeout).await
+    }
+}
+
+async fn collect_joins(
+    addr: SocketAddr,
+    count: u32,
+    profile: &str,
+    timeout: Duration,
+) -> anyhow::Result<Collect> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("--collect-listen {addr}: cannot listen"))?;
+    let room = Arc::new(Room {
+        count,
+        profile: profile.to_string(),
+        joined: Mutex::new(BTreeSet::new()),
+        start_at_ms: Mutex::new(None),
+        shares: Mutex::new(BTreeMap::new()),
+    });
+    let app = axum::Router::new()
+        .route("/v1/join", axum::routing::post(on_join))
+        .route("/v1/shares/{shard}", axum::routing::post(on_share))
+        .layer(DefaultBodyLimit::max(MAX_SHARE))
+        .with_state(room.clone());
+    let stop = CancellationToken::new();
+    let stopped = stop.clone();
+    let server = tokio::spawn(async move {
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(async move { stopped.cancelled().await })
+            .await;
+    });
+    eprintln!(
+        "collecting shards 1..{count} of profile `{profile}` on {addr}; waiting up to {} for them to join",
+        crate::units::format_duration(timeout)
+    );
+    let until = tokio::time::Instant::now() + timeout;
+    loop {
+        let n = room.joined.lock().map(|j| j.len()).unwrap_or(0);
+        if n + 1 >= count as usize || tokio::time::Instant::now() >= until {
+            break;
+        }
+        tokio::time::sleep(RETRY / 4).await;
+    }
+    let start_at_ms = wall_ms().saturating_add(LEAD.as_millis() as u64);
+    let absent: Vec<u32> = {
+        let mut at = room.start_at_ms.lock().map_err(|_| anyhow!("poisoned"))?;
+        *at = Some(start_at_ms);
+        let joined = room.joined.lock().map_err(|_| anyhow!("poisoned"))?;
+        (1..count).filter(|i| !joined.contains(i)).collect()
+    };
+    if !absent.is_empty() {
+        eprintln!("warning: shards {absent:?} did not join in time; the run starts without them");
+    }
+    Ok(Collect {
+        start_at_ms,
+        role: Role::Collector {
+            room,
+            stop,
+            server,
+            absent,
+        },
+    })
+}
+
+/// `POST /v1/join`: `{shard, count, profile}`; 200 with the start instant once it is set, 202
+/// while the collector waits for the others, 409 when the shard cannot join this run.
+async fn on_join(
+    State(room): State<Arc<Room>>,
+    body: axum::body::Bytes,
+) -> (StatusCode, axum::Json<Value>) {
+    let refuse = |code, why: String| (code, axum::Json(json!({ "error": why })));
+    let v: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => return refuse(StatusCode::BAD_REQUEST, format!("not a join: {e}")),
+    };
+    let (Some(shard), Some(count), Some(profile)) = (
+        v["shard"].as_u64(),
+        v["count"].as_u64(),
+        v["profile"].as_str(),
+    ) else {
+        return refuse(
+            StatusCode::BAD_REQUEST,
+            "a join names `shard`, `count` and `profile`".into(),
+        );
+    };
+    if count != u64::from(room.count) || profile != room.profile || shard == 0 || shard >= count {
+        return refuse(
+            StatusCode::CONFLICT,
+            format!(
+                "this collector runs profile `{}` over {} shards; shard {shard}/{count} of `{profile}` is not one of them",
+                room.profile, room.count
+            ),
+        );
+    }
+    let start = room.start_at_ms.lock().ok().and_then(|s| *s);
+    match start {
+        None => {
+            if let Ok(mut j) = room.joined.lock() {
+                j.insert(shard as u32);
+            }
+            (StatusCode::ACCEPTED, axum::Json(json!({ "waiting": true })))
+        }
+        Some(at)
+            if room
+                .joined
+                .lock()
+                .is_ok_and(|j| j.contains(&(shard as u32))) =>
+        {
+            (StatusCode::OK, axum::Json(json!({ "start_at_ms": at })))
+        }
+        Some(_) => refuse(
+            StatusCode::CONFLICT,
+            format!("shard {shard} joined too late: the run started without it"),
+        ),
+    }
+}
+
+/// `POST /v1/shares/{shard}`: a joined shard's finished figures, once.
+async fn on_share(
+    State(room): State<Arc<Room>>,
+    Path(shard): Path<u32>,
+    body: axum::body::Bytes,
+) -> (StatusCode, axum::Json<Value>) {
+    let refuse = |code, why: String| (code, axum::Json(json!({ "error": why })));
+    if !room.joined.lock().is_ok_and(|j| j.contains(&shard)) {
+        return refuse(
+            StatusCode::CONFLICT,
+            format!("shard {shard} is not in this run"),
+        );
+    }
+    let shares: Shares = match serde_json::from_slice(&body) {
+        Ok(s) => s,
+        Err(e) => {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                format!("not a share's figures: {e}"),
+            );
+        }
+    };
+    match room.shares.lock() {
+        Ok(mut all) => {
+            all.entry(shard).or_insert(shares);
+            (StatusCode::OK, axum::Json(json!({ "received": shard })))
+        }
+        Err(_) => refuse(StatusCode::INTERNAL_SERVER_ERROR, "poisoned".into()),
+    }
+}
+
+fn client() -> Client {
+    Client::new(
+        ClientOptions {
+            timeout: CALL_TIMEOUT,
+            max_body: 1 << 20,
+            ..ClientOptions::default()
+        },
+        Arc::new(Resolver::system()),
+    )
+}
+
+async fn post(client: &Client, url: &str, body: Vec<u8>) -> Result<(u16, Value), String> {
+    let req = RequestSpec {
+        method: http::Method::POST,
+        uri: url.parse().map_err(|_| format!("`{url}` is not a URL"))?,
+        headers: http::HeaderMap::from_iter([(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json"),
+        )]),
+        body: bytes::Bytes::from(body),
+    };
+    let mut conn = client.conn();
+    let o = tokio::time::timeout(CALL_TIMEOUT, conn.send(&req))
+        .await
+        .map_err(|_| format!("no answer within {CALL_TIMEOUT:?}"))?;
+    match (o.error, o.status) {
+        (Some(e), _) => Err(format!("cannot reach it: {}", e.as_str())),
+        (None, Some(code)) => Ok((code, serde_json::from_slice(&o.body).unwrap_or_default())),
+        (None, None) => Err("no response".into()),
+    }
+}
+
+async fn join_collector(
+    base: &str,
+    shard: Shard,
+    profile: &str,
+    timeout: Duration,
+) -> anyhow::Result<Collect> {
+    let client = client();
+    let url = format!("{base}/v1/join");
+    let body = json!({ "shard": shard.index(), "count": shard.count(), "profile": profile })
+        .to_string()
+        .into_bytes();
+    // The collector itself may wait `timeout` for the others after this shard joined.
+    let until = tokio::time::Instant::now() + timeout * 2 + LEAD;
+    let mut last = String::from("not asked yet");
+    while tokio::time::Instant::now() < until {
+        match post(&client, &url, body.clone()).await {
+            Ok((200, v)) => {
+                let at = v["start_at_ms"]
+                    .as_u64()
+                    .ok_or_else(|| anyhow!("the collector at {base} sent no start instant"))?;
+                return Ok(Collect {
+                    start_at_ms: at,
+                    role: Role::Share {
+                        url: format!("{base}/v1/shares/{}", shard.index()),
+                        shard: shard.index(),
+                        client,
+                    },
+                });
+            }
+            Ok((202, _)) => last = "it waits for the other shards".into(),
+            Ok((code, v)) if (400..500).contains(&code) => {
+                bail!(
+                    "the collector at {base} refused shard {}/{}: {}",
+                    shard.index(),
+                    shard.count(),
+                    v["error"].as_str().unwrap_or("no reason given")
+                );
+            }
+            Ok((code, _)) => last = format!("it answered {code}"),
+            Err(why) => last = why,
+        }
+        tokio::time::sleep(RETRY).await;
+    }
+    bail!(
+        "the collector at {base} did not start the run within {} ({last})",
+        crate::units::format_duration(timeout * 2 + LEAD)
+    )
+}
+
+impl Collect {
+    /// After the run: a share hands its figures in; the collector waits for every share (until
+    /// [`SLACK`] past `planned` after the start) and adds them to `report`, thresholds
+    /// evaluated again on the sum.
+    pub async fn finish(self, report: &mut RunReport, planned: Duration) -> Collected {
+        match self.role {
+            Role::Share { url, shard, client } => {
+                let body = serde_json::to_vec(&Shares::of(&report.stats)).unwrap_or_default();
+                let mut last = String::new();
+                // A few tries: the collector is up (it started this run) unless it died.
+                for _ in 0..10 {
+                    match post(&client, &url, body.clone()).await {
+                        Ok((200, _)) => return Collected::Share { delivered: Ok(()) },
+                        Ok((code, v)) => {
+                            last = format!(
+                                "it answered {code}: {}",
+                                v["error"].as_str().unwrap_or("")
+                            );
+                            if (400..500).contains(&code) {
+                                break;
+                            }
+                        }
+                        Err(why) => last = why,
+                    }
+                    tokio::time::sleep(RETRY).await;
+                }
+                Collected::Share {
+                    delivered: Err(format!(
+                        "shard {shard}'s figures did not reach the collector: {last}"
+                    )),
+                }
+            }
+            Role::Collector {
+                room,
+                stop,
+                server,
+                absent,
+            } => {
+                let deadline = self
+                    .start_at_ms
+                    .saturating_add((planned + SLACK).as_millis() as u64);
+                let expected: Vec<u32> = (1..room.count).filter(|i| !absent.contains(i)).collect();
+                loop {
+                    let have = room.shares.lock().map(|s| s.len()).unwrap_or(0);
+                    if have >= expected.len() || wall_ms() > deadline {
+                        break;
+                    }
+                    tokio::time::sleep(RETRY / 4).await;
+                }
+                stop.cancel();
+                let _ = server.await;
+                let shares = room
+                    .shares
+                    .lock()
+                    .map(|mut s| std::mem::take(&mut *s))
+                    .unwrap_or_default();
+                let mut missing: Vec<(u32, String)> = absent
+                    .iter()
+                    .map(|i| (*i, "it did not join in time".to_string()))
+                    .collect();
+                for i in &expected {
+                    match shares.get(i) {
+                        None => missing.push((*i, "its figures did not come in time".into())),
+                        Some(s) => {
+                            let mut sum = report.stats.clone();
+                            match merge::add(&mut sum, s) {
+                                Ok(()) => report.stats = sum,
+                                Err(why) => missing.push((*i, why)),
+                            }
+                        }
+                    }
+                }
+                report.thresholds = report
+                    .thresholds
+                    .iter()
+                    .map(|(spec, _)| (spec.clone(), spec.threshold.evaluate(&report.stats)))
+                    .collect();
+                missing.sort();
+                let missing = (!missing.is_empty()).then(|| {
+                    let names: Vec<u32> = missing.iter().map(|(i, _)| *i).collect();
+                    let why: Vec<String> =
+                        missing.iter().map(|(i, w)| format!("shard {i}: {w}")).collect();
+                    format!(
+                        "inconclusive: shards {names:?} gave no figures, so the whole run cannot be judged ({})",
+                        why.join("; ")
+                    )
+                });
+                Collected::Whole { missing }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_collector_url_is_plain_http_with_a_port_and_bad_ones_say_why() {
+        assert_eq!(
+            collector_url("http://sloburn-job-0.sloburn-job:9091").unwrap(),
+            ("http://sloburn-job-0.sloburn-job:9091".to_string(), 9091)
+        );
+        for (bad, says) in [
+            ("https://a:1", "http://HOST:PORT"),
+            ("http://a", "name the port"),
+            ("not a url at all", "not a URL"),
+        ] {
+            let e = collector_url(bad).unwrap_err().to_string();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
+}
