@@ -141,6 +141,7 @@ pub(super) fn start(
             return Err(StartError::AlreadyRunning);
         }
         st.active = Some((id, stopper.clone()));
+        st.last_started = id;
     }
     let record = RunRecord {
         id,
@@ -685,7 +686,7 @@ fn finish(
     // Told after the profile is free again, so a waiter may start the next run at once.
     ended.send_replace(Some(record));
     if again && !shared.shutdown.is_cancelled() {
-        let _ = start_run(shared, profile, "queued");
+        super::schedules::start_due(shared, profile, "queued");
     }
 }
 

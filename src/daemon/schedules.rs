@@ -1,14 +1,25 @@
 //! Config generations and schedule loops: applying a config starts one loop per scheduled
 //! profile under a fresh generation token (a reload cancels the old one), and each due time
 //! starts, skips or queues a run by the profile's overlap policy.
+//!
+//! A split profile of a peered shard (`server.peers`) runs on every shard with one verdict:
+//! its scheduled runs are started by shard 0, the scheduled runs' collector, through the same
+//! start barrier as the API and the hook (`shardrun`). Every other shard, at its own due time,
+//! leaves the run to shard 0 and only checks, once shard 0 had time to ask (the lead, the
+//! profile's jitter and 2 s), that its share began; if not (shard 0 down or unreachable), it
+//! runs its share alone, with a warning: a missed scheduled run would hide the target more
+//! than a share judged on its own. `run_on_start` runs stay each shard's own: pods start one
+//! by one.
 
-use super::runs::start_run;
+use super::runs::{launch_of, start_run};
+use super::shardrun;
 use super::state::{ProfileState, Shared, unix_now};
 use crate::config::{Config, Profile};
 use crate::load::placement::{Assignment, Placement};
 use crate::schedule::{Decision, Slot, SystemClock, Ticker};
 use rand::SeedableRng;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// Applies the config the daemon starts with: every `run_on_start` profile runs now.
@@ -136,7 +147,9 @@ async fn profile_loop(
     token: CancellationToken,
 ) {
     if start_now {
-        due(&shared, &profile.name);
+        // At start-up each shard runs its own share: the pods of a StatefulSet come up one by
+        // one, so no barrier could hold them together.
+        due(&shared, &profile.name, false);
     }
     let Some(schedule) = profile.schedule.clone() else {
         return;
@@ -154,7 +167,7 @@ async fn profile_loop(
         }
         tokio::select! {
             tick = ticker.tick(&mut rng) => match tick {
-                Some(_) => due(&shared, &profile.name),
+                Some(_) => due(&shared, &profile.name, true),
                 None => break,
             },
             _ = token.cancelled() => break,
@@ -162,8 +175,26 @@ async fn profile_loop(
     }
 }
 
-/// A schedule fired: start, skip or queue according to the overlap policy.
-fn due(shared: &Arc<Shared>, name: &str) {
+/// A schedule fired: start, skip or queue according to the overlap policy. With `together` (a
+/// schedule tick, not the daemon's start), a shard other than 0 with a split profile among
+/// peers leaves the run to shard 0 (whose overlap policy then decides for the whole run) and
+/// only waits to see its share begin.
+fn due(shared: &Arc<Shared>, name: &str, together: bool) {
+    if together
+        && shared.shard.index() != 0
+        && let Ok(launch) = launch_of(shared, name)
+        && shardrun::everywhere(shared, &launch)
+    {
+        let paused = shared
+            .profiles
+            .lock()
+            .ok()
+            .is_some_and(|states| states.get(name).is_some_and(|st| st.paused));
+        if !paused {
+            await_shard0(shared, name, launch.profile.jitter);
+        }
+        return;
+    }
     let decision = match shared.profiles.lock() {
         Ok(mut states) => match states.get_mut(name) {
             Some(st) if st.paused => None,
@@ -173,6 +204,7 @@ fn due(shared: &Arc<Shared>, name: &str) {
         Err(_) => None,
     };
     match decision {
+        Some(Decision::Start) if together => start_due(shared, name, "schedule"),
         Some(Decision::Start) => {
             if let Err(e) = start_run(shared, name, "schedule") {
                 tracing::warn!(profile = %name, error = ?e, "scheduled run did not start");
@@ -187,4 +219,64 @@ fn due(shared: &Arc<Shared>, name: &str) {
         }
         None => {}
     }
+}
+
+/// A scheduled (or queued) run of `name` that this shard starts: here alone, or, on shard 0
+/// with a split profile among peers, on every shard.
+pub(super) fn start_due(shared: &Arc<Shared>, name: &str, trigger: &str) {
+    let launch = match launch_of(shared, name) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::warn!(profile = %name, error = ?e, "scheduled run did not start");
+            return;
+        }
+    };
+    if !shardrun::everywhere(shared, &launch) {
+        if let Err(e) = start_run(shared, name, trigger) {
+            tracing::warn!(profile = %name, error = ?e, "scheduled run did not start");
+        }
+        return;
+    }
+    if let Err(e) = shardrun::start_everywhere(shared, launch, Default::default(), trigger) {
+        tracing::warn!(profile = %name, error = ?e, "scheduled run did not start");
+    }
+}
+
+/// On a shard other than 0: once shard 0 had time to start the scheduled run everywhere, runs
+/// this shard's share alone if it has not begun.
+fn await_shard0(shared: &Arc<Shared>, name: &str, jitter: Duration) {
+    let before = last_started(shared, name);
+    let wait = shardrun::LEAD + jitter + SHARD0_GRACE;
+    let (shared, name) = (shared.clone(), name.to_string());
+    let token = shared.shutdown.clone();
+    shared.clone().tracker.spawn(async move {
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            () = token.cancelled() => return,
+        }
+        if last_started(&shared, &name) > before {
+            return;
+        }
+        tracing::warn!(
+            profile = %name,
+            "shard 0 did not start the scheduled run within {wait:?}; this shard runs its share \
+             alone, judged on its own"
+        );
+        if let Err(e) = start_run(&shared, &name, "schedule (shard 0 silent)") {
+            tracing::warn!(profile = %name, error = ?e, "scheduled run did not start");
+        }
+    });
+}
+
+/// What a shard waits, past the start lead and the profile's jitter, for shard 0 to start a
+/// scheduled run on every shard before it runs its own share alone.
+const SHARD0_GRACE: Duration = Duration::from_secs(2);
+
+fn last_started(shared: &Shared, name: &str) -> u64 {
+    shared
+        .profiles
+        .lock()
+        .ok()
+        .and_then(|states| states.get(name).map(|st| st.last_started))
+        .unwrap_or(0)
 }

@@ -218,6 +218,8 @@ async fn collect(
         p95_ms = format!("{:.2}", record.p95_ms),
         "run on every shard finished"
     );
+    // The run's history here shows the whole run (a scheduled run has nobody waiting on it).
+    shared.remember(&record);
     verdict.send_replace(Some(record));
 }
 

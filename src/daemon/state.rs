@@ -100,6 +100,9 @@ pub(super) struct ProfileState {
     pub paused: bool,
     pub active: Option<(u64, Stopper)>,
     pub next_run: Option<f64>,
+    /// The id of the profile's latest run to start here (0: none yet): how a shard waiting on
+    /// another's scheduled run sees that its share has begun.
+    pub last_started: u64,
 }
 
 impl ProfileState {
@@ -109,6 +112,7 @@ impl ProfileState {
             paused: false,
             active: None,
             next_run: None,
+            last_started: 0,
         }
     }
 }

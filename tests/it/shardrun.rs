@@ -318,9 +318,10 @@ fn issue_31_a_shard_killed_mid_run_makes_the_one_verdict_inconclusive_and_names_
     // saw well under half of the plan's 600 arrivals.
     let seen = log.lock().unwrap().len();
     assert!(seen < 300, "{seen} requests: the shares were not stopped");
-    for i in [0, 1] {
+    // Shard 0's share was stopped; the collector's history holds the whole run's verdict.
+    for (i, result) in [(0, "aborted"), (1, "inconclusive")] {
         let runs = runs_of(&daemons[i]);
-        assert_eq!(runs["runs"][0]["result"], "aborted", "shard {i}: {runs:#}");
+        assert_eq!(runs["runs"][0]["result"], result, "shard {i}: {runs:#}");
     }
 }
 
@@ -580,6 +581,126 @@ fn issue_31_a_run_started_through_the_api_on_one_shard_runs_on_all_three_and_its
     assert_eq!(code, 200, "{body}");
     let local: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(local["shares"]["requests"], 20, "{local:#}");
+}
+
+/// `canary` every 6 s on three shards: each scheduled run is started by shard 0 on every
+/// shard at one instant and judged once on shard 0, the peers' own due times leaving it to
+/// shard 0.
+#[test]
+fn issue_31_a_scheduled_run_of_a_split_profile_runs_on_every_shard_with_one_verdict_from_shard_0() {
+    let (server, log) = target();
+    let dir = tempfile::tempdir().unwrap();
+    let ports: Vec<u16> = (0..SHARDS).map(|_| free_port()).collect();
+    let peers: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let text = config(
+        server.addr,
+        30,
+        "2s",
+        "      http_req_failed: [\"rate<0.01\"]\n",
+        &peers,
+    )
+    .replace("    executor:", "    every: 6s\n    executor:");
+    let daemons: Vec<Daemon> = (0..SHARDS)
+        .map(|i| spawn_shard(dir.path(), i, ports[i as usize], &text))
+        .collect();
+    // The first scheduled run that every shard was up for (an earlier one may have found a
+    // peer still starting, and be inconclusive naming it).
+    let record = eventually(Duration::from_secs(60), || {
+        let runs = runs_of(&daemons[0]);
+        runs["runs"].as_array().unwrap().iter().rev().find_map(|r| {
+            (r["trigger"] == "schedule"
+                && r["result"] != "running"
+                && r["shards"]["complete"] == true)
+                .then(|| r.clone())
+        })
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "no scheduled run on every shard finished:\n{:#}\n{:#}",
+            runs_of(&daemons[0]),
+            runs_of(&daemons[1])
+        )
+    });
+    let shards = &record["shards"];
+    assert_eq!(record["result"], "passed", "{record:#}");
+    assert_eq!(shards["collector"], 0, "{record:#}");
+    assert_eq!(shards["shards_answered"], serde_json::json!([0, 1, 2]));
+    assert_eq!(record["requests"].as_u64(), Some(60), "{record:#}");
+    let run = shards["run"].as_str().unwrap().to_string();
+    let start_at = shards["start_at_ms"].as_u64().unwrap();
+    // Each peer ran its share of that run for shard 0, and never a scheduled run of its own.
+    for d in &daemons[1..] {
+        let runs = runs_of(d);
+        let all = runs["runs"].as_array().unwrap();
+        assert!(
+            all.iter().all(|r| r["trigger"] == "shard 0"),
+            "a peer started a run of its own: {runs:#}"
+        );
+        let (code, body) = runtime().block_on(request(
+            "GET",
+            &format!("{}/api/shard-runs/{run}?scope=local", d.base),
+            Some(ADMIN_TOKEN),
+        ));
+        assert_eq!(code, 200, "{body}");
+        let local: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(local["shares"]["requests"], 20, "{local:#}");
+    }
+    // At one instant, as the target saw it: the shares' first arrivals around the run's start.
+    let seen = log.lock().unwrap().clone();
+    let at = std::time::SystemTime::UNIX_EPOCH + Duration::from_millis(start_at);
+    let now_wall = std::time::SystemTime::now();
+    let now = Instant::now();
+    let start = now - now_wall.duration_since(at).unwrap();
+    let zeros: Vec<Instant> = (0..SHARDS)
+        .map(|i| {
+            let first = seen
+                .iter()
+                .filter(|s| s.shard == i && s.arrived + Duration::from_millis(500) >= start)
+                .map(|s| s.arrived)
+                .min()
+                .unwrap();
+            first - Duration::from_secs_f64(f64::from(i) / 30.0)
+        })
+        .collect();
+    let (lo, hi) = (zeros.iter().min().unwrap(), zeros.iter().max().unwrap());
+    let skew = *hi - *lo;
+    eprintln!("scheduled run: start skew across the three shards, at the target: {skew:?}");
+    assert!(skew < Duration::from_millis(50), "start skew {skew:?}");
+}
+
+/// Shard 0 never comes up: the other shards wait for it at each due time, then run their own
+/// shares alone (a missed scheduled run would hide the target), saying so in the trigger.
+#[test]
+fn issue_31_without_shard_0_the_other_shards_run_their_scheduled_shares_alone() {
+    let (server, log) = target();
+    let dir = tempfile::tempdir().unwrap();
+    let ports: Vec<u16> = (0..SHARDS).map(|_| free_port()).collect();
+    let peers: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let text = config(
+        server.addr,
+        30,
+        "1s",
+        "      http_req_failed: [\"rate<0.01\"]\n",
+        &peers,
+    )
+    .replace("    executor:", "    every: 6s\n    executor:");
+    let daemons: Vec<Daemon> = (1..SHARDS)
+        .map(|i| spawn_shard(dir.path(), i, ports[i as usize], &text))
+        .collect();
+    for d in &daemons {
+        let run = eventually(Duration::from_secs(60), || {
+            let runs = runs_of(d);
+            runs["runs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find_map(|r| (r["result"] != "running").then(|| r.clone()))
+        })
+        .expect("no run");
+        assert_eq!(run["trigger"], "schedule (shard 0 silent)", "{run:#}");
+        assert_eq!(run["requests"].as_u64(), Some(10), "{run:#}");
+    }
+    assert!(log.lock().unwrap().iter().all(|s| s.shard != 0));
 }
 
 // ---------------------------------------------------------------------------------------------
