@@ -1,7 +1,8 @@
 //! Scrape cost at the shape of `bench/scale.py` (issue 17): N targets, N profiles and two SLOs
 //! per target (availability and latency), built through the real config path (`config::from_str`,
 //! `Budget::configure`, `Budget::tick`) and fed a run's worth of requests, then
-//! `Metrics::encode` timed in both formats.
+//! `Metrics::encode` timed in the text formats and `Metrics::encode_protobuf` with and without
+//! classic buckets beside the native ones.
 //!
 //!     cargo run --release --example scrape_scale -- [PROFILES] [ROUNDS] [--dump DIR]
 //!
@@ -17,7 +18,7 @@ use std::time::{Duration, Instant};
 use sloburn::budget::Budget;
 use sloburn::config::{self, Env};
 use sloburn::http::Outcome;
-use sloburn::metrics::{Metrics, ProcessStats};
+use sloburn::metrics::{Metrics, NativeOptions, ProcessStats};
 
 #[path = "support/outcome.rs"]
 mod support;
@@ -137,21 +138,35 @@ fn main() {
         "{n} profiles, {} SLOs, {rounds} scrapes per format",
         cfg.slos.len()
     );
-    for (label, om) in [("classic text 0.0.4", false), ("OpenMetrics 1.0", true)] {
-        let out = metrics.encode(om);
-        let (bytes, lines) = (out.len(), out.lines().count());
+    let formats = [
+        ("classic text 0.0.4", Some(false), true),
+        ("OpenMetrics 1.0", Some(true), true),
+        ("protobuf, native + classic buckets", None, true),
+        ("protobuf, native buckets only", None, false),
+    ];
+    for (label, text, classic_buckets) in formats {
+        metrics.set_native_options(NativeOptions {
+            schema: sloburn::metrics::DEFAULT_SCHEMA,
+            classic_buckets,
+        });
+        let encode = || match text {
+            Some(om) => metrics.encode(om).into_bytes(),
+            None => metrics.encode_protobuf(),
+        };
+        let out = encode();
+        let bytes = out.len();
         drop(out);
         let (wall, cpu): (Vec<f64>, Vec<f64>) = (0..rounds)
             .map(|_| {
                 let (start, cpu) = (Instant::now(), thread_cpu_ms());
-                std::hint::black_box(metrics.encode(om));
+                std::hint::black_box(encode());
                 (start.elapsed().as_secs_f64() * 1e3, thread_cpu_ms() - cpu)
             })
             .unzip();
         let (min, med, max) = median(wall);
         let (cpu_min, cpu_med, _) = median(cpu);
         println!(
-            "encode {label}: {bytes} bytes, {lines} lines: wall min {min:.2} ms, median {med:.2} ms, max {max:.2} ms; CPU min {cpu_min:.2} ms, median {cpu_med:.2} ms"
+            "encode {label}: {bytes} bytes: wall min {min:.2} ms, median {med:.2} ms, max {max:.2} ms; CPU min {cpu_min:.2} ms, median {cpu_med:.2} ms"
         );
     }
     budget.close();

@@ -25,6 +25,7 @@ mod process;
 mod profile;
 pub mod proto;
 mod protobuf;
+mod wire;
 mod registry;
 mod slo;
 mod text;

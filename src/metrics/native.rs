@@ -22,7 +22,6 @@
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use super::proto::BucketSpan;
 
 /// The schema observations are counted at.
 pub const RECORD_SCHEMA: i32 = 5;
@@ -77,30 +76,23 @@ impl NativeRead {
             .fold(self.zero, |t, (_, n)| t.wrapping_add(*n))
     }
 
-    /// The buckets as Prometheus' spans and deltas.
-    pub fn spans_and_deltas(&self) -> (Vec<BucketSpan>, Vec<i64>) {
-        let mut spans: Vec<BucketSpan> = Vec::new();
-        let mut deltas = Vec::with_capacity(self.buckets.len());
+    /// The buckets as Prometheus' spans (`(offset, length)`) and deltas, into `spans` and
+    /// `deltas` (their buffers reused).
+    pub fn spans_and_deltas_into(&self, spans: &mut Vec<(i32, u32)>, deltas: &mut Vec<i64>) {
+        spans.clear();
+        deltas.clear();
         let mut previous_key: Option<i64> = None;
         let mut previous_count = 0i64;
         for &(key, count) in &self.buckets {
-            match previous_key {
-                Some(p) if key == p + 1 => {
-                    if let Some(last) = spans.last_mut() {
-                        last.length = Some(last.length.unwrap_or(0) + 1);
-                    }
-                }
-                _ => spans.push(BucketSpan {
-                    offset: Some((key - previous_key.map_or(0, |p| p + 1)) as i32),
-                    length: Some(1),
-                }),
+            match (previous_key, spans.last_mut()) {
+                (Some(p), Some(last)) if key == p + 1 => last.1 += 1,
+                _ => spans.push(((key - previous_key.map_or(0, |p| p + 1)) as i32, 1)),
             }
             let count = count as i64;
             deltas.push(count.wrapping_sub(previous_count));
             previous_count = count;
             previous_key = Some(key);
         }
-        (spans, deltas)
     }
 }
 
@@ -222,8 +214,8 @@ mod tests {
             zero: 0,
             buckets: vec![(-3, 2), (-2, 5), (4, 1), (5, 1), (9, 4)],
         };
-        let (spans, deltas) = r.spans_and_deltas();
-        let spans: Vec<_> = spans.iter().map(|s| (s.offset(), s.length())).collect();
+        let (mut spans, mut deltas) = (vec![(9, 9)], vec![7]);
+        r.spans_and_deltas_into(&mut spans, &mut deltas);
         assert_eq!(spans, vec![(-3, 2), (5, 2), (3, 1)]);
         assert_eq!(deltas, vec![2, 3, -4, 0, 3]);
     }
