@@ -1,7 +1,7 @@
 //! Scrape cost at the shape of `bench/scale.py` (issue 17): N targets, N profiles and two SLOs
 //! per target (availability and latency), built through the real config path (`config::from_str`,
 //! `Budget::configure`, `Budget::tick`) and fed a run's worth of requests, then
-//! `Metrics::encode` timed in the text formats and `Metrics::encode_protobuf` with and without
+//! the streamed `/metrics` encoding timed in the text formats and in protobuf with and without
 //! classic buckets beside the native ones.
 //!
 //!     cargo run --release --example scrape_scale -- [PROFILES] [ROUNDS] [--dump DIR]
@@ -18,7 +18,9 @@ use std::time::{Duration, Instant};
 use sloburn::budget::Budget;
 use sloburn::config::{self, Env};
 use sloburn::http::Outcome;
-use sloburn::metrics::{Metrics, NativeOptions, ProcessStats};
+use sloburn::metrics::{Format, Metrics, NativeOptions, ProcessStats};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 #[path = "support/outcome.rs"]
 mod support;
@@ -138,24 +140,37 @@ fn main() {
         "{n} profiles, {} SLOs, {rounds} scrapes per format",
         cfg.slos.len()
     );
+    // Streamed, as `/metrics` sends them: chunks of about 256 KiB handed to a sink that drops
+    // them after counting their bytes.
     let formats = [
-        ("classic text 0.0.4", Some(false), true),
-        ("OpenMetrics 1.0", Some(true), true),
-        ("protobuf, native + classic buckets", None, true),
-        ("protobuf, native buckets only", None, false),
+        ("classic text 0.0.4", Format::Text, true),
+        ("OpenMetrics 1.0", Format::OpenMetrics, true),
+        ("protobuf, native + classic buckets", Format::Protobuf, true),
+        ("protobuf, native buckets only", Format::Protobuf, false),
     ];
-    for (label, text, classic_buckets) in formats {
+    // `SCRAPE_ONLY=native` times only the formats whose label holds it (for a profiler).
+    let only = std::env::var("SCRAPE_ONLY").unwrap_or_default();
+    for (label, format, classic_buckets) in formats {
+        if !label.contains(only.as_str()) {
+            continue;
+        }
         metrics.set_native_options(NativeOptions {
             schema: sloburn::metrics::DEFAULT_SCHEMA,
             classic_buckets,
         });
-        let encode = || match text {
-            Some(om) => metrics.encode(om).into_bytes(),
-            None => metrics.encode_protobuf(),
+        let encode = || {
+            let bytes = Arc::new(AtomicUsize::new(0));
+            let counted = bytes.clone();
+            metrics.encode_format_streamed(
+                format,
+                Box::new(move |chunk| {
+                    counted.fetch_add(chunk.len(), Relaxed);
+                    true
+                }),
+            );
+            bytes.load(Relaxed)
         };
-        let out = encode();
-        let bytes = out.len();
-        drop(out);
+        let bytes = encode();
         let (wall, cpu): (Vec<f64>, Vec<f64>) = (0..rounds)
             .map(|_| {
                 let (start, cpu) = (Instant::now(), thread_cpu_ms());

@@ -25,10 +25,10 @@ mod process;
 mod profile;
 pub mod proto;
 mod protobuf;
-mod wire;
 mod registry;
 mod slo;
 mod text;
+mod wire;
 
 pub use accept::{Format, PROTOBUF};
 pub use families::*;

@@ -22,7 +22,6 @@
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-
 /// The schema observations are counted at.
 pub const RECORD_SCHEMA: i32 = 5;
 /// The coarsest schema a scrape may ask for (Prometheus' own lower limit).

@@ -110,6 +110,20 @@ impl ProtoOut {
     }
 }
 
+impl ProtoOut {
+    /// A counter or gauge sample whose label fields were encoded before ([`wire::LabelSets`]).
+    pub fn sample_encoded(&mut self, labels: &[u8], v: f64) {
+        let Some(family) = self.family.as_mut() else {
+            return;
+        };
+        // The labels, then a Gauge (2) or Counter (3) of 9 bytes behind its 2-byte key+length.
+        wire::len_prefix(family, 4, labels.len() + 11);
+        family.extend_from_slice(labels);
+        wire::len_prefix(family, if self.counter { 3 } else { 2 }, 9);
+        wire::double(family, 1, v);
+    }
+}
+
 /// A histogram family: per series, the classic buckets (unless configured off, and without the
 /// implicit `+Inf`), the native buckets, and on the request-duration family the sampled
 /// requests' exemplars.
@@ -255,7 +269,10 @@ mod tests {
         let p = m.profile("t\"1", "p\\2\nx", &[0.01, 0.1, 1.0], &["status".into()]);
         m.init_profile("p\\2\nx");
         let _idle = m.profile("t", "idle", &[0.5], &[]);
-        for (i, micros) in [0u64, 90, 4_000, 50_000, 700_000, 3_000_000].iter().enumerate() {
+        for (i, micros) in [0u64, 90, 4_000, 50_000, 700_000, 3_000_000]
+            .iter()
+            .enumerate()
+        {
             let o = Outcome {
                 phases: Phases {
                     waiting: Duration::from_micros(*micros),
