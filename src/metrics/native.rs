@@ -9,7 +9,7 @@
 //!
 //! Bounds: seconds from 2^-30 (about 1 ns) to 2^12 (4,096 s) are bucketed; a duration of 0 ns
 //! counts in the zero bucket (threshold 2^-30 s) and a longer one than 4,096 s in the top bucket.
-//! A series costs 24 bytes until it sees a value above 0 ns (a phase that is always 0, like
+//! A series costs 32 bytes until it sees a value above 0 ns (a phase that is always 0, like
 //! DNS on a kept-alive connection, stays there); then a table of 42 lazy pointers (672 bytes),
 //! and 256 bytes (32 counters) for each power of two the first time a value falls in it: a
 //! series whose values span four powers of two holds about 1.7 KiB, none more than 11.4 KiB.
@@ -36,6 +36,8 @@ const PER_OCTAVE: usize = 1 << RECORD_SCHEMA;
 const LOW_OCTAVE: i64 = -30;
 const HIGH_OCTAVE: i64 = 12;
 const OCTAVES: usize = (HIGH_OCTAVE - LOW_OCTAVE) as usize;
+// `NativeCounts::made` has a bit per octave.
+const _: () = assert!(OCTAVES <= 64);
 /// The lowest bucket key at [`RECORD_SCHEMA`]: the one just above the zero threshold.
 const LOW_KEY: i64 = LOW_OCTAVE * PER_OCTAVE as i64 + 1;
 const HIGH_KEY: i64 = HIGH_OCTAVE * PER_OCTAVE as i64;
@@ -48,6 +50,10 @@ type Octave = [AtomicU64; PER_OCTAVE];
 pub struct NativeCounts {
     zero: AtomicU64,
     octaves: OnceLock<Box<[OnceLock<Box<Octave>>]>>,
+    /// Bit `o` set once octave `o` is allocated: a scrape visits those alone instead of
+    /// checking all 42 entries (672 bytes) of every series, which was a fifth of a
+    /// native-only scrape of 10,000 series.
+    made: AtomicU64,
 }
 
 /// The bucket key of `nanos` at [`RECORD_SCHEMA`], `None` for the zero bucket.
@@ -106,8 +112,10 @@ impl NativeCounts {
             .octaves
             .get_or_init(|| (0..OCTAVES).map(|_| OnceLock::new()).collect());
         if let Some(octave) = octaves.get(i / PER_OCTAVE) {
-            let counters =
-                octave.get_or_init(|| Box::new(std::array::from_fn(|_| AtomicU64::new(0))));
+            let counters = octave.get_or_init(|| {
+                self.made.fetch_or(1 << (i / PER_OCTAVE), Relaxed);
+                Box::new(std::array::from_fn(|_| AtomicU64::new(0)))
+            });
             counters[i % PER_OCTAVE].fetch_add(1, Relaxed);
         }
     }
@@ -120,8 +128,14 @@ impl NativeCounts {
         out.zero = self.zero.load(Relaxed);
         out.buckets.clear();
         let octaves = self.octaves.get().map_or(&[][..], |o| &o[..]);
-        for (o, octave) in octaves.iter().enumerate() {
-            let Some(counters) = octave.get() else {
+        // The bit is set inside the octave's initialisation: an octave whose bit is seen is
+        // there (a concurrent first value may be missed until the next scrape, like any value
+        // recorded after the read).
+        let mut made = self.made.load(Relaxed);
+        while made != 0 {
+            let o = made.trailing_zeros() as usize;
+            made &= made - 1;
+            let Some(counters) = octaves.get(o).and_then(OnceLock::get) else {
                 continue;
             };
             for (j, c) in counters.iter().enumerate() {

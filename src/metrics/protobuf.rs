@@ -289,6 +289,23 @@ mod tests {
             TraceId::from_bytes([0xab; 16]),
             SpanId::from_bytes([0xcd; 8]),
         );
+        // An SLO report: its window and alert gauges go out through the labels it keeps
+        // encoded.
+        let period = Duration::from_secs(2 * 86400);
+        let def = crate::slo::SloDef {
+            name: "a\"b".into(),
+            service: "t".into(),
+            objective: 0.99,
+            period,
+            calendar: None,
+            tiers: crate::slo::default_tiers(period),
+            labels: Default::default(),
+            description: String::new(),
+        };
+        let mut windows = crate::slo::Windows::new(period);
+        windows.record(10, 90, 10);
+        let report = crate::slo::evaluate(&def, &windows, 10);
+        m.slo("a\"b", 0.99).set_report(&report);
         for classic_buckets in [true, false] {
             m.set_native_options(NativeOptions {
                 schema: 2,
@@ -304,6 +321,23 @@ mod tests {
                 f.encode_length_delimited(&mut again).unwrap();
             }
             assert!(histograms >= 10, "{histograms}");
+            let mut rest = &bytes[..];
+            let mut burn = None;
+            while !rest.is_empty() {
+                let f = MetricFamily::decode_length_delimited(&mut rest).unwrap();
+                if f.name() == "sloburn_slo_burn_rate" {
+                    burn = Some(f);
+                }
+            }
+            let burn = burn.expect("the burn-rate family");
+            assert_eq!(burn.metric.len(), report.windows.len() + 1);
+            let labels: Vec<_> = burn.metric[0]
+                .label
+                .iter()
+                .map(|l| (l.name(), l.value()))
+                .collect();
+            assert_eq!(labels, [("slo", "a\"b"), ("window", "1d")]);
+            assert!(burn.metric.iter().all(|x| x.gauge.is_some()));
             assert_eq!(again, bytes, "classic buckets {classic_buckets}");
         }
     }
