@@ -10,7 +10,11 @@ two SLOs. Prints, as markdown tables:
   every scheduled run), the p99 of `sloburn_iteration_lateness_seconds` over all profiles, the
   RSS after each minute, the scrape, the daemon's CPU between runs (20 s to 40 s past each
   minute), and the time `POST /api/reload` takes to re-apply the whole config (median and max
-  of --reloads).
+  of --reloads);
+- at N, the two scrape formats side by side (issue 33): the classic text and the protobuf
+  exposition with native buckets only (`server.native_histograms: {classic_buckets: false}`),
+  --format-rounds scrapes of each in alternating blocks, 40 s past the first watched minute:
+  bytes, the protobuf's share of the text's, curl's time and the daemon's CPU per scrape.
 
     python3 -u bench/scale.py [--sloburn target/release/sloburn] [--profiles 1000]
                               [--sizes 100,500] [--minutes 3] [--rate 1] [--duration 5]
@@ -65,7 +69,8 @@ http {{
 
 def config(port: int, tport: int, data: str, n: int, rate: int, duration: int, extra: str,
            slos: int = 2) -> str:
-    out = [f'server: {{ listen: "{HOST}:{port}", admin_token: "${{env:SLOBURN_SCALE_TOKEN}}" }}',
+    out = [f'server: {{ listen: "{HOST}:{port}", admin_token: "${{env:SLOBURN_SCALE_TOKEN}}", '
+           'native_histograms: { schema: 3, classic_buckets: false } }',
            f'storage: {{ path: "{data}", flush_interval: 10s }}', "targets:"]
     for i in range(n):
         out.append(f"  t{i:04}:\n    url: http://{HOST}:{tport}/p{i}\n    timeout: 2s\n"
@@ -101,9 +106,11 @@ def rss_mib(pid: int) -> tuple[float, float]:
     return rss, hwm
 
 
-def get(port: int, path: str, timeout: float = 30) -> bytes:
-    req = urllib.request.Request(f"http://{HOST}:{port}{path}",
-                                 headers={"Authorization": f"Bearer {TOKEN}"})
+def get(port: int, path: str, timeout: float = 30, accept: str | None = None) -> bytes:
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    if accept:
+        headers["Accept"] = accept
+    req = urllib.request.Request(f"http://{HOST}:{port}{path}", headers=headers)
     with urllib.request.urlopen(req, timeout=timeout) as r:
         return r.read()
 
@@ -111,19 +118,47 @@ def get(port: int, path: str, timeout: float = 30) -> bytes:
 CURL = shutil.which("curl")
 
 
-def timed_get(port: int, path: str) -> float:
+# What Prometheus sends with native histograms on (the protobuf format first).
+PROTOBUF_ACCEPT = ("application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;"
+                   "encoding=delimited;q=0.7,text/plain;version=0.0.4;q=0.3")
+
+
+def timed_get(port: int, path: str, accept: str | None = None) -> float:
     """ms for a whole GET, the body read and dropped. With curl when installed: /metrics
     streams its text in chunks, and Python's http.client decodes a chunked body slowly enough
     (~15 ms of 21 MB) to be a good part of the figure; curl, like Prometheus' Go client, is not."""
+    headers = [f"Authorization: Bearer {TOKEN}"] + ([f"Accept: {accept}"] if accept else [])
     if CURL:
         out = subprocess.run([CURL, "-sS", "--fail", "--max-time", "30", "-o", os.devnull,
-                              "-w", "%{time_total}", "-H", f"Authorization: Bearer {TOKEN}",
-                              f"http://{HOST}:{port}{path}"],
+                              "-w", "%{time_total}"]
+                             + [a for h in headers for a in ("-H", h)]
+                             + [f"http://{HOST}:{port}{path}"],
                              capture_output=True, text=True, check=True)
         return float(out.stdout) * 1000
     t0 = time.perf_counter()
-    get(port, path)
+    get(port, path, accept=accept)
     return (time.perf_counter() - t0) * 1000
+
+
+def compare_formats(port: int, pid: int, rounds: int) -> dict:
+    """The text and the native-only protobuf scrape side by side: `rounds` scrapes of each, in
+    alternating blocks of 5 (so a neighbour's load falls on both), timed with curl and by the
+    daemon's CPU over each block (clock ticks: a block is ~0.2 s of CPU, so a tick is ~5 %)."""
+    out = {}
+    for name, accept in (("text", None), ("protobuf", PROTOBUF_ACCEPT)):
+        out[name] = {"bytes": len(get(port, "/metrics", accept=accept)), "ms": [], "cpu_ms": 0.0}
+    done = 0
+    while done < rounds:
+        block = min(5, rounds - done)
+        for name, accept in (("text", None), ("protobuf", PROTOBUF_ACCEPT)):
+            c0 = cpu_s(pid)
+            out[name]["ms"] += [timed_get(port, "/metrics", accept) for _ in range(block)]
+            out[name]["cpu_ms"] += (cpu_s(pid) - c0) * 1000
+        done += block
+    for f in out.values():
+        f["cpu_ms"] /= rounds
+        f["ms"] = statistics.median(f["ms"])
+    return out
 
 
 def scrape(port: int, times: int = 5) -> tuple[float, float, int, str]:
@@ -226,6 +261,8 @@ def main() -> int:
     ap.add_argument("--slos", type=int, default=2, choices=(0, 1, 2), help="SLOs per target")
     ap.add_argument("--extra", default="", help="a line added to every target, e.g. "
                     "'phase_histograms: false'")
+    ap.add_argument("--format-rounds", type=int, default=20,
+                    help="scrapes of each format in the side-by-side comparison (0: none)")
     ap.add_argument("--json", help="also write the figures at N here (bench/all.py reads it)")
     args = ap.parse_args()
     binary = str(Path(args.sloburn).resolve())
@@ -278,6 +315,7 @@ def main() -> int:
             d = final
             print(f"\nat N={n}, {args.minutes} scheduled minutes:", flush=True)
             minutes = []
+            formats = None
             first_minute = (int(time.time()) // 60 + 1) * 60
             between: list[float] = []
             for m in range(args.minutes):
@@ -298,6 +336,8 @@ def main() -> int:
                 minutes.append((m + 1, rss, hwm, med, worst, nbytes))
                 print(f"  minute {m + 1}: RSS {rss:.1f} MiB, scrape {med:.1f} ms, CPU between "
                       f"runs {between[-1]:.2f}% of a core", flush=True)
+                if m == 0 and args.format_rounds:
+                    formats = compare_formats(d.port, d.proc.pid, args.format_rounds)
             runs = runs_done(d.port)
             # Signed: a run's start minus the nearest minute (a schedule of "* * * * *"), for
             # the watched minutes only (a `run_on_start` run is triggered as "schedule" too).
@@ -325,6 +365,16 @@ def main() -> int:
             def pct(q: float) -> float:
                 return late[min(len(late) - 1, int(q * len(late)))] * 1000 if late else float("nan")
 
+            if formats:
+                text_bytes = formats["text"]["bytes"]
+                print(f"\n| format ({n} profiles, {args.format_rounds} scrapes each) | bytes "
+                      "| share of the text's bytes | scrape ms (curl, median) "
+                      "| daemon CPU ms per scrape |\n|---|---:|---:|---:|---:|")
+                for name, label in (("text", "classic text 0.0.4"),
+                                    ("protobuf", "protobuf, native buckets only")):
+                    f = formats[name]
+                    print(f"| {label} | {f['bytes']:,} | {f['bytes'] / text_bytes * 100:.1f} % "
+                          f"| {f['ms']:.1f} | {f['cpu_ms']:.1f} |")
             print("\n| figure | value |\n|---|---:|")
             print(f"| scheduled runs seen | {len(late)} (expected {n * args.minutes}) |")
             print(f"| schedule lateness min / p50 / p99 / max ms | "
@@ -351,6 +401,7 @@ def main() -> int:
                     "rss_mb": max(m[1] for m in minutes) * mib if minutes else None,
                     "peak_rss_mb": max(m[2] for m in minutes) * mib if minutes else None,
                     "reload_s": max(reload_ms) / 1000,
+                    "formats": formats,
                     "between_runs_cpu_pct": statistics.median(between),
                     "growth": [{"profiles": g[0], "scrape_bytes": g[4], "series": g[5],
                                 "rss_mib": g[6]} for g in growth],

@@ -1,7 +1,8 @@
 //! Scrape cost at the shape of `bench/scale.py` (issue 17): N targets, N profiles and two SLOs
 //! per target (availability and latency), built through the real config path (`config::from_str`,
 //! `Budget::configure`, `Budget::tick`) and fed a run's worth of requests, then
-//! `Metrics::encode` timed in both formats.
+//! the streamed `/metrics` encoding timed in the text formats and in protobuf with and without
+//! classic buckets beside the native ones.
 //!
 //!     cargo run --release --example scrape_scale -- [PROFILES] [ROUNDS] [--dump DIR]
 //!
@@ -17,7 +18,9 @@ use std::time::{Duration, Instant};
 use sloburn::budget::Budget;
 use sloburn::config::{self, Env};
 use sloburn::http::Outcome;
-use sloburn::metrics::{Metrics, ProcessStats};
+use sloburn::metrics::{Format, Metrics, NativeOptions, ProcessStats};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 #[path = "support/outcome.rs"]
 mod support;
@@ -137,21 +140,48 @@ fn main() {
         "{n} profiles, {} SLOs, {rounds} scrapes per format",
         cfg.slos.len()
     );
-    for (label, om) in [("classic text 0.0.4", false), ("OpenMetrics 1.0", true)] {
-        let out = metrics.encode(om);
-        let (bytes, lines) = (out.len(), out.lines().count());
-        drop(out);
+    // Streamed, as `/metrics` sends them: chunks of about 256 KiB handed to a sink that drops
+    // them after counting their bytes.
+    let formats = [
+        ("classic text 0.0.4", Format::Text, true),
+        ("OpenMetrics 1.0", Format::OpenMetrics, true),
+        ("protobuf, native + classic buckets", Format::Protobuf, true),
+        ("protobuf, native buckets only", Format::Protobuf, false),
+    ];
+    // `SCRAPE_ONLY=native` times only the formats whose label holds it (for a profiler).
+    let only = std::env::var("SCRAPE_ONLY").unwrap_or_default();
+    for (label, format, classic_buckets) in formats {
+        if !label.contains(only.as_str()) {
+            continue;
+        }
+        metrics.set_native_options(NativeOptions {
+            schema: sloburn::metrics::DEFAULT_SCHEMA,
+            classic_buckets,
+        });
+        let encode = || {
+            let bytes = Arc::new(AtomicUsize::new(0));
+            let counted = bytes.clone();
+            metrics.encode_format_streamed(
+                format,
+                Box::new(move |chunk| {
+                    counted.fetch_add(chunk.len(), Relaxed);
+                    true
+                }),
+            );
+            bytes.load(Relaxed)
+        };
+        let bytes = encode();
         let (wall, cpu): (Vec<f64>, Vec<f64>) = (0..rounds)
             .map(|_| {
                 let (start, cpu) = (Instant::now(), thread_cpu_ms());
-                std::hint::black_box(metrics.encode(om));
+                std::hint::black_box(encode());
                 (start.elapsed().as_secs_f64() * 1e3, thread_cpu_ms() - cpu)
             })
             .unzip();
         let (min, med, max) = median(wall);
         let (cpu_min, cpu_med, _) = median(cpu);
         println!(
-            "encode {label}: {bytes} bytes, {lines} lines: wall min {min:.2} ms, median {med:.2} ms, max {max:.2} ms; CPU min {cpu_min:.2} ms, median {cpu_med:.2} ms"
+            "encode {label}: {bytes} bytes: wall min {min:.2} ms, median {med:.2} ms, max {max:.2} ms; CPU min {cpu_min:.2} ms, median {cpu_med:.2} ms"
         );
     }
     budget.close();

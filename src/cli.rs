@@ -114,6 +114,11 @@ pub enum Command {
         /// Write one file per SLO into this directory instead of printing.
         #[arg(long)]
         output: Option<PathBuf>,
+        /// Read latency SLOs' error ratios from native histograms with `histogram_fraction`
+        /// (a Prometheus with `--enable-feature=native-histograms` scraping
+        /// `server.native_histograms`) instead of the daemon's event counters.
+        #[arg(long)]
+        native_histograms: bool,
     },
     /// OpenSLO v1 documents to and from sloburn's `slos`.
     Openslo {
@@ -230,6 +235,7 @@ pub fn main() -> i32 {
             labels,
             runbook_base,
             output,
+            native_histograms,
         } => {
             let cfg = match crate::config::load_without_secrets(&file) {
                 Ok(l) => l.config,
@@ -258,7 +264,11 @@ pub fn main() -> i32 {
                     }
                 }
             }
-            match rules(&cfg, k8s, &meta, runbook_base, output.as_deref()) {
+            let how = RulesHow {
+                k8s,
+                native_histograms,
+            };
+            match rules(&cfg, how, &meta, runbook_base, output.as_deref()) {
                 Ok(()) => exit::OK,
                 Err(e) => {
                     eprintln!("error: {e:#}");
@@ -325,19 +335,31 @@ fn placement_lines(
     }
 }
 
+/// How `sloburn rules` writes: a rule file or a `PrometheusRule`, latency from the events or
+/// from native histograms.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RulesHow {
+    pub k8s: bool,
+    pub native_histograms: bool,
+}
+
 /// `sloburn rules`: to stdout, or one file per SLO under `output`.
 pub fn rules(
     cfg: &crate::config::Config,
-    k8s: bool,
+    how: RulesHow,
     meta: &crate::rules::K8sMeta,
     runbook_base: Option<String>,
     output: Option<&std::path::Path>,
 ) -> anyhow::Result<()> {
     use anyhow::Context;
+    let k8s = how.k8s;
     let mut opts = crate::rules::RulesOptions {
         profiles: cfg.schedule_intervals(),
         ..Default::default()
     };
+    if how.native_histograms {
+        opts.native = cfg.native_latency();
+    }
     if let Some(base) = runbook_base {
         opts.runbook_base = base;
     }

@@ -49,6 +49,23 @@ pub struct RulesOptions {
     /// Include the `sloburn-daemon` group (absence alerts). `--output DIR` writes it once, in
     /// its own file, so per-SLO files never repeat it.
     pub daemon_alerts: bool,
+    /// Latency SLOs whose error ratios are read from native histograms with
+    /// `histogram_fraction` (`sloburn rules --native-histograms`), by SLO name. Every other
+    /// SLO counts [`EVENTS_METRIC`].
+    pub native: BTreeMap<String, NativeLatency>,
+}
+
+/// Where a latency SLO's native histogram is and the bound it holds its requests to: the
+/// SLI over window `w` is `histogram_fraction(0, under, sum(rate(metric{matchers}[w])))`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NativeLatency {
+    /// The histogram family, e.g. `sloburn_http_req_corrected_duration_seconds`.
+    pub metric: String,
+    /// `(label, value)` equality matchers, and `profile` as a set when the SLO names profiles.
+    pub matchers: Vec<(String, String)>,
+    /// Profiles whose series count; empty: every profile.
+    pub profiles: Vec<String>,
+    pub under: Duration,
 }
 
 impl Default for RulesOptions {
@@ -59,6 +76,7 @@ impl Default for RulesOptions {
             profiles: Vec::new(),
             job: None,
             daemon_alerts: true,
+            native: BTreeMap::new(),
         }
     }
 }
@@ -209,6 +227,23 @@ fn gauge_selector(slo: &SloDef, opts: &RulesOptions, window: &str) -> String {
     format!("sloburn_slo_burn_rate{{{}}}", m.join(","))
 }
 
+/// The native histogram series of a latency SLO: its matchers, `profile` as an anchored
+/// alternation of escaped names (PromQL regexes are RE2, which reads `regex::escape`'s output).
+fn native_selector(n: &NativeLatency, opts: &RulesOptions) -> String {
+    let mut m = Vec::new();
+    if let Some(job) = &opts.job {
+        m.push(format!("job={}", quote(job)));
+    }
+    for (k, v) in &n.matchers {
+        m.push(format!("{k}={}", quote(v)));
+    }
+    if !n.profiles.is_empty() {
+        let names: Vec<String> = n.profiles.iter().map(|p| regex::escape(p)).collect();
+        m.push(format!("profile=~{}", quote(&names.join("|"))));
+    }
+    format!("{}{{{}}}", n.metric, m.join(","))
+}
+
 fn sli_error_record(w: Duration) -> String {
     format!("slo:sli_error:ratio_rate{}", promql_duration(w))
 }
@@ -250,15 +285,32 @@ fn slo_group(slo: &SloDef, opts: &RulesOptions, mode: &str) -> Group {
 
     let bad = events_selector(slo, opts, true);
     let all = events_selector(slo, opts, false);
+    let native = opts.native.get(&slo.name);
     let mut rules = Vec::new();
-    let ratio = |func: &str, w: &str| {
+    if let Some(n) = native {
+        rules.push(Rule::Comment(format!(
+            "Native histograms: the error ratio is the share of answered requests slower than\n\
+             {under}, from histogram_fraction over {metric}\n\
+             (exact to one native bucket). Unlike {EVENTS_METRIC}, a request with no answer\n\
+             is not in the histogram and a failed one counts by its latency, not as bad.",
+            under = crate::units::format_duration(n.under),
+            metric = n.metric,
+        )));
+    }
+    let ratio = |func: &str, w: &str| match native {
+        // No traffic in the window: the fraction is NaN (the SLI is undefined), as 0/0 below.
+        Some(n) => format!(
+            "1 - histogram_fraction(0, {under}, sum({func}({sel}[{w}])))\n",
+            under = num(n.under.as_secs_f64()),
+            sel = native_selector(n, opts),
+        ),
         // `or vector(0)`: a service with no error yet has no bad series at all, and its SLI must
         // still be recorded (as 0 errors), not be absent.
-        format!(
+        None => format!(
             "(sum({func}({bad}[{w}])) or vector(0))\n/\nsum({func}({all}[{w}]))\n",
             bad = bad,
             all = all,
-        )
+        ),
     };
     for w in &windows {
         let w = promql_duration(*w);

@@ -476,6 +476,44 @@ pub fn from_str(text: &str, file: &str, base: &Path, env: &Env) -> Result<Loaded
 }
 
 impl Slo {
+    /// Where a latency SLO's requests are in the native histograms: the corrected or k6
+    /// duration of the target's requests (one journey step's with `step`), or a whole journey's
+    /// iterations (`sloburn_iteration_duration_seconds`, what a whole-journey SLO times).
+    /// `None` for an availability SLO.
+    pub fn native_latency(&self) -> Option<crate::rules::NativeLatency> {
+        use crate::metrics::{HTTP_REQ_CORRECTED_DURATION, HTTP_REQ_DURATION, ITERATION_DURATION};
+        let Sli::Latency {
+            under, corrected, ..
+        } = self.sli
+        else {
+            return None;
+        };
+        let mut matchers = vec![("target".to_string(), self.target.clone())];
+        let metric = match (&self.journey, &self.step) {
+            (Some(j), None) => {
+                matchers.push(("journey".into(), j.clone()));
+                ITERATION_DURATION.name
+            }
+            (journey, step) => {
+                if let (Some(j), Some(s)) = (journey, step) {
+                    matchers.push(("journey".into(), j.clone()));
+                    matchers.push(("step".into(), s.clone()));
+                }
+                if corrected {
+                    HTTP_REQ_CORRECTED_DURATION.name
+                } else {
+                    HTTP_REQ_DURATION.name
+                }
+            }
+        };
+        Some(crate::rules::NativeLatency {
+            metric: metric.to_string(),
+            matchers,
+            profiles: self.profiles.clone(),
+            under,
+        })
+    }
+
     /// The pure SLO engine's definition: objective as a ratio, tiers resolved.
     pub fn def(&self) -> crate::slo::SloDef {
         let tiers = match &self.tiers {
@@ -520,6 +558,15 @@ impl Config {
     /// Every SLO's definition, in name order.
     pub fn slo_defs(&self) -> Vec<crate::slo::SloDef> {
         self.slos.values().map(Slo::def).collect()
+    }
+
+    /// The native histogram of every latency SLO, by SLO name (`sloburn rules
+    /// --native-histograms`).
+    pub fn native_latency(&self) -> BTreeMap<String, crate::rules::NativeLatency> {
+        self.slos
+            .values()
+            .filter_map(|s| Some((s.name.clone(), s.native_latency()?)))
+            .collect()
     }
 
     /// `(profile, longest gap between runs)` for every scheduled profile, for the

@@ -55,6 +55,17 @@ enum Source {
     Histograms(for<'p> fn(&'p ProfileMetrics, &mut Vec<(&'p str, &'p Hist)>)),
     /// Counters with one more label per sample, written by their own function.
     Labelled(fn(&mut Encoder, &Family, &[Arc<ProfileMetrics>])),
+    /// Gauges of each SLO's last report, whose label sets the report keeps encoded for the
+    /// protobuf format (40,000 of the 70,000 samples of 1,000 profiles with 2,000 SLOs).
+    Report(Pick),
+}
+
+/// Which gauge of an SLO report a family shows.
+#[derive(Clone, Copy, PartialEq)]
+enum Pick {
+    Sli,
+    Burn,
+    Alert,
 }
 
 /// The source of every family in [`FAMILIES`] (a unit test holds that none is missing).
@@ -129,18 +140,8 @@ fn source(f: &Family) -> Option<Source> {
                 .collect()
         }),
         RUNTIME_TASKS => Floats(|s| one(s.runtime_tasks)),
-        SLO_ALERT_ACTIVE => Floats(|s| {
-            s.reports()
-                .flat_map(|(_, r)| &r.alerts)
-                .map(|(l, a)| (l.as_str().into(), flag(*a)))
-                .collect()
-        }),
-        SLO_BURN_RATE => Floats(|s| {
-            s.reports()
-                .flat_map(|(_, r)| &r.windows)
-                .map(|(l, _, burn)| (l.as_str().into(), *burn))
-                .collect()
-        }),
+        SLO_ALERT_ACTIVE => Report(Pick::Alert),
+        SLO_BURN_RATE => Report(Pick::Burn),
         SLO_BUDGET_REMAINING => Floats(|s| {
             s.reports()
                 .map(|(slo, r)| (slo.labels.as_str().into(), r.budget_remaining))
@@ -174,12 +175,7 @@ fn source(f: &Family) -> Option<Source> {
                 .collect()
         }),
         SLO_RESTORED => Floats(|s| restore_rows(s, |(restored, _)| restored)),
-        SLO_SLI => Floats(|s| {
-            s.reports()
-                .flat_map(|(_, r)| &r.windows)
-                .map(|(l, sli, _)| (l.as_str().into(), *sli))
-                .collect()
-        }),
+        SLO_SLI => Report(Pick::Sli),
         SLO_TIME_TO_EXHAUSTION => Floats(|s| {
             s.reports()
                 .filter_map(|(slo, r)| Some((slo.labels.as_str().into(), r.time_to_exhaustion?)))
@@ -255,10 +251,42 @@ fn encode_with(s: &Snapshot, mut e: Encoder) -> Encoder {
             }
             Some(Source::Histograms(series)) => histograms(&mut e, f, &s.profiles, series),
             Some(Source::Labelled(write)) => write(&mut e, f, &s.profiles),
+            Some(Source::Report(pick)) => report_gauges(&mut e, f, s, pick),
             None => {}
         }
     }
     e
+}
+
+/// One gauge of every SLO report, in SLO order and each report's label order.
+fn report_gauges(e: &mut Encoder, f: &Family, s: &Snapshot, pick: Pick) {
+    let rows = |r: &ReportGauges| match pick {
+        Pick::Alert => r.alerts.len(),
+        Pick::Sli | Pick::Burn => r.windows.len(),
+    };
+    if s.reports().all(|(_, r)| rows(r) == 0) {
+        return;
+    }
+    e.header(f);
+    let name = f.sample_name();
+    let proto = e.proto.is_some();
+    for (_, r) in s.reports() {
+        let encoded = proto.then(|| &r.encoded()[usize::from(pick == Pick::Alert)]);
+        let at = |i: usize| encoded.and_then(|x| x.get(i));
+        match pick {
+            Pick::Alert => {
+                for (i, (labels, active)) in r.alerts.iter().enumerate() {
+                    e.sample_encoded(&name, labels, at(i), flag(*active));
+                }
+            }
+            Pick::Sli | Pick::Burn => {
+                for (i, (labels, sli, burn)) in r.windows.iter().enumerate() {
+                    let v = if pick == Pick::Sli { *sli } else { *burn };
+                    e.sample_encoded(&name, labels, at(i), v);
+                }
+            }
+        }
+    }
 }
 
 /// A single unlabelled sample, when the value is known.

@@ -28,6 +28,7 @@ mod protobuf;
 mod registry;
 mod slo;
 mod text;
+mod wire;
 
 pub use accept::{Format, PROTOBUF};
 pub use families::*;

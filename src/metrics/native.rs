@@ -9,7 +9,7 @@
 //!
 //! Bounds: seconds from 2^-30 (about 1 ns) to 2^12 (4,096 s) are bucketed; a duration of 0 ns
 //! counts in the zero bucket (threshold 2^-30 s) and a longer one than 4,096 s in the top bucket.
-//! A series costs 24 bytes until it sees a value above 0 ns (a phase that is always 0, like
+//! A series costs 32 bytes until it sees a value above 0 ns (a phase that is always 0, like
 //! DNS on a kept-alive connection, stays there); then a table of 42 lazy pointers (672 bytes),
 //! and 256 bytes (32 counters) for each power of two the first time a value falls in it: a
 //! series whose values span four powers of two holds about 1.7 KiB, none more than 11.4 KiB.
@@ -21,8 +21,6 @@
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-
-use super::proto::BucketSpan;
 
 /// The schema observations are counted at.
 pub const RECORD_SCHEMA: i32 = 5;
@@ -38,6 +36,8 @@ const PER_OCTAVE: usize = 1 << RECORD_SCHEMA;
 const LOW_OCTAVE: i64 = -30;
 const HIGH_OCTAVE: i64 = 12;
 const OCTAVES: usize = (HIGH_OCTAVE - LOW_OCTAVE) as usize;
+// `NativeCounts::made` has a bit per octave.
+const _: () = assert!(OCTAVES <= 64);
 /// The lowest bucket key at [`RECORD_SCHEMA`]: the one just above the zero threshold.
 const LOW_KEY: i64 = LOW_OCTAVE * PER_OCTAVE as i64 + 1;
 const HIGH_KEY: i64 = HIGH_OCTAVE * PER_OCTAVE as i64;
@@ -50,6 +50,10 @@ type Octave = [AtomicU64; PER_OCTAVE];
 pub struct NativeCounts {
     zero: AtomicU64,
     octaves: OnceLock<Box<[OnceLock<Box<Octave>>]>>,
+    /// Bit `o` set once octave `o` is allocated: a scrape visits those alone instead of
+    /// checking all 42 entries (672 bytes) of every series, which was a fifth of a
+    /// native-only scrape of 10,000 series.
+    made: AtomicU64,
 }
 
 /// The bucket key of `nanos` at [`RECORD_SCHEMA`], `None` for the zero bucket.
@@ -77,30 +81,23 @@ impl NativeRead {
             .fold(self.zero, |t, (_, n)| t.wrapping_add(*n))
     }
 
-    /// The buckets as Prometheus' spans and deltas.
-    pub fn spans_and_deltas(&self) -> (Vec<BucketSpan>, Vec<i64>) {
-        let mut spans: Vec<BucketSpan> = Vec::new();
-        let mut deltas = Vec::with_capacity(self.buckets.len());
+    /// The buckets as Prometheus' spans (`(offset, length)`) and deltas, into `spans` and
+    /// `deltas` (their buffers reused).
+    pub fn spans_and_deltas_into(&self, spans: &mut Vec<(i32, u32)>, deltas: &mut Vec<i64>) {
+        spans.clear();
+        deltas.clear();
         let mut previous_key: Option<i64> = None;
         let mut previous_count = 0i64;
         for &(key, count) in &self.buckets {
-            match previous_key {
-                Some(p) if key == p + 1 => {
-                    if let Some(last) = spans.last_mut() {
-                        last.length = Some(last.length.unwrap_or(0) + 1);
-                    }
-                }
-                _ => spans.push(BucketSpan {
-                    offset: Some((key - previous_key.map_or(0, |p| p + 1)) as i32),
-                    length: Some(1),
-                }),
+            match (previous_key, spans.last_mut()) {
+                (Some(p), Some(last)) if key == p + 1 => last.1 += 1,
+                _ => spans.push(((key - previous_key.map_or(0, |p| p + 1)) as i32, 1)),
             }
             let count = count as i64;
             deltas.push(count.wrapping_sub(previous_count));
             previous_count = count;
             previous_key = Some(key);
         }
-        (spans, deltas)
     }
 }
 
@@ -115,8 +112,10 @@ impl NativeCounts {
             .octaves
             .get_or_init(|| (0..OCTAVES).map(|_| OnceLock::new()).collect());
         if let Some(octave) = octaves.get(i / PER_OCTAVE) {
-            let counters =
-                octave.get_or_init(|| Box::new(std::array::from_fn(|_| AtomicU64::new(0))));
+            let counters = octave.get_or_init(|| {
+                self.made.fetch_or(1 << (i / PER_OCTAVE), Relaxed);
+                Box::new(std::array::from_fn(|_| AtomicU64::new(0)))
+            });
             counters[i % PER_OCTAVE].fetch_add(1, Relaxed);
         }
     }
@@ -129,8 +128,14 @@ impl NativeCounts {
         out.zero = self.zero.load(Relaxed);
         out.buckets.clear();
         let octaves = self.octaves.get().map_or(&[][..], |o| &o[..]);
-        for (o, octave) in octaves.iter().enumerate() {
-            let Some(counters) = octave.get() else {
+        // The bit is set inside the octave's initialisation: an octave whose bit is seen is
+        // there (a concurrent first value may be missed until the next scrape, like any value
+        // recorded after the read).
+        let mut made = self.made.load(Relaxed);
+        while made != 0 {
+            let o = made.trailing_zeros() as usize;
+            made &= made - 1;
+            let Some(counters) = octaves.get(o).and_then(OnceLock::get) else {
                 continue;
             };
             for (j, c) in counters.iter().enumerate() {
@@ -222,8 +227,8 @@ mod tests {
             zero: 0,
             buckets: vec![(-3, 2), (-2, 5), (4, 1), (5, 1), (9, 4)],
         };
-        let (spans, deltas) = r.spans_and_deltas();
-        let spans: Vec<_> = spans.iter().map(|s| (s.offset(), s.length())).collect();
+        let (mut spans, mut deltas) = (vec![(9, 9)], vec![7]);
+        r.spans_and_deltas_into(&mut spans, &mut deltas);
         assert_eq!(spans, vec![(-3, 2), (5, 2), (3, 1)]);
         assert_eq!(deltas, vec![2, 3, -4, 0, 3]);
     }

@@ -1,23 +1,23 @@
 //! The protobuf exposition (`application/vnd.google.protobuf;
 //! proto=io.prometheus.client.MetricFamily; encoding=delimited`): the same families and samples
-//! as the text formats, as length-delimited [`MetricFamily`] messages, with native buckets on
+//! as the text formats, as length-delimited `MetricFamily` messages, with native buckets on
 //! every duration histogram (see [`super::native`]).
 //!
 //! The [`super::text::Encoder`] carries a [`ProtoOut`] in this format: its `header` starts a
 //! family and its `sample` adds a metric, so every family source of `encode.rs` serves all
-//! three formats. One family's messages are held at a time; each is encoded when the next
-//! starts and the bytes go out in chunks of about [`super::text::CHUNK`], as the text does.
+//! three formats. Messages are written straight to bytes ([`super::wire`]), in buffers reused
+//! for every metric: one family's body is held at a time, put after its length when the next
+//! starts, and the bytes go out in chunks of about [`super::text::CHUNK`], as the text does.
 
 use std::sync::Arc;
-
-use prost::Message;
 
 use super::exemplar;
 use super::families::HTTP_REQ_DURATION;
 use super::native::{self, NativeRead};
 use super::profile::{Hist, ProfileMetrics};
-use super::proto::{self, LabelPair, Metric, MetricFamily, MetricType};
+use super::proto::MetricType;
 use super::text::{Encoder, Family, Kind};
+use super::wire;
 
 /// How histograms are written in the protobuf format (`server.native_histograms`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,11 +37,22 @@ impl Default for NativeOptions {
     }
 }
 
-/// The protobuf side of an [`Encoder`]: the family being filled and the bytes not yet sent.
+/// The protobuf side of an [`Encoder`]: the family being written and the bytes not yet sent,
+/// with the buffers every metric reuses.
 pub(super) struct ProtoOut {
     pub opts: NativeOptions,
-    family: Option<MetricFamily>,
+    /// The body of the family in progress, if any, and whether it is a counter family.
+    family: Option<Vec<u8>>,
+    counter: bool,
+    /// The last family's buffer, its capacity kept for the next.
+    family_spare: Option<Vec<u8>>,
     pub bytes: Vec<u8>,
+    /// A metric's body, a histogram's and a nested message's, reused for every one.
+    metric: Vec<u8>,
+    histogram: Vec<u8>,
+    nested: Vec<u8>,
+    /// An unescaped label value, or an exemplar's id in hex.
+    scratch: String,
 }
 
 impl ProtoOut {
@@ -49,15 +60,22 @@ impl ProtoOut {
         ProtoOut {
             opts,
             family: None,
+            counter: false,
+            family_spare: None,
             bytes: Vec::new(),
+            metric: Vec::new(),
+            histogram: Vec::new(),
+            nested: Vec::new(),
+            scratch: String::new(),
         }
     }
 
-    /// Encodes the family in progress, if any, after the bytes already written.
+    /// Puts the family in progress, if any, after the bytes already written, length first.
     pub fn end_family(&mut self) {
         if let Some(f) = self.family.take() {
-            // A Vec grows as needed: encoding into it cannot fail.
-            let _ = f.encode_length_delimited(&mut self.bytes);
+            prost::encoding::encode_varint(f.len() as u64, &mut self.bytes);
+            self.bytes.extend_from_slice(&f);
+            self.family_spare = Some(f);
         }
     }
 
@@ -68,12 +86,13 @@ impl ProtoOut {
             Kind::Gauge => MetricType::Gauge,
             Kind::Histogram => MetricType::Histogram,
         };
-        self.family = Some(MetricFamily {
-            name: Some(f.sample_name()),
-            help: Some(f.help.to_string()),
-            r#type: Some(kind as i32),
-            metric: Vec::new(),
-        });
+        self.counter = kind == MetricType::Counter;
+        let mut body = self.family_spare.take().unwrap_or_default();
+        body.clear();
+        wire::bytes(&mut body, 1, f.sample_name().as_bytes());
+        wire::bytes(&mut body, 2, f.help.as_bytes());
+        wire::varint(&mut body, 3, kind as u64);
+        self.family = Some(body);
     }
 
     /// A counter or gauge sample of the family in progress.
@@ -81,52 +100,28 @@ impl ProtoOut {
         let Some(family) = self.family.as_mut() else {
             return;
         };
-        let counter = family.r#type == Some(MetricType::Counter as i32);
-        family.metric.push(Metric {
-            label: label_pairs(labels, extra),
-            counter: counter.then_some(proto::Counter { value: Some(v) }),
-            gauge: (!counter).then_some(proto::Gauge { value: Some(v) }),
-            histogram: None,
-        });
+        let m = &mut self.metric;
+        m.clear();
+        wire::label_pairs(m, 1, labels, extra, &mut self.scratch);
+        // A Gauge (2) or Counter (3) holding one double (field 1): 9 bytes.
+        wire::len_prefix(m, if self.counter { 3 } else { 2 }, 9);
+        wire::double(m, 1, v);
+        wire::bytes(family, 4, m);
     }
 }
 
-/// The pairs of a label set as `text::label_set` wrote it (`a="x",b="y\"z"`), unescaped, and
-/// `extra` after them.
-pub(super) fn label_pairs(labels: &str, extra: Option<(&str, &str)>) -> Vec<LabelPair> {
-    let mut out = Vec::new();
-    let mut rest = labels;
-    while let Some((name, after)) = rest.split_once("=\"") {
-        let mut value = String::new();
-        let mut chars = after.char_indices();
-        let mut end = after.len();
-        while let Some((i, c)) = chars.next() {
-            match c {
-                '"' => {
-                    end = i + 1;
-                    break;
-                }
-                '\\' => match chars.next() {
-                    Some((_, 'n')) => value.push('\n'),
-                    Some((_, c)) => value.push(c),
-                    None => {}
-                },
-                c => value.push(c),
-            }
-        }
-        out.push(LabelPair {
-            name: Some(name.trim_start_matches(',').to_string()),
-            value: Some(value),
-        });
-        rest = &after[end..];
+impl ProtoOut {
+    /// A counter or gauge sample whose label fields were encoded before ([`wire::LabelSets`]).
+    pub fn sample_encoded(&mut self, labels: &[u8], v: f64) {
+        let Some(family) = self.family.as_mut() else {
+            return;
+        };
+        // The labels, then a Gauge (2) or Counter (3) of 9 bytes behind its 2-byte key+length.
+        wire::len_prefix(family, 4, labels.len() + 11);
+        family.extend_from_slice(labels);
+        wire::len_prefix(family, if self.counter { 3 } else { 2 }, 9);
+        wire::double(family, 1, v);
     }
-    if let Some((k, v)) = extra {
-        out.push(LabelPair {
-            name: Some(k.to_string()),
-            value: Some(v.to_string()),
-        });
-    }
-    out
 }
 
 /// A histogram family: per series, the classic buckets (unless configured off, and without the
@@ -142,17 +137,27 @@ pub(super) fn histograms(
         return;
     }
     e.header(f);
-    let Some(p_out) = e.proto.as_mut() else {
+    let Some(out) = e.proto.as_deref_mut() else {
         return;
     };
-    let opts = p_out.opts;
-    let Some(family) = p_out.family.as_mut() else {
+    let opts = out.opts;
+    let ProtoOut {
+        family: Some(family),
+        metric: m,
+        histogram: h,
+        nested,
+        scratch,
+        ..
+    } = out
+    else {
         return;
     };
     let with_exemplars = f.name == HTTP_REQ_DURATION.name;
+    let schema = opts.schema.clamp(native::MIN_SCHEMA, native::RECORD_SCHEMA);
     let mut list = Vec::new();
     let mut cumulative = Vec::new();
     let mut native = NativeRead::default();
+    let (mut spans, mut deltas) = (Vec::new(), Vec::new());
     for p in profiles {
         list.clear();
         series(p, &mut list);
@@ -164,100 +169,176 @@ pub(super) fn histograms(
             // each set within the count (a request is in one set and not yet in the other for
             // a moment at most).
             let count = classic_total.max(native.total());
-            let exemplars: Vec<Option<exemplar::Exemplar>> = p
+            let exemplars = p
                 .steps
                 .get(j)
                 .filter(|_| with_exemplars)
-                .map(|s| s.duration_exemplars.iter().map(|x| x.read()).collect())
-                .unwrap_or_default();
-            let exemplar_at = |i: usize| exemplars.get(i).copied().flatten().map(to_exemplar);
-            let bucket = if opts.classic_buckets {
-                p.bounds
-                    .seconds
-                    .iter()
-                    .zip(&cumulative)
-                    .enumerate()
-                    .map(|(i, (&le, &n))| proto::Bucket {
-                        cumulative_count: Some(n),
-                        upper_bound: Some(le),
-                        exemplar: exemplar_at(i),
-                    })
-                    .collect()
-            } else {
-                Vec::new()
-            };
-            let (mut positive_span, positive_delta) = native.spans_and_deltas();
-            if positive_span.is_empty() && native.zero == 0 {
-                // An empty native histogram is told from a classic one by a span of no buckets.
-                positive_span.push(proto::BucketSpan {
-                    offset: Some(0),
-                    length: Some(0),
-                });
+                .map_or(&[][..], |s| &s.duration_exemplars[..]);
+            let exemplar_at = |i: usize| exemplars.get(i).and_then(|x| x.read());
+            h.clear();
+            wire::varint(h, 1, count);
+            wire::double(h, 2, sum_seconds);
+            if opts.classic_buckets {
+                for (i, (&le, &n)) in p.bounds.seconds.iter().zip(&cumulative).enumerate() {
+                    nested.clear();
+                    wire::varint(nested, 1, n);
+                    wire::double(nested, 2, le);
+                    if let Some(x) = exemplar_at(i) {
+                        let at = nested.len();
+                        write_exemplar(nested, x, scratch);
+                        let body = nested.split_off(at);
+                        wire::bytes(nested, 3, &body);
+                    }
+                    wire::bytes(h, 3, nested);
+                }
             }
-            let native_exemplars = if opts.classic_buckets {
-                Vec::new()
-            } else {
-                (0..exemplars.len()).filter_map(exemplar_at).collect()
-            };
-            family.metric.push(Metric {
-                label: label_pairs(labels, None),
-                counter: None,
-                gauge: None,
-                histogram: Some(proto::Histogram {
-                    sample_count: Some(count),
-                    sample_sum: Some(sum_seconds),
-                    bucket,
-                    schema: Some(opts.schema.clamp(native::MIN_SCHEMA, native::RECORD_SCHEMA)),
-                    zero_threshold: Some(native::ZERO_THRESHOLD),
-                    zero_count: Some(native.zero),
-                    positive_span,
-                    positive_delta,
-                    exemplars: native_exemplars,
-                }),
-            });
+            wire::sint(h, 5, i64::from(schema));
+            wire::double(h, 6, native::ZERO_THRESHOLD);
+            wire::varint(h, 7, native.zero);
+            native.spans_and_deltas_into(&mut spans, &mut deltas);
+            if spans.is_empty() && native.zero == 0 {
+                // An empty native histogram is told from a classic one by a span of no buckets.
+                spans.push((0, 0));
+            }
+            for &(offset, length) in &spans {
+                nested.clear();
+                wire::sint(nested, 1, i64::from(offset));
+                wire::varint(nested, 2, u64::from(length));
+                wire::bytes(h, 12, nested);
+            }
+            wire::packed_sint(h, 13, &deltas);
+            if !opts.classic_buckets {
+                for x in (0..exemplars.len()).filter_map(exemplar_at) {
+                    nested.clear();
+                    write_exemplar(nested, x, scratch);
+                    wire::bytes(h, 16, nested);
+                }
+            }
+            m.clear();
+            wire::label_pairs(m, 1, labels, None, scratch);
+            wire::bytes(m, 7, h);
+            wire::bytes(family, 4, m);
         }
     }
 }
 
-fn to_exemplar(x: exemplar::Exemplar) -> proto::Exemplar {
+/// An `Exemplar`'s body: the trace and span ids, the value in seconds, its time.
+fn write_exemplar(out: &mut Vec<u8>, x: exemplar::Exemplar, scratch: &mut String) {
+    use std::fmt::Write as _;
+    scratch.clear();
+    let _ = write!(scratch, "{:032x}", x.trace_id);
+    wire::label_pair(out, 1, "trace_id", scratch);
+    scratch.clear();
+    let _ = write!(scratch, "{:016x}", x.span_id);
+    wire::label_pair(out, 1, "span_id", scratch);
+    wire::double(out, 2, x.value_nanos as f64 / 1e9);
     let millis = x.unix_millis;
-    proto::Exemplar {
-        label: vec![
-            LabelPair {
-                name: Some("trace_id".into()),
-                value: Some(format!("{:032x}", x.trace_id)),
-            },
-            LabelPair {
-                name: Some("span_id".into()),
-                value: Some(format!("{:016x}", x.span_id)),
-            },
-        ],
-        value: Some(x.value_nanos as f64 / 1e9),
-        timestamp: Some(proto::Timestamp {
-            seconds: (millis / 1000) as i64,
-            nanos: ((millis % 1000) * 1_000_000) as i32,
-        }),
+    let seconds = (millis / 1000) as i64;
+    let nanos = ((millis % 1000) * 1_000_000) as i64;
+    // A Timestamp's fields are proto3 scalars: left out at zero.
+    let len: usize = [seconds, nanos]
+        .iter()
+        .filter(|v| **v != 0)
+        .map(|v| 1 + prost::encoding::encoded_len_varint(*v as u64))
+        .sum();
+    wire::len_prefix(out, 3, len);
+    if seconds != 0 {
+        wire::varint(out, 1, seconds as u64);
+    }
+    if nanos != 0 {
+        wire::varint(out, 2, nanos as u64);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::text::label_set;
+    use crate::http::{Outcome, Phases};
+    use crate::metrics::Metrics;
+    use crate::metrics::proto::MetricFamily;
+    use opentelemetry::trace::{SpanId, TraceId};
+    use prost::Message;
+    use std::time::Duration;
 
+    /// The hand-written bytes are `prost`'s: every family decodes, and encodes back to the
+    /// same bytes (fields in tag order, the same fields present), with escaped label values,
+    /// exemplars, empty and spread native histograms, with and without classic buckets.
     #[test]
-    fn label_sets_parse_back_to_their_pairs() {
-        let pairs = [("target", "a\"b"), ("profile", "c\\d\ne,f=\"g")];
-        let parsed = label_pairs(&label_set(&pairs), Some(("status", "200")));
-        let got: Vec<_> = parsed.iter().map(|l| (l.name(), l.value())).collect();
-        assert_eq!(
-            got,
-            vec![
-                ("target", "a\"b"),
-                ("profile", "c\\d\ne,f=\"g"),
-                ("status", "200")
-            ]
+    fn a_scrape_is_prosts_encoding_of_its_own_decoding() {
+        let m = Metrics::new("1.0");
+        let p = m.profile("t\"1", "p\\2\nx", &[0.01, 0.1, 1.0], &["status".into()]);
+        m.init_profile("p\\2\nx");
+        let _idle = m.profile("t", "idle", &[0.5], &[]);
+        for (i, micros) in [0u64, 90, 4_000, 50_000, 700_000, 3_000_000]
+            .iter()
+            .enumerate()
+        {
+            let o = Outcome {
+                phases: Phases {
+                    waiting: Duration::from_micros(*micros),
+                    ..Phases::default()
+                },
+                status: Some(if i % 2 == 0 { 200 } else { 503 }),
+                ..Outcome::default()
+            };
+            p.observe(&o, Duration::from_micros(*micros / 3), &[i % 2 == 0]);
+        }
+        p.exemplar(
+            1,
+            0.05,
+            TraceId::from_bytes([0xab; 16]),
+            SpanId::from_bytes([0xcd; 8]),
         );
-        assert!(label_pairs("", None).is_empty());
+        // An SLO report: its window and alert gauges go out through the labels it keeps
+        // encoded.
+        let period = Duration::from_secs(2 * 86400);
+        let def = crate::slo::SloDef {
+            name: "a\"b".into(),
+            service: "t".into(),
+            objective: 0.99,
+            period,
+            calendar: None,
+            tiers: crate::slo::default_tiers(period),
+            labels: Default::default(),
+            description: String::new(),
+        };
+        let mut windows = crate::slo::Windows::new(period);
+        windows.record(10, 90, 10);
+        let report = crate::slo::evaluate(&def, &windows, 10);
+        m.slo("a\"b", 0.99).set_report(&report);
+        for classic_buckets in [true, false] {
+            m.set_native_options(NativeOptions {
+                schema: 2,
+                classic_buckets,
+            });
+            let bytes = m.encode_protobuf();
+            let mut rest = &bytes[..];
+            let mut again = Vec::new();
+            let mut histograms = 0;
+            while !rest.is_empty() {
+                let f = MetricFamily::decode_length_delimited(&mut rest).expect("a family");
+                histograms += f.metric.iter().filter(|x| x.histogram.is_some()).count();
+                f.encode_length_delimited(&mut again).unwrap();
+            }
+            assert!(histograms >= 10, "{histograms}");
+            let mut rest = &bytes[..];
+            let mut burn = None;
+            while !rest.is_empty() {
+                let f = MetricFamily::decode_length_delimited(&mut rest).unwrap();
+                if f.name() == "sloburn_slo_burn_rate" {
+                    burn = Some(f);
+                }
+            }
+            let burn = burn.expect("the burn-rate family");
+            assert_eq!(burn.metric.len(), report.windows.len() + 1);
+            let labels: Vec<_> = burn.metric[0]
+                .label
+                .iter()
+                .map(|l| (l.name(), l.value()))
+                .collect();
+            assert_eq!(labels, [("slo", "a\"b"), ("window", "1d")]);
+            assert!(burn.metric.iter().all(|x| x.gauge.is_some()));
+            assert_eq!(again, bytes, "classic buckets {classic_buckets}");
+        }
     }
 }

@@ -2,11 +2,12 @@
 //! two atomics) and the gauges of the daemon's own evaluation (`set_report`, once a minute).
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use super::registry::lock;
 use super::text::label_set;
+use super::wire::LabelSets;
 use crate::slo::SloReport;
 
 /// The gauges of one [`SloReport`], with label sets already escaped.
@@ -19,6 +20,21 @@ pub(super) struct ReportGauges {
     pub time_to_exhaustion: Option<f64>,
     /// `(slo+tier+severity labels, active)`, sorted by labels.
     pub alerts: Vec<(String, bool)>,
+    /// The window and alert label sets in the protobuf format, made at the first protobuf
+    /// scrape of this report (a report lives a minute or more, across many scrapes).
+    encoded: OnceLock<[LabelSets; 2]>,
+}
+
+impl ReportGauges {
+    /// The protobuf label fields of the windows (`[0]`) and the alerts (`[1]`), in order.
+    pub(super) fn encoded(&self) -> &[LabelSets; 2] {
+        self.encoded.get_or_init(|| {
+            [
+                LabelSets::of(self.windows.iter().map(|w| w.0.as_str())),
+                LabelSets::of(self.alerts.iter().map(|a| a.0.as_str())),
+            ]
+        })
+    }
 }
 
 #[derive(Debug)]
@@ -131,6 +147,7 @@ impl SloMetrics {
                     )
                 })
                 .collect(),
+            encoded: OnceLock::new(),
         };
         *lock(&self.report) = Some(Arc::new(gauges));
     }

@@ -200,7 +200,8 @@ impl Encoder {
             return;
         }
         if let Some(sink) = self.sink.as_mut() {
-            if !sink(std::mem::take(&mut p.bytes)) {
+            let chunk = std::mem::replace(&mut p.bytes, Vec::with_capacity(CHUNK + CHUNK / 8));
+            if !sink(chunk) {
                 self.sink = None;
                 self.discard = true;
             }
@@ -313,6 +314,15 @@ impl Encoder {
         v.write(&mut self.out);
         self.out.push('\n');
         self.flush_full();
+    }
+
+    /// [`Encoder::sample`] of a series whose protobuf label fields are at hand (`encoded`): the
+    /// protobuf format copies them instead of reading `labels`.
+    pub fn sample_encoded(&mut self, name: &str, labels: &str, encoded: Option<&[u8]>, v: f64) {
+        match (self.proto.as_mut(), encoded) {
+            (Some(p), Some(bytes)) => p.sample_encoded(bytes, v),
+            _ => self.sample(name, "", labels, None, v),
+        }
     }
 
     /// The whole text; streamed, the last chunk goes to the sink and the text returned is empty.

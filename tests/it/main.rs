@@ -21,6 +21,7 @@ mod k6_journeys;
 mod load;
 mod metrics;
 mod native;
+mod native_rules;
 mod openslo;
 mod otel;
 mod owned;

@@ -43,6 +43,7 @@ fn options() -> RulesOptions {
         profiles: vec![("canary".into(), Duration::from_secs(300))],
         job: None,
         daemon_alerts: true,
+        native: BTreeMap::new(),
     }
 }
 
