@@ -686,7 +686,7 @@ fn finish(
     // Told after the profile is free again, so a waiter may start the next run at once.
     ended.send_replace(Some(record));
     if again && !shared.shutdown.is_cancelled() {
-        super::schedules::start_due(shared, profile, "queued");
+        let _ = start_run(shared, profile, "queued");
     }
 }
 

@@ -221,7 +221,8 @@ fn due(shared: &Arc<Shared>, name: &str, together: bool) {
     }
 }
 
-/// A scheduled (or queued) run of `name` that this shard starts: here alone, or, on shard 0
+/// A scheduled run of `name` that this shard starts (a run queued by `overlap: queue` starts
+/// here alone: `runs` may not reach up to the schedules): here alone, or, on shard 0
 /// with a split profile among peers, on every shard.
 pub(super) fn start_due(shared: &Arc<Shared>, name: &str, trigger: &str) {
     let launch = match launch_of(shared, name) {
