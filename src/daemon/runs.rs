@@ -143,24 +143,7 @@ pub(super) fn start(
         st.active = Some((id, stopper.clone()));
         st.last_started = id;
     }
-    let record = RunRecord {
-        id,
-        profile: name.to_string(),
-        target: target.name.clone(),
-        trigger: trigger.to_string(),
-        started_at: unix_now(),
-        finished_at: None,
-        result: "running".into(),
-        reason: None,
-        requests: 0,
-        rate: 0.0,
-        failed_ratio: 0.0,
-        dropped: 0,
-        p95_ms: 0.0,
-        p99_ms: 0.0,
-        thresholds: Vec::new(),
-        shards: None,
-    };
+    let record = RunRecord::new(id, name, &target.name, trigger, unix_now(), "running", None);
     // Saved to the store when it ends (one write per run, so a slow start-of-run write can
     // never overwrite the finished record).
     shared.remember(&record);

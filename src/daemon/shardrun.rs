@@ -451,23 +451,9 @@ fn verdict_of(
     me: u32,
     shards: u32,
 ) -> RunRecord {
-    let mut record = own.unwrap_or_else(|| RunRecord {
-        id,
-        profile: ask.profile.clone(),
-        target: String::new(),
-        trigger: String::new(),
-        started_at: 0.0,
-        finished_at: None,
-        result: "error".into(),
-        reason: Some("the daemon stopped before the run ended".into()),
-        requests: 0,
-        rate: 0.0,
-        failed_ratio: 0.0,
-        dropped: 0,
-        p95_ms: 0.0,
-        p99_ms: 0.0,
-        thresholds: Vec::new(),
-        shards: None,
+    let mut record = own.unwrap_or_else(|| {
+        let why = "the daemon stopped before the run ended".to_string();
+        RunRecord::new(id, &ask.profile, "", "", 0.0, "error", Some(why))
     });
     let own_report = local_report(shared, &ask.run);
     let mut per_shard = vec![json!({

@@ -57,6 +57,38 @@ pub struct RunRecord {
     pub shards: Option<serde_json::Value>,
 }
 
+impl RunRecord {
+    /// A run with no figures yet: `result` (`running` as it starts) and why.
+    pub(super) fn new(
+        id: u64,
+        profile: &str,
+        target: &str,
+        trigger: &str,
+        started_at: f64,
+        result: &str,
+        reason: Option<String>,
+    ) -> RunRecord {
+        RunRecord {
+            id,
+            profile: profile.to_string(),
+            target: target.to_string(),
+            trigger: trigger.to_string(),
+            started_at,
+            finished_at: None,
+            result: result.to_string(),
+            reason,
+            requests: 0,
+            rate: 0.0,
+            failed_ratio: 0.0,
+            dropped: 0,
+            p95_ms: 0.0,
+            p99_ms: 0.0,
+            thresholds: Vec::new(),
+            shards: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ThresholdRecord {
     pub metric: String,

@@ -583,6 +583,28 @@ fn issue_31_a_run_started_through_the_api_on_one_shard_runs_on_all_three_and_its
     assert_eq!(local["shares"]["requests"], 20, "{local:#}");
 }
 
+/// `canary` at 30/s for `duration` every 6 s, its peers all three shards; only the shards in
+/// `up` are started.
+fn scheduled_shards(
+    dir: &std::path::Path,
+    target: std::net::SocketAddr,
+    duration: &str,
+    up: std::ops::Range<u32>,
+) -> Vec<Daemon> {
+    let ports: Vec<u16> = (0..SHARDS).map(|_| free_port()).collect();
+    let peers: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let text = config(
+        target,
+        30,
+        duration,
+        "      http_req_failed: [\"rate<0.01\"]\n",
+        &peers,
+    )
+    .replace("    executor:", "    every: 6s\n    executor:");
+    up.map(|i| spawn_shard(dir, i, ports[i as usize], &text))
+        .collect()
+}
+
 /// `canary` every 6 s on three shards: each scheduled run is started by shard 0 on every
 /// shard at one instant and judged once on shard 0, the peers' own due times leaving it to
 /// shard 0.
@@ -590,19 +612,7 @@ fn issue_31_a_run_started_through_the_api_on_one_shard_runs_on_all_three_and_its
 fn issue_31_a_scheduled_run_of_a_split_profile_runs_on_every_shard_with_one_verdict_from_shard_0() {
     let (server, log) = target();
     let dir = tempfile::tempdir().unwrap();
-    let ports: Vec<u16> = (0..SHARDS).map(|_| free_port()).collect();
-    let peers: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
-    let text = config(
-        server.addr,
-        30,
-        "2s",
-        "      http_req_failed: [\"rate<0.01\"]\n",
-        &peers,
-    )
-    .replace("    executor:", "    every: 6s\n    executor:");
-    let daemons: Vec<Daemon> = (0..SHARDS)
-        .map(|i| spawn_shard(dir.path(), i, ports[i as usize], &text))
-        .collect();
+    let daemons = scheduled_shards(dir.path(), server.addr, "2s", 0..SHARDS);
     // The first scheduled run that every shard was up for (an earlier one may have found a
     // peer still starting, and be inconclusive naming it).
     let record = eventually(Duration::from_secs(60), || {
@@ -674,19 +684,7 @@ fn issue_31_a_scheduled_run_of_a_split_profile_runs_on_every_shard_with_one_verd
 fn issue_31_without_shard_0_the_other_shards_run_their_scheduled_shares_alone() {
     let (server, log) = target();
     let dir = tempfile::tempdir().unwrap();
-    let ports: Vec<u16> = (0..SHARDS).map(|_| free_port()).collect();
-    let peers: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
-    let text = config(
-        server.addr,
-        30,
-        "1s",
-        "      http_req_failed: [\"rate<0.01\"]\n",
-        &peers,
-    )
-    .replace("    executor:", "    every: 6s\n    executor:");
-    let daemons: Vec<Daemon> = (1..SHARDS)
-        .map(|i| spawn_shard(dir.path(), i, ports[i as usize], &text))
-        .collect();
+    let daemons = scheduled_shards(dir.path(), server.addr, "1s", 1..SHARDS);
     for d in &daemons {
         let run = eventually(Duration::from_secs(60), || {
             let runs = runs_of(d);
