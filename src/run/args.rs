@@ -84,14 +84,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE.html")]
     pub report: Option<PathBuf>,
     /// Outputs (repeatable): `json=FILE` writes k6's per-sample NDJSON (Metric and Point
-    /// lines); `json-agg=FILE` one aggregate JSON line per second; `prometheus-rw=URL` pushes
-    /// the run's series to a Prometheus remote-write receiver every --push-interval and at
-    /// the end.
+    /// lines); `json-agg=FILE` one aggregate JSON line per second.
     #[arg(long)]
     pub out: Vec<String>,
-    /// How often `--out prometheus-rw` pushes (default 5s).
-    #[arg(long, value_name = "DURATION")]
-    pub push_interval: Option<String>,
     /// Fraction of requests written to `--out json` (0 < f ≤ 1, every k-th request), e.g. 0.1.
     #[arg(long)]
     pub out_sample: Option<f64>,

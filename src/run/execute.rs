@@ -76,33 +76,6 @@ pub async fn execute(
         }
         None => None,
     };
-    let rw = match &outs.rw {
-        Some(url) => {
-            let interval = match &args.push_interval {
-                Some(s) => crate::units::parse_duration(s)
-                    .ok()
-                    .filter(|d| *d >= Duration::from_millis(100))
-                    .ok_or_else(|| {
-                        Usage(format!(
-                            "--push-interval `{s}`: give a duration of 100ms or more, e.g. 5s"
-                        ))
-                    })?,
-                None => super::remote_write::DEFAULT_INTERVAL,
-            };
-            Some(super::remote_write::Pusher::start(
-                url.clone(),
-                interval,
-                stats.clone(),
-                r.name.clone(),
-                r.target.name.clone(),
-                r.target.buckets.clone(),
-            ))
-        }
-        None if args.push_interval.is_some() => {
-            return Err(Usage("--push-interval goes with --out prometheus-rw=URL".into()).into());
-        }
-        None => None,
-    };
     let tty = std::io::stdout().is_terminal() && !args.quiet;
     // The progress reporter hands its `--out` file back when `done` fires, so the run's last
     // partial second is written too.
@@ -201,25 +174,6 @@ pub async fn execute(
         .filter(|_| matches!(report.aborted, Some(Abort::Stopped(_))));
     tasks.abort_all();
     done.cancel();
-    if let Some(p) = rw {
-        let pushed = p.finish().await;
-        let _ = writeln!(
-            std::io::stderr(),
-            "prometheus-rw: {} samples pushed in {} pushes, {} dropped{}",
-            pushed.samples,
-            pushed.pushes - pushed.failed_pushes,
-            pushed.dropped,
-            if pushed.failed_pushes > 0 {
-                format!(
-                    " ({} pushes failed or timed out: is the receiver up and started with \
-                     --web.enable-remote-write-receiver?)",
-                    pushed.failed_pushes
-                )
-            } else {
-                String::new()
-            }
-        );
-    }
     if let Some(e) = exporter {
         let stats = e.stats().clone();
         let _ = tokio::task::spawn_blocking(move || e.shutdown(Duration::from_secs(10))).await;

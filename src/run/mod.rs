@@ -1,7 +1,6 @@
 //! `sloburn run`: one profile from a config file, or an ad-hoc run from flags, with a live
 //! progress line on a terminal, the k6 + vegeta summary, `--summary-export`, `--out json`
-//! (k6's per-sample NDJSON), `--out json-agg` (one aggregate line a second) and
-//! `--out prometheus-rw=URL` (remote write, pushed while the run lasts and at its end).
+//! (k6's per-sample NDJSON) and `--out json-agg` (one aggregate line a second).
 //!
 //! A run reads its profile's config but never the daemon's settings: `server.admin_token` is
 //! not resolved, so a run needs no daemon secret. A bad `--threshold` is a usage error (exit 2),
@@ -21,7 +20,6 @@ mod args;
 mod collect;
 mod execute;
 mod outputs;
-mod remote_write;
 mod resolve;
 
 pub use args::{RunArgs, parse_shard};

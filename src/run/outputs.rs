@@ -1,4 +1,4 @@
-//! The run's outputs: `--summary-export`, `--out json`, `--out json-agg`, `--out prometheus-rw`.
+//! The run's output files: `--summary-export`, `--out json`, `--out json-agg`.
 
 use super::*;
 use anyhow::Context;
@@ -7,8 +7,6 @@ use anyhow::Context;
 pub(super) struct Outs {
     pub(super) json: Option<String>,
     pub(super) agg: Option<String>,
-    /// A remote-write receiver's URL, checked.
-    pub(super) rw: Option<http::Uri>,
     pub(super) sample: f64,
 }
 
@@ -23,26 +21,17 @@ impl Outs {
         let mut outs = Outs {
             json: None,
             agg: None,
-            rw: None,
             sample,
         };
         for spec in specs {
             let (kind, path) = spec.split_once('=').unwrap_or((spec, ""));
-            if kind == "prometheus-rw" {
-                let url = super::remote_write::parse_url(path)
-                    .map_err(|e| Usage(format!("--out prometheus-rw: {e}")))?;
-                if outs.rw.replace(url).is_some() {
-                    return Err(Usage("--out prometheus-rw= is given twice".into()).into());
-                }
-                continue;
-            }
             let slot = match kind {
                 "json" => &mut outs.json,
                 "json-agg" => &mut outs.agg,
                 _ => {
                     return Err(Usage(format!(
-                        "--out `{spec}`: use json=FILE (k6's NDJSON samples), json-agg=FILE \
-                         (one aggregate line a second) or prometheus-rw=URL (remote write)"
+                        "--out `{spec}`: use json=FILE (k6's NDJSON samples) or json-agg=FILE \
+                         (one aggregate line a second)"
                     ))
                     .into());
                 }

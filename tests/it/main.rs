@@ -26,7 +26,6 @@ mod openslo;
 mod otel;
 mod owned;
 mod panels;
-mod remote_write;
 mod restore;
 mod rules;
 mod secrets;
