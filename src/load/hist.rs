@@ -392,6 +392,30 @@ impl HistSnapshot {
     }
 }
 
+impl HistSnapshot {
+    /// The snapshot as native (exponential) histogram buckets at `schema`: each of its buckets
+    /// (0.78 % wide) is counted in the native bucket holding its midpoint, so a native bucket
+    /// is off by at most a share of one neighbour's values (see `metrics::native` for the keys).
+    pub fn native_buckets(&self, schema: i32) -> crate::metrics::NativeRead {
+        let mut read = crate::metrics::NativeRead::default();
+        let per_octave = 2f64.powi(schema);
+        for &(idx, n) in &self.buckets {
+            let (lo, hi) = bounds_of(idx as usize);
+            if hi == 0 {
+                read.zero += n;
+                continue;
+            }
+            let seconds = (lo as f64 + hi as f64) / 2.0 / 1e9;
+            let key = (seconds.log2() * per_octave).ceil() as i64;
+            match read.buckets.last_mut() {
+                Some((k, c)) if *k == key => *c += n,
+                _ => read.buckets.push((key, n)),
+            }
+        }
+        read
+    }
+}
+
 /// Merges two sparse bucket lists (sorted by index) with `f(a, b)` per index, a missing
 /// bucket counting 0; empty results are left out, so the list stays sparse and sorted.
 fn combine(a: &[(u32, u64)], b: &[(u32, u64)], f: impl Fn(u64, u64) -> u64) -> Vec<(u32, u64)> {

@@ -31,7 +31,7 @@ mod text;
 
 pub use accept::{Format, PROTOBUF};
 pub use families::*;
-pub use native::{DEFAULT_SCHEMA, MIN_SCHEMA, RECORD_SCHEMA};
+pub use native::{DEFAULT_SCHEMA, MIN_SCHEMA, NativeRead, RECORD_SCHEMA, ZERO_THRESHOLD};
 pub use process::ProcessStats;
 pub use profile::{
     ERROR_NONE, ITERATION_RESULTS, ProfileMetrics, STATUS_NONE, STATUS_OTHER, STEP_FAILURE_REASONS,
@@ -40,4 +40,4 @@ pub use profile::{
 pub use protobuf::NativeOptions;
 pub use registry::Metrics;
 pub use slo::{SloMetrics, window_label};
-pub use text::{CHUNK, Family, Kind, Sink};
+pub use text::{CHUNK, Family, Kind, Sink, le_value};

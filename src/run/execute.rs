@@ -107,6 +107,19 @@ pub async fn execute(
             })
             .ok()
     });
+    // The pusher's tasks run beside the load and never hold it up (`remote_write`).
+    let pusher = outs.rw.as_ref().map(|o| {
+        super::remote_write::Pusher::start(
+            o,
+            stats.clone(),
+            super::remote_write::RunLabels {
+                profile: r.name.clone(),
+                target: r.target.name.clone(),
+                testid: args.testid.clone(),
+            },
+            r.target.buckets.clone(),
+        )
+    });
     let mut spec = r.spec.clone();
     spec.tracer = exporter.as_ref().zip(r.telemetry.as_ref()).map(|(e, t)| {
         crate::telemetry::Tracer::new(e.tracer(crate::telemetry::spans::SCOPE), &t.traces)
@@ -137,6 +150,13 @@ pub async fn execute(
             "telemetry: {} spans exported, {} dropped",
             stats.exported(),
             stats.dropped()
+        );
+    }
+    if let Some(p) = pusher {
+        let (sent, dropped) = p.finish(&report.stats).await;
+        let _ = writeln!(
+            std::io::stderr(),
+            "prometheus-rw: {sent} samples sent, {dropped} dropped"
         );
     }
     if let Some(Ok((Some(mut file), prev))) = progress.join_next().await {

@@ -1,4 +1,5 @@
-//! The run's output files: `--summary-export`, `--out json`, `--out json-agg`.
+//! The run's outputs: `--summary-export`, `--out json`, `--out json-agg` files and the
+//! `--out prometheus-rw` push (`remote_write`).
 
 use super::*;
 use anyhow::Context;
@@ -7,6 +8,7 @@ use anyhow::Context;
 pub(super) struct Outs {
     pub(super) json: Option<String>,
     pub(super) agg: Option<String>,
+    pub(super) rw: Option<super::remote_write::RwOptions>,
     pub(super) sample: f64,
 }
 
@@ -21,17 +23,26 @@ impl Outs {
         let mut outs = Outs {
             json: None,
             agg: None,
+            rw: None,
             sample,
         };
         for spec in specs {
             let (kind, path) = spec.split_once('=').unwrap_or((spec, ""));
+            if kind == "prometheus-rw" {
+                let opts = super::remote_write::RwOptions::parse(path)
+                    .map_err(|e| Usage(format!("--out prometheus-rw={path}: {e}")))?;
+                if outs.rw.replace(opts).is_some() {
+                    return Err(Usage("--out prometheus-rw= is given twice".into()).into());
+                }
+                continue;
+            }
             let slot = match kind {
                 "json" => &mut outs.json,
                 "json-agg" => &mut outs.agg,
                 _ => {
                     return Err(Usage(format!(
-                        "--out `{spec}`: use json=FILE (k6's NDJSON samples) or json-agg=FILE \
-                         (one aggregate line a second)"
+                        "--out `{spec}`: use json=FILE (k6's NDJSON samples), json-agg=FILE \
+                         (one aggregate line a second) or prometheus-rw=URL (remote write)"
                     ))
                     .into());
                 }
