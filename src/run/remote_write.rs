@@ -49,14 +49,16 @@ impl RwOptions {
     /// are not sent; the receiver's URL is what comes before it.
     pub fn parse(value: &str) -> Result<RwOptions, String> {
         let (url, query) = value.split_once('?').unwrap_or((value, ""));
-        let uri: http::Uri = url
-            .parse()
-            .map_err(|e| format!("`{url}` is not a URL: {e}"))?;
-        if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
-            return Err(format!(
-                "`{url}`: give an http:// or https:// URL, e.g. http://prometheus:9090/api/v1/write"
-            ));
-        }
+        let uri = url
+            .parse::<http::Uri>()
+            .ok()
+            .filter(|u| matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some())
+            .ok_or_else(|| {
+                format!(
+                    "`{url}`: give an http:// or https:// URL, e.g. \
+                     http://prometheus:9090/api/v1/write"
+                )
+            })?;
         let mut opts = RwOptions {
             url: uri,
             interval: DEFAULT_INTERVAL,

@@ -1,0 +1,213 @@
+//! Issue 33, part 3: `sloburn run --out prometheus-rw=URL` pushes the run's figures to a real
+//! Prometheus started with `--web.enable-remote-write-receiver`; a receiver that is down or
+//! stalls never slows the run, and the samples it cost are counted and printed.
+
+use crate::support::*;
+use sloburn::target::TargetOptions;
+use std::time::Duration;
+
+const RATE: u64 = 100;
+const SECONDS: u64 = 3;
+/// The default classic buckets (`config::DEFAULT_BUCKETS`) around the target's latencies.
+const BUCKETS: [f64; 6] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05];
+
+/// A target whose latencies spread over several classic buckets.
+fn spread_target() -> BackgroundTarget {
+    BackgroundTarget::start(TargetOptions {
+        latency: Duration::from_millis(2),
+        jitter: Duration::from_millis(6),
+        distribution: sloburn::target::Distribution::Exponential,
+        ..TargetOptions::default()
+    })
+}
+
+/// Runs `RATE/s` for `SECONDS` against `target` with `--out prometheus-rw=OUT`: (the
+/// summary-export JSON, stderr, exit code).
+fn run(target: std::net::SocketAddr, out: &str, testid: &str) -> (serde_json::Value, String, i32) {
+    let dir = tempfile::tempdir().unwrap();
+    let export = dir.path().join("summary.json");
+    let output = sloburn()
+        .args(["run", "--url", &format!("http://{target}/api"), "--quiet"])
+        .args(["--rate", &format!("{RATE}/s"), "--vus", "20"])
+        .args(["--duration", &format!("{SECONDS}s"), "--testid", testid])
+        .args(["--out", &format!("prometheus-rw={out}")])
+        .arg("--summary-export")
+        .arg(&export)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    let json = std::fs::read_to_string(&export)
+        .unwrap_or_else(|e| panic!("no summary export ({e}): {}", all_output(&output)));
+    (
+        serde_json::from_str(&json).unwrap(),
+        stderr,
+        output.status.code().unwrap_or(-1),
+    )
+}
+
+/// `prometheus-rw: N samples sent, M dropped` from stderr: (N, M).
+fn pushed(stderr: &str) -> (u64, u64) {
+    let line = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("prometheus-rw: "))
+        .unwrap_or_else(|| panic!("no prometheus-rw line: {stderr}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(words.len(), 5, "{line}");
+    assert_eq!(
+        (words[1], words[2], words[4]),
+        ("samples", "sent,", "dropped"),
+        "{line}"
+    );
+    (words[0].parse().unwrap(), words[3].parse().unwrap())
+}
+
+/// The classic bucket `(lower, upper]` holding `v`.
+fn bucket_of(v: f64) -> (f64, f64) {
+    let mut lower = 0.0;
+    for &b in &BUCKETS {
+        if v <= b {
+            return (lower, b);
+        }
+        lower = b;
+    }
+    (lower, f64::INFINITY)
+}
+
+#[test]
+fn issue_33_a_real_prometheus_receives_the_runs_request_count_and_p95() {
+    let target = spread_target();
+    let prom = Server::prometheus_with_config(
+        "global:\n  scrape_interval: 1m\n",
+        &[
+            "--web.enable-remote-write-receiver",
+            "--enable-feature=native-histograms",
+        ],
+    );
+    let url = format!("{}/api/v1/write?interval=1s&native=true", prom.base);
+    let (summary, stderr, code) = run(target.addr, &url, "rw-up");
+    assert_eq!(code, 0, "{stderr}");
+    let reqs = summary["metrics"]["http_reqs"]["count"].as_u64().unwrap();
+    assert!(reqs > 0, "{summary}");
+    let (sent, dropped) = pushed(&stderr);
+    assert_eq!(dropped, 0, "{stderr}");
+    // A push every second and one at the end, each with every series.
+    assert!(sent > 0, "{stderr}");
+
+    let sel = "{testid=\"rw-up\",profile=\"adhoc\"}";
+    let count = eventually(Duration::from_secs(30), || {
+        let v = prom.scalar(&format!("sum(sloburn_http_reqs_total{sel})"));
+        (v == reqs as f64).then_some(v)
+    });
+    assert_eq!(
+        count,
+        Some(reqs as f64),
+        "{}",
+        prom.scalar(&format!("sum(sloburn_http_reqs_total{sel})"))
+    );
+    assert_eq!(
+        prom.scalar(&format!(
+            "sum(sloburn_http_req_duration_seconds_count{sel})"
+        )),
+        reqs as f64
+    );
+    assert_eq!(
+        prom.scalar(&format!(
+            "histogram_count(sum(sloburn_http_req_duration_seconds{sel}))"
+        )),
+        reqs as f64
+    );
+    // The summary's p95 (ms) and Prometheus' from the pushed buckets: the classic estimate
+    // falls in the bucket that holds the exact one, the native one within a schema-3 bucket
+    // (a factor 2^(1/8)) and the 0.78 % of the run's own histogram.
+    let p95 = summary["metrics"]["http_req_duration"]["p(95)"]
+        .as_f64()
+        .unwrap()
+        / 1e3;
+    let classic = prom.scalar(&format!(
+        "histogram_quantile(0.95, sum by (le) (sloburn_http_req_duration_seconds_bucket{sel}))"
+    ));
+    let (lower, upper) = bucket_of(p95);
+    assert!(
+        classic >= lower && classic <= upper,
+        "classic p95 {classic} outside ({lower}, {upper}] of the summary's {p95}"
+    );
+    let native = prom.scalar(&format!(
+        "histogram_quantile(0.95, sum(sloburn_http_req_duration_seconds{sel}))"
+    ));
+    let factor = 2f64.powf(1.0 / 8.0) * 1.01;
+    assert!(
+        native <= p95 * factor && native >= p95 / factor,
+        "native p95 {native} vs the summary's {p95}"
+    );
+}
+
+/// The run's requests with the receiver at `out`: full rate, nothing pushed, drops printed.
+fn full_rate_with_drops(out: &str, testid: &str) {
+    let target = spread_target();
+    let (summary, stderr, code) = run(target.addr, out, testid);
+    assert_eq!(code, 0, "{stderr}");
+    let reqs = summary["metrics"]["http_reqs"]["count"].as_u64().unwrap();
+    assert_eq!(reqs, RATE * SECONDS, "{summary}");
+    let dropped_iterations = summary["metrics"]["dropped_iterations"]["count"]
+        .as_u64()
+        .unwrap_or(0);
+    assert_eq!(dropped_iterations, 0, "{summary}");
+    let (sent, dropped) = pushed(&stderr);
+    assert_eq!(sent, 0, "{stderr}");
+    assert!(dropped > 0, "{stderr}");
+}
+
+#[test]
+fn issue_33_a_receiver_that_is_down_costs_samples_not_requests() {
+    // A port nothing listens on: every push is refused.
+    let out = format!(
+        "http://127.0.0.1:{}/api/v1/write?interval=200ms",
+        free_port()
+    );
+    full_rate_with_drops(&out, "rw-down");
+}
+
+#[test]
+fn issue_33_a_receiver_that_never_answers_costs_samples_not_requests() {
+    // A listener that never accepts: connections complete in its backlog, requests go
+    // unanswered, and every push times out.
+    let stalled = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let out = format!(
+        "http://{}/api/v1/write?interval=200ms",
+        stalled.local_addr().unwrap()
+    );
+    full_rate_with_drops(&out, "rw-stalled");
+}
+
+#[test]
+fn issue_33_bad_prometheus_rw_options_are_usage_errors_that_say_why() {
+    for (out, why) in [
+        ("prometheus-rw=", "give an http:// or https:// URL"),
+        ("prometheus-rw=ftp://x/", "give an http:// or https:// URL"),
+        (
+            "prometheus-rw=http://127.0.0.1:9/w?interval=1",
+            "interval=`1`",
+        ),
+        (
+            "prometheus-rw=http://127.0.0.1:9/w?interval=10ms",
+            "from 100ms to 1h",
+        ),
+        (
+            "prometheus-rw=http://127.0.0.1:9/w?native=yes",
+            "native=`yes`: use true or false",
+        ),
+        (
+            "prometheus-rw=http://127.0.0.1:9/w?every=1s",
+            "unknown option `every`",
+        ),
+    ] {
+        let output = sloburn()
+            .args(["run", "--url", "http://127.0.0.1:9/", "--duration", "1s"])
+            .args(["--out", out])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{out}: {stderr}");
+        assert!(stderr.contains(why), "{out}: {stderr}");
+    }
+}
