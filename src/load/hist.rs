@@ -455,6 +455,35 @@ mod tests {
     use super::*;
 
     #[test]
+    fn native_buckets_hold_every_value_within_a_bucket_of_its_own() {
+        let h = Histogram::new();
+        let values_ns = [
+            0u64,
+            1_000,
+            1_999_000,
+            2_000_000,
+            2_100_000,
+            7_000_000,
+            3_000_000_000,
+        ];
+        for ns in values_ns {
+            h.record(Duration::from_nanos(ns));
+        }
+        let read = h.snapshot().native_buckets(3);
+        assert_eq!(read.zero, 1);
+        assert_eq!(read.total(), values_ns.len() as u64);
+        // Keys ascend, and each value's count sits in a key at most one off its exact one.
+        assert!(read.buckets.windows(2).all(|w| w[0].0 < w[1].0));
+        for ns in values_ns.into_iter().filter(|&n| n > 0) {
+            let exact = ((ns as f64 / 1e9).log2() * 8.0).ceil() as i64;
+            assert!(
+                read.buckets.iter().any(|(k, _)| (k - exact).abs() <= 1),
+                "{ns} ns: {read:?}"
+            );
+        }
+    }
+
+    #[test]
     fn memory_follows_the_spread_of_the_values_not_the_layout() {
         let h = Histogram::new();
         assert_eq!(h.allocated_bytes(), 0);

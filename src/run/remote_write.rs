@@ -424,3 +424,81 @@ pub fn write_request(
     }
     WriteRequest { timeseries: out }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_default_to_5s_classic_and_bad_ones_say_why() {
+        let o = RwOptions::parse("http://127.0.0.1:9090/api/v1/write").unwrap();
+        assert_eq!((o.interval, o.native), (DEFAULT_INTERVAL, false));
+        assert_eq!(o.url.path(), "/api/v1/write");
+        let o = RwOptions::parse("https://m/push?interval=2s&native=true").unwrap();
+        assert_eq!(
+            (o.interval, o.native, o.url.query()),
+            (Duration::from_secs(2), true, None)
+        );
+        for (bad, why) in [
+            ("", "give an http:// or https:// URL"),
+            ("/api/v1/write", "give an http:// or https:// URL"),
+            ("http://m/?interval=2h", "from 100ms to 1h"),
+            ("http://m/?native=1", "use true or false"),
+            ("http://m/?x", "unknown option `x`"),
+        ] {
+            let e = RwOptions::parse(bad).unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_push_has_sorted_labels_the_run_labels_and_cumulative_buckets() {
+        let stats = RunStats::new(&[]);
+        for ms in [1u64, 3, 30] {
+            stats.duration.record(Duration::from_millis(ms));
+        }
+        let mut snap = stats.snapshot(Duration::from_secs(1));
+        snap.steps[0].duration = snap.duration.clone();
+        snap.steps[0].requests = 3;
+        let run = RunLabels {
+            profile: "p".into(),
+            target: "t".into(),
+            testid: Some("id".into()),
+        };
+        let req = write_request(&snap, &run, &[0.002, 0.01], true, 7);
+        for t in &req.timeseries {
+            let mut sorted = t.labels.clone();
+            sorted.sort();
+            assert_eq!(t.labels, sorted);
+            assert!(t.labels.iter().all(|l| !l.value.is_empty()));
+            assert!(t.labels.contains(&Label {
+                name: "testid".into(),
+                value: "id".into()
+            }));
+        }
+        let value = |name: &str, le: Option<&str>| {
+            req.timeseries
+                .iter()
+                .find(|t| {
+                    t.labels
+                        .iter()
+                        .any(|l| l.name == "__name__" && l.value == name)
+                        && le.is_none_or(|le| {
+                            t.labels.iter().any(|l| l.name == "le" && l.value == le)
+                        })
+                })
+                .map(|t| t.samples[0].value)
+        };
+        assert_eq!(value("sloburn_http_reqs_total", None), Some(3.0));
+        let bucket = "sloburn_http_req_duration_seconds_bucket";
+        assert_eq!(value(bucket, Some("0.002")), Some(1.0));
+        assert_eq!(value(bucket, Some("0.01")), Some(2.0));
+        assert_eq!(value(bucket, Some("+Inf")), Some(3.0));
+        let native: Vec<&Histogram> = req.timeseries.iter().flat_map(|t| &t.histograms).collect();
+        assert_eq!(native.len(), 1);
+        assert_eq!(
+            (native[0].count_int, native[0].schema, native[0].timestamp),
+            (Some(3), 3, 7)
+        );
+    }
+}
