@@ -108,18 +108,20 @@ pub async fn execute(
             .ok()
     });
     // The pusher's tasks run beside the load and never hold it up (`remote_write`).
-    let pusher = outs.rw.as_ref().map(|o| {
-        super::remote_write::Pusher::start(
-            o,
-            stats.clone(),
-            super::remote_write::RunLabels {
+    let pushers: Vec<_> = outs
+        .pushes
+        .iter()
+        .map(|(wire, o)| {
+            let labels = super::remote_write::RunLabels {
                 profile: r.name.clone(),
                 target: r.target.name.clone(),
                 testid: args.testid.clone(),
-            },
-            r.target.buckets.clone(),
-        )
-    });
+            };
+            let buckets = r.target.buckets.clone();
+            let p = super::remote_write::Pusher::start(*wire, o, stats.clone(), labels, buckets);
+            (wire.name(), p)
+        })
+        .collect();
     let mut spec = r.spec.clone();
     spec.tracer = exporter.as_ref().zip(r.telemetry.as_ref()).map(|(e, t)| {
         crate::telemetry::Tracer::new(e.tracer(crate::telemetry::spans::SCOPE), &t.traces)
@@ -152,11 +154,11 @@ pub async fn execute(
             stats.dropped()
         );
     }
-    if let Some(p) = pusher {
+    for (name, p) in pushers {
         let (sent, dropped) = p.finish(&report.stats).await;
         let _ = writeln!(
             std::io::stderr(),
-            "prometheus-rw: {sent} samples sent, {dropped} dropped"
+            "{name}: {sent} samples sent, {dropped} dropped"
         );
     }
     if let Some(Ok((Some(mut file), prev))) = progress.join_next().await {

@@ -19,6 +19,7 @@ use std::io::Write;
 
 mod args;
 mod execute;
+mod otlp_metrics;
 mod outputs;
 mod remote_write;
 mod resolve;

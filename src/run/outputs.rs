@@ -1,6 +1,7 @@
 //! The run's outputs: `--summary-export`, `--out json`, `--out json-agg` files and the
-//! `--out prometheus-rw` push (`remote_write`).
+//! `--out prometheus-rw` and `--out opentelemetry` pushes (`remote_write`).
 
+use super::remote_write::{RwOptions, Wire};
 use super::*;
 use anyhow::Context;
 
@@ -8,7 +9,8 @@ use anyhow::Context;
 pub(super) struct Outs {
     pub(super) json: Option<String>,
     pub(super) agg: Option<String>,
-    pub(super) rw: Option<super::remote_write::RwOptions>,
+    /// `--out prometheus-rw` and `--out opentelemetry`: at most one of each.
+    pub(super) pushes: Vec<(Wire, RwOptions)>,
     pub(super) sample: f64,
 }
 
@@ -23,17 +25,29 @@ impl Outs {
         let mut outs = Outs {
             json: None,
             agg: None,
-            rw: None,
+            pushes: Vec::new(),
             sample,
         };
         for spec in specs {
             let (kind, path) = spec.split_once('=').unwrap_or((spec, ""));
-            if kind == "prometheus-rw" {
-                let opts = super::remote_write::RwOptions::parse(path)
-                    .map_err(|e| Usage(format!("--out prometheus-rw={path}: {e}")))?;
-                if outs.rw.replace(opts).is_some() {
-                    return Err(Usage("--out prometheus-rw= is given twice".into()).into());
+            let wire = match kind {
+                "prometheus-rw" => Some(Wire::RemoteWrite),
+                "opentelemetry" => Some(Wire::Otlp),
+                _ => None,
+            };
+            if let Some(wire) = wire {
+                // `opentelemetry` alone goes where the OpenTelemetry SDKs send by default.
+                let value = match (wire, spec.split_once('=')) {
+                    (Wire::Otlp, None) => std::env::var("OTEL_EXPORTER_OTLP_ENDPOINT")
+                        .unwrap_or_else(|_| "http://localhost:4318".into()),
+                    _ => path.to_string(),
+                };
+                let opts = RwOptions::parse(&value, wire)
+                    .map_err(|e| Usage(format!("--out {kind}={value}: {e}")))?;
+                if outs.pushes.iter().any(|(w, _)| *w == wire) {
+                    return Err(Usage(format!("--out {kind} is given twice")).into());
                 }
+                outs.pushes.push((wire, opts));
                 continue;
             }
             let slot = match kind {
@@ -42,7 +56,8 @@ impl Outs {
                 _ => {
                     return Err(Usage(format!(
                         "--out `{spec}`: use json=FILE (k6's NDJSON samples), json-agg=FILE \
-                         (one aggregate line a second) or prometheus-rw=URL (remote write)"
+                         (one aggregate line a second), prometheus-rw=URL (remote write) or \
+                         opentelemetry[=URL] (OTLP/HTTP metrics)"
                     ))
                     .into());
                 }

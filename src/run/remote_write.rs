@@ -16,6 +16,9 @@
 //! samples counted. At the end the last push gets [`FINAL_WAIT`] to be sent; what is still
 //! queued then is dropped too. Memory: at most `QUEUE + 2` encoded requests, each linear in the
 //! run's steps and buckets.
+//!
+//! `--out opentelemetry` goes through the same pusher ([`Wire::Otlp`]); its export is built in
+//! `otlp_metrics`.
 
 use super::rw_proto::{Histogram, Label, Sample, TimeSeries, WriteRequest};
 use crate::http::{Client, ClientOptions, RequestSpec, Resolver};
@@ -38,7 +41,24 @@ pub const FINAL_WAIT: Duration = Duration::from_secs(10);
 /// The default push interval (k6's `K6_PROMETHEUS_RW_PUSH_INTERVAL`).
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(5);
 
-/// A parsed `prometheus-rw=` value.
+/// What a pusher sends: remote write 1.0, or an OTLP/HTTP metrics export (`otlp_metrics`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wire {
+    RemoteWrite,
+    Otlp,
+}
+
+impl Wire {
+    /// The `--out` name, which also starts the stderr line of its counts.
+    pub fn name(self) -> &'static str {
+        match self {
+            Wire::RemoteWrite => "prometheus-rw",
+            Wire::Otlp => "opentelemetry",
+        }
+    }
+}
+
+/// A parsed `prometheus-rw=` or `opentelemetry=` value.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RwOptions {
     pub url: http::Uri,
@@ -48,8 +68,10 @@ pub struct RwOptions {
 
 impl RwOptions {
     /// `URL[?interval=DURATION&native=true|false]`: sloburn's options follow the first `?` and
-    /// are not sent; the receiver's URL is what comes before it.
-    pub fn parse(value: &str) -> Result<RwOptions, String> {
+    /// are not sent; the receiver's URL is what comes before it. For OTLP the URL is the
+    /// endpoint's base (`/v1/metrics` is added unless the path already ends with it), and
+    /// `native` is not an option (its trends are always exponential histograms).
+    pub fn parse(value: &str, wire: Wire) -> Result<RwOptions, String> {
         let (url, query) = value.split_once('?').unwrap_or((value, ""));
         let uri = url
             .parse::<http::Uri>()
@@ -79,7 +101,7 @@ impl RwOptions {
                     }
                     opts.interval = d;
                 }
-                "native" => {
+                "native" if wire == Wire::RemoteWrite => {
                     opts.native = match v {
                         "true" => true,
                         "false" => false,
@@ -88,10 +110,23 @@ impl RwOptions {
                 }
                 _ => {
                     return Err(format!(
-                        "unknown option `{key}`: use interval=DURATION or native=true|false"
+                        "unknown option `{key}`: use {}",
+                        match wire {
+                            Wire::RemoteWrite => "interval=DURATION or native=true|false",
+                            Wire::Otlp => "interval=DURATION",
+                        }
                     ));
                 }
             }
+        }
+        if wire == Wire::Otlp && !opts.url.path().ends_with("/v1/metrics") {
+            let joined = format!(
+                "{}/v1/metrics",
+                url.split('#').next().unwrap_or(url).trim_end_matches('/')
+            );
+            opts.url = joined
+                .parse()
+                .map_err(|e| format!("`{joined}` is not a URL: {e}"))?;
         }
         Ok(opts)
     }
@@ -121,6 +156,9 @@ struct Batch {
 
 /// Everything a push is built from.
 struct Source {
+    wire: Wire,
+    /// When the run started, ns since the epoch (OTLP's cumulative start).
+    start_ns: u64,
     labels: RunLabels,
     buckets: Vec<f64>,
     native: bool,
@@ -143,6 +181,15 @@ impl Source {
     }
 
     fn batch(&self, snap: &StatsSnapshot) -> Batch {
+        if self.wire == Wire::Otlp {
+            let now = u64::try_from(self.timestamp()).unwrap_or(0) * 1_000_000;
+            let (req, points) =
+                super::otlp_metrics::export_request(snap, &self.labels, self.start_ns, now);
+            return Batch {
+                body: req.encode_to_vec().into(),
+                samples: points,
+            };
+        }
         let req = write_request(
             snap,
             &self.labels,
@@ -178,12 +225,18 @@ pub struct Pusher {
 
 impl Pusher {
     pub fn start(
+        wire: Wire,
         opts: &RwOptions,
         stats: Arc<RunStats>,
         labels: RunLabels,
         buckets: Vec<f64>,
     ) -> Pusher {
+        let start_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
         let source = Arc::new(Source {
+            wire,
+            start_ns,
             labels,
             buckets,
             native: opts.native,
@@ -192,7 +245,13 @@ impl Pusher {
         let counts = Arc::new(PushCounts::default());
         let (tx, rx) = mpsc::channel(QUEUE);
         let timeout = opts.interval.min(Duration::from_secs(10));
-        let sender = tokio::spawn(send_all(rx, opts.url.clone(), timeout, counts.clone()));
+        let sender = tokio::spawn(send_all(
+            rx,
+            wire,
+            opts.url.clone(),
+            timeout,
+            counts.clone(),
+        ));
         let ticker = tokio::spawn(tick(
             opts.interval,
             stats,
@@ -264,6 +323,7 @@ async fn tick(
 
 async fn send_all(
     mut rx: mpsc::Receiver<Batch>,
+    wire: Wire,
     url: http::Uri,
     timeout: Duration,
     counts: Arc<PushCounts>,
@@ -278,12 +338,17 @@ async fn send_all(
     );
     let mut conn = client.conn();
     let mut headers = http::HeaderMap::new();
-    for (name, value) in [
-        ("content-encoding", "snappy"),
+    let wire_headers: &[(&str, &str)] = match wire {
+        Wire::RemoteWrite => &[
+            ("content-encoding", "snappy"),
+            ("x-prometheus-remote-write-version", "0.1.0"),
+        ],
+        Wire::Otlp => &[],
+    };
+    for &(name, value) in wire_headers.iter().chain(&[
         ("content-type", "application/x-protobuf"),
-        ("x-prometheus-remote-write-version", "0.1.0"),
         ("user-agent", concat!("sloburn/", env!("CARGO_PKG_VERSION"))),
-    ] {
+    ]) {
         headers.insert(name, http::HeaderValue::from_static(value));
     }
     while let Some(batch) = rx.recv().await {
@@ -297,7 +362,7 @@ async fn send_all(
             .await;
         let ok = outcome.error.is_none() && outcome.status.is_some_and(|s| (200..300).contains(&s));
         if !ok {
-            tracing::debug!(status = ?outcome.status, error = ?outcome.error, "remote write push failed");
+            tracing::debug!(status = ?outcome.status, error = ?outcome.error, out = wire.name(), "push failed");
         }
         counts.queued.fetch_sub(batch.samples, Relaxed);
         let slot = if ok { &counts.sent } else { &counts.dropped };
@@ -452,12 +517,38 @@ pub fn write_request(
 mod tests {
     use super::*;
 
+    impl RwOptions {
+        fn parse_rw(value: &str) -> Result<RwOptions, String> {
+            RwOptions::parse(value, Wire::RemoteWrite)
+        }
+    }
+
+    #[test]
+    fn otlp_urls_are_the_endpoint_with_v1_metrics_and_take_no_native() {
+        for (given, url) in [
+            ("http://c:4318", "http://c:4318/v1/metrics"),
+            ("http://c:4318/", "http://c:4318/v1/metrics"),
+            (
+                "http://c:4318/v1/metrics?interval=1s",
+                "http://c:4318/v1/metrics",
+            ),
+        ] {
+            let o = RwOptions::parse(given, Wire::Otlp).unwrap();
+            assert_eq!(o.url.to_string(), url);
+        }
+        let e = RwOptions::parse("http://c:4318?native=true", Wire::Otlp).unwrap_err();
+        assert!(
+            e.contains("unknown option `native`: use interval=DURATION"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn options_default_to_5s_classic_and_bad_ones_say_why() {
-        let o = RwOptions::parse("http://127.0.0.1:9090/api/v1/write").unwrap();
+        let o = RwOptions::parse_rw("http://127.0.0.1:9090/api/v1/write").unwrap();
         assert_eq!((o.interval, o.native), (DEFAULT_INTERVAL, false));
         assert_eq!(o.url.path(), "/api/v1/write");
-        let o = RwOptions::parse("https://m/push?interval=2s&native=true").unwrap();
+        let o = RwOptions::parse_rw("https://m/push?interval=2s&native=true").unwrap();
         assert_eq!(
             (o.interval, o.native, o.url.query()),
             (Duration::from_secs(2), true, None)
@@ -469,7 +560,7 @@ mod tests {
             ("http://m/?native=1", "use true or false"),
             ("http://m/?x", "unknown option `x`"),
         ] {
-            let e = RwOptions::parse(bad).unwrap_err();
+            let e = RwOptions::parse_rw(bad).unwrap_err();
             assert!(e.contains(why), "{bad}: {e}");
         }
     }

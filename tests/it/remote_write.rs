@@ -1,6 +1,7 @@
 //! Issue 33, part 3: `sloburn run --out prometheus-rw=URL` pushes the run's figures to a real
 //! Prometheus started with `--web.enable-remote-write-receiver`; a receiver that is down or
-//! stalls never slows the run, and the samples it cost are counted and printed.
+//! stalls never slows the run, and the samples it cost are counted and printed. `--out
+//! opentelemetry` exports the same figures over OTLP/HTTP to the telemetry tests' receiver.
 
 use crate::support::*;
 use sloburn::target::TargetOptions;
@@ -21,7 +22,7 @@ fn spread_target() -> BackgroundTarget {
     })
 }
 
-/// Runs `RATE/s` for `SECONDS` against `target` with `--out prometheus-rw=OUT`: (the
+/// Runs `RATE/s` for `SECONDS` against `target` with `--out OUT`: (the
 /// summary-export JSON, stderr, exit code).
 fn run(target: std::net::SocketAddr, out: &str, testid: &str) -> (serde_json::Value, String, i32) {
     let dir = tempfile::tempdir().unwrap();
@@ -30,7 +31,7 @@ fn run(target: std::net::SocketAddr, out: &str, testid: &str) -> (serde_json::Va
         .args(["run", "--url", &format!("http://{target}/api"), "--quiet"])
         .args(["--rate", &format!("{RATE}/s"), "--vus", "20"])
         .args(["--duration", &format!("{SECONDS}s"), "--testid", testid])
-        .args(["--out", &format!("prometheus-rw={out}")])
+        .args(["--out", out])
         .arg("--summary-export")
         .arg(&export)
         .output()
@@ -45,12 +46,12 @@ fn run(target: std::net::SocketAddr, out: &str, testid: &str) -> (serde_json::Va
     )
 }
 
-/// `prometheus-rw: N samples sent, M dropped` from stderr: (N, M).
-fn pushed(stderr: &str) -> (u64, u64) {
+/// `NAME: N samples sent, M dropped` from stderr: (N, M).
+fn pushed(stderr: &str, name: &str) -> (u64, u64) {
     let line = stderr
         .lines()
-        .find_map(|l| l.strip_prefix("prometheus-rw: "))
-        .unwrap_or_else(|| panic!("no prometheus-rw line: {stderr}"));
+        .find_map(|l| l.strip_prefix(&format!("{name}: ")))
+        .unwrap_or_else(|| panic!("no {name} line: {stderr}"));
     let words: Vec<&str> = line.split_whitespace().collect();
     assert_eq!(words.len(), 5, "{line}");
     assert_eq!(
@@ -83,12 +84,15 @@ fn issue_33_a_real_prometheus_receives_the_runs_request_count_and_p95() {
             "--enable-feature=native-histograms",
         ],
     );
-    let url = format!("{}/api/v1/write?interval=1s&native=true", prom.base);
+    let url = format!(
+        "prometheus-rw={}/api/v1/write?interval=1s&native=true",
+        prom.base
+    );
     let (summary, stderr, code) = run(target.addr, &url, "rw-up");
     assert_eq!(code, 0, "{stderr}");
     let reqs = summary["metrics"]["http_reqs"]["count"].as_u64().unwrap();
     assert!(reqs > 0, "{summary}");
-    let (sent, dropped) = pushed(&stderr);
+    let (sent, dropped) = pushed(&stderr, "prometheus-rw");
     assert_eq!(dropped, 0, "{stderr}");
     // A push every second and one at the end, each with every series.
     assert!(sent > 0, "{stderr}");
@@ -142,9 +146,9 @@ fn issue_33_a_real_prometheus_receives_the_runs_request_count_and_p95() {
 }
 
 /// The run's requests with the receiver at `out`: full rate, nothing pushed, drops printed.
-fn full_rate_with_drops(out: &str, testid: &str) {
+fn full_rate_with_drops(name: &str, out: &str, testid: &str) {
     let target = spread_target();
-    let (summary, stderr, code) = run(target.addr, out, testid);
+    let (summary, stderr, code) = run(target.addr, &format!("{name}={out}"), testid);
     assert_eq!(code, 0, "{stderr}");
     let reqs = summary["metrics"]["http_reqs"]["count"].as_u64().unwrap();
     assert_eq!(reqs, RATE * SECONDS, "{summary}");
@@ -152,7 +156,7 @@ fn full_rate_with_drops(out: &str, testid: &str) {
         .as_u64()
         .unwrap_or(0);
     assert_eq!(dropped_iterations, 0, "{summary}");
-    let (sent, dropped) = pushed(&stderr);
+    let (sent, dropped) = pushed(&stderr, name);
     assert_eq!(sent, 0, "{stderr}");
     assert!(dropped > 0, "{stderr}");
 }
@@ -164,7 +168,9 @@ fn issue_33_a_receiver_that_is_down_costs_samples_not_requests() {
         "http://127.0.0.1:{}/api/v1/write?interval=200ms",
         free_port()
     );
-    full_rate_with_drops(&out, "rw-down");
+    full_rate_with_drops("prometheus-rw", &out, "rw-down");
+    let out = format!("http://127.0.0.1:{}?interval=200ms", free_port());
+    full_rate_with_drops("opentelemetry", &out, "otlp-down");
 }
 
 #[test]
@@ -176,7 +182,7 @@ fn issue_33_a_receiver_that_never_answers_costs_samples_not_requests() {
         "http://{}/api/v1/write?interval=200ms",
         stalled.local_addr().unwrap()
     );
-    full_rate_with_drops(&out, "rw-stalled");
+    full_rate_with_drops("prometheus-rw", &out, "rw-stalled");
 }
 
 #[test]
@@ -210,4 +216,161 @@ fn issue_33_bad_prometheus_rw_options_are_usage_errors_that_say_why() {
         assert_eq!(output.status.code(), Some(2), "{out}: {stderr}");
         assert!(stderr.contains(why), "{out}: {stderr}");
     }
+}
+
+/// The OTLP receiver of the telemetry tests (`otel/receiver.py`), one JSON line per data point
+/// in its file; killed on drop.
+struct OtlpReceiver {
+    child: std::process::Child,
+    port: u16,
+    out: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl OtlpReceiver {
+    fn start() -> OtlpReceiver {
+        use std::io::BufRead;
+        let root = env!("CARGO_MANIFEST_DIR");
+        let status = std::process::Command::new("bash")
+            .arg(format!("{root}/scripts/install-otel-test-tools.sh"))
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(
+            status.success(),
+            "scripts/install-otel-test-tools.sh failed"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("points.jsonl");
+        let mut child = std::process::Command::new("python3")
+            .arg(format!("{root}/tests/it/otel/receiver.py"))
+            .arg(&out)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        OtlpReceiver {
+            child,
+            port: line.trim().parse().expect("the receiver prints its port"),
+            out,
+            _dir: dir,
+        }
+    }
+
+    /// The last data point of `metric` (cumulative, so the run's totals).
+    fn last(&self, metric: &str) -> serde_json::Value {
+        let text = std::fs::read_to_string(&self.out).unwrap_or_default();
+        let points: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert!(
+            points.iter().all(|p| p.get("error").is_none()),
+            "the receiver could not decode a body: {text}"
+        );
+        points
+            .into_iter()
+            .filter(|p| p["metric"] == metric)
+            .max_by_key(|p| p["time"].as_u64())
+            .unwrap_or_else(|| panic!("no {metric} point: {text}"))
+    }
+}
+
+impl Drop for OtlpReceiver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn issue_33_otlp_exponential_histogram_counts_every_request() {
+    let target = spread_target();
+    let receiver = OtlpReceiver::start();
+    let dir = tempfile::tempdir().unwrap();
+    let export = dir.path().join("summary.json");
+    let output = sloburn()
+        .args([
+            "run",
+            "--url",
+            &format!("http://{}/api", target.addr),
+            "--quiet",
+        ])
+        .args(["--rate", &format!("{RATE}/s"), "--vus", "20"])
+        .args(["--duration", &format!("{SECONDS}s"), "--testid", "otlp"])
+        .args([
+            "--out",
+            &format!(
+                "opentelemetry=http://127.0.0.1:{}?interval=1s",
+                receiver.port
+            ),
+        ])
+        .arg("--summary-export")
+        .arg(&export)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{}", all_output(&output));
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&export).unwrap()).unwrap();
+    let reqs = summary["metrics"]["http_reqs"]["count"].as_u64().unwrap();
+    assert!(reqs > 0);
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("opentelemetry: "))
+        .unwrap_or_else(|| panic!("no opentelemetry line: {stderr}"));
+    assert!(line.ends_with(" 0 dropped"), "{line}");
+
+    let h = receiver.last("sloburn_http_req_duration_seconds");
+    assert_eq!(h["kind"], "exponential_histogram", "{h}");
+    assert_eq!(h["count"].as_u64(), Some(reqs), "{h}");
+    let in_buckets: u64 = h["bucket_counts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_u64().unwrap())
+        .sum::<u64>()
+        + h["zero_count"].as_u64().unwrap();
+    assert_eq!(in_buckets, reqs, "{h}");
+    // The bucket where the cumulative count passes 95 % holds the summary's p95: OTLP's bucket
+    // `offset + i` is (base^(offset+i), base^(offset+i+1)], base = 2^(2^-scale); the run's own
+    // histogram adds 0.78 %.
+    let p95 = summary["metrics"]["http_req_duration"]["p(95)"]
+        .as_f64()
+        .unwrap()
+        / 1e3;
+    let base = 2f64.powf(2f64.powi(-(h["scale"].as_i64().unwrap() as i32)));
+    let offset = h["offset"].as_i64().unwrap();
+    let rank = (0.95 * reqs as f64).ceil() as u64;
+    let mut seen = h["zero_count"].as_u64().unwrap();
+    let i = h["bucket_counts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|c| {
+            seen += c.as_u64().unwrap();
+            seen >= rank
+        })
+        .unwrap() as i64;
+    let (lower, upper) = (
+        base.powi((offset + i) as i32),
+        base.powi((offset + i + 1) as i32),
+    );
+    assert!(
+        p95 > lower / 1.01 && p95 <= upper * 1.01,
+        "p95 {p95} outside ({lower}, {upper}]: {h}"
+    );
+    assert_eq!(h["attributes"]["testid"], "otlp", "{h}");
+    assert_eq!(h["attributes"]["profile"], "adhoc", "{h}");
+    assert_eq!(h["attributes"]["step"], "request", "{h}");
+    let r = receiver.last("sloburn_http_reqs_total");
+    assert_eq!(r["kind"], "sum", "{r}");
+    assert_eq!(
+        (r["monotonic"].as_bool(), r["temporality"].as_u64()),
+        (Some(true), Some(2))
+    );
+    assert_eq!(r["value"].as_u64(), Some(reqs), "{r}");
 }
