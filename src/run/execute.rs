@@ -212,7 +212,7 @@ pub async fn execute(
                 profile: &r.name,
                 executor: Some(&r.spec.executor),
                 graceful_stop: r.spec.graceful_stop,
-                outputs: &args.out,
+                outputs: &super::outputs::shown(&args.out),
                 notes: &r.notes,
             };
             writeln!(stdout, "{}", summary::text_with(&header, &report))

@@ -78,3 +78,26 @@ impl Outs {
 pub(super) fn create_out(path: &String) -> anyhow::Result<std::fs::File> {
     std::fs::File::create(path).with_context(|| format!("cannot create --out file `{path}`"))
 }
+
+/// `--out` values as the summary shows them: a push's URL without its user-info, where a
+/// password may sit.
+pub(super) fn shown(specs: &[String]) -> Vec<String> {
+    specs
+        .iter()
+        .map(|spec| match spec.split_once('=') {
+            Some((kind @ ("prometheus-rw" | "opentelemetry"), url)) => {
+                match url.split_once("://") {
+                    Some((scheme, rest)) => {
+                        let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+                        let host = rest[..end]
+                            .rsplit_once('@')
+                            .map_or(&rest[..end], |(_, h)| h);
+                        format!("{kind}={scheme}://{host}{}", &rest[end..])
+                    }
+                    None => spec.clone(),
+                }
+            }
+            _ => spec.clone(),
+        })
+        .collect()
+}

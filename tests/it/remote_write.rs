@@ -174,6 +174,30 @@ fn issue_33_a_receiver_that_is_down_costs_samples_not_requests() {
 }
 
 #[test]
+fn issue_33_the_summary_shows_a_push_url_without_its_password() {
+    let target = spread_target();
+    let port = free_port();
+    let output = sloburn()
+        .args(["run", "--url", &format!("http://{}/api", target.addr)])
+        .args(["--iterations", "3", "--vus", "1"])
+        .args([
+            "--out",
+            &format!("prometheus-rw=http://u:pw-s3cr3t@127.0.0.1:{port}/api/v1/write"),
+        ])
+        .output()
+        .unwrap();
+    let all = all_output(&output);
+    assert_eq!(output.status.code(), Some(0), "{all}");
+    assert!(
+        all.contains(&format!(
+            "prometheus-rw=http://127.0.0.1:{port}/api/v1/write"
+        )),
+        "{all}"
+    );
+    assert!(!all.contains("pw-s3cr3t"), "{all}");
+}
+
+#[test]
 fn issue_33_a_receiver_that_never_answers_costs_samples_not_requests() {
     // A listener that never accepts: connections complete in its backlog, requests go
     // unanswered, and every push times out.
