@@ -426,6 +426,17 @@ impl HistSnapshot {
     }
 }
 
+impl HistSnapshot {
+    /// `(lowest ns, highest ns, count)` of each non-empty bucket, ascending: for readers that
+    /// re-bucket the values (remote write's native histograms).
+    pub fn ranges(&self) -> impl Iterator<Item = (u64, u64, u64)> + '_ {
+        self.buckets.iter().map(|&(idx, n)| {
+            let (lo, hi) = bounds_of(idx as usize);
+            (lo, hi, n)
+        })
+    }
+}
+
 /// Merges two sparse bucket lists (sorted by index) with `f(a, b)` per index, a missing
 /// bucket counting 0; empty results are left out, so the list stays sparse and sorted.
 fn combine(a: &[(u32, u64)], b: &[(u32, u64)], f: impl Fn(u64, u64) -> u64) -> Vec<(u32, u64)> {

@@ -32,7 +32,7 @@ mod wire;
 
 pub use accept::{Format, PROTOBUF};
 pub use families::*;
-pub use native::{DEFAULT_SCHEMA, MIN_SCHEMA, RECORD_SCHEMA};
+pub use native::{DEFAULT_SCHEMA, MIN_SCHEMA, NativeRead, RECORD_SCHEMA, ZERO_THRESHOLD};
 pub use process::ProcessStats;
 pub use profile::{
     ERROR_NONE, ITERATION_RESULTS, ProfileMetrics, STATUS_NONE, STATUS_OTHER, STEP_FAILURE_REASONS,
@@ -41,4 +41,4 @@ pub use profile::{
 pub use protobuf::NativeOptions;
 pub use registry::Metrics;
 pub use slo::{SloMetrics, window_label};
-pub use text::{CHUNK, Family, Kind, Sink};
+pub use text::{CHUNK, Family, Kind, Sink, le_value};

@@ -84,9 +84,14 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE.html")]
     pub report: Option<PathBuf>,
     /// Outputs (repeatable): `json=FILE` writes k6's per-sample NDJSON (Metric and Point
-    /// lines); `json-agg=FILE` one aggregate JSON line per second.
+    /// lines); `json-agg=FILE` one aggregate JSON line per second;
+    /// `prometheus-rw=URL[?interval=5s&native=true]` pushes to a Prometheus remote write
+    /// receiver every interval and at the end.
     #[arg(long)]
     pub out: Vec<String>,
+    /// A `testid` label on every series `--out prometheus-rw` pushes.
+    #[arg(long)]
+    pub testid: Option<String>,
     /// Fraction of requests written to `--out json` (0 < f ≤ 1, every k-th request), e.g. 0.1.
     #[arg(long)]
     pub out_sample: Option<f64>,

@@ -129,6 +129,21 @@ pub async fn execute(
             })
             .ok()
     });
+    // The pusher's tasks run beside the load and never hold it up (`remote_write`).
+    let pushers: Vec<_> = outs
+        .pushes
+        .iter()
+        .map(|(wire, o)| {
+            let labels = super::remote_write::RunLabels {
+                profile: r.name.clone(),
+                target: r.target.name.clone(),
+                testid: args.testid.clone(),
+            };
+            let buckets = r.target.buckets.clone();
+            let p = super::remote_write::Pusher::start(*wire, o, stats.clone(), labels, buckets);
+            (wire.name(), p)
+        })
+        .collect();
     spec.tracer = exporter.as_ref().zip(r.telemetry.as_ref()).map(|(e, t)| {
         crate::telemetry::Tracer::new(e.tracer(crate::telemetry::spans::SCOPE), &t.traces)
     });
@@ -184,6 +199,13 @@ pub async fn execute(
             stats.dropped()
         );
     }
+    for (name, p) in pushers {
+        let (sent, dropped) = p.finish(&report.stats).await;
+        let _ = writeln!(
+            std::io::stderr(),
+            "{name}: {sent} samples sent, {dropped} dropped"
+        );
+    }
     if let Some(Ok((Some(mut file), prev))) = progress.join_next().await {
         let line = summary::last_bucket_json(&report.stats, &prev, unix_now(), interrupted_by);
         // The results matter more than this file: a failed write costs its last line only.
@@ -235,7 +257,7 @@ pub async fn execute(
                 profile: &r.name,
                 executor: Some(&r.spec.executor),
                 graceful_stop: r.spec.graceful_stop,
-                outputs: &args.out,
+                outputs: &super::outputs::shown(&args.out),
                 notes: &notes,
             };
             writeln!(stdout, "{}", summary::text_with(&header, &report))

@@ -1,6 +1,7 @@
 //! `sloburn run`: one profile from a config file, or an ad-hoc run from flags, with a live
 //! progress line on a terminal, the k6 + vegeta summary, `--summary-export`, `--out json`
-//! (k6's per-sample NDJSON) and `--out json-agg` (one aggregate line a second).
+//! (k6's per-sample NDJSON), `--out json-agg` (one aggregate line a second) and
+//! `--out prometheus-rw` (a push to a Prometheus remote write receiver).
 //!
 //! A run reads its profile's config but never the daemon's settings: `server.admin_token` is
 //! not resolved, so a run needs no daemon secret. A bad `--threshold` is a usage error (exit 2),
@@ -19,8 +20,11 @@ use std::io::Write;
 mod args;
 mod collect;
 mod execute;
+mod otlp_metrics;
 mod outputs;
+mod remote_write;
 mod resolve;
+mod rw_proto;
 
 pub use args::{RunArgs, parse_shard};
 pub use execute::{Finished, execute};

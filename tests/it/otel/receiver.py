@@ -1,7 +1,8 @@
 """A real OTLP trace receiver for tests/it/otel.rs.
 
 Listens on 127.0.0.1 (an ephemeral port, printed as the first stdout line), accepts
-`POST /v1/traces` with `application/x-protobuf` bodies (or, with `--grpc` as argv[2], the
+`POST /v1/traces` (and `POST /v1/metrics`: one JSON line per data point, with `"metric"`) with
+`application/x-protobuf` bodies (or, with `--grpc` as argv[2], the
 OTLP/gRPC `TraceService/Export` call), decodes them with the official definitions (PyPI's
 opentelemetry-proto) and appends one JSON line per span to the file named by argv[1].
 Anything it cannot decode is answered 400 and counted in a `{"error": ...}` line.
@@ -10,6 +11,7 @@ import json
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 OUT = open(sys.argv[1], "a", buffering=1)
@@ -52,6 +54,26 @@ def write_spans(req):
                 }) + "\n")
 
 
+def write_points(req):
+    for rm in req.resource_metrics:
+        for sm in rm.scope_metrics:
+            for m in sm.metrics:
+                kind = m.WhichOneof("data")
+                for p in getattr(m, kind).data_points:
+                    line = {"metric": m.name, "unit": m.unit, "kind": kind,
+                            "attributes": attrs(p.attributes), "time": p.time_unix_nano}
+                    if kind == "exponential_histogram":
+                        line.update(count=p.count, sum=p.sum, scale=p.scale,
+                                    zero_count=p.zero_count, offset=p.positive.offset,
+                                    bucket_counts=list(p.positive.bucket_counts))
+                    else:
+                        line.update(value=p.as_int if p.WhichOneof("value") == "as_int"
+                                    else p.as_double,
+                                    monotonic=getattr(m, kind).is_monotonic,
+                                    temporality=getattr(m, kind).aggregation_temporality)
+                    OUT.write(json.dumps(line) + "\n")
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
@@ -60,6 +82,16 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("content-length", "0")))
+        if self.path == "/v1/metrics":
+            req = metrics_service_pb2.ExportMetricsServiceRequest()
+            try:
+                req.ParseFromString(body)
+            except Exception as e:  # noqa: BLE001 - any decode failure is the test's failure
+                OUT.write(json.dumps({"error": str(e)}) + "\n")
+                return self.answer(400)
+            write_points(req)
+            return self.answer(
+                200, metrics_service_pb2.ExportMetricsServiceResponse().SerializeToString())
         if self.path != "/v1/traces":
             return self.answer(404)
         req = trace_service_pb2.ExportTraceServiceRequest()
