@@ -104,7 +104,11 @@ async fn tcp_probes_a_closed_a_slow_and_an_answering_port() {
     };
     let c = client(Protocol::Tcp, never, Default::default());
     let out = probe(&c, &format!("tcp://{fast}"), b"PING\n").await;
-    assert_eq!((out.status, &out.body[..]), (Some(0), &b"PONG\n"[..]), "{out:?}");
+    assert_eq!(
+        (out.status, &out.body[..]),
+        (Some(0), &b"PONG\n"[..]),
+        "{out:?}"
+    );
     // One that holds the connection silent: the probe ends at its timeout (2 s).
     let silent = tcp_server(Duration::from_secs(30)).await;
     let out = probe(&c, &format!("tcp://{silent}"), b"PING\n").await;
