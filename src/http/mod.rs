@@ -150,8 +150,8 @@ impl ErrorClass {
     }
 }
 
-/// What a target speaks, from its URL's scheme: HTTP (`http://`, `https://`) or a probe
-/// (`tcp://`, `tls://`, `dns://`, see [`probe`]).
+/// What a target speaks, from its URL's scheme: HTTP (`http://`, `https://`), WebSocket
+/// (`ws://`, `wss://`) or a probe (`tcp://`, `tls://`, `dns://`); all but HTTP in [`probe`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub enum Protocol {
     #[default]
@@ -159,6 +159,7 @@ pub enum Protocol {
     Tcp,
     Tls,
     Dns,
+    WebSocket,
 }
 
 impl Protocol {
@@ -169,6 +170,7 @@ impl Protocol {
             "tcp" => Protocol::Tcp,
             "tls" => Protocol::Tls,
             "dns" => Protocol::Dns,
+            "ws" | "wss" => Protocol::WebSocket,
             _ => return None,
         })
     }
@@ -180,6 +182,7 @@ impl Protocol {
             Protocol::Tcp => "tcp",
             Protocol::Tls => "tls",
             Protocol::Dns => "dns",
+            Protocol::WebSocket => "websocket",
         }
     }
 
@@ -230,11 +233,12 @@ impl Outcome {
     }
 
     /// Whether the status counts as expected when no `status` check says otherwise: below 400
-    /// for HTTP, 0 (OK) for a probe.
+    /// for HTTP, 101 (the upgrade) for a WebSocket, 0 (OK) for a probe.
     pub fn status_is_ok(&self) -> bool {
         match (self.protocol, self.status) {
             (_, None) => false,
             (Protocol::Http, Some(s)) => s < 400,
+            (Protocol::WebSocket, Some(s)) => s == 101,
             (_, Some(s)) => s == 0,
         }
     }

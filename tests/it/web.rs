@@ -15,7 +15,7 @@ use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use tungstenite::{Message, WebSocket, stream::MaybeTlsStream};
+use tokio_tungstenite::tungstenite::{Message, WebSocket, stream::MaybeTlsStream};
 
 /// Where the screenshots go (kept after the run, for people and CI artifacts).
 fn artifacts() -> PathBuf {
@@ -96,7 +96,7 @@ impl Chrome {
             .and_then(|t| t["webSocketDebuggerUrl"].as_str())
             .expect("a page target")
             .to_string();
-        let (mut ws, _) = tungstenite::connect(ws_url.as_str()).unwrap();
+        let (mut ws, _) = tokio_tungstenite::tungstenite::connect(ws_url.as_str()).unwrap();
         if let MaybeTlsStream::Plain(s) = ws.get_mut() {
             s.set_read_timeout(Some(Duration::from_millis(200)))
                 .unwrap();
@@ -137,7 +137,7 @@ impl Page {
         match self.ws.read() {
             Ok(Message::Text(t)) => serde_json::from_str(t.as_str()).ok(),
             Ok(_) => None,
-            Err(tungstenite::Error::Io(e))
+            Err(tokio_tungstenite::tungstenite::Error::Io(e))
                 if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) =>
             {
                 None
