@@ -409,6 +409,8 @@ async fn ws_server(delay: Duration) -> SocketAddr {
         while let Ok((tcp, _)) = listener.accept().await {
             tokio::spawn(async move {
                 let mut path = String::new();
+                // The callback's type is tungstenite's: its error is the refusal response.
+                #[allow(clippy::result_large_err)]
                 let check = |req: &Request, resp: Response| -> Result<Response, ErrorResponse> {
                     path = req.uri().path().to_string();
                     let authorized = req
