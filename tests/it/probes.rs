@@ -544,3 +544,66 @@ profiles:
     assert_eq!(v["metrics"]["checks"]["fails"], 0, "{v}");
     drop(rt);
 }
+
+/// A journey that logs in over HTTP and opens a WebSocket session with the captured token:
+/// the step's own `ws://` URL picks the protocol, its headers are templated.
+#[test]
+fn a_journey_logs_in_over_http_then_opens_a_websocket_with_the_token() {
+    let rt = crate::support::runtime();
+    let ws = rt.block_on(ws_server(Duration::ZERO));
+    let login = crate::support::serve_on_thread(axum::Router::new().route(
+        "/login",
+        axum::routing::post(|| async { axum::Json(serde_json::json!({ "token": "t0k" })) }),
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("j.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"targets:
+  api:
+    url: http://{login}/
+    timeout: 2s
+journeys:
+  chat:
+    target: api
+    steps:
+      - name: login
+        method: POST
+        path: /login
+        checks: [ {{ status: 200 }} ]
+        capture: {{ token: {{ json: "$.token" }} }}
+      - name: open
+        url: ws://{ws}/private
+        headers: {{ Authorization: "Bearer ${{token}}" }}
+        body: "hello ${{vu}}"
+        checks: [ {{ body_contains: "hello" }} ]
+profiles:
+  chatters:
+    journey: chat
+    executor: shared-iterations
+    vus: 2
+    iterations: 10
+    thresholds:
+      http_req_failed: ["rate==0"]
+      checks: ["rate==1"]
+"#,
+            login = login.addr
+        ),
+    )
+    .unwrap();
+    let export = dir.path().join("summary.json");
+    let out = crate::support::sloburn()
+        .args(["run", cfg.to_str().unwrap(), "--quiet", "--summary-export"])
+        .arg(&export)
+        .output()
+        .unwrap();
+    let text = crate::support::all_output(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&export).unwrap()).unwrap();
+    assert_eq!(v["metrics"]["http_reqs"]["count"], 20, "{v}");
+    assert_eq!(v["metrics"]["checks"]["fails"], 0, "{v}");
+    assert_eq!(v["metrics"]["checks"]["passes"], 20, "{v}");
+    drop(rt);
+}
