@@ -355,6 +355,7 @@ pub fn rules(
     let k8s = how.k8s;
     let mut opts = crate::rules::RulesOptions {
         profiles: cfg.schedule_intervals(),
+        certificate_warnings: cfg.certificate_warnings(),
         ..Default::default()
     };
     if how.native_histograms {

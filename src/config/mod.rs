@@ -576,6 +576,19 @@ impl Config {
     /// not-running alert. The gap is the largest over a fixed reference stretch of firings
     /// (from 2025-01-01 UTC, up to a year), so it covers DST days and month ends and the
     /// generated rules do not depend on the day they are generated.
+    /// Each TLS probe target with the name of its warning check, for the rules.
+    pub fn certificate_warnings(&self) -> Vec<(String, String)> {
+        self.targets
+            .values()
+            .flat_map(|t| {
+                t.checks
+                    .iter()
+                    .filter(|c| c.kind.is_warning())
+                    .map(|c| (t.name.clone(), c.name.clone()))
+            })
+            .collect()
+    }
+
     pub fn schedule_intervals(&self) -> Vec<(String, Duration)> {
         self.profiles
             .values()

@@ -607,3 +607,54 @@ profiles:
     assert_eq!(v["metrics"]["checks"]["passes"], 20, "{v}");
     drop(rt);
 }
+
+/// `sloburn rules` gives each TLS probe a `warning` alert on its certificate check; promtool
+/// shows it firing while the check fails and quiet for a certificate that passes.
+#[test]
+fn the_certificate_warning_alert_fires_on_the_failing_check_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.yaml");
+    std::fs::write(
+        &cfg,
+        "targets:\n  old-cert:\n    url: tls://127.0.0.1:8443\n  new-cert:\n    url: tls://127.0.0.1:9443\n    expiry_warning: 30d\n",
+    )
+    .unwrap();
+    let rules = crate::support::stdout_of(crate::support::sloburn().arg("rules").arg(&cfg));
+    assert!(rules.contains("SloburnCertificateExpiring"), "{rules}");
+    std::fs::write(dir.path().join("rules.yml"), &rules).unwrap();
+    std::fs::write(
+        dir.path().join("test.yml"),
+        r#"rule_files: [rules.yml]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - series: 'sloburn_checks_total{target="old-cert",profile="p",step="request",check="certificate valid for 14d",result="fail"}'
+        values: '0+1x90'
+      - series: 'sloburn_checks_total{target="new-cert",profile="p",step="request",check="certificate valid for 30d",result="fail"}'
+        values: '0+0x90'
+      - series: 'sloburn_checks_total{target="new-cert",profile="p",step="request",check="certificate valid for 30d",result="pass"}'
+        values: '0+1x90'
+      - series: 'sloburn_build_info{version="t"}'
+        values: '1+0x90'
+    alert_rule_test:
+      - eval_time: 30m
+        alertname: SloburnCertificateExpiring
+        exp_alerts:
+          - exp_labels: { severity: warning, target: old-cert }
+            exp_annotations:
+              summary: "the certificate of old-cert fails `certificate valid for 14d`: renew it before it expires"
+"#,
+    )
+    .unwrap();
+    let out = std::process::Command::new(crate::support::which("promtool"))
+        .current_dir(dir.path())
+        .args(["test", "rules", "test.yml"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{rules}",
+        crate::support::all_output(&out)
+    );
+}
