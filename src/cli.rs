@@ -120,6 +120,12 @@ pub enum Command {
         #[arg(long)]
         native_histograms: bool,
     },
+    /// A config from what a team already has, printed as sloburn YAML (what was not
+    /// converted is listed on stderr).
+    Import {
+        #[command(subcommand)]
+        kind: Import,
+    },
     /// OpenSLO v1 documents to and from sloburn's `slos`.
     Openslo {
         #[command(subcommand)]
@@ -128,6 +134,31 @@ pub enum Command {
     /// The fault-injecting HTTP test server (latency, errors, stalls, resets, slow and large
     /// bodies; per-request overrides in the query string).
     Target(crate::target::TargetOptions),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Import {
+    /// An OpenAPI 3 document (JSON or YAML): a target and a profile per operation, or one
+    /// journey over chosen operations.
+    Openapi {
+        /// The OpenAPI file.
+        file: PathBuf,
+        /// Scheme, host and port the requests go to (the server URL's path is kept); needed
+        /// when the document's server URL is relative.
+        #[arg(long)]
+        base_url: Option<String>,
+        /// Each profile's arrival rate.
+        #[arg(long, default_value = "1/s")]
+        rate: String,
+        /// One journey of this name over the operations (all, in document order, or those of
+        /// `--operations`), instead of a profile per operation.
+        #[arg(long)]
+        journey: Option<String>,
+        /// Only these operations (operationIds, comma-separated; a journey's steps in this
+        /// order).
+        #[arg(long, value_delimiter = ',')]
+        operations: Vec<String>,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -165,7 +196,11 @@ pub fn main() -> i32 {
         .flatten();
     let quiet = matches!(
         cli.command,
-        Command::Run(_) | Command::Check { .. } | Command::Rules { .. } | Command::Openslo { .. }
+        Command::Run(_)
+            | Command::Check { .. }
+            | Command::Rules { .. }
+            | Command::Openslo { .. }
+            | Command::Import { .. }
     );
     init_logging(cli.log_format, if quiet { "warn" } else { "info" });
     if let Some(e) = not_reexecuted {
@@ -207,6 +242,24 @@ pub fn main() -> i32 {
             };
             check(&file, shard, &mut std::io::stdout())
         }
+        Command::Import {
+            kind:
+                Import::Openapi {
+                    file,
+                    base_url,
+                    rate,
+                    journey,
+                    operations,
+                },
+        } => import_openapi(
+            &file,
+            &crate::importers::openapi::Options {
+                base_url,
+                rate,
+                journey,
+                operations,
+            },
+        ),
         Command::Openslo {
             action: Openslo::Import { file },
         } => crate::config::openslo::import_command(
@@ -332,6 +385,36 @@ fn placement_lines(
             "placement (shard {i}/{n}): profiles.{}: {what}",
             p.name
         );
+    }
+}
+
+/// `sloburn import openapi`: the config on stdout, what was not converted on stderr; exit 78
+/// (EX_CONFIG) for a file that is no OpenAPI 3 document, 2 for a bad flag.
+fn import_openapi(file: &std::path::Path, opts: &crate::importers::openapi::Options) -> i32 {
+    if let Err(e) = crate::units::parse_rate(&opts.rate) {
+        eprintln!("error: --rate `{}`: {e}", opts.rate);
+        return exit::USAGE;
+    }
+    let name = file.display().to_string();
+    let text = match crate::config::read_config(file) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("{name}: {e}");
+            return exit::CONFIG;
+        }
+    };
+    match crate::importers::openapi::import(&text, &name, opts) {
+        Ok(imported) => {
+            for n in &imported.notes {
+                eprintln!("warning: {n}");
+            }
+            print!("{}", imported.yaml);
+            exit::OK
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            exit::CONFIG
+        }
     }
 }
 

@@ -15,6 +15,7 @@ mod h2;
 mod hardening;
 mod hardening_config;
 mod http;
+mod import;
 mod journeys;
 mod k6;
 mod k6_journeys;
