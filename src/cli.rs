@@ -138,6 +138,24 @@ pub enum Command {
 
 #[derive(Subcommand, Debug)]
 pub enum Import {
+    /// A browser recording (HAR 1.2, from DevTools' "Save all as HAR"): one journey over the
+    /// main host, assets and other hosts left out, tokens captured, think times kept.
+    Har {
+        /// The HAR file.
+        file: PathBuf,
+        /// The journey's (and its profile's) name.
+        #[arg(long, default_value = "recorded")]
+        journey: String,
+        /// The profile's arrival rate (journeys per second).
+        #[arg(long, default_value = "1/s")]
+        rate: String,
+        /// Keep requests to these hosts too (host[:port], comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        hosts: Vec<String>,
+        /// Keep static assets (scripts, styles, images, fonts).
+        #[arg(long)]
+        keep_assets: bool,
+    },
     /// An OpenAPI 3 document (JSON or YAML): a target and a profile per operation, or one
     /// journey over chosen operations.
     Openapi {
@@ -242,6 +260,27 @@ pub fn main() -> i32 {
             };
             check(&file, shard, &mut std::io::stdout())
         }
+        Command::Import {
+            kind:
+                Import::Har {
+                    file,
+                    journey,
+                    rate,
+                    hosts,
+                    keep_assets,
+                },
+        } => import_with(&file, &rate, |text, name| {
+            crate::importers::har::import(
+                text,
+                name,
+                &crate::importers::har::Options {
+                    journey: journey.clone(),
+                    rate: rate.clone(),
+                    hosts: hosts.clone(),
+                    keep_assets,
+                },
+            )
+        }),
         Command::Import {
             kind:
                 Import::Openapi {
@@ -388,22 +427,35 @@ fn placement_lines(
     }
 }
 
-/// `sloburn import openapi`: the config on stdout, what was not converted on stderr; exit 78
-/// (EX_CONFIG) for a file that is no OpenAPI 3 document, 2 for a bad flag.
+/// `sloburn import openapi`.
 fn import_openapi(file: &std::path::Path, opts: &crate::importers::openapi::Options) -> i32 {
-    if let Err(e) = crate::units::parse_rate(&opts.rate) {
-        eprintln!("error: --rate `{}`: {e}", opts.rate);
+    import_with(file, &opts.rate, |text, name| {
+        crate::importers::openapi::import(text, name, opts)
+    })
+}
+
+/// `sloburn import KIND`: the config on stdout, what was not converted on stderr; exit 78
+/// (EX_CONFIG) for a file the importer cannot read, 2 for a bad `--rate`.
+fn import_with(
+    file: &std::path::Path,
+    rate: &str,
+    import: impl FnOnce(&str, &str) -> Result<crate::importers::openapi::Imported, String>,
+) -> i32 {
+    if let Err(e) = crate::units::parse_rate(rate) {
+        eprintln!("error: --rate `{rate}`: {e}");
         return exit::USAGE;
     }
     let name = file.display().to_string();
-    let text = match crate::config::read_config(file) {
+    let read = crate::config::read_regular(file, "the file", crate::importers::MAX_INPUT_BYTES)
+        .and_then(|b| String::from_utf8(b).map_err(|_| "not UTF-8 text".to_string()));
+    let text = match read {
         Ok(t) => t,
         Err(e) => {
             eprintln!("{name}: {e}");
             return exit::CONFIG;
         }
     };
-    match crate::importers::openapi::import(&text, &name, opts) {
+    match import(&text, &name) {
         Ok(imported) => {
             for n in &imported.notes {
                 eprintln!("warning: {n}");

@@ -38,7 +38,9 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use files::{MAX_BODY_FILE_BYTES, MAX_CONFIG_BYTES, MAX_SECRET_FILE_BYTES, read_config};
+pub use files::{
+    MAX_BODY_FILE_BYTES, MAX_CONFIG_BYTES, MAX_SECRET_FILE_BYTES, read_config, read_regular,
+};
 pub use report::{report, report_with};
 pub use yaml::MAX_ALIAS_NODES;
 pub use yaml::Pos;

@@ -2,9 +2,15 @@
 //! that `sloburn check` accepts. Each importer reads its file, says on stderr what it could
 //! not convert (never dropped silently), and writes the config on stdout.
 //!
+//! - `har.rs`: a browser recording → one journey, assets and other hosts left out, think
+//!   times from the gaps, values a response gave and a later request sent captured.
 //! - `openapi.rs`: an OpenAPI 3 document (JSON or YAML) → a target and profile per operation,
 //!   or one journey over chosen operations.
 
+/// The largest file an importer reads: a HAR holds every response body of a recording.
+pub const MAX_INPUT_BYTES: u64 = 256 << 20;
+
+pub mod har;
 pub mod openapi;
 
 use crate::config::yaml::{Node, Value};

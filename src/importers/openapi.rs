@@ -545,6 +545,11 @@ fn text_of(v: &J) -> String {
     }
 }
 
+/// [`encode`], for other importers.
+pub(super) fn encode_component(s: &str) -> String {
+    encode(s)
+}
+
 /// Percent-encodes what may not stand in a URL path or query value as it is, and `$` so no
 /// value reads as a `${…}` template.
 fn encode(s: &str) -> String {

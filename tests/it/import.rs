@@ -160,3 +160,250 @@ fn documents_that_cannot_be_imported_say_why() {
         all_output(&out)
     );
 }
+
+/// The shop a browser logs in to: each login issues a fresh token and a cart; a token serves
+/// one visit (cart, then one item added) and is refused after it, so a journey that replayed
+/// the recorded token would fail.
+#[derive(Default)]
+struct Shop {
+    /// token → (cart id, requests left)
+    sessions: std::sync::Mutex<std::collections::HashMap<String, (String, u32)>>,
+    logins: AtomicUsize,
+    added: AtomicUsize,
+}
+
+const SHOP_PAGE: &str = r#"<!doctype html><html><head><link rel="stylesheet" href="/style.css">
+<script src="/app.js"></script></head><body><div id="out"></div></body></html>"#;
+const SHOP_JS: &str = r#"
+window.addEventListener('load', async () => {
+  const login = await fetch('/api/login', {method: 'POST',
+    headers: {'Content-Type': 'application/json'},
+    body: JSON.stringify({user: 'alice', password: 'wonderland'})});
+  const session = await login.json();
+  await new Promise(r => setTimeout(r, 300));
+  const cart = await (await fetch('/api/cart', {headers: {'Authorization': 'Bearer ' + session.token}})).json();
+  await new Promise(r => setTimeout(r, 200));
+  const add = await fetch('/api/cart/' + cart.cart_id + '/items', {method: 'POST',
+    headers: {'Authorization': 'Bearer ' + session.token, 'Content-Type': 'application/json'},
+    body: JSON.stringify({sku: 'sku-42', quantity: 1})});
+  document.getElementById('out').textContent = 'done ' + add.status;
+});
+"#;
+
+fn shop(state: Arc<Shop>) -> axum::Router {
+    use axum::extract::{Path, State};
+    use axum::http::HeaderMap;
+    fn token_of(h: &HeaderMap) -> String {
+        h.get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or_default()
+            .to_string()
+    }
+    fn random(prefix: &str) -> String {
+        format!("{prefix}-{:016x}", rand::random::<u64>())
+    }
+    axum::Router::new()
+        .route("/", get(|| async { axum::response::Html(SHOP_PAGE) }))
+        .route(
+            "/app.js",
+            get(|| async { ([("content-type", "text/javascript")], SHOP_JS) }),
+        )
+        .route(
+            "/style.css",
+            get(|| async { ([("content-type", "text/css")], "body { margin: 0 }") }),
+        )
+        .route(
+            "/api/login",
+            post(
+                |State(s): State<Arc<Shop>>, Json(body): Json<serde_json::Value>| async move {
+                    if body["user"] != "alice" || body["password"] != "wonderland" {
+                        return (http::StatusCode::UNAUTHORIZED, Json(serde_json::json!({})));
+                    }
+                    s.logins.fetch_add(1, Ordering::SeqCst);
+                    let token = random("tok");
+                    s.sessions
+                        .lock()
+                        .unwrap()
+                        .insert(token.clone(), (random("cart"), 2));
+                    (
+                        http::StatusCode::OK,
+                        Json(serde_json::json!({"user": "alice", "token": token})),
+                    )
+                },
+            ),
+        )
+        .route(
+            "/api/cart",
+            get(|State(s): State<Arc<Shop>>, h: HeaderMap| async move {
+                let mut sessions = s.sessions.lock().unwrap();
+                match sessions.get_mut(&token_of(&h)) {
+                    Some((cart, left)) if *left > 0 => {
+                        *left -= 1;
+                        (
+                            http::StatusCode::OK,
+                            Json(serde_json::json!({"cart_id": cart, "items": []})),
+                        )
+                    }
+                    _ => (http::StatusCode::UNAUTHORIZED, Json(serde_json::json!({}))),
+                }
+            }),
+        )
+        .route(
+            "/api/cart/{cart}/items",
+            post(
+                |State(s): State<Arc<Shop>>, Path(cart): Path<String>, h: HeaderMap| async move {
+                    let mut sessions = s.sessions.lock().unwrap();
+                    let token = token_of(&h);
+                    let ok =
+                        matches!(sessions.get(&token), Some((c, left)) if *c == cart && *left > 0);
+                    if !ok {
+                        return http::StatusCode::UNAUTHORIZED;
+                    }
+                    // The visit is over: the token is refused from now on.
+                    sessions.remove(&token);
+                    s.added.fetch_add(1, Ordering::SeqCst);
+                    http::StatusCode::CREATED
+                },
+            ),
+        )
+        .with_state(state)
+}
+
+/// A HAR 1.2 file built from what Chromium's DevTools protocol reported of the page's
+/// requests (as DevTools' own "Save all as HAR" does).
+fn har_of(page: &mut crate::web::Page) -> serde_json::Value {
+    use serde_json::{Value, json};
+    let pairs = |h: &Value| -> Vec<Value> {
+        h.as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| json!({"name": k, "value": v.as_str().unwrap_or_default()}))
+            .collect()
+    };
+    let events = page.events.clone();
+    let of = |method: &str, id: &Value| -> Option<Value> {
+        events
+            .iter()
+            .find(|e| e["method"] == method && &e["params"]["requestId"] == id)
+            .map(|e| e["params"].clone())
+    };
+    let mut entries = Vec::new();
+    for sent in events
+        .iter()
+        .filter(|e| e["method"] == "Network.requestWillBeSent")
+    {
+        let p = &sent["params"];
+        let id = &p["requestId"];
+        let Some(resp) = of("Network.responseReceived", id) else {
+            continue;
+        };
+        // A body-less answer (201 with no content) may end as `loadingFailed` (aborted
+        // after the head): DevTools keeps such entries, without content.
+        let (done, body) = match of("Network.loadingFinished", id) {
+            Some(done) => (
+                done,
+                page.call("Network.getResponseBody", json!({"requestId": id})),
+            ),
+            None => match of("Network.loadingFailed", id) {
+                Some(failed) => (failed, json!({"body": ""})),
+                None => continue,
+            },
+        };
+        let wall_ms = (p["wallTime"].as_f64().unwrap() * 1000.0) as i64;
+        let started = chrono::DateTime::from_timestamp_millis(wall_ms).unwrap();
+        let took =
+            (done["timestamp"].as_f64().unwrap() - p["timestamp"].as_f64().unwrap()) * 1000.0;
+        let mut request = json!({
+            "method": p["request"]["method"], "url": p["request"]["url"],
+            "httpVersion": "HTTP/1.1", "headers": pairs(&p["request"]["headers"]),
+            "queryString": [], "cookies": [], "headersSize": -1, "bodySize": -1,
+        });
+        if let Some(data) = p["request"]["postData"].as_str() {
+            request["postData"] = json!({"mimeType": "application/json", "text": data});
+        }
+        entries.push(json!({
+            "startedDateTime": started.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            "time": took,
+            "request": request,
+            "response": {
+                "status": resp["response"]["status"], "statusText": "",
+                "httpVersion": "HTTP/1.1", "headers": pairs(&resp["response"]["headers"]),
+                "cookies": [], "redirectURL": "", "headersSize": -1, "bodySize": -1,
+                "content": {"size": -1, "mimeType": resp["response"]["mimeType"],
+                            "text": body["body"]},
+            },
+            "cache": {}, "timings": {"send": 0, "wait": took, "receive": 0},
+        }));
+    }
+    json!({"log": {"version": "1.2", "creator": {"name": "sloburn test", "version": "1"}, "entries": entries}})
+}
+
+/// Issue 34's must-show: a login → cart flow recorded by headless Chromium imports into a
+/// journey that runs green against the same server, its token (and cart id) captured from
+/// each run's own responses, never replayed.
+#[test]
+fn a_chromium_recording_imports_into_a_journey_that_runs_green() {
+    let state = Arc::new(Shop::default());
+    let server = serve_on_thread(shop(state.clone()));
+    let chrome = crate::web::Chrome::start();
+    let mut page = chrome.page();
+    page.navigate(&format!("http://{}/", server.addr));
+    let done = page.wait_for(
+        "the recorded flow",
+        "document.getElementById('out').textContent",
+        std::time::Duration::from_secs(30),
+    );
+    assert_eq!(done, "done 201");
+    page.pump(std::time::Duration::from_millis(300));
+    let har = har_of(&mut page);
+    drop(page);
+    drop(chrome);
+    assert_eq!(state.logins.load(Ordering::SeqCst), 1);
+    let recorded_token = state.sessions.lock().unwrap().len();
+    assert_eq!(recorded_token, 0, "the recorded visit's token is spent");
+
+    let dir = tempfile::tempdir().unwrap();
+    let har_file = dir.path().join("shop.har");
+    std::fs::write(&har_file, serde_json::to_string_pretty(&har).unwrap()).unwrap();
+    let out = sloburn()
+        .args(["import", "har"])
+        .arg(&har_file)
+        .args(["--journey", "shop", "--rate", "5/s"])
+        .output()
+        .unwrap();
+    let notes = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(0), "{}", all_output(&out));
+    let yaml = String::from_utf8(out.stdout).unwrap();
+    assert!(yaml.contains("token: { json: \"$.token\" }"), "{yaml}");
+    assert!(yaml.contains("\"Bearer ${token}\""), "{yaml}");
+    assert!(yaml.contains("cart_id: { json: \"$.cart_id\" }"), "{yaml}");
+    assert!(yaml.contains("/api/cart/${cart_id}/items"), "{yaml}");
+    assert!(
+        !yaml.contains("tok-"),
+        "no recorded token is replayed: {yaml}"
+    );
+    assert!(notes.contains("static asset"), "{notes}");
+    // The page itself, login, cart, add: the document load stays a step.
+    assert_eq!(yaml.matches("      - name:").count(), 4, "{yaml}");
+
+    let yaml = yaml.replace("duration: 1m", "duration: 2s");
+    let cfg = dir.path().join("shop.yaml");
+    std::fs::write(&cfg, &yaml).unwrap();
+    let export = dir.path().join("summary.json");
+    let run = sloburn()
+        .args(["run", cfg.to_str().unwrap(), "--quiet", "--summary-export"])
+        .arg(&export)
+        .output()
+        .unwrap();
+    assert_eq!(run.status.code(), Some(0), "{}\n{yaml}", all_output(&run));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&export).unwrap()).unwrap();
+    assert_eq!(v["metrics"]["checks"]["fails"], 0, "{v}");
+    assert_eq!(
+        v["metrics"]["http_reqs"]["count"], 40,
+        "10 journeys of 4 steps: {v}"
+    );
+    assert_eq!(state.logins.load(Ordering::SeqCst), 11);
+    assert_eq!(state.added.load(Ordering::SeqCst), 11);
+}
