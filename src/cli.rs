@@ -138,6 +138,16 @@ pub enum Command {
 
 #[derive(Subcommand, Debug)]
 pub enum Import {
+    /// A k6 script's straight-line subset (`options`, `http.*` calls, `check`, `sleep`,
+    /// captures from `res.json()`): a profile, or a journey for several requests. What is not
+    /// converted is listed with its line.
+    K6 {
+        /// The k6 script.
+        file: PathBuf,
+        /// The target's, journey's and profile's name.
+        #[arg(long, default_value = "k6")]
+        name: String,
+    },
     /// A browser recording (HAR 1.2, from DevTools' "Save all as HAR"): one journey over the
     /// main host, assets and other hosts left out, tokens captured, think times kept.
     Har {
@@ -260,6 +270,18 @@ pub fn main() -> i32 {
             };
             check(&file, shard, &mut std::io::stdout())
         }
+        Command::Import {
+            kind: Import::K6 { file, name },
+        } => import_with(&file, "1/s", |text, shown| {
+            crate::importers::k6::import(
+                text,
+                shown,
+                &crate::importers::har::Options {
+                    journey: name.clone(),
+                    ..Default::default()
+                },
+            )
+        }),
         Command::Import {
             kind:
                 Import::Har {

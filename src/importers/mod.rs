@@ -11,6 +11,7 @@
 pub const MAX_INPUT_BYTES: u64 = 256 << 20;
 
 pub mod har;
+pub mod k6;
 pub mod openapi;
 
 use crate::config::yaml::{Node, Value};

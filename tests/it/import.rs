@@ -407,3 +407,127 @@ fn a_chromium_recording_imports_into_a_journey_that_runs_green() {
     assert_eq!(state.logins.load(Ordering::SeqCst), 11);
     assert_eq!(state.added.load(Ordering::SeqCst), 11);
 }
+
+/// The server the k6 scripts run against: health, products, and a login whose token the cart
+/// requires.
+fn k6_server() -> crate::support::ThreadServer {
+    use axum::http::HeaderMap;
+    let authorized = |h: &HeaderMap| {
+        h.get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("Bearer tok-"))
+    };
+    serve_on_thread(
+        axum::Router::new()
+            .route("/health", get(|| async { "ok" }))
+            .route(
+                "/products",
+                get(|| async { Json(serde_json::json!([1, 2, 3])) }),
+            )
+            .route(
+                "/login",
+                post(|Json(b): Json<serde_json::Value>| async move {
+                    assert_eq!(b["user"], "alice");
+                    Json(serde_json::json!({"token": format!("tok-{:x}", rand::random::<u32>())}))
+                }),
+            )
+            .route(
+                "/cart",
+                get(move |h: HeaderMap| async move {
+                    if authorized(&h) {
+                        http::StatusCode::OK
+                    } else {
+                        http::StatusCode::UNAUTHORIZED
+                    }
+                }),
+            )
+            .route(
+                "/cart/items",
+                post(move |h: HeaderMap| async move {
+                    if authorized(&h) {
+                        http::StatusCode::CREATED
+                    } else {
+                        http::StatusCode::UNAUTHORIZED
+                    }
+                }),
+            ),
+    )
+}
+
+/// Issue 34's must-show: three k6 scripts (constant arrival rate, stages, a login flow) import
+/// into configs whose runs send as many requests as k6 itself on the same server.
+#[test]
+fn k6_scripts_import_into_runs_with_k6s_request_counts() {
+    let k6 = crate::k6::k6();
+    let server = k6_server();
+    let base = format!("http://{}", server.addr);
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["arrival", "stages", "login"] {
+        let text = std::fs::read_to_string(root().join(format!("tests/it/import/k6/{name}.js")))
+            .unwrap()
+            .replace("http://127.0.0.1:1", &base);
+        let script = dir.path().join(format!("{name}.js"));
+        std::fs::write(&script, &text).unwrap();
+        let k6_export = dir.path().join(format!("{name}.k6.json"));
+        let k6_run = std::process::Command::new(&k6)
+            .args(["run", "--quiet", "--no-color", "--summary-export"])
+            .arg(&k6_export)
+            .arg(&script)
+            .env("K6_NO_USAGE_REPORT", "true")
+            .output()
+            .unwrap();
+        assert!(
+            k6_run.status.success(),
+            "k6 {name}: {}",
+            all_output(&k6_run)
+        );
+        let imported = sloburn()
+            .args(["import", "k6"])
+            .arg(&script)
+            .output()
+            .unwrap();
+        assert_eq!(
+            imported.status.code(),
+            Some(0),
+            "{name}: {}",
+            all_output(&imported)
+        );
+        let notes = String::from_utf8_lossy(&imported.stderr).to_string();
+        if name == "login" {
+            assert!(
+                notes.contains("line 27") && notes.contains("console.log"),
+                "{notes}"
+            );
+        }
+        let cfg = dir.path().join(format!("{name}.yaml"));
+        std::fs::write(&cfg, &imported.stdout).unwrap();
+        let ours = dir.path().join(format!("{name}.sloburn.json"));
+        let run = sloburn()
+            .args(["run", cfg.to_str().unwrap(), "--quiet", "--summary-export"])
+            .arg(&ours)
+            .output()
+            .unwrap();
+        let yaml = String::from_utf8_lossy(&imported.stdout).to_string();
+        assert_eq!(
+            run.status.code(),
+            Some(0),
+            "{name}: {}\n{yaml}",
+            all_output(&run)
+        );
+        let count = |f: &std::path::Path| {
+            let v: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap();
+            (
+                v["metrics"]["http_reqs"]["count"].as_u64().unwrap(),
+                v["metrics"]["checks"]["fails"].as_u64().unwrap_or(0),
+            )
+        };
+        let (theirs, their_fails) = count(&k6_export);
+        let (mine, my_fails) = count(&ours);
+        assert_eq!(
+            mine, theirs,
+            "{name}: sloburn sent {mine}, k6 {theirs}\n{yaml}"
+        );
+        assert_eq!((my_fails, their_fails), (0, 0), "{name}");
+    }
+}
