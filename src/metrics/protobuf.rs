@@ -17,7 +17,7 @@ use super::native::{self, NativeRead};
 use super::profile::{Hist, ProfileMetrics};
 use super::proto::MetricType;
 use super::text::{Encoder, Family, Kind};
-use super::wire;
+use super::wire::{self, Labels};
 
 /// How histograms are written in the protobuf format (`server.native_histograms`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,17 +108,20 @@ impl ProtoOut {
         wire::double(m, 1, v);
         wire::bytes(family, 4, m);
     }
-}
 
-impl ProtoOut {
-    /// A counter or gauge sample whose label fields were encoded before ([`wire::LabelSets`]).
-    pub fn sample_encoded(&mut self, labels: &[u8], v: f64) {
+    /// A counter or gauge sample whose label fields were encoded before ([`wire::Labels`],
+    /// [`wire::LabelSets`]), then the pairs of `extra`.
+    pub fn sample_encoded(&mut self, labels: &[u8], extra: &[(&str, &str)], v: f64) {
         let Some(family) = self.family.as_mut() else {
             return;
         };
+        let extra_len: usize = extra.iter().map(|(k, x)| wire::label_pair_len(k, x)).sum();
         // The labels, then a Gauge (2) or Counter (3) of 9 bytes behind its 2-byte key+length.
-        wire::len_prefix(family, 4, labels.len() + 11);
+        wire::len_prefix(family, 4, labels.len() + extra_len + 11);
         family.extend_from_slice(labels);
+        for (k, x) in extra {
+            wire::label_pair(family, 1, k, x);
+        }
         wire::len_prefix(family, if self.counter { 3 } else { 2 }, 9);
         wire::double(family, 1, v);
     }
@@ -131,7 +134,7 @@ pub(super) fn histograms(
     e: &mut Encoder,
     f: &Family,
     profiles: &[Arc<ProfileMetrics>],
-    series: for<'p> fn(&'p ProfileMetrics, &mut Vec<(&'p str, &'p Hist)>),
+    series: for<'p> fn(&'p ProfileMetrics, &mut Vec<(&'p Labels, &'p Hist)>),
 ) {
     if profiles.is_empty() {
         return;
@@ -143,7 +146,6 @@ pub(super) fn histograms(
     let opts = out.opts;
     let ProtoOut {
         family: Some(family),
-        metric: m,
         histogram: h,
         nested,
         scratch,
@@ -214,10 +216,11 @@ pub(super) fn histograms(
                     wire::bytes(h, 16, nested);
                 }
             }
-            m.clear();
-            wire::label_pairs(m, 1, labels, None, scratch);
-            wire::bytes(m, 7, h);
-            wire::bytes(family, 4, m);
+            // The metric: its labels, encoded once per series, and the histogram (field 7).
+            let labels = labels.proto();
+            wire::len_prefix(family, 4, labels.len() + wire::field_len(h.len()));
+            family.extend_from_slice(labels);
+            wire::bytes(family, 7, h);
         }
     }
 }
@@ -284,7 +287,7 @@ mod tests {
             p.observe(&o, Duration::from_micros(*micros / 3), &[i % 2 == 0]);
         }
         p.exemplar(
-            1,
+            0,
             0.05,
             TraceId::from_bytes([0xab; 16]),
             SpanId::from_bytes([0xcd; 8]),
@@ -330,6 +333,18 @@ mod tests {
                 }
             }
             let burn = burn.expect("the burn-rate family");
+            let mut rest = &bytes[..];
+            let mut exemplars = 0;
+            while !rest.is_empty() {
+                let f = MetricFamily::decode_length_delimited(&mut rest).unwrap();
+                let hists = f.metric.iter().filter_map(|x| x.histogram.as_ref());
+                exemplars += hists
+                    .map(|h| {
+                        h.exemplars.len() + h.bucket.iter().filter(|b| b.exemplar.is_some()).count()
+                    })
+                    .sum::<usize>();
+            }
+            assert_eq!(exemplars, 1, "classic buckets {classic_buckets}");
             assert_eq!(burn.metric.len(), report.windows.len() + 1);
             let labels: Vec<_> = burn.metric[0]
                 .label
@@ -340,5 +355,91 @@ mod tests {
             assert!(burn.metric.iter().all(|x| x.gauge.is_some()));
             assert_eq!(again, bytes, "classic buckets {classic_buckets}");
         }
+    }
+
+    /// Each series' labels as `(name, value)` pairs.
+    type SeriesLabels = Vec<Vec<(String, String)>>;
+
+    /// The labels of every series of a scrape, by family.
+    fn labels_by_family(m: &Metrics) -> Vec<(String, SeriesLabels)> {
+        let bytes = m.encode_protobuf();
+        let mut rest = &bytes[..];
+        let mut out = Vec::new();
+        while !rest.is_empty() {
+            let f = MetricFamily::decode_length_delimited(&mut rest).unwrap();
+            let series = f.metric.iter().map(|x| {
+                let pairs = x.label.iter();
+                pairs
+                    .map(|l| (l.name().to_string(), l.value().to_string()))
+                    .collect()
+            });
+            out.push((f.name().to_string(), series.collect()));
+        }
+        out
+    }
+
+    /// The protobuf label fields a series keeps (made at the first protobuf scrape) are those
+    /// of the series' own labels: a profile renamed by a reload, or whose steps changed, is
+    /// served under its new labels, never the ones encoded for the series it replaced.
+    #[test]
+    fn kept_label_fields_follow_reloads_and_renames() {
+        use crate::metrics::StepLayout;
+        let m = Metrics::new("1.0");
+        m.set_native_options(NativeOptions {
+            schema: 3,
+            classic_buckets: false,
+        });
+        let step = |name: &str| StepLayout {
+            journey: Some("j".into()),
+            step: name.into(),
+            checks: vec!["ok".into()],
+        };
+        let observe = |p: &ProfileMetrics| {
+            let o = Outcome {
+                status: Some(200),
+                ..Outcome::default()
+            };
+            p.observe_step(0, &o, Duration::from_millis(1), &[true]);
+        };
+        let p = m.profile_steps("t", "old", &[0.1], &[step("a")], &["j".into()]);
+        observe(&p);
+        let names = |m: &Metrics, family: &str, label: &str| -> Vec<String> {
+            let families = labels_by_family(m);
+            let (_, series) = families.iter().find(|(f, _)| f == family).expect(family);
+            let values = series.iter().flatten().filter(|(k, _)| k == label);
+            values.map(|(_, v)| v.clone()).collect()
+        };
+        let duration = "sloburn_http_req_duration_seconds";
+        assert_eq!(names(&m, duration, "profile"), ["old"]);
+        assert_eq!(names(&m, duration, "step"), ["a"]);
+        // The same labels at the next scrape, from the kept fields (the process figures
+        // change between two scrapes, so the bytes are not compared).
+        assert_eq!(labels_by_family(&m), labels_by_family(&m));
+        // Renamed: the old series go, the new ones carry the new name.
+        let renamed = m.profile_steps("t", "new", &[0.1], &[step("a")], &["j".into()]);
+        m.retain_profiles(&[("t".into(), "new".into())]);
+        observe(&renamed);
+        for family in [duration, "sloburn_iterations_total", "sloburn_checks_total"] {
+            assert!(
+                names(&m, family, "profile").iter().all(|p| p == "new"),
+                "{family}"
+            );
+        }
+        assert_eq!(names(&m, "sloburn_http_reqs_total", "profile"), ["new"]);
+        // A step renamed by a reload: new series under the same profile name.
+        let relaid = m.profile_steps("t", "new", &[0.1], &[step("b")], &["j".into()]);
+        assert!(!Arc::ptr_eq(&renamed, &relaid));
+        observe(&relaid);
+        assert_eq!(names(&m, duration, "step"), ["b"]);
+        assert_eq!(
+            names(&m, "sloburn_http_req_phase_seconds", "step"),
+            ["b"; 7]
+        );
+        assert_eq!(names(&m, "sloburn_http_reqs_total", "step"), ["b"]);
+        assert_eq!(names(&m, "sloburn_checks_total", "step"), ["b", "b"]);
+        assert_eq!(
+            names(&m, "sloburn_journey_step_failures_total", "step"),
+            ["b"; 3]
+        );
     }
 }
