@@ -3,7 +3,7 @@
 //! so a scrape only pastes strings and loads atomics.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 use super::native::NativeCounts;
@@ -132,6 +132,11 @@ impl Hist {
             total = total.wrapping_add(b.load(Relaxed));
             total
         }));
+        self.sum_seconds()
+    }
+
+    /// The sum of the values in seconds.
+    pub fn sum_seconds(&self) -> f64 {
         self.sum_nanos.load(Relaxed) as f64 / 1e9
     }
 }
@@ -276,6 +281,9 @@ pub(super) struct StepSeries {
     pub duration: Hist,
     /// The latest sampled request per `duration` bucket (OpenMetrics exemplars).
     pub duration_exemplars: Box<[super::exemplar::Slot]>,
+    /// Whether any slot was ever written: a daemon without tracing has none, and a scrape
+    /// then reads none of them (eleven cache lines per step).
+    pub any_exemplar: AtomicBool,
     /// Every phase of the request (`Phases::total`): the latency the user saw, without the
     /// generator's own lateness.
     pub corrected: Hist,
@@ -449,6 +457,7 @@ impl ProfileMetrics {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX));
         if let Some(slot) = s.duration_exemplars.get(self.bounds.index(nanos)) {
+            s.any_exemplar.store(true, Relaxed);
             slot.write(super::exemplar::Exemplar {
                 trace_id: u128::from_be_bytes(trace_id.to_bytes()),
                 span_id: u64::from_be_bytes(span_id.to_bytes()),
@@ -624,6 +633,7 @@ impl StepSeries {
             duration_exemplars: (0..=bounds.nanos.len())
                 .map(|_| super::exemplar::Slot::default())
                 .collect(),
+            any_exemplar: AtomicBool::new(false),
             corrected: Hist::new(bounds),
             phases: std::array::from_fn(|_| Hist::new(bounds)),
             reqs: ReqTable::new(),

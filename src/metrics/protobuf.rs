@@ -10,6 +10,7 @@
 //! starts, and the bytes go out in chunks of about [`super::text::CHUNK`], as the text does.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 
 use super::exemplar;
 use super::families::HTTP_REQ_DURATION;
@@ -164,7 +165,13 @@ pub(super) fn histograms(
         list.clear();
         series(p, &mut list);
         for (j, &(labels, hist)) in list.iter().enumerate() {
-            let sum_seconds = hist.read_into(&mut cumulative);
+            // Without classic buckets they are not read (they are cache lines of their own):
+            // the count is the native buckets' total, as Prometheus wants it at least.
+            let sum_seconds = if opts.classic_buckets {
+                hist.read_into(&mut cumulative)
+            } else {
+                hist.sum_seconds()
+            };
             hist.native.read_into(opts.schema, &mut native);
             let classic_total = cumulative.last().copied().unwrap_or(0);
             // Both counter sets are read while requests are recorded: the larger total keeps
@@ -174,7 +181,7 @@ pub(super) fn histograms(
             let exemplars = p
                 .steps
                 .get(j)
-                .filter(|_| with_exemplars)
+                .filter(|s| with_exemplars && s.any_exemplar.load(Relaxed))
                 .map_or(&[][..], |s| &s.duration_exemplars[..]);
             let exemplar_at = |i: usize| exemplars.get(i).and_then(|x| x.read());
             h.clear();
@@ -441,5 +448,59 @@ mod tests {
             names(&m, "sloburn_journey_step_failures_total", "step"),
             ["b"; 3]
         );
+    }
+
+    /// Native-only histograms: the count is the native buckets' total, the classic buckets
+    /// are not read, and a request-duration series has no exemplar until one is sampled.
+    #[test]
+    fn native_only_counts_are_the_native_total() {
+        let m = Metrics::new("1.0");
+        m.set_native_options(NativeOptions {
+            schema: 0,
+            classic_buckets: false,
+        });
+        let p = m.profile("t", "p", &[0.1], &[]);
+        for micros in [0u64, 1, 30, 30, 7_000, 2_000_000] {
+            let o = Outcome {
+                phases: Phases {
+                    waiting: Duration::from_micros(micros),
+                    ..Phases::default()
+                },
+                status: Some(200),
+                ..Outcome::default()
+            };
+            p.observe(&o, Duration::ZERO, &[]);
+        }
+        let duration = |m: &Metrics| {
+            let bytes = m.encode_protobuf();
+            let mut rest = &bytes[..];
+            while !rest.is_empty() {
+                let f = MetricFamily::decode_length_delimited(&mut rest).unwrap();
+                if f.name() == HTTP_REQ_DURATION.name {
+                    return f.metric[0].histogram.clone().unwrap();
+                }
+            }
+            panic!("no duration family");
+        };
+        let h = duration(&m);
+        assert_eq!(h.sample_count(), 6);
+        assert_eq!(h.zero_count(), 1);
+        assert!(h.bucket.is_empty() && h.exemplars.is_empty());
+        let in_buckets: i64 = h
+            .positive_delta
+            .iter()
+            .scan(0i64, |n, d| {
+                *n += d;
+                Some(*n)
+            })
+            .sum();
+        assert_eq!(in_buckets, 5);
+        p.exemplar(
+            0,
+            0.03,
+            TraceId::from_bytes([1; 16]),
+            SpanId::from_bytes([2; 8]),
+        );
+        assert_eq!(duration(&m).exemplars.len(), 1);
     }
 }
