@@ -38,15 +38,14 @@ impl Default for NativeOptions {
     }
 }
 
-/// The protobuf side of an [`Encoder`]: the family being written and the bytes not yet sent,
-/// with the buffers every metric reuses.
+/// The protobuf side of an [`Encoder`]: the bytes not yet sent, the family in progress written
+/// straight into them, and the buffers every metric reuses.
 pub(super) struct ProtoOut {
     pub opts: NativeOptions,
-    /// The body of the family in progress, if any, and whether it is a counter family.
-    family: Option<Vec<u8>>,
+    /// Where the body of the family in progress starts in `bytes`, if one is, behind
+    /// [`LEN_RESERVED`] bytes kept for its length; and whether it is a counter family.
+    family: Option<usize>,
     counter: bool,
-    /// The last family's buffer, its capacity kept for the next.
-    family_spare: Option<Vec<u8>>,
     pub bytes: Vec<u8>,
     /// A metric's body, a histogram's and a nested message's, reused for every one.
     metric: Vec<u8>,
@@ -56,13 +55,18 @@ pub(super) struct ProtoOut {
     scratch: String,
 }
 
+/// The bytes a family's length is given before its body is written: a varint of 3 bytes holds
+/// 16 KiB to 2 MiB, the size of the large families at hundreds of profiles. A family of
+/// another size is moved once its length is known; a large one (the phase histograms are
+/// ~2 MB at 1,000 profiles) is written in place, not copied from a buffer of its own.
+const LEN_RESERVED: usize = 3;
+
 impl ProtoOut {
     pub fn new(opts: NativeOptions) -> ProtoOut {
         ProtoOut {
             opts,
             family: None,
             counter: false,
-            family_spare: None,
             bytes: Vec::new(),
             metric: Vec::new(),
             histogram: Vec::new(),
@@ -71,15 +75,24 @@ impl ProtoOut {
         }
     }
 
-    /// Puts the family in progress, if any, after the bytes already written, length first.
+    /// Ends the family in progress, if any: its length goes before it.
     pub fn end_family(&mut self) {
-        if let Some(f) = self.family.take() {
-            prost::encoding::encode_varint(f.len() as u64, &mut self.bytes);
-            self.bytes.extend_from_slice(&f);
-            self.family_spare = Some(f);
+        let Some(start) = self.family.take() else {
+            return;
+        };
+        let len = self.bytes.len() - start;
+        let mut varint = Vec::with_capacity(10);
+        prost::encoding::encode_varint(len as u64, &mut varint);
+        let at = start - LEN_RESERVED;
+        match self.bytes.get_mut(at..start) {
+            Some(room) if room.len() == varint.len() => room.copy_from_slice(&varint),
+            _ => {
+                self.bytes.splice(at..start, varint);
+            }
         }
     }
 
+    /// Starts a family after the bytes written (ending the one in progress, if any).
     pub fn start_family(&mut self, f: &Family) {
         self.end_family();
         let kind = match f.kind {
@@ -88,34 +101,35 @@ impl ProtoOut {
             Kind::Histogram => MetricType::Histogram,
         };
         self.counter = kind == MetricType::Counter;
-        let mut body = self.family_spare.take().unwrap_or_default();
-        body.clear();
-        wire::bytes(&mut body, 1, f.sample_name().as_bytes());
-        wire::bytes(&mut body, 2, f.help.as_bytes());
-        wire::varint(&mut body, 3, kind as u64);
-        self.family = Some(body);
+        let body = &mut self.bytes;
+        body.extend_from_slice(&[0; LEN_RESERVED]);
+        self.family = Some(body.len());
+        wire::bytes(body, 1, f.sample_name().as_bytes());
+        wire::bytes(body, 2, f.help.as_bytes());
+        wire::varint(body, 3, kind as u64);
     }
 
     /// A counter or gauge sample of the family in progress.
     pub fn sample(&mut self, labels: &str, extra: Option<(&str, &str)>, v: f64) {
-        let Some(family) = self.family.as_mut() else {
+        if self.family.is_none() {
             return;
-        };
+        }
         let m = &mut self.metric;
         m.clear();
         wire::label_pairs(m, 1, labels, extra, &mut self.scratch);
         // A Gauge (2) or Counter (3) holding one double (field 1): 9 bytes.
         wire::len_prefix(m, if self.counter { 3 } else { 2 }, 9);
         wire::double(m, 1, v);
-        wire::bytes(family, 4, m);
+        wire::bytes(&mut self.bytes, 4, m);
     }
 
     /// A counter or gauge sample whose label fields were encoded before ([`wire::Labels`],
     /// [`wire::LabelSets`]), then the pairs of `extra`.
     pub fn sample_encoded(&mut self, labels: &[u8], extra: &[(&str, &str)], v: f64) {
-        let Some(family) = self.family.as_mut() else {
+        if self.family.is_none() {
             return;
-        };
+        }
+        let family = &mut self.bytes;
         let extra_len: usize = extra.iter().map(|(k, x)| wire::label_pair_len(k, x)).sum();
         // The labels, then a Gauge (2) or Counter (3) of 9 bytes behind its 2-byte key+length.
         wire::len_prefix(family, 4, labels.len() + extra_len + 11);
@@ -146,7 +160,8 @@ pub(super) fn histograms(
     };
     let opts = out.opts;
     let ProtoOut {
-        family: Some(family),
+        family: Some(_),
+        bytes: family,
         histogram: h,
         nested,
         scratch,
@@ -502,5 +517,37 @@ mod tests {
             SpanId::from_bytes([2; 8]),
         );
         assert_eq!(duration(&m).exemplars.len(), 1);
+    }
+
+    /// A family is written in place behind room for a 3-byte length: one whose length takes
+    /// 1, 2, 3 or 4 bytes decodes whole, followed by the next.
+    #[test]
+    fn families_written_in_place_take_any_length() {
+        use crate::metrics::families::{DATA_SENT, VUS};
+        let mut out = ProtoOut::new(NativeOptions::default());
+        let labels = wire::Labels::new("target=\"t\",profile=\"p\"".into());
+        let sizes = [0usize, 1, 600, 150_000, 10];
+        for (i, &n) in sizes.iter().enumerate() {
+            out.start_family(if i % 2 == 0 { &VUS } else { &DATA_SENT });
+            for k in 0..n {
+                out.sample_encoded(labels.proto(), &[], k as f64);
+            }
+        }
+        out.end_family();
+        let mut rest = &out.bytes[..];
+        let mut lengths = Vec::new();
+        for (i, &n) in sizes.iter().enumerate() {
+            let len = rest.len();
+            let f = MetricFamily::decode_length_delimited(&mut rest).unwrap();
+            lengths.push(len - rest.len());
+            assert_eq!(f.metric.len(), n);
+            let counter = i % 2 == 1;
+            assert!(f.metric.iter().all(|m| m.counter.is_some() == counter));
+            assert_eq!(f.metric.last().map(|m| m.label.len()), (n > 0).then_some(2));
+        }
+        assert!(rest.is_empty());
+        // Lengths of 1, 2, 3 and 4 bytes were written.
+        assert!(lengths[0] < 128 && (128..16_384).contains(&lengths[4]));
+        assert!(lengths[2] > 16_384 && lengths[3] > 2 << 20);
     }
 }

@@ -247,8 +247,13 @@ impl Encoder {
     /// family is announced without a series.
     pub fn header(&mut self, f: &Family) {
         if let Some(p) = self.proto.as_mut() {
-            p.start_family(f);
+            // The bytes so far go out before the family starts in them: a chunk ends at a
+            // family's end.
+            p.end_family();
             self.flush_proto();
+            if let Some(p) = self.proto.as_mut() {
+                p.start_family(f);
+            }
             return;
         }
         let kind = match f.kind {
