@@ -428,8 +428,16 @@ fn tier_alert(
     // The comparison filters on the error ratio; dividing the survivors by the budget makes
     // `$value` the long window's burn rate. `max without (sloth_window)` lets the two windows'
     // series match in `and`, as Sloth does.
+    // A maintenance window silences the alert (`sloburn_slo_maintenance`); with no such series
+    // (another exporter, an old sloburn) `unless` keeps it.
+    let mut m = Vec::new();
+    if let Some(job) = &opts.job {
+        m.push(format!("job={}", quote(job)));
+    }
+    m.push(format!("slo={}", quote(&slo.name)));
+    let maintenance = format!("sloburn_slo_maintenance{{{}}}", m.join(","));
     let expr = format!(
-        "(\n  max without (sloth_window) (slo:sli_error:ratio_rate{long}{sel} > {threshold})\n  / {budget_expr}\n)\nand\nmax without (sloth_window) (slo:sli_error:ratio_rate{short}{sel} > {threshold})\n"
+        "(\n  max without (sloth_window) (slo:sli_error:ratio_rate{long}{sel} > {threshold})\n  / {budget_expr}\n)\nand\nmax without (sloth_window) (slo:sli_error:ratio_rate{short}{sel} > {threshold})\nunless on ()\nmax({maintenance}) == 1\n"
     );
     let sev = tier.severity.as_str();
     let mut labels = BTreeMap::new();

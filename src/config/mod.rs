@@ -14,6 +14,7 @@ mod checks;
 mod executors;
 mod files;
 mod journeys;
+pub mod maintenance;
 pub use journeys::MAX_DATA_FILE_BYTES;
 pub mod openslo;
 mod profiles;
@@ -125,6 +126,9 @@ pub struct Loaded {
 
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// Maintenance windows, top level and per SLO: while one is open the SLOs it names (all,
+    /// when it names none) count no event.
+    pub maintenance: Vec<Maintenance>,
     pub server: Server,
     pub storage: Storage,
     pub targets: BTreeMap<String, Target>,
@@ -353,6 +357,26 @@ pub struct Slo {
     pub labels: BTreeMap<String, String>,
     /// Alert tiers; `None` means the SRE Workbook defaults scaled to the period.
     pub tiers: Option<Vec<TierSpec>>,
+}
+
+/// A maintenance window (`maintenance.rs`).
+#[derive(Debug, Clone)]
+pub struct Maintenance {
+    pub name: String,
+    /// The SLOs it applies to; empty: every SLO.
+    pub slos: Vec<String>,
+    pub when: MaintenanceWhen,
+}
+
+#[derive(Debug, Clone)]
+pub enum MaintenanceWhen {
+    /// From each start of `schedule`, for `duration`.
+    Recurring {
+        schedule: crate::schedule::Schedule,
+        duration: Duration,
+    },
+    /// Unix seconds, `start` included, `end` not.
+    Fixed { start: i64, end: i64 },
 }
 
 /// Default histogram buckets: HTTP latency from 1 ms to 10 s.

@@ -159,6 +159,12 @@ fn source(f: &Family) -> Option<Source> {
             });
             rows.collect()
         }),
+        SLO_MAINTENANCE => Floats(|s| {
+            s.slos
+                .iter()
+                .map(|(slo, _)| (slo.labels.as_str().into(), flag(slo.in_maintenance())))
+                .collect()
+        }),
         SLO_OBJECTIVE => Floats(|s| {
             s.slos
                 .iter()

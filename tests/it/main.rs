@@ -20,6 +20,7 @@ mod journeys;
 mod k6;
 mod k6_journeys;
 mod load;
+mod maintenance;
 mod metrics;
 mod native;
 mod native_rules;
