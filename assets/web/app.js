@@ -400,7 +400,7 @@
     const s = d.summary;
     root.append(
       el("h2", {}, [`${d.profile}${d.target ? " → " + d.target : ""}${d.id ? ` · run #${d.id}` : ""} · `, el("span", { "data-field": "result", class: d.result === "passed" ? "good" : "bad", text: d.result })]),
-      d.reason ? el("p", { class: "bad", text: d.reason }) : null,
+      d.reason ? el("p", { class: "bad", text: d.reason }) : "",
       figures([
         ["started", document.createTextNode(`${clock(d.started_at)} (took ${span(d.finished_at - d.started_at)})`)],
         ["requests", field("requests", num(s.requests, 0), s.requests)],
@@ -484,6 +484,18 @@
     root.append(el("h3", { text: "checks" }), d.checks.length
       ? table(["check", "passes", "fails", "pass rate"], d.checks.map((c) => [c.name, num(c.passes, 0), num(c.fails, 0), pct(c.passes + c.fails ? c.passes / (c.passes + c.fails) : null, 2)]), [false, true, true, true])
       : el("p", { class: "nodata", text: "no checks" }));
+    const ev = d.evidence || [];
+    root.append(el("h3", { text: "failure evidence" }), ev.length
+      ? el("div", { class: "evidence" }, ev.map((f) => {
+          const what = [f.status !== null && f.status !== undefined ? "status " + f.status : null, f.error ? "error " + f.error : null,
+            f.failed_checks.length ? "failed: " + f.failed_checks.join(", ") : null].filter((x) => x).join(" · ");
+          return el("details", { class: "failure" }, [
+            el("summary", { text: f.step + " at " + num(f.at, 1) + " s — " + what }),
+            f.headers.length ? table(["header", "value"], f.headers.map(([k, v]) => [k, v]), [false, false]) : null,
+            el("pre", { class: "body", text: f.body + (f.body_truncated ? "\n…" : "") }),
+          ]);
+        }))
+      : el("p", { class: "nodata", text: "no failing response" }));
   }
 
   // ---- routing and polling ----

@@ -399,8 +399,15 @@ async fn execute(
     let capture = Capture::start(
         stats.clone(),
         Some(on_sample(shared, &profile.name, record.id)),
-    );
-    let events = Observers::new(stats, vec![Arc::new(live), capture.observer()]);
+    )
+    .with_evidence(crate::web::evidence::Evidence::for_work(
+        stats.clone(),
+        &work,
+        &target.headers,
+    ));
+    let mut observers: Vec<Arc<dyn crate::load::observe::Observer>> = vec![Arc::new(live)];
+    observers.extend(capture.observers());
+    let events = Observers::new(stats, observers);
     let mut executor = profile.executor.clone();
     // Its share of a split profile; the whole of an owned one (`start` refused the others).
     let shard = shared

@@ -115,11 +115,16 @@ pub async fn execute(
         _ => None,
     };
     let started = tokio::time::Instant::now() + spec.start_time;
-    let capture = args
-        .report
-        .as_ref()
-        .map(|_| crate::web::Capture::start(stats.clone(), None));
-    others.extend(capture.iter().map(|c| c.observer()));
+    let capture = args.report.as_ref().map(|_| {
+        crate::web::Capture::start(stats.clone(), None).with_evidence(
+            crate::web::evidence::Evidence::for_work(
+                stats.clone(),
+                &r.spec.work,
+                &r.target.headers,
+            ),
+        )
+    });
+    others.extend(capture.iter().flat_map(|c| c.observers()));
     // The exporter lives as long as this run; it is flushed (bounded by its timeout) before
     // the summary.
     let exporter = r.telemetry.as_ref().and_then(|t| {

@@ -17,6 +17,7 @@ pub type OnSample = Arc<dyn Fn(Sample) + Send + Sync>;
 
 pub struct Capture {
     scatter: Arc<Scatter>,
+    evidence: Option<Arc<super::evidence::Evidence>>,
     sampler: Arc<Mutex<Sampler>>,
     started_at: f64,
     task: JoinSet<()>,
@@ -46,15 +47,27 @@ impl Capture {
         });
         Capture {
             scatter: Arc::new(Scatter::new(stats)),
+            evidence: None,
             sampler,
             started_at,
             task,
         }
     }
 
-    /// The observer that fills the scatter; add it to the run's [`Observers`](crate::load::observe::Observers).
-    pub fn observer(&self) -> Arc<dyn Observer> {
-        self.scatter.clone()
+    /// Keeps the last failing responses of each step too (`evidence.rs`).
+    pub fn with_evidence(mut self, evidence: super::evidence::Evidence) -> Capture {
+        self.evidence = Some(Arc::new(evidence));
+        self
+    }
+
+    /// The observers that fill the scatter and the evidence; add them to the run's
+    /// [`Observers`](crate::load::observe::Observers).
+    pub fn observers(&self) -> Vec<Arc<dyn Observer>> {
+        let mut out: Vec<Arc<dyn Observer>> = vec![self.scatter.clone()];
+        if let Some(e) = &self.evidence {
+            out.push(e.clone());
+        }
+        out
     }
 
     pub fn started_at(&self) -> f64 {
@@ -69,13 +82,16 @@ impl Capture {
             Ok(mut s) => (s.finish(now), s.timeline().to_vec()),
             Err(_) => (None, Vec::new()),
         };
-        let detail = RunDetail::of(
+        let mut detail = RunDetail::of(
             report,
             &timeline,
             self.scatter.points(),
             self.started_at,
             now,
         );
+        if let Some(e) = &self.evidence {
+            detail.evidence = e.failures();
+        }
         (detail, slot)
     }
 }

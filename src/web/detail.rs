@@ -28,6 +28,9 @@ pub struct RunDetail {
     pub statuses: Vec<(u16, u64)>,
     pub errors: Vec<(String, u64)>,
     pub checks: Vec<CheckRow>,
+    /// The last failing responses of each step (`evidence.rs`); none in records from before.
+    #[serde(default)]
+    pub evidence: Vec<super::evidence::Failure>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -199,6 +202,7 @@ impl RunDetail {
                     fails: *f,
                 })
                 .collect(),
+            evidence: Vec::new(),
         }
     }
 }

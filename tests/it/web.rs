@@ -717,3 +717,93 @@ fn the_series_api_has_its_documented_shape_and_runs_survive_a_restart() {
     assert!(started["run"].as_u64().unwrap() > id, "{started}");
     rt.block_on(d.shutdown());
 }
+
+/// Issue 34's failure evidence: a run against a target that fails and echoes the bearer token
+/// (in a header and its body) shows its last failing responses in the run's detail view, the
+/// token redacted wherever it was.
+#[test]
+fn the_run_detail_shows_failing_responses_with_the_secret_redacted() {
+    use axum::http::HeaderMap;
+    let rt = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let server = crate::support::serve_on_thread(axum::Router::new().route(
+        "/api",
+        axum::routing::get(|h: HeaderMap| async move {
+            let auth = h
+                .get("authorization")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_string();
+            (
+                http::StatusCode::SERVICE_UNAVAILABLE,
+                [("x-echo-auth", auth.clone())],
+                format!("{{\"error\":\"backend down\",\"seen\":\"{auth}\"}}"),
+            )
+        }),
+    ));
+    let text = daemon_config(
+        server.addr,
+        &dir.path().join("data"),
+        "  p:\n    target: api\n    executor: shared-iterations\n    vus: 2\n    iterations: 20\n    run_on_start: true\n    every: 1h\n",
+        "  avail:\n    target: api\n    sli: availability\n    objective: 99\n    period: 1h\n",
+    )
+    .replace(
+        "    checks:\n      - status: 200\n",
+        "    headers: { Authorization: \"Bearer ${env:TEST_ADMIN_TOKEN}\" }\n    checks:\n      - status: 200\n",
+    );
+    let d = rt.block_on(serve_in_process(&text, dir.path()));
+    let base = format!("http://{}", d.addr);
+    let id = crate::support::eventually(Duration::from_secs(30), || {
+        let (_, body) = crate::support::get_blocking(&format!("{base}/api/runs"));
+        let v: Value = serde_json::from_str(&body).ok()?;
+        let r = v["runs"]
+            .as_array()?
+            .iter()
+            .find(|r| r["result"] != "running")?;
+        r["id"].as_u64()
+    })
+    .expect("the run finished");
+    let (_, body) = crate::support::get_blocking(&format!("{base}/api/runs/{id}"));
+    assert!(
+        !body.contains(ADMIN_TOKEN),
+        "the token leaked into /api/runs/{id}"
+    );
+    let v: Value = serde_json::from_str(&body).unwrap();
+    let ev = v["detail"]["evidence"].as_array().unwrap();
+    assert_eq!(ev.len(), 5, "the last 5 of the step's 20 failures: {v}");
+    assert_eq!(ev[0]["status"], 503);
+    assert_eq!(ev[0]["failed_checks"], json!(["status"]));
+    assert!(ev[0]["body"].as_str().unwrap().contains("backend down"));
+    assert!(ev[0]["body"].as_str().unwrap().contains("[redacted]"));
+
+    let chrome = Chrome::start();
+    let mut page = chrome.page();
+    page.navigate(&format!("{base}/#run/{id}"));
+    page.wait_for(
+        "the evidence in the run's detail view",
+        "document.querySelectorAll('#run details.failure').length === 5",
+        Duration::from_secs(30),
+    );
+    page.eval(
+        "document.querySelectorAll('#run details.failure').forEach(d => d.open = true); true",
+    );
+    let shown = page
+        .eval("document.querySelector('#run .evidence').innerText")
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(shown.contains("x-echo-auth"), "{shown}");
+    assert!(shown.contains("[redacted]"), "{shown}");
+    assert!(shown.contains("backend down"), "{shown}");
+    assert!(
+        !shown.contains(ADMIN_TOKEN),
+        "the token is on the page: {shown}"
+    );
+    let shot = page.call("Page.captureScreenshot", json!({ "format": "png" }));
+    if let Some(png) = shot["data"].as_str()
+        && let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(png)
+    {
+        let _ = std::fs::write(artifacts().join("run-evidence.png"), bytes);
+    }
+    rt.block_on(d.shutdown());
+}
