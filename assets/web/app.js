@@ -253,8 +253,39 @@
         [false, true, true, true, false]
       )
     );
+    card.append(el("h4", { text: "alerts (multiwindow, multi-burn-rate; as `sloburn rules` writes them)" }), alertsTable(s));
     card.append(el("div", { class: "burn-down" }));
     return card;
+  }
+
+  // `30d` → seconds (calendar periods such as `month` have no fixed length: null).
+  function secondsOf(text) {
+    const units = { d: 86400, h: 3600, m: 60, s: 1 };
+    let total = 0;
+    const parts = String(text).match(/(\d+)([dhms])/g);
+    if (!parts || parts.join("") !== String(text)) return null;
+    for (const p of parts) total += parseInt(p, 10) * units[p.slice(-1)];
+    return total;
+  }
+
+  function alertsTable(s) {
+    const period = secondsOf(s.period.window);
+    const burn = (w) => (has(w.burn_rate) ? num(w.burn_rate, 2) + "×" : "no data") + " over " + w.window;
+    return el("div", { class: "alerts" }, [table(
+      ["tier", "severity", "state", "long window", "short window", "threshold", "for", "budget gone in", "rule"],
+      s.tiers.map((t) => [
+        t.name,
+        t.severity,
+        el("span", { class: t.active ? "bad" : "good", "data-field": "tier-state", "data-tier": t.name, text: s.maintenance ? "silenced (maintenance)" : t.active ? "firing" : "ok" }),
+        burn(t.long),
+        burn(t.short),
+        num(t.factor, 1) + "×",
+        t.for || "0s",
+        period && has(t.long.burn_rate) && t.long.burn_rate > 0 ? span(period / t.long.burn_rate) : "—",
+        t.expr ? el("details", {}, [el("summary", { text: "PromQL" }), el("pre", { class: "promql", text: t.expr })]) : "—",
+      ]),
+      [false, false, false, true, true, true, true, true, false]
+    )]);
   }
 
   function renderSlos(slos, series) {

@@ -557,12 +557,33 @@ async fn slos(
     Ok(axum::Json(v).into_response())
 }
 
-/// Each SLO of a `/api/slos` answer says whether a maintenance window covers it now.
+/// Each SLO of a `/api/slos` answer, [`enrich`]ed.
 fn mark_maintenance(shared: &Shared, v: &mut serde_json::Value) {
+    let cfg = shared.config();
     if let Some(list) = v["slos"].as_array_mut() {
         for slo in list {
-            let name = slo["name"].as_str().unwrap_or_default().to_string();
-            slo["maintenance"] = json!(shared.budget.in_maintenance(&name));
+            enrich(shared, &cfg, slo);
+        }
+    }
+}
+
+/// What the daemon adds to an SLO's figures: whether a maintenance window covers it now, and
+/// each tier's alert as `sloburn rules` writes it (its PromQL and `for`), for the dashboard's
+/// alerts table.
+fn enrich(shared: &Shared, cfg: &crate::config::Config, slo: &mut serde_json::Value) {
+    let name = slo["name"].as_str().unwrap_or_default().to_string();
+    slo["maintenance"] = json!(shared.budget.in_maintenance(&name));
+    let Some(def) = cfg.slos.get(&name).map(|s| s.def()) else {
+        return;
+    };
+    let alerts = crate::rules::alert_exprs(&def, &crate::rules::RulesOptions::default());
+    if let Some(tiers) = slo["tiers"].as_array_mut() {
+        for t in tiers {
+            let tier = t["name"].as_str().unwrap_or_default().to_string();
+            if let Some((_, expr, r#for)) = alerts.iter().find(|(n, _, _)| *n == tier) {
+                t["expr"] = json!(expr);
+                t["for"] = json!(r#for.map_or("0s".to_string(), crate::units::format_duration));
+            }
         }
     }
 }
@@ -624,7 +645,7 @@ async fn slo(
     };
     if local {
         let mut v = slo_json(r);
-        v["maintenance"] = json!(shared.budget.in_maintenance(&name));
+        enrich(&shared, &shared.config(), &mut v);
         // Asked for explicitly (as a peer does), it says whose figures these are; otherwise
         // it stays exactly its element of `/api/slos` (Argo's web metrics read both).
         if q.scope.is_some() {
@@ -646,7 +667,7 @@ async fn slo(
     let mut g = super::peers::gather(&shared, &format!("/api/slos/{name}?scope=local")).await;
     let mut v = slo_json(&whole(r, &mut g));
     g.describe(&mut v);
-    v["maintenance"] = json!(shared.budget.in_maintenance(&name));
+    enrich(&shared, &shared.config(), &mut v);
     Ok(axum::Json(v).into_response())
 }
 

@@ -807,3 +807,59 @@ fn the_run_detail_shows_failing_responses_with_the_secret_redacted() {
     }
     rt.block_on(d.shutdown());
 }
+
+/// Issue 34's alerts table: each SLO card lists its burn-rate tiers with their state, both
+/// windows' burn, threshold, `for`, time to exhaustion and the PromQL `sloburn rules` writes.
+#[test]
+fn each_slo_card_shows_its_alerts_table_with_the_rules_promql() {
+    let rt = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let (target, _stop) = rt.block_on(spawn_target(sloburn::target::TargetOptions {
+        error_ratio: 1.0,
+        ..Default::default()
+    }));
+    let text = daemon_config(
+        target,
+        &dir.path().join("data"),
+        "  p:\n    target: api\n    executor: shared-iterations\n    vus: 2\n    iterations: 50\n    run_on_start: true\n    every: 1h\n",
+        "  api-availability:\n    target: api\n    sli: availability\n    objective: 99.9\n    period: 30d\n",
+    );
+    let d = rt.block_on(serve_in_process(&text, dir.path()));
+    let base = format!("http://{}", d.addr);
+    let chrome = Chrome::start();
+    let mut page = chrome.page();
+    page.navigate(&format!("{base}/"));
+    page.wait_for(
+        "the page tiers firing in the alerts table",
+        "document.querySelectorAll('article.slo-card .alerts [data-field=tier-state]').length === 4
+           && document.querySelector('article.slo-card .alerts [data-tier=page-1h]').textContent === 'firing'",
+        Duration::from_secs(30),
+    );
+    let rows = page.eval(
+        "Array.from(document.querySelectorAll('article.slo-card .alerts tbody tr')).map(r => Array.from(r.cells).slice(0, 8).map(c => c.textContent))",
+    );
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    assert_eq!(rows[0][0], "page-1h");
+    assert_eq!(rows[0][2], "firing");
+    assert_eq!(rows[0][5], "14.4×");
+    assert!(
+        rows[0][3].as_str().unwrap().ends_with("over 1h"),
+        "{rows:?}"
+    );
+    assert!(
+        rows[0][4].as_str().unwrap().ends_with("over 5m"),
+        "{rows:?}"
+    );
+    let promql =
+        page.eval("document.querySelector('article.slo-card .alerts pre.promql').textContent");
+    let rules = sloburn_rules([&write_config(dir.path(), &text)]);
+    let promql = promql.as_str().unwrap();
+    assert!(promql.contains("slo:sli_error:ratio_rate1h"), "{promql}");
+    assert!(
+        rules.contains(promql.lines().next().unwrap()),
+        "the table's PromQL is the rule's:\n{promql}"
+    );
+    assert_clean(&page, &[&format!("{base}/")]);
+    rt.block_on(d.shutdown());
+}
