@@ -45,6 +45,11 @@ fn apply_with(shared: &Arc<Shared>, cfg: Arc<Config>, run_now: &dyn Fn(&str) -> 
     shared
         .metrics
         .set_native_options(cfg.server.native_histograms);
+    shared.metrics.set_targets(
+        cfg.targets
+            .values()
+            .map(|t| (t.name.clone(), t.protocol.as_str())),
+    );
     // Profiles another shard owns are not run here: no schedule, no series on /metrics.
     let here = |p: &Profile| shared.assignment(p).run_shard().is_some();
     log_placement(shared, &cfg);

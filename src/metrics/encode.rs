@@ -159,6 +159,13 @@ fn source(f: &Family) -> Option<Source> {
             });
             rows.collect()
         }),
+        TARGET_INFO => Floats(|s| {
+            s.state
+                .targets
+                .iter()
+                .map(|(t, p)| (label_set(&[("target", t), ("protocol", p)]).into(), 1.0))
+                .collect()
+        }),
         SLO_MAINTENANCE => Floats(|s| {
             s.slos
                 .iter()

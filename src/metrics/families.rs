@@ -313,6 +313,13 @@ pub const TELEMETRY_SPANS_DROPPED: Family = family(
     None,
     "Trace spans that never reached the OTLP collector, by reason (queue_full or export_failed).",
 );
+pub const TARGET_INFO: Family = family(
+    "sloburn_target_info",
+    Kind::Gauge,
+    None,
+    "Always 1 per configured target; `protocol` says what it speaks (http, websocket, or a \
+     tcp, tls or dns probe). Join on `target` to split any family by protocol.",
+);
 pub const THRESHOLD_PASSED: Family = family(
     "sloburn_threshold_passed",
     Kind::Gauge,
@@ -333,7 +340,7 @@ pub const VUS_MAX: Family = family(
 );
 
 /// Every family, in exposition order (sorted by name).
-pub const FAMILIES: [Family; 49] = [
+pub const FAMILIES: [Family; 50] = [
     PROCESS_CPU,
     PROCESS_MAX_FDS,
     PROCESS_OPEN_FDS,
@@ -379,6 +386,7 @@ pub const FAMILIES: [Family; 49] = [
     SLO_TIME_TO_EXHAUSTION,
     STORE_FLUSHES,
     STORE_HEALTHY,
+    TARGET_INFO,
     TELEMETRY_SPANS_DROPPED,
     THRESHOLD_PASSED,
     VUS,

@@ -43,6 +43,8 @@ pub(super) struct State {
     /// (profile, metric, threshold) → passed.
     pub(super) thresholds: BTreeMap<(String, String, String), bool>,
     pub(super) next_run: BTreeMap<String, f64>,
+    /// Each configured target's protocol (`http`, `tcp`, `tls`, `dns`, `websocket`).
+    pub(super) targets: BTreeMap<String, &'static str>,
     /// [success, failure].
     pub(super) reloads: [u64; 2],
     pub(super) last_reload_ok: Option<bool>,
@@ -226,6 +228,11 @@ impl Metrics {
             ),
             passed,
         );
+    }
+
+    /// The configured targets and their protocols: `sloburn_target_info`.
+    pub fn set_targets(&self, targets: impl IntoIterator<Item = (String, &'static str)>) {
+        lock(&self.inner.state).targets = targets.into_iter().collect();
     }
 
     /// `None` removes the series (no run is scheduled).

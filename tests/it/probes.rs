@@ -253,6 +253,10 @@ slos:
         .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
         .sum::<f64>();
     assert_eq!(warned, 20.0, "{metrics}");
+    assert!(
+        metrics.contains("sloburn_target_info{target=\"cert\",protocol=\"tls\"} 1"),
+        "{metrics}"
+    );
     rt.block_on(d.shutdown());
 }
 
