@@ -178,11 +178,11 @@ mod body;
 mod classify;
 pub mod client;
 mod conn;
-mod connect;
+pub(crate) mod connect;
 pub mod dns;
 pub mod h2;
 mod rx;
-mod timing;
+pub(crate) mod timing;
 pub mod tls;
 
 pub use client::{

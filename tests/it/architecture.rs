@@ -17,6 +17,7 @@ const LAYERS: &[&[&str]] = &[
         "slo",
         "journey",
         "telemetry",
+        "grpc",
     ],
     &["load", "rules", "metrics", "store"],
     &["config"],

@@ -1,0 +1,384 @@
+//! gRPC (issue 32, part 1) against a real grpcio server the test starts on 127.0.0.1
+//! (`grpc/server.py`; grpcio, grpcio-reflection and grpcio-health-checking from PyPI, installed
+//! by scripts/install-otel-test-tools.sh): unary, server-streaming and bidirectional calls from
+//! JSON, status codes, metadata both ways, the bundled health check, server reflection (v1 and
+//! the v1alpha fallback), and the transport failures as error classes.
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use prost_reflect::DescriptorPool;
+use serde_json::{Value, json};
+use sloburn::grpc::{Call, GrpcClient, HEALTH_CHECK, SchemaError, compile, find_method, health};
+use sloburn::http::{Client, ClientOptions, ErrorClass, HttpVersion, Outcome, Resolver};
+
+/// The test service's folder: `sloburn/test/echo.proto` and its import.
+fn protos() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/grpc"))
+}
+
+fn echo_pool() -> DescriptorPool {
+    compile(&[protos().join("sloburn/test/echo.proto")], &[protos()]).expect("echo.proto compiles")
+}
+
+/// The server as a child process, killed on drop.
+struct Server {
+    child: Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    /// `reflection`: `both`, `v1`, `v1alpha` or `none`.
+    fn start(reflection: &str) -> Server {
+        let status = Command::new("bash")
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/scripts/install-otel-test-tools.sh"
+            ))
+            .stdout(Stdio::null())
+            .status()
+            .expect("install script runs");
+        assert!(
+            status.success(),
+            "scripts/install-otel-test-tools.sh failed"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let fds = dir.path().join("echo.fds");
+        std::fs::write(&fds, echo_pool().encode_to_vec()).unwrap();
+        let mut child = Command::new("python3")
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/it/grpc/server.py"
+            ))
+            .arg(&fds)
+            .args(["--reflection", reflection])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 starts the gRPC server");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line.trim().parse().expect("the server prints its port");
+        Server {
+            child,
+            port,
+            _dir: dir,
+        }
+    }
+
+    fn client(&self) -> GrpcClient {
+        client_of(&format!("127.0.0.1:{}", self.port))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn client_of(address: &str) -> GrpcClient {
+    let http = Client::new(
+        ClientOptions {
+            http: HttpVersion::Http2,
+            ..ClientOptions::default()
+        },
+        Arc::new(Resolver::system()),
+    );
+    GrpcClient::new(http, address, false, None).unwrap()
+}
+
+fn call(pool: &DescriptorPool, method: &str, messages: &[Value]) -> Call {
+    call_with(pool, method, messages, &[], Duration::from_secs(10))
+}
+
+fn call_with(
+    pool: &DescriptorPool,
+    method: &str,
+    messages: &[Value],
+    metadata: &[(&str, &str)],
+    timeout: Duration,
+) -> Call {
+    let metadata: Vec<_> = metadata
+        .iter()
+        .map(|(n, v)| (n.to_string(), v.to_string()))
+        .collect();
+    Call::new(
+        find_method(pool, method).unwrap(),
+        messages,
+        &metadata,
+        timeout,
+    )
+    .unwrap()
+}
+
+fn body(out: &Outcome) -> Value {
+    serde_json::from_slice(&out.body)
+        .unwrap_or_else(|e| panic!("{e}: {:?}", String::from_utf8_lossy(&out.body)))
+}
+
+#[tokio::test]
+async fn unary_from_json_is_ok_echoes_metadata_and_reuses_its_connection() {
+    let server = Server::start("none");
+    let pool = echo_pool();
+    let mut conn = server.client().conn();
+    let say = call_with(
+        &pool,
+        "sloburn.test.Echo/Say",
+        &[json!({"text": "hello"})],
+        &[("x-token", "t0k3n"), ("X-Tenant", "blue")],
+        Duration::from_secs(10),
+    );
+
+    let first = conn.call(&say).await;
+    assert_eq!((first.status, first.error), (Some(0), None), "{first:?}");
+    let reply = body(&first);
+    assert_eq!(reply["text"], "hello");
+    assert_eq!(reply["metadata"]["x-token"], "t0k3n");
+    assert_eq!(reply["metadata"]["x-tenant"], "blue");
+    // Defaults are in the JSON: a JSON path check finds a zero.
+    assert_eq!(reply["zero"], 0.0);
+    assert_eq!(reply["index"], 0);
+    // Trailers join the response metadata.
+    assert_eq!(first.headers["x-trailer"], "said");
+    assert_eq!(first.version, http::Version::HTTP_2);
+    assert!(!first.reused);
+    assert!(
+        first.bytes_sent > 0 && first.bytes_received > 0,
+        "{first:?}"
+    );
+
+    let second = conn.call(&say).await;
+    assert_eq!(second.status, Some(0));
+    assert!(second.reused, "one connection per user, kept");
+    assert_eq!(second.local_port, first.local_port);
+    assert_eq!(second.phases.connecting, Duration::ZERO);
+}
+
+#[tokio::test]
+async fn a_failing_method_gives_its_status_code_not_an_error() {
+    let server = Server::start("none");
+    let pool = echo_pool();
+    let mut conn = server.client().conn();
+    let out = conn
+        .call(&call(
+            &pool,
+            "sloburn.test.Echo/Say",
+            &[json!({"failCode": 14})],
+        ))
+        .await;
+    assert_eq!((out.status, out.error), (Some(14), None), "{out:?}");
+    assert!(out.body.is_empty());
+    let out = conn
+        .call(&call(
+            &pool,
+            "sloburn.test.Echo/Count",
+            &[json!({"count": 3, "fail_code": 7})],
+        ))
+        .await;
+    assert_eq!((out.status, out.error), (Some(7), None), "{out:?}");
+    // The connection outlives a failed call.
+    let out = conn
+        .call(&call(
+            &pool,
+            "sloburn.test.Echo/Say",
+            &[json!({"text": "ok"})],
+        ))
+        .await;
+    assert_eq!(out.status, Some(0));
+    assert!(out.reused);
+}
+
+#[tokio::test]
+async fn server_streaming_returns_every_message_as_a_json_array() {
+    let server = Server::start("none");
+    let pool = echo_pool();
+    let mut conn = server.client().conn();
+    let out = conn
+        .call(&call(
+            &pool,
+            "sloburn.test.Echo/Count",
+            &[json!({"text": "n", "count": 5})],
+        ))
+        .await;
+    assert_eq!((out.status, out.error), (Some(0), None), "{out:?}");
+    let replies = body(&out);
+    let indexes: Vec<i64> = replies
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["index"].as_i64().unwrap())
+        .collect();
+    assert_eq!(indexes, [0, 1, 2, 3, 4]);
+    // None asked: an empty array, still OK.
+    let out = conn
+        .call(&call(
+            &pool,
+            "sloburn.test.Echo/Count",
+            &[json!({"count": 0})],
+        ))
+        .await;
+    assert_eq!((out.status, body(&out)), (Some(0), json!([])));
+}
+
+#[tokio::test]
+async fn a_bidirectional_call_echoes_each_message_in_order() {
+    let server = Server::start("none");
+    let pool = echo_pool();
+    let mut conn = server.client().conn();
+    let out = conn
+        .call(&call(
+            &pool,
+            "sloburn.test.Echo/Chat",
+            &[
+                json!({"text": "a"}),
+                json!({"text": "b"}),
+                json!({"text": "c"}),
+            ],
+        ))
+        .await;
+    assert_eq!((out.status, out.error), (Some(0), None), "{out:?}");
+    let texts: Vec<String> = body(&out)
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| format!("{}{}", r["text"].as_str().unwrap(), r["index"]))
+        .collect();
+    assert_eq!(texts, ["a0", "b1", "c2"]);
+}
+
+#[tokio::test]
+async fn the_standard_health_check_needs_no_proto() {
+    let server = Server::start("none");
+    let pool = health();
+    let mut conn = server.client().conn();
+    let out = conn.call(&call(&pool, HEALTH_CHECK, &[json!({})])).await;
+    assert_eq!(
+        (out.status, body(&out)),
+        (Some(0), json!({"status": "SERVING"}))
+    );
+    let out = conn
+        .call(&call(&pool, HEALTH_CHECK, &[json!({"service": "down"})]))
+        .await;
+    assert_eq!(
+        (out.status, body(&out)),
+        (Some(0), json!({"status": "NOT_SERVING"}))
+    );
+    let out = conn
+        .call(&call(&pool, HEALTH_CHECK, &[json!({"service": "nope"})]))
+        .await;
+    assert_eq!(
+        out.status,
+        Some(5),
+        "NOT_FOUND for a service it does not know"
+    );
+}
+
+/// Reflection finds the service and its import without a .proto, and a call made from what it
+/// found works.
+async fn reflection_finds_echo(mode: &str) {
+    let server = Server::start(mode);
+    let mut conn = server.client().conn();
+    let pool = sloburn::grpc::reflect(&mut conn, Duration::from_secs(10))
+        .await
+        .unwrap_or_else(|e| panic!("{mode}: {e}"));
+    let say = find_method(&pool, "sloburn.test.Echo/Say").unwrap();
+    assert_eq!(say.output().full_name(), "sloburn.test.Reply");
+    assert!(
+        find_method(&pool, HEALTH_CHECK).is_ok(),
+        "health is listed too"
+    );
+    let out = conn
+        .call(&call(
+            &pool,
+            "sloburn.test.Echo/Say",
+            &[json!({"text": mode})],
+        ))
+        .await;
+    assert_eq!(
+        (out.status, body(&out)["text"].clone()),
+        (Some(0), json!(mode))
+    );
+}
+
+#[tokio::test]
+async fn reflection_v1_finds_the_service_without_a_proto() {
+    reflection_finds_echo("v1").await;
+}
+
+#[tokio::test]
+async fn reflection_falls_back_to_v1alpha() {
+    reflection_finds_echo("v1alpha").await;
+}
+
+#[tokio::test]
+async fn a_server_without_reflection_says_to_give_the_protos() {
+    let server = Server::start("none");
+    let mut conn = server.client().conn();
+    let err = sloburn::grpc::reflect(&mut conn, Duration::from_secs(10))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, SchemaError::Reflection(m) if m.contains("give the .proto files")),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_closed_port_is_connect_refused() {
+    let port = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut conn = client_of(&format!("127.0.0.1:{port}")).conn();
+    let out = conn
+        .call(&call(&health(), HEALTH_CHECK, &[json!({})]))
+        .await;
+    assert_eq!(
+        (out.status, out.error),
+        (None, Some(ErrorClass::ConnectRefused))
+    );
+    let err = sloburn::grpc::reflect(&mut conn, Duration::from_secs(5))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("connect_refused"), "{err}");
+}
+
+#[tokio::test]
+async fn a_call_past_its_deadline_is_a_timeout_and_the_connection_goes_on() {
+    let server = Server::start("none");
+    let pool = echo_pool();
+    let mut conn = server.client().conn();
+    let slow = call_with(
+        &pool,
+        "sloburn.test.Echo/Say",
+        &[json!({"delayMs": 5000})],
+        &[],
+        Duration::from_millis(300),
+    );
+    let out = conn.call(&slow).await;
+    assert_eq!(
+        (out.status, out.error),
+        (None, Some(ErrorClass::Timeout)),
+        "{out:?}"
+    );
+    let out = conn
+        .call(&call(
+            &pool,
+            "sloburn.test.Echo/Say",
+            &[json!({"text": "after"})],
+        ))
+        .await;
+    assert_eq!((out.status, out.error), (Some(0), None));
+    assert!(
+        out.reused,
+        "a timed-out call resets its stream, not the connection"
+    );
+}
