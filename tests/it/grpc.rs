@@ -14,7 +14,9 @@ use std::time::Duration;
 use prost_reflect::DescriptorPool;
 use serde_json::{Value, json};
 use sloburn::grpc::{Call, GrpcClient, HEALTH_CHECK, SchemaError, compile, find_method, health};
-use sloburn::http::{Client, ClientOptions, ErrorClass, HttpVersion, Outcome, Resolver};
+use sloburn::http::{
+    Client, ClientOptions, ErrorClass, HttpVersion, Outcome, Resolver, TlsOptions,
+};
 
 /// The test service's folder: `sloburn/test/echo.proto` and its import.
 fn protos() -> PathBuf {
@@ -35,6 +37,11 @@ struct Server {
 impl Server {
     /// `reflection`: `both`, `v1`, `v1alpha` or `none`.
     fn start(reflection: &str) -> Server {
+        Server::start_with(reflection, &[])
+    }
+
+    /// With more arguments: `--tls CERT KEY`.
+    fn start_with(reflection: &str, args: &[&std::path::Path]) -> Server {
         let status = Command::new("bash")
             .arg(concat!(
                 env!("CARGO_MANIFEST_DIR"),
@@ -57,6 +64,7 @@ impl Server {
             ))
             .arg(&fds)
             .args(["--reflection", reflection])
+            .args(args)
             .stdout(Stdio::piped())
             .spawn()
             .expect("python3 starts the gRPC server");
@@ -85,14 +93,20 @@ impl Drop for Server {
 }
 
 fn client_of(address: &str) -> GrpcClient {
+    tls_client_of(address, None)
+}
+
+/// Over TLS when `tls` gives the options.
+fn tls_client_of(address: &str, tls: Option<TlsOptions>) -> GrpcClient {
     let http = Client::new(
         ClientOptions {
             http: HttpVersion::Http2,
+            tls: tls.clone().unwrap_or_default(),
             ..ClientOptions::default()
         },
         Arc::new(Resolver::system()),
     );
-    GrpcClient::new(http, address, false, None).unwrap()
+    GrpcClient::new(http, address, tls.is_some(), None).unwrap()
 }
 
 fn call(pool: &DescriptorPool, method: &str, messages: &[Value]) -> Call {
@@ -380,5 +394,48 @@ async fn a_call_past_its_deadline_is_a_timeout_and_the_connection_goes_on() {
     assert!(
         out.reused,
         "a timed-out call resets its stream, not the connection"
+    );
+}
+
+#[tokio::test]
+async fn tls_with_the_servers_ca_works_and_without_it_is_a_tls_error() {
+    let key = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (cert_pem, key_pem) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&cert_pem, key.cert.pem()).unwrap();
+    std::fs::write(&key_pem, key.signing_key.serialize_pem()).unwrap();
+    let server = Server::start_with(
+        "none",
+        &[std::path::Path::new("--tls"), &cert_pem, &key_pem],
+    );
+    let address = format!("127.0.0.1:{}", server.port);
+    let check = call(&health(), HEALTH_CHECK, &[json!({})]);
+
+    let trusted = TlsOptions {
+        ca: vec![key.cert.der().clone()],
+        server_name: Some("localhost".into()),
+        ..TlsOptions::default()
+    };
+    let mut conn = tls_client_of(&address, Some(trusted)).conn();
+    let out = conn.call(&check).await;
+    assert_eq!((out.status, out.error), (Some(0), None), "{out:?}");
+    assert_eq!(body(&out), json!({"status": "SERVING"}));
+    assert!(out.phases.tls_handshaking > Duration::ZERO, "{out:?}");
+    let again = conn.call(&check).await;
+    assert!(again.reused && again.phases.tls_handshaking == Duration::ZERO);
+
+    // The webpki roots do not know the test's certificate.
+    let untrusted = TlsOptions {
+        server_name: Some("localhost".into()),
+        ..TlsOptions::default()
+    };
+    let out = tls_client_of(&address, Some(untrusted))
+        .conn()
+        .call(&check)
+        .await;
+    assert_eq!(
+        (out.status, out.error),
+        (None, Some(ErrorClass::Tls)),
+        "{out:?}"
     );
 }

@@ -1,7 +1,7 @@
 """The gRPC server of tests/it/grpc.rs: grpcio on 127.0.0.1, an ephemeral port printed on
 stdout's first line.
 
-    server.py DESCRIPTORS [--reflection both|v1|v1alpha|none]
+    server.py DESCRIPTORS [--reflection both|v1|v1alpha|none] [--tls CERT.pem KEY.pem]
 
 DESCRIPTORS is a serialized FileDescriptorSet of sloburn/test/echo.proto and its imports (the
 test compiles it with protox; no protoc here either). Serves sloburn.test.Echo, the standard
@@ -96,7 +96,13 @@ def main():
                     response_serializer=reflection_pb2.ServerReflectionResponse.SerializeToString),
             }),))
 
-    port = server.add_insecure_port("127.0.0.1:0")
+    if "--tls" in sys.argv:
+        at = sys.argv.index("--tls")
+        with open(sys.argv[at + 1], "rb") as c, open(sys.argv[at + 2], "rb") as k:
+            credentials = grpc.ssl_server_credentials(((k.read(), c.read()),))
+        port = server.add_secure_port("127.0.0.1:0", credentials)
+    else:
+        port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     print(port, flush=True)
     # Ends when the test kills it, or after 10 minutes whatever happens.
