@@ -27,6 +27,17 @@ pub enum CheckKind {
         expect: HeaderExpect,
     },
     DurationUnder(Duration),
+    /// A TLS probe's certificates stay valid this long: the warning tier. Counted in
+    /// `sloburn_checks_total` like any check, but never fails a request or an SLO event (a
+    /// certificate that has expired fails the handshake, and that does).
+    CertificateValidFor(Duration),
+}
+
+impl CheckKind {
+    /// A warning: counted, never part of a request's verdict.
+    pub fn is_warning(&self) -> bool {
+        matches!(self, CheckKind::CertificateValidFor(_))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -160,7 +171,13 @@ impl Check {
                     }
                 }
             }
-            CheckKind::DurationUnder(limit) => outcome.phases.duration() < *limit,
+            CheckKind::DurationUnder(limit) => outcome.duration() < *limit,
+            CheckKind::CertificateValidFor(d) => outcome.cert_not_after.is_some_and(|t| {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |n| n.as_secs() as i64);
+                t.saturating_sub(now) >= d.as_secs() as i64
+            }),
         }
     }
 }
@@ -216,8 +233,12 @@ pub fn verdict(checks: &[Check], results: &[bool], outcome: &Outcome) -> bool {
     let has_status_check = checks
         .iter()
         .any(|c| matches!(c.kind, CheckKind::Status(_)));
-    let status_ok = has_status_check || outcome.status.is_some_and(|s| s < 400);
-    status_ok && results.iter().all(|r| *r)
+    let status_ok = has_status_check || outcome.status_is_ok();
+    status_ok
+        && checks
+            .iter()
+            .zip(results)
+            .all(|(c, passed)| *passed || c.kind.is_warning())
 }
 
 #[cfg(test)]

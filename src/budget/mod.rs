@@ -113,7 +113,7 @@ impl Watcher {
                     let latency = if *corrected {
                         outcome.phases.total()
                     } else {
-                        outcome.phases.duration()
+                        outcome.duration()
                     };
                     self.metrics.event(latency < *under);
                 }

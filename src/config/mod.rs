@@ -244,6 +244,9 @@ pub struct Target {
     pub checks: Vec<Check>,
     /// Histogram bucket upper bounds in seconds, ascending.
     pub buckets: Vec<f64>,
+    /// HTTP, or the probe the URL's scheme names.
+    pub protocol: crate::http::Protocol,
+    pub probe: crate::http::probe::ProbeOptions,
 }
 
 /// Like the derived one, with the URL as written in place of the expanded one (headers from

@@ -52,6 +52,8 @@ impl Target {
             tls: self.tls.clone(),
             connect_to: self.connect_to.clone(),
             dns_select: self.dns_select,
+            protocol: self.protocol,
+            probe: self.probe.clone(),
         }
     }
 

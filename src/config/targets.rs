@@ -27,6 +27,8 @@ const TARGET_FIELDS: &[&str] = &[
     "connect_to",
     "checks",
     "buckets",
+    "expect",
+    "expiry_warning",
 ];
 
 pub fn target(ctx: &mut Ctx, name: &str, node: &Node, base: &Path, env: &Env) -> Option<Target> {
@@ -40,7 +42,18 @@ pub fn target(ctx: &mut Ctx, name: &str, node: &Node, base: &Path, env: &Env) ->
         }
     };
     let (uri, display_url) = url.unzip();
+    let protocol = uri
+        .as_ref()
+        .and_then(|u| u.scheme_str())
+        .and_then(crate::http::Protocol::of_scheme)
+        .unwrap_or_default();
+    if protocol.is_probe() {
+        probe_fields(ctx, &f, protocol, uri.as_ref());
+    }
     let method = match f.get("method") {
+        _ if protocol.is_probe() => {
+            http::Method::from_bytes(protocol.as_str().to_ascii_uppercase().as_bytes()).ok()
+        }
         Some(n) => {
             let p = f.path_of("method");
             walk::string(ctx, n, &p).and_then(|m| {
@@ -130,10 +143,34 @@ pub fn target(ctx: &mut Ctx, name: &str, node: &Node, base: &Path, env: &Env) ->
         Some(n) => walk::size(ctx, n, &f.path_of("max_body")).unwrap_or(1 << 20),
         None => 1 << 20,
     };
-    let checks = f
+    let mut checks = f
         .get("checks")
         .map(|n| checks(ctx, n, &f.path_of("checks")))
         .unwrap_or_default();
+    let mut probe = crate::http::probe::ProbeOptions::default();
+    if let Some(n) = f.get("expect") {
+        // `expect` reads until the text arrives, and is checked as `body_contains`.
+        if let Some(text) = walk::string(ctx, n, &f.path_of("expect")) {
+            checks.push(crate::checks::Check {
+                name: format!("expect {text:?}"),
+                kind: crate::checks::CheckKind::BodyContains(text.clone()),
+            });
+            probe.expect = Some(bytes::Bytes::from(text));
+        }
+    }
+    if let Some(n) = f.get("expiry_warning") {
+        probe.expiry_warning = walk::duration(ctx, n, &f.path_of("expiry_warning"))
+            .unwrap_or(crate::http::probe::DEFAULT_EXPIRY_WARNING);
+    }
+    if protocol == crate::http::Protocol::Tls && !probe.expiry_warning.is_zero() {
+        checks.push(crate::checks::Check {
+            name: format!(
+                "certificate valid for {}",
+                crate::units::format_duration(probe.expiry_warning)
+            ),
+            kind: crate::checks::CheckKind::CertificateValidFor(probe.expiry_warning),
+        });
+    }
     let buckets = f
         .get("buckets")
         .map(|n| buckets(ctx, n, &f.path_of("buckets")))
@@ -170,7 +207,83 @@ pub fn target(ctx: &mut Ctx, name: &str, node: &Node, base: &Path, env: &Env) ->
         dns_select: transport.dns_select,
         checks,
         buckets,
+        protocol,
+        probe,
     })
+}
+
+/// What a probe target may not carry (HTTP's fields), and what its URL must say: a port for
+/// `tcp://` and `tls://`, a query in the path for `dns://`.
+fn probe_fields(
+    ctx: &mut Ctx,
+    f: &walk::Fields,
+    protocol: crate::http::Protocol,
+    uri: Option<&http::Uri>,
+) {
+    use crate::http::Protocol;
+    let scheme = protocol.as_str();
+    let mut not_here: Vec<&str> = vec![
+        "method",
+        "headers",
+        "http",
+        "http2",
+        "keep_alive",
+        "max_body",
+    ];
+    match protocol {
+        Protocol::Dns => not_here.extend([
+            "body",
+            "body_file",
+            "expect",
+            "tls",
+            "insecure_skip_verify",
+            "connect_to",
+        ]),
+        Protocol::Tcp => not_here.extend(["tls", "insecure_skip_verify"]),
+        _ => {}
+    }
+    if protocol != Protocol::Tls {
+        not_here.push("expiry_warning");
+    }
+    for field in not_here {
+        if let Some(n) = f.get(field) {
+            ctx.error(
+                n.pos,
+                &f.path_of(field),
+                format!("a {scheme}:// probe has no `{field}`"),
+            );
+        }
+    }
+    let (Some(uri), Some(n)) = (uri, f.get("url")) else {
+        return;
+    };
+    let p = f.path_of("url");
+    match protocol {
+        Protocol::Dns => {
+            if let Err(e) = crate::http::probe::dns_query(uri) {
+                ctx.error(n.pos, &p, e);
+            }
+        }
+        _ => {
+            if uri.port_u16().is_none() {
+                ctx.error(
+                    n.pos,
+                    &p,
+                    format!("a {scheme}:// probe needs a port: {scheme}://HOST:PORT"),
+                );
+            }
+            if uri
+                .path_and_query()
+                .is_some_and(|pq| pq.as_str() != "/" && !pq.as_str().is_empty())
+            {
+                ctx.error(
+                    n.pos,
+                    &p,
+                    format!("a {scheme}:// probe has no path or query"),
+                );
+            }
+        }
+    }
 }
 
 pub(super) fn is_sensitive_header(name: &http::HeaderName) -> bool {
@@ -199,7 +312,7 @@ pub(super) fn url(
         }
     };
     match uri.scheme_str() {
-        Some("http") | Some("https") => {}
+        Some(s) if crate::http::Protocol::of_scheme(s).is_some() => {}
         Some(other) => {
             let other = if written.contains("${") {
                 written.split("://").next().unwrap_or_default()
@@ -209,7 +322,9 @@ pub(super) fn url(
             ctx.error(
                 node.pos,
                 path,
-                format!("unsupported scheme `{other}`: use http:// or https://"),
+                format!(
+                    "unsupported scheme `{other}`: use http://, https://, or a probe's tcp://, tls:// or dns://"
+                ),
             );
             return None;
         }

@@ -231,7 +231,7 @@ impl Observer for Live {
         trace_id: opentelemetry::trace::TraceId,
         span_id: opentelemetry::trace::SpanId,
     ) {
-        let took = outcome.phases.duration().as_secs_f64();
+        let took = outcome.duration().as_secs_f64();
         self.metrics.exemplar(step, took, trace_id, span_id);
     }
 

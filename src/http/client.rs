@@ -68,6 +68,10 @@ pub struct ClientOptions {
     pub connect_to: Option<(String, u16)>,
     /// Which address of a multi-address name a new connection tries first.
     pub dns_select: DnsSelect,
+    /// HTTP, or the probe the target's URL names.
+    pub protocol: super::Protocol,
+    /// A probe's own settings.
+    pub probe: super::probe::ProbeOptions,
 }
 
 impl Default for ClientOptions {
@@ -84,6 +88,8 @@ impl Default for ClientOptions {
             tls: TlsOptions::default(),
             connect_to: None,
             dns_select: DnsSelect::First,
+            protocol: super::Protocol::Http,
+            probe: super::probe::ProbeOptions::default(),
         }
     }
 }

@@ -48,6 +48,10 @@ impl Conn {
     /// Sends one request and reads the whole response. Never fails: a transport failure is
     /// `Outcome::error`, and whatever was measured before it is kept.
     pub async fn send(&mut self, req: &RequestSpec) -> Outcome {
+        let protocol = self.client.inner.opts.protocol;
+        if protocol.is_probe() {
+            return super::probe::send(&self.client, protocol, req).await;
+        }
         let start = Instant::now();
         let deadline = start + self.client.inner.opts.timeout;
         let mut out = Outcome::default();

@@ -150,12 +150,55 @@ impl ErrorClass {
     }
 }
 
+/// What a target speaks, from its URL's scheme: HTTP (`http://`, `https://`) or a probe
+/// (`tcp://`, `tls://`, `dns://`, see [`probe`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Protocol {
+    #[default]
+    Http,
+    Tcp,
+    Tls,
+    Dns,
+}
+
+impl Protocol {
+    /// The protocol of a URL's scheme; `None` for a scheme sloburn does not speak.
+    pub fn of_scheme(scheme: &str) -> Option<Protocol> {
+        Some(match scheme.to_ascii_lowercase().as_str() {
+            "http" | "https" => Protocol::Http,
+            "tcp" => Protocol::Tcp,
+            "tls" => Protocol::Tls,
+            "dns" => Protocol::Dns,
+            _ => return None,
+        })
+    }
+
+    /// The `protocol` label value, and the `method` a probe's samples carry (upper case).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Http => "http",
+            Protocol::Tcp => "tcp",
+            Protocol::Tls => "tls",
+            Protocol::Dns => "dns",
+        }
+    }
+
+    pub fn is_probe(self) -> bool {
+        self != Protocol::Http
+    }
+}
+
 /// Everything measured about one request.
 #[derive(Debug, Clone, Default)]
 pub struct Outcome {
     pub phases: Phases,
-    /// The HTTP status, when a response head arrived.
+    /// The status, when an answer arrived: the HTTP status; for a probe its protocol's code,
+    /// 0 meaning OK (a DNS answer's RCODE, 0 for a TCP exchange or TLS handshake that
+    /// completed).
     pub status: Option<u16>,
+    pub protocol: Protocol,
+    /// A TLS probe's earliest certificate expiry in the chain the server sent (Unix seconds).
+    pub cert_not_after: Option<i64>,
     /// Set when the request failed in transport (no status, or the body broke).
     pub error: Option<ErrorClass>,
     pub bytes_sent: u64,
@@ -174,6 +217,29 @@ pub struct Outcome {
     pub body_discarded: u64,
 }
 
+impl Outcome {
+    /// What the latency histograms, `duration_under` checks and latency SLIs read: k6's
+    /// `http_req_duration` (sending + waiting + receiving) for HTTP; for a probe the whole
+    /// probe (its lookup, connect, handshake and exchange), which is what a probe measures.
+    pub fn duration(&self) -> Duration {
+        if self.protocol.is_probe() {
+            self.phases.total() - self.phases.blocked
+        } else {
+            self.phases.duration()
+        }
+    }
+
+    /// Whether the status counts as expected when no `status` check says otherwise: below 400
+    /// for HTTP, 0 (OK) for a probe.
+    pub fn status_is_ok(&self) -> bool {
+        match (self.protocol, self.status) {
+            (_, None) => false,
+            (Protocol::Http, Some(s)) => s < 400,
+            (_, Some(s)) => s == 0,
+        }
+    }
+}
+
 mod body;
 mod classify;
 pub mod client;
@@ -181,6 +247,7 @@ mod conn;
 pub(crate) mod connect;
 pub mod dns;
 pub mod h2;
+pub mod probe;
 mod rx;
 pub(crate) mod timing;
 pub mod tls;

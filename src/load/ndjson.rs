@@ -187,7 +187,7 @@ impl Observer for NdjsonOut {
             error: outcome.error,
             failed: self.stats.is_failed_at(step, outcome),
             phases: Phase::ALL.map(|p| super::stats::k6_phase(&outcome.phases, p)),
-            duration: outcome.phases.duration(),
+            duration: outcome.duration(),
             corrected: outcome.phases.total(),
             sent: outcome.bytes_sent,
             received: outcome.bytes_received,

@@ -201,6 +201,8 @@ impl RunStats {
     pub fn is_failed_at(&self, step: usize, outcome: &Outcome) -> bool {
         let expected = self.expected.get(step).map_or(&[][..], Vec::as_slice);
         match (outcome.error, outcome.status) {
+            // No status check: 2xx/3xx for HTTP, 0 for a probe.
+            (None, Some(_)) if expected.is_empty() => !outcome.status_is_ok(),
             (None, Some(s)) => !expected.iter().any(|(lo, hi)| (*lo..=*hi).contains(&s)),
             _ => true,
         }
@@ -238,7 +240,7 @@ impl RunStats {
             s.record(outcome, failed);
         }
         if outcome.status.is_some() {
-            self.duration.record(outcome.phases.duration());
+            self.duration.record(outcome.duration());
             self.corrected.record(outcome.phases.total());
             for phase in Phase::ALL {
                 self.phases[phase as usize].record(k6_phase(&outcome.phases, phase));
@@ -373,7 +375,7 @@ fn expected_statuses(checks: &[Check]) -> Vec<(u16, u16)> {
             CheckKind::Status(r) => Some(r.clone()),
             _ => None,
         })
-        .unwrap_or_else(|| vec![(200, 399)])
+        .unwrap_or_default()
 }
 
 /// One step's figures: k6 shows these per group.
@@ -407,7 +409,7 @@ impl StepStats {
             self.failed.fetch_add(1, Relaxed);
         }
         if outcome.status.is_some() {
-            self.duration.record(outcome.phases.duration());
+            self.duration.record(outcome.duration());
         }
     }
 

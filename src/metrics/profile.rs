@@ -641,7 +641,7 @@ impl StepSeries {
     fn observe(&self, bounds: &Bounds, outcome: &Outcome, results: &[bool]) {
         self.reqs.add(outcome.status, outcome.error);
         if outcome.status.is_some() {
-            self.duration.record(bounds, outcome.phases.duration());
+            self.duration.record(bounds, outcome.duration());
             self.corrected.record(bounds, outcome.phases.total());
             for phase in Phase::ALL {
                 if let Some(h) = self.phases.get(phase as usize) {

@@ -299,6 +299,8 @@ pub(super) fn ad_hoc(args: &RunArgs, url: &str) -> anyhow::Result<(Target, Execu
         dns_select: crate::http::DnsSelect::First,
         checks: Vec::new(),
         buckets: config::DEFAULT_BUCKETS.to_vec(),
+        protocol: crate::http::Protocol::Http,
+        probe: crate::http::probe::ProbeOptions::default(),
     };
     Ok((target, executor))
 }

@@ -27,6 +27,7 @@ mod openslo;
 mod otel;
 mod owned;
 mod panels;
+mod probes;
 mod remote_write;
 mod restore;
 mod rules;

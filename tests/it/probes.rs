@@ -1,0 +1,399 @@
+//! Probes as SLIs (issue 32, part 3): `tcp://`, `tls://` and `dns://` targets against servers
+//! these tests start on 127.0.0.1: a closed and a slow TCP port, TLS with certificates made
+//! here (one expiring in 5 days: the warning tier, never the availability SLI), and a DNS
+//! server with a good, a slow, a failing and a truncated answer.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hickory_proto::op::{Message, MessageType, OpCode, ResponseCode};
+use hickory_proto::rr::rdata::{A, TXT};
+use hickory_proto::rr::{Name, RData, Record};
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+use rustls::pki_types::PrivateKeyDer;
+use sloburn::http::probe::ProbeOptions;
+use sloburn::http::{
+    Client, ClientOptions, ErrorClass, HostsFile, Outcome, Protocol, RequestSpec, Resolver,
+    ResolverConfig,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, UdpSocket};
+
+use crate::support::{free_port, get_blocking, metric_sum, serve_in_process};
+
+fn client(protocol: Protocol, probe: ProbeOptions, tls: sloburn::http::TlsOptions) -> Client {
+    Client::new(
+        ClientOptions {
+            timeout: Duration::from_secs(2),
+            protocol,
+            probe,
+            tls,
+            ..ClientOptions::default()
+        },
+        Arc::new(Resolver::new(
+            ResolverConfig::default(),
+            HostsFile::default(),
+        )),
+    )
+}
+
+async fn probe(c: &Client, url: &str, body: &'static [u8]) -> Outcome {
+    let req = RequestSpec {
+        method: http::Method::GET,
+        uri: url.parse().unwrap(),
+        headers: http::HeaderMap::new(),
+        body: bytes::Bytes::from_static(body),
+    };
+    c.conn().send(&req).await
+}
+
+/// A TCP server: each connection waits `delay`, then answers `PONG\n` to whatever it reads.
+async fn tcp_server(delay: Duration) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 64];
+                let _ = s.read(&mut buf).await;
+                tokio::time::sleep(delay).await;
+                let _ = s.write_all(b"PONG\n").await;
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn tcp_probes_a_closed_a_slow_and_an_answering_port() {
+    let c = client(Protocol::Tcp, ProbeOptions::default(), Default::default());
+    let closed = free_port();
+    let out = probe(&c, &format!("tcp://127.0.0.1:{closed}"), b"").await;
+    assert_eq!(out.error, Some(ErrorClass::ConnectRefused), "{out:?}");
+    assert_eq!(out.status, None);
+
+    let fast = tcp_server(Duration::ZERO).await;
+    let out = probe(&c, &format!("tcp://{fast}"), b"").await;
+    assert_eq!((out.status, out.error), (Some(0), None), "{out:?}");
+    assert_eq!(out.protocol, Protocol::Tcp);
+    assert!(out.duration() >= out.phases.connecting);
+
+    let expecting = ProbeOptions {
+        expect: Some(bytes::Bytes::from_static(b"PONG")),
+        ..ProbeOptions::default()
+    };
+    let c = client(Protocol::Tcp, expecting, Default::default());
+    let slow = tcp_server(Duration::from_millis(300)).await;
+    let out = probe(&c, &format!("tcp://{slow}"), b"PING\n").await;
+    assert_eq!((out.status, out.error), (Some(0), None), "{out:?}");
+    assert_eq!(&out.body[..], b"PONG\n");
+    assert!(
+        out.phases.waiting >= Duration::from_millis(290),
+        "the slow answer is waiting: {:?}",
+        out.phases
+    );
+    assert!(out.duration() >= Duration::from_millis(290));
+
+    // A server that closes without saying what is expected: the answer is kept for the
+    // `expect` check to fail on.
+    let never = ProbeOptions {
+        expect: Some(bytes::Bytes::from_static(b"READY")),
+        ..ProbeOptions::default()
+    };
+    let c = client(Protocol::Tcp, never, Default::default());
+    let out = probe(&c, &format!("tcp://{fast}"), b"PING\n").await;
+    assert_eq!(
+        (out.status, &out.body[..]),
+        (Some(0), &b"PONG\n"[..]),
+        "{out:?}"
+    );
+    // One that holds the connection silent: the probe ends at its timeout (2 s).
+    let silent = tcp_server(Duration::from_secs(30)).await;
+    let out = probe(&c, &format!("tcp://{silent}"), b"PING\n").await;
+    assert_eq!(out.error, Some(ErrorClass::Timeout), "{out:?}");
+}
+
+/// A CA and a server certificate for 127.0.0.1 and localhost that expires `days` from now,
+/// as PEM files `ca.pem` (in `dir`) and the server's config.
+fn pki(dir: &Path, days: u64) -> rustls::ServerConfig {
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::new(vec!["127.0.0.1".into(), "localhost".into()]).unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    let epoch = rcgen::date_time_ymd(1970, 1, 1);
+    params.not_before = epoch + (now - Duration::from_secs(86_400));
+    params.not_after = epoch + (now + Duration::from_secs(days * 86_400));
+    let cert = params.signed_by(&key, &ca).unwrap();
+    std::fs::write(dir.join("ca.pem"), ca.as_ref().pem()).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![cert.der().clone()],
+            PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+        )
+        .unwrap()
+}
+
+async fn tls_server(config: rustls::ServerConfig) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                if let Ok(mut s) = acceptor.accept(tcp).await {
+                    let mut buf = [0u8; 64];
+                    // Answers a line; a probe that only handshakes closes first.
+                    if let Ok(n) = s.read(&mut buf).await
+                        && n > 0
+                    {
+                        let _ = s.write_all(b"220 ready\n").await;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn tls_probes_report_the_chain_expiry_and_fail_an_untrusted_chain() {
+    let dir = tempfile::tempdir().unwrap();
+    let addr = tls_server(pki(dir.path(), 5)).await;
+    let ca = std::fs::read(dir.path().join("ca.pem")).unwrap();
+    let tls = sloburn::http::TlsOptions {
+        ca: sloburn::http::tls::parse_certs(&ca).unwrap(),
+        ..Default::default()
+    };
+    let c = client(Protocol::Tls, ProbeOptions::default(), tls);
+    let out = probe(&c, &format!("tls://{addr}"), b"").await;
+    assert_eq!((out.status, out.error), (Some(0), None), "{out:?}");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let left = out.cert_not_after.unwrap() - now;
+    assert!((4 * 86_400..=5 * 86_400).contains(&left), "{left}");
+    let report: serde_json::Value = serde_json::from_slice(&out.body).unwrap();
+    assert!(
+        report["expires_in_days"].as_f64().unwrap() <= 5.0,
+        "{report}"
+    );
+    assert!(out.phases.tls_handshaking > Duration::ZERO);
+
+    // Untrusted: the webpki roots do not know this CA.
+    let c = client(Protocol::Tls, ProbeOptions::default(), Default::default());
+    let out = probe(&c, &format!("tls://{addr}"), b"").await;
+    assert_eq!(out.error, Some(ErrorClass::Tls), "{out:?}");
+}
+
+/// The warning tier: a certificate 5 days from expiry passes availability (the SLO counts
+/// every probe good) and fails only the `certificate valid for 14d` check.
+#[test]
+fn an_expiring_certificate_warns_without_burning_the_availability_slo() {
+    let rt = crate::support::runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let addr = rt.block_on(tls_server(pki(dir.path(), 5)));
+    let text = format!(
+        r#"storage:
+  path: "{data}"
+  flush_interval: 1s
+targets:
+  cert:
+    url: tls://{addr}
+    tls: {{ ca: ca.pem }}
+profiles:
+  probe:
+    target: cert
+    every: 1h
+    run_on_start: true
+    executor: shared-iterations
+    vus: 2
+    iterations: 20
+slos:
+  cert-availability:
+    target: cert
+    sli: availability
+    objective: 99.9
+    period: 1d
+"#,
+        data = dir.path().join("data").display()
+    );
+    let d = rt.block_on(serve_in_process(&text, dir.path()));
+    let base = format!("http://{}", d.addr);
+    let metrics = crate::support::eventually(Duration::from_secs(30), || {
+        let (_, body) = get_blocking(&format!("{base}/metrics"));
+        (metric_sum(&body, "sloburn_slo_events_total{") >= 20.0).then_some(body)
+    })
+    .expect("20 probes reach the SLO");
+    assert_eq!(
+        metric_sum(
+            &metrics,
+            "sloburn_slo_events_total{slo=\"cert-availability\",result=\"bad\"}"
+        ),
+        0.0
+    );
+    let warned = metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with("sloburn_checks_total{")
+                && l.contains("check=\"certificate valid for 14d\"")
+                && l.contains("result=\"fail\"")
+        })
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+        .sum::<f64>();
+    assert_eq!(warned, 20.0, "{metrics}");
+    rt.block_on(d.shutdown());
+}
+
+/// A DNS server on 127.0.0.1 (UDP and TCP on one port): `ok.test.` answers 192.0.2.1,
+/// `slow.test.` the same after 300 ms, `fail.test.` SERVFAIL, `big.test.` 40 TXT records,
+/// truncated over UDP and whole over TCP.
+async fn dns_server() -> SocketAddr {
+    let udp = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let addr = udp.local_addr().unwrap();
+    let tcp = TcpListener::bind(addr).await.unwrap();
+    fn answer(query: &[u8], over_udp: bool) -> Option<(Vec<u8>, Duration)> {
+        let q = Message::from_vec(query).ok()?;
+        let question = q.queries.first()?.clone();
+        let mut m = Message::new(q.metadata.id, MessageType::Response, OpCode::Query);
+        m.metadata.recursion_available = true;
+        m.add_query(question.clone());
+        let name = question.name().to_ascii();
+        let mut delay = Duration::ZERO;
+        match name.as_str() {
+            "ok.test." | "slow.test." => {
+                if name == "slow.test." {
+                    delay = Duration::from_millis(300);
+                }
+                m.add_answer(Record::from_rdata(
+                    question.name().clone(),
+                    60,
+                    RData::A(A::new(192, 0, 2, 1)),
+                ));
+            }
+            "fail.test." => m.metadata.response_code = ResponseCode::ServFail,
+            "big.test." if over_udp => m.metadata.truncation = true,
+            "big.test." => {
+                for i in 0..40 {
+                    m.add_answer(Record::from_rdata(
+                        Name::from_ascii("big.test.").unwrap(),
+                        60,
+                        RData::TXT(TXT::new(vec![format!("record {i} {}", "x".repeat(40))])),
+                    ));
+                }
+            }
+            _ => m.metadata.response_code = ResponseCode::NXDomain,
+        }
+        Some((m.to_vec().ok()?, delay))
+    }
+    let udp = Arc::new(udp);
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 4096];
+        while let Ok((n, from)) = udp.recv_from(&mut buf).await {
+            if let Some((reply, delay)) = answer(&buf[..n], true) {
+                let udp = udp.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(delay).await;
+                    let _ = udp.send_to(&reply, from).await;
+                });
+            }
+        }
+    });
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = tcp.accept().await {
+            tokio::spawn(async move {
+                let Ok(len) = s.read_u16().await else { return };
+                let mut q = vec![0u8; usize::from(len)];
+                if s.read_exact(&mut q).await.is_err() {
+                    return;
+                }
+                if let Some((reply, _)) = answer(&q, false) {
+                    let _ = s.write_all(&(reply.len() as u16).to_be_bytes()).await;
+                    let _ = s.write_all(&reply).await;
+                }
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn dns_probes_a_good_a_slow_a_failing_and_a_truncated_answer() {
+    let server = dns_server().await;
+    let c = client(Protocol::Dns, ProbeOptions::default(), Default::default());
+    let out = probe(&c, &format!("dns://{server}/ok.test?type=A"), b"").await;
+    assert_eq!((out.status, out.error), (Some(0), None), "{out:?}");
+    assert_eq!(&out.body[..], b"192.0.2.1\n");
+    assert!(out.status_is_ok());
+
+    let out = probe(&c, &format!("dns://{server}/slow.test"), b"").await;
+    assert_eq!(out.status, Some(0));
+    assert!(
+        out.duration() >= Duration::from_millis(290),
+        "{:?}",
+        out.phases
+    );
+
+    let out = probe(&c, &format!("dns://{server}/fail.test"), b"").await;
+    assert_eq!(
+        (out.status, out.error),
+        (Some(2), None),
+        "SERVFAIL is RCODE 2: {out:?}"
+    );
+    assert!(!out.status_is_ok());
+
+    let out = probe(&c, &format!("dns://{server}/nope.test"), b"").await;
+    assert_eq!(out.status, Some(3), "NXDOMAIN");
+
+    let out = probe(&c, &format!("dns://{server}/big.test?type=TXT"), b"").await;
+    assert_eq!((out.status, out.error), (Some(0), None), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.body).lines().count(), 40);
+
+    // Nothing listens: the closed port's ICMP answer, or the timeout.
+    let closed = free_port();
+    let out = probe(&c, &format!("dns://127.0.0.1:{closed}/ok.test"), b"").await;
+    assert!(
+        matches!(
+            out.error,
+            Some(ErrorClass::ConnectRefused | ErrorClass::Timeout)
+        ),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn check_names_bad_probe_fields_with_their_position() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("p.yaml");
+    std::fs::write(
+        &cfg,
+        "targets:\n  a:\n    url: tcp://127.0.0.1\n  b:\n    url: dns://127.0.0.1/x?type=BOGUS\n  c:\n    url: tcp://127.0.0.1:5432\n    method: POST\n  d:\n    url: tcp://127.0.0.1:1/path\n    expiry_warning: 3d\n",
+    )
+    .unwrap();
+    let out = crate::support::sloburn()
+        .args(["check", cfg.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = crate::support::all_output(&out);
+    assert_eq!(out.status.code(), Some(78), "{text}");
+    for want in [
+        "p.yaml:3:10: targets.a.url: a tcp:// probe needs a port",
+        "p.yaml:5:10: targets.b.url: `BOGUS` is not a DNS record type",
+        "p.yaml:8:13: targets.c.method: a tcp:// probe has no `method`",
+        "targets.d.url: a tcp:// probe has no path or query",
+        "targets.d.expiry_warning: a tcp:// probe has no `expiry_warning`",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in:\n{text}");
+    }
+}
