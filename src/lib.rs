@@ -10,7 +10,6 @@ pub mod config;
 pub mod daemon;
 pub mod demo;
 pub mod exit;
-pub mod grpc;
 pub mod http;
 pub mod journey;
 pub mod limits;

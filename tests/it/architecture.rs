@@ -17,7 +17,6 @@ const LAYERS: &[&[&str]] = &[
         "slo",
         "journey",
         "telemetry",
-        "grpc",
     ],
     &["load", "rules", "metrics", "store"],
     &["config"],

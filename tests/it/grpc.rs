@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use prost_reflect::DescriptorPool;
 use serde_json::{Value, json};
-use sloburn::grpc::{Call, GrpcClient, HEALTH_CHECK, SchemaError, compile, find_method, health};
+use sloburn::http::grpc::{
+    Call, GrpcClient, HEALTH_CHECK, SchemaError, compile, find_method, health,
+};
 use sloburn::http::{
     Client, ClientOptions, ErrorClass, HttpVersion, Outcome, Resolver, TlsOptions,
 };
@@ -300,7 +302,7 @@ async fn the_standard_health_check_needs_no_proto() {
 async fn reflection_finds_echo(mode: &str) {
     let server = Server::start(mode);
     let mut conn = server.client().conn();
-    let pool = sloburn::grpc::reflect(&mut conn, Duration::from_secs(10))
+    let pool = sloburn::http::grpc::reflect(&mut conn, Duration::from_secs(10))
         .await
         .unwrap_or_else(|e| panic!("{mode}: {e}"));
     let say = find_method(&pool, "sloburn.test.Echo/Say").unwrap();
@@ -336,7 +338,7 @@ async fn reflection_falls_back_to_v1alpha() {
 async fn a_server_without_reflection_says_to_give_the_protos() {
     let server = Server::start("none");
     let mut conn = server.client().conn();
-    let err = sloburn::grpc::reflect(&mut conn, Duration::from_secs(10))
+    let err = sloburn::http::grpc::reflect(&mut conn, Duration::from_secs(10))
         .await
         .unwrap_err();
     assert!(
@@ -359,7 +361,7 @@ async fn a_closed_port_is_connect_refused() {
         (out.status, out.error),
         (None, Some(ErrorClass::ConnectRefused))
     );
-    let err = sloburn::grpc::reflect(&mut conn, Duration::from_secs(5))
+    let err = sloburn::http::grpc::reflect(&mut conn, Duration::from_secs(5))
         .await
         .unwrap_err();
     assert!(err.to_string().contains("connect_refused"), "{err}");
@@ -438,4 +440,173 @@ async fn tls_with_the_servers_ca_works_and_without_it_is_a_tls_error() {
         (None, Some(ErrorClass::Tls)),
         "{out:?}"
     );
+}
+
+/// The sum of the `sloburn_checks_total` samples of `target`'s check named `check` with
+/// `result`.
+fn checks_of(metrics: &str, target: &str, check: &str, result: &str) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with("sloburn_checks_total{")
+                && l.contains(&format!("target=\"{target}\""))
+                && l.contains(&format!("check=\"{check}\""))
+                && l.contains(&format!("result=\"{result}\""))
+        })
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+        .sum()
+}
+
+/// gRPC targets in a config, run by the daemon like HTTP ones: a unary call from `.proto`
+/// files with metadata and JSON path checks, whose server fails 2 % of calls `UNAVAILABLE`
+/// (the SLO counts exactly those bad); the one-line health check; and a server-streaming call
+/// from reflection.
+#[test]
+fn grpc_targets_run_checks_and_burn_the_slo_at_the_servers_failure_rate() {
+    let server = Server::start("both");
+    let rt = crate::support::runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        r#"storage:
+  path: "{data}"
+  flush_interval: 1s
+targets:
+  echo:
+    url: grpc://127.0.0.1:{port}
+    grpc:
+      method: sloburn.test.Echo/Say
+      message: {{ text: flaky }}
+      metadata: {{ x-token: abc }}
+      protos: ["{protos}/sloburn/test/echo.proto"]
+      import_paths: ["{protos}"]
+    checks:
+      - status: 0
+      - name: token echoed
+        json: {{ path: "$.metadata['x-token']", equals: abc }}
+  health:
+    url: grpc://127.0.0.1:{port}
+    checks:
+      - name: serving
+        json: {{ path: "$.status", equals: SERVING }}
+  counted:
+    url: grpc://127.0.0.1:{port}
+    grpc:
+      method: sloburn.test.Echo.Count
+      message: '{{"count": 3}}'
+      reflection: true
+    checks:
+      - name: third
+        json: {{ path: "$[2].index", equals: 2 }}
+profiles:
+  echo:
+    target: echo
+    every: 1h
+    run_on_start: true
+    executor: shared-iterations
+    vus: 2
+    iterations: 200
+  health:
+    target: health
+    every: 1h
+    run_on_start: true
+    executor: shared-iterations
+    vus: 1
+    iterations: 10
+  counted:
+    target: counted
+    every: 1h
+    run_on_start: true
+    executor: shared-iterations
+    vus: 2
+    iterations: 10
+slos:
+  echo-availability:
+    target: echo
+    sli: availability
+    objective: 99
+    period: 1d
+"#,
+        data = dir.path().join("data").display(),
+        port = server.port,
+        protos = protos().display(),
+    );
+    let d = rt.block_on(crate::support::serve_in_process(&text, dir.path()));
+    let base = format!("http://{}", d.addr);
+    let metrics = crate::support::eventually(Duration::from_secs(60), || {
+        let (_, body) = crate::support::get_blocking(&format!("{base}/metrics"));
+        let done = crate::support::metric_sum(&body, "sloburn_slo_events_total{") >= 200.0
+            && checks_of(&body, "health", "serving", "pass") >= 10.0
+            && checks_of(&body, "counted", "third", "pass") >= 10.0;
+        done.then_some(body)
+    })
+    .unwrap_or_else(|| {
+        let (_, body) = crate::support::get_blocking(&format!("{base}/metrics"));
+        panic!("not every call was counted:\n{body}")
+    });
+    let events = |result: &str| {
+        crate::support::metric_sum(
+            &metrics,
+            &format!("sloburn_slo_events_total{{slo=\"echo-availability\",result=\"{result}\"}}"),
+        )
+    };
+    assert_eq!((events("good"), events("bad")), (196.0, 4.0), "{metrics}");
+    // A failed call has no body to echo the token: the JSON check fails with it.
+    assert_eq!(checks_of(&metrics, "echo", "token echoed", "pass"), 196.0);
+    assert_eq!(checks_of(&metrics, "health", "serving", "fail"), 0.0);
+    assert_eq!(checks_of(&metrics, "counted", "third", "fail"), 0.0);
+    rt.block_on(d.shutdown());
+}
+
+/// A config's gRPC mistakes, each at its line and column.
+#[test]
+fn grpc_config_errors_are_positioned() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        r#"targets:
+  a:
+    url: grpc://127.0.0.1:1
+    grpc:
+      method: sloburn.test.Echo/Sya
+      protos: ["{protos}/sloburn/test/echo.proto"]
+      import_paths: ["{protos}"]
+  b:
+    url: grpc://127.0.0.1:1
+    grpc:
+      method: sloburn.test.Echo/Say
+      message: {{ txt: 1 }}
+      protos: ["{protos}/sloburn/test/echo.proto"]
+      import_paths: ["{protos}"]
+  c:
+    url: grpc://127.0.0.1:1
+    grpc:
+      method: sloburn.test.Echo/Say
+  d:
+    url: grpc://127.0.0.1:1/x
+    headers: {{ a: b }}
+  e:
+    url: http://127.0.0.1:1
+    grpc: {{ reflection: true }}
+profiles:
+  p:
+    target: a
+    every: 1h
+    executor: shared-iterations
+    vus: 1
+    iterations: 1
+"#,
+        protos = protos().display()
+    );
+    let err = sloburn::config::from_str(&text, "t.yaml", dir.path(), &crate::support::test_env())
+        .unwrap_err()
+        .to_string();
+    for expected in [
+        "t.yaml:5:15: targets.a.grpc.method: service `sloburn.test.Echo` has no method `Sya` (it has: Say, Count, Chat)",
+        "t.yaml:11:15: targets.b.grpc.method: message 0 is not a `sloburn.test.EchoRequest`",
+        "t.yaml:18:15: targets.c.grpc.method: no service `sloburn.test.Echo` in the schema (it has: grpc.health.v1.Health) (without `protos` or `reflection: true` only the health service is known)",
+        "t.yaml:20:10: targets.d.url: a gRPC target's URL has no path",
+        "t.yaml:21:14: targets.d.headers: a gRPC target has no `headers` (metadata goes in `grpc.metadata`)",
+        "t.yaml:24:11: targets.e.grpc: `grpc` is for a grpc:// or grpcs:// target",
+    ] {
+        assert!(err.contains(expected), "missing {expected:?} in:\n{err}");
+    }
 }

@@ -50,7 +50,7 @@ pub(crate) async fn send(client: &Client, protocol: Protocol, req: &RequestSpec)
         Protocol::Tcp => stream::probe(client, req, false).await,
         Protocol::Tls => stream::probe(client, req, true).await,
         Protocol::Dns => dns::probe(client, req).await,
-        Protocol::Http => Outcome {
+        Protocol::Http | Protocol::Grpc => Outcome {
             error: Some(ErrorClass::Other),
             ..Outcome::default()
         },

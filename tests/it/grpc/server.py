@@ -11,6 +11,7 @@ Installed by scripts/install-otel-test-tools.sh.
 """
 
 import sys
+import threading
 import time
 from concurrent import futures
 
@@ -52,7 +53,17 @@ def main():
                 next(c.value for c in grpc.StatusCode if c.value[0] == req.fail_code)
             ), "failed as asked")
 
+    flaky = {"calls": 0}
+    lock = threading.Lock()
+
     def say(req, context):
+        if req.text == "flaky":
+            # Every 50th call fails UNAVAILABLE: 2 %, exactly.
+            with lock:
+                flaky["calls"] += 1
+                fail = flaky["calls"] % 50 == 0
+            if fail:
+                context.abort(grpc.StatusCode.UNAVAILABLE, "flaky")
         answer(req, context)
         context.set_trailing_metadata((("x-trailer", "said"),))
         return Reply(text=req.text, metadata=metadata_of(context))

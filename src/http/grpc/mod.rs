@@ -8,8 +8,10 @@ pub mod call;
 pub mod conn;
 pub mod reflection;
 pub mod schema;
+pub mod target;
 
 pub use call::{Call, CallError};
 pub use conn::{AddressError, GrpcClient, GrpcConn};
 pub use reflection::reflect;
 pub use schema::{HEALTH_CHECK, SchemaError, compile, find_method, health};
+pub use target::{GrpcSpec, GrpcTarget, PrepareError, Source};

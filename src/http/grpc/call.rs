@@ -116,6 +116,26 @@ impl Call {
     pub fn method(&self) -> &MethodDescriptor {
         &self.method
     }
+
+    pub fn metadata(&self) -> &HeaderMap {
+        &self.metadata
+    }
+
+    /// The same call sending `messages` instead (a journey's rendered body).
+    pub fn with_messages(mut self, messages: &[serde_json::Value]) -> Result<Call, CallError> {
+        let fresh = Call::new(self.method.clone(), messages, &[], self.timeout)?;
+        self.messages = fresh.messages;
+        Ok(self)
+    }
+
+    /// Adds `headers` to the metadata sent, but for the names gRPC reserves (dropped).
+    pub fn add_metadata(&mut self, headers: &HeaderMap) {
+        for (name, value) in headers {
+            if !RESERVED.contains(&name.as_str()) {
+                self.metadata.append(name.clone(), value.clone());
+            }
+        }
+    }
 }
 
 /// One JSON value as the protobuf encoding of a `desc` message.
@@ -434,7 +454,7 @@ fn body(call: &Call, messages: &[DynamicMessage], error: &mut Option<ErrorClass>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::grpc::schema::{HEALTH_CHECK, find_method, health};
+    use crate::http::grpc::schema::{HEALTH_CHECK, find_method, health};
     use serde_json::json;
 
     fn check() -> MethodDescriptor {

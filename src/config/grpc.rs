@@ -1,0 +1,232 @@
+//! A gRPC target's `grpc:` section (its URL is `grpc://host:port`, or `grpcs://` over TLS):
+//! the method, the request message(s) in YAML or JSON, metadata, and where the schema comes
+//! from (`protos` compiled now, `reflection: true` asked of the server at the first call, or
+//! neither: the bundled health service). With a schema known now, a wrong method or message is
+//! reported here with its position, before any run.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::Env;
+use super::checks::yaml_to_json;
+use super::secrets::expand;
+use super::walk::{self, Ctx, join};
+use super::yaml::{Node, Pos, Value};
+use crate::http::grpc::{GrpcSpec, GrpcTarget, HEALTH_CHECK, PrepareError, Source};
+
+const FIELDS: &[&str] = &[
+    "method",
+    "message",
+    "messages",
+    "metadata",
+    "protos",
+    "import_paths",
+    "reflection",
+    "authority",
+];
+
+/// The fields of a target an HTTP request has and a gRPC call does not.
+pub const NOT_GRPC: &[&str] = &[
+    "method",
+    "headers",
+    "body",
+    "body_file",
+    "http",
+    "http2",
+    "keep_alive",
+    "expect",
+    "expiry_warning",
+];
+
+/// Reads `node` (the `grpc:` section; `None` when the target has none: the health check).
+pub fn grpc(
+    ctx: &mut Ctx,
+    node: Option<&Node>,
+    path: &str,
+    at: Pos,
+    base: &Path,
+    env: &Env,
+    (timeout, max_body): (Duration, usize),
+) -> Option<GrpcSpec> {
+    let Some(node) = node else {
+        return prepared(
+            ctx,
+            &Source::Pool(crate::http::grpc::health()),
+            Part {
+                method: HEALTH_CHECK.to_string(),
+                messages: vec![serde_json::json!({})],
+                metadata: Vec::new(),
+                authority: None,
+            },
+            (timeout, max_body),
+            None,
+            (at, path),
+        );
+    };
+    let f = walk::fields(ctx, node, path, FIELDS)?;
+    let method = match f.get("method") {
+        Some(n) => walk::string(ctx, n, &f.path_of("method"))?,
+        None => HEALTH_CHECK.to_string(),
+    };
+    let messages = match (f.get("message"), f.get("messages")) {
+        (Some(n), Some(_)) => {
+            ctx.error(
+                n.pos,
+                &f.path_of("message"),
+                "set `message` or `messages`, not both",
+            );
+            return None;
+        }
+        (Some(n), None) => vec![message(ctx, n, &f.path_of("message"))?],
+        (None, Some(n)) => {
+            let p = f.path_of("messages");
+            let items = walk::seq(ctx, n, &p);
+            let mut out = Vec::new();
+            for (i, item) in items.iter().enumerate() {
+                out.push(message(ctx, item, &format!("{p}[{i}]"))?);
+            }
+            out
+        }
+        (None, None) => vec![serde_json::json!({})],
+    };
+    let mut metadata = Vec::new();
+    if let Some(n) = f.get("metadata") {
+        let p = f.path_of("metadata");
+        if let Value::Map(entries) = &n.value {
+            for (key, value) in entries {
+                let kp = join(&p, &key.name);
+                let raw = walk::string(ctx, value, &kp)?;
+                let text = expand(ctx, &raw, value.pos, &kp, base, env)?;
+                metadata.push((key.name.clone(), text));
+            }
+        } else {
+            ctx.error(n.pos, &p, format!("expected a mapping, found {}", n.kind()));
+        }
+    }
+    let authority = match f.get("authority") {
+        Some(n) => Some(walk::string(ctx, n, &f.path_of("authority"))?),
+        None => None,
+    };
+    let reflection = walk::opt_bool(ctx, &f, "reflection", false);
+    let strings = |ctx: &mut Ctx, key: &str| -> Vec<PathBuf> {
+        let Some(n) = f.get(key) else {
+            return Vec::new();
+        };
+        let p = f.path_of(key);
+        walk::one_or_many(n)
+            .into_iter()
+            .filter_map(|item| walk::string(ctx, item, &p))
+            .map(|s| base.join(s))
+            .collect()
+    };
+    let protos = strings(ctx, "protos");
+    let includes = strings(ctx, "import_paths");
+    let source = match (reflection, protos.is_empty()) {
+        (true, false) => {
+            let n = f.get("protos")?;
+            ctx.error(
+                n.pos,
+                &f.path_of("protos"),
+                "give `protos` or `reflection: true`, not both",
+            );
+            return None;
+        }
+        (true, true) => Source::Reflection,
+        (false, false) => match crate::http::grpc::compile(&protos, &includes) {
+            Ok(pool) => Source::Pool(pool),
+            Err(e) => {
+                let n = f.get("protos")?;
+                ctx.error(n.pos, &f.path_of("protos"), e.to_string());
+                return None;
+            }
+        },
+        (false, true) => Source::Pool(crate::http::grpc::health()),
+    };
+    let method_at = f.get("method").map(|n| (n, f.path_of("method")));
+    prepared(
+        ctx,
+        &source,
+        Part {
+            method,
+            messages,
+            metadata,
+            authority,
+        },
+        (timeout, max_body),
+        method_at.as_ref().map(|(n, p)| (*n, p.as_str())),
+        (node.pos, path),
+    )
+}
+
+/// What the section said.
+struct Part {
+    method: String,
+    messages: Vec<serde_json::Value>,
+    metadata: Vec<(String, String)>,
+    authority: Option<String>,
+}
+
+fn prepared(
+    ctx: &mut Ctx,
+    source: &Source,
+    part: Part,
+    (timeout, max_body): (Duration, usize),
+    method_at: Option<(&Node, &str)>,
+    (at, path): (Pos, &str),
+) -> Option<GrpcSpec> {
+    match GrpcTarget::new(
+        source,
+        part.method,
+        part.messages,
+        part.metadata,
+        part.authority,
+        timeout,
+        max_body,
+    ) {
+        Ok(t) => Some(GrpcSpec(Arc::new(t))),
+        Err(e) => {
+            let hint = match (&e, source) {
+                (PrepareError::Schema(_), Source::Pool(_)) if method_at.is_some() => {
+                    " (without `protos` or `reflection: true` only the health service is known)"
+                }
+                _ => "",
+            };
+            match method_at {
+                Some((n, p)) => ctx.error(n.pos, p, format!("{e}{hint}")),
+                None => ctx.error(at, path, e.to_string()),
+            }
+            None
+        }
+    }
+}
+
+/// A message in YAML (a mapping) or JSON (a string holding an object).
+fn message(ctx: &mut Ctx, node: &Node, path: &str) -> Option<serde_json::Value> {
+    match &node.value {
+        Value::Map(_) | Value::Null => Some(if node.is_null() {
+            serde_json::json!({})
+        } else {
+            yaml_to_json(node)
+        }),
+        Value::Scalar { text, .. } => match serde_json::from_str::<serde_json::Value>(text) {
+            Ok(v @ serde_json::Value::Object(_)) => Some(v),
+            _ => {
+                ctx.error(
+                    node.pos,
+                    path,
+                    "expected a mapping, or a JSON object in a string",
+                );
+                None
+            }
+        },
+        Value::Seq(_) => {
+            ctx.error(
+                node.pos,
+                path,
+                "expected a mapping (several messages go in `messages`)",
+            );
+            None
+        }
+    }
+}
