@@ -12,7 +12,7 @@ use super::Env;
 use super::checks::yaml_to_json;
 use super::secrets::expand;
 use super::walk::{self, Ctx, join};
-use super::yaml::{Node, Pos, Value};
+use super::yaml::{Node, Value};
 use crate::http::grpc::{GrpcSpec, GrpcTarget, HEALTH_CHECK, PrepareError, Source};
 
 const FIELDS: &[&str] = &[
@@ -44,25 +44,12 @@ pub fn grpc(
     ctx: &mut Ctx,
     node: Option<&Node>,
     path: &str,
-    at: Pos,
     base: &Path,
     env: &Env,
     (timeout, max_body): (Duration, usize),
 ) -> Option<GrpcSpec> {
     let Some(node) = node else {
-        return prepared(
-            ctx,
-            &Source::Pool(crate::http::grpc::health()),
-            Part {
-                method: HEALTH_CHECK.to_string(),
-                messages: vec![serde_json::json!({})],
-                metadata: Vec::new(),
-                authority: None,
-            },
-            (timeout, max_body),
-            None,
-            (at, path),
-        );
+        return health_check((timeout, max_body));
     };
     let f = walk::fields(ctx, node, path, FIELDS)?;
     let method = match f.get("method") {
@@ -143,62 +130,61 @@ pub fn grpc(
         },
         (false, true) => Source::Pool(crate::http::grpc::health()),
     };
-    let method_at = f.get("method").map(|n| (n, f.path_of("method")));
-    prepared(
-        ctx,
-        &source,
-        Part {
-            method,
-            messages,
-            metadata,
-            authority,
-        },
-        (timeout, max_body),
-        method_at.as_ref().map(|(n, p)| (*n, p.as_str())),
-        (node.pos, path),
-    )
-}
-
-/// What the section said.
-struct Part {
-    method: String,
-    messages: Vec<serde_json::Value>,
-    metadata: Vec<(String, String)>,
-    authority: Option<String>,
-}
-
-fn prepared(
-    ctx: &mut Ctx,
-    source: &Source,
-    part: Part,
-    (timeout, max_body): (Duration, usize),
-    method_at: Option<(&Node, &str)>,
-    (at, path): (Pos, &str),
-) -> Option<GrpcSpec> {
+    let health_only = matches!(source, Source::Pool(_)) && protos.is_empty();
     match GrpcTarget::new(
-        source,
-        part.method,
-        part.messages,
-        part.metadata,
-        part.authority,
-        timeout,
-        max_body,
+        &source, method, messages, metadata, authority, timeout, max_body,
     ) {
         Ok(t) => Some(GrpcSpec(Arc::new(t))),
         Err(e) => {
-            let hint = match (&e, source) {
-                (PrepareError::Schema(_), Source::Pool(_)) if method_at.is_some() => {
+            // Each mistake at the field that holds it: the method, the message, the metadata.
+            use crate::http::grpc::CallError;
+            let key = match &e {
+                PrepareError::Schema(_) => "method",
+                PrepareError::Call(CallError::Message { .. } | CallError::OneMessage { .. }) => {
+                    if f.has("messages") {
+                        "messages"
+                    } else {
+                        "message"
+                    }
+                }
+                PrepareError::Call(_) => "metadata",
+            };
+            let hint = match &e {
+                PrepareError::Schema(_) if health_only => {
                     " (without `protos` or `reflection: true` only the health service is known)"
                 }
                 _ => "",
             };
-            match method_at {
-                Some((n, p)) => ctx.error(n.pos, p, format!("{e}{hint}")),
-                None => ctx.error(at, path, e.to_string()),
-            }
+            let (pos, p) = match (f.get(key), &e) {
+                (Some(n), PrepareError::Call(CallError::Message { index, .. }))
+                    if key == "messages" =>
+                {
+                    let items = walk::seq(ctx, n, &f.path_of(key));
+                    let at = items.get(*index).map_or(n.pos, |item| item.pos);
+                    (at, format!("{}[{index}]", f.path_of(key)))
+                }
+                (Some(n), _) => (n.pos, f.path_of(key)),
+                (None, _) => (node.pos, path.to_string()),
+            };
+            ctx.error(pos, &p, format!("{e}{hint}"));
             None
         }
     }
+}
+
+/// The health check of a `grpc://` target without a `grpc:` section.
+fn health_check((timeout, max_body): (Duration, usize)) -> Option<GrpcSpec> {
+    GrpcTarget::new(
+        &Source::Pool(crate::http::grpc::health()),
+        HEALTH_CHECK.to_string(),
+        vec![serde_json::json!({})],
+        Vec::new(),
+        None,
+        timeout,
+        max_body,
+    )
+    .ok()
+    .map(|t| GrpcSpec(Arc::new(t)))
 }
 
 /// A message in YAML (a mapping) or JSON (a string holding an object).

@@ -161,7 +161,6 @@ pub fn target(ctx: &mut Ctx, name: &str, node: &Node, base: &Path, env: &Env) ->
             ctx,
             f.get("grpc"),
             &f.path_of("grpc"),
-            node.pos,
             base,
             env,
             (timeout, max_body.min(usize::MAX as u64) as usize),

@@ -601,7 +601,7 @@ profiles:
         .to_string();
     for expected in [
         "t.yaml:5:15: targets.a.grpc.method: service `sloburn.test.Echo` has no method `Sya` (it has: Say, Count, Chat)",
-        "t.yaml:11:15: targets.b.grpc.method: message 0 is not a `sloburn.test.EchoRequest`",
+        "t.yaml:12:16: targets.b.grpc.message: message 0 is not a `sloburn.test.EchoRequest`: unrecognized field name 'txt'",
         "t.yaml:18:15: targets.c.grpc.method: no service `sloburn.test.Echo` in the schema (it has: grpc.health.v1.Health) (without `protos` or `reflection: true` only the health service is known)",
         "t.yaml:20:10: targets.d.url: a gRPC target's URL has no path",
         "t.yaml:21:14: targets.d.headers: a gRPC target has no `headers` (metadata goes in `grpc.metadata`)",
