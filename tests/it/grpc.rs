@@ -610,3 +610,70 @@ profiles:
         assert!(err.contains(expected), "missing {expected:?} in:\n{err}");
     }
 }
+
+/// A journey over a gRPC target: a step's rendered `json` is its request message and its
+/// headers extra metadata, and a capture from one call's JSON reply feeds the next call's
+/// metadata.
+#[test]
+fn a_journey_captures_from_a_reply_and_sends_it_as_metadata() {
+    let server = Server::start("none");
+    let rt = crate::support::runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        r#"storage:
+  path: "{data}"
+  flush_interval: 1s
+targets:
+  echo:
+    url: grpc://127.0.0.1:{port}
+    grpc:
+      method: sloburn.test.Echo/Say
+      protos: ["{protos}/sloburn/test/echo.proto"]
+      import_paths: ["{protos}"]
+journeys:
+  login:
+    target: echo
+    steps:
+      - name: login
+        json: {{ text: "tok-${{uuid}}" }}
+        checks: [ {{ status: 0 }} ]
+        capture: {{ token: {{ json: "$.text" }} }}
+      - name: call
+        headers: {{ x-token: "${{token}}" }}
+        json: {{ text: "with token" }}
+        checks:
+          - status: 0
+          - name: token sent
+            body_matches: '"x-token":"tok-[0-9a-f-]{{36}}"'
+profiles:
+  login:
+    journey: login
+    every: 1h
+    run_on_start: true
+    executor: shared-iterations
+    vus: 2
+    iterations: 10
+"#,
+        data = dir.path().join("data").display(),
+        port = server.port,
+        protos = protos().display(),
+    );
+    let d = rt.block_on(crate::support::serve_in_process(&text, dir.path()));
+    let base = format!("http://{}", d.addr);
+    let metrics = crate::support::eventually(Duration::from_secs(60), || {
+        let (_, body) = crate::support::get_blocking(&format!("{base}/metrics"));
+        let sent = checks_of(&body, "echo", "token sent", "pass")
+            + checks_of(&body, "echo", "token sent", "fail");
+        (sent >= 10.0).then_some(body)
+    })
+    .unwrap_or_else(|| {
+        let (_, body) = crate::support::get_blocking(&format!("{base}/metrics"));
+        panic!("the journeys did not all run:\n{body}")
+    });
+    assert_eq!(
+        checks_of(&metrics, "echo", "token sent", "pass"),
+        10.0,
+        "{metrics}"
+    );
+    rt.block_on(d.shutdown());
+}
