@@ -120,6 +120,12 @@ pub enum Command {
         #[arg(long)]
         native_histograms: bool,
     },
+    /// A config from what a team already has, printed as sloburn YAML (what was not
+    /// converted is listed on stderr).
+    Import {
+        #[command(subcommand)]
+        kind: Import,
+    },
     /// OpenSLO v1 documents to and from sloburn's `slos`.
     Openslo {
         #[command(subcommand)]
@@ -128,6 +134,59 @@ pub enum Command {
     /// The fault-injecting HTTP test server (latency, errors, stalls, resets, slow and large
     /// bodies; per-request overrides in the query string).
     Target(crate::target::TargetOptions),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Import {
+    /// A k6 script's straight-line subset (`options`, `http.*` calls, `check`, `sleep`,
+    /// captures from `res.json()`): a profile, or a journey for several requests. What is not
+    /// converted is listed with its line.
+    K6 {
+        /// The k6 script.
+        file: PathBuf,
+        /// The target's, journey's and profile's name.
+        #[arg(long, default_value = "k6")]
+        name: String,
+    },
+    /// A browser recording (HAR 1.2, from DevTools' "Save all as HAR"): one journey over the
+    /// main host, assets and other hosts left out, tokens captured, think times kept.
+    Har {
+        /// The HAR file.
+        file: PathBuf,
+        /// The journey's (and its profile's) name.
+        #[arg(long, default_value = "recorded")]
+        journey: String,
+        /// The profile's arrival rate (journeys per second).
+        #[arg(long, default_value = "1/s")]
+        rate: String,
+        /// Keep requests to these hosts too (host[:port], comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        hosts: Vec<String>,
+        /// Keep static assets (scripts, styles, images, fonts).
+        #[arg(long)]
+        keep_assets: bool,
+    },
+    /// An OpenAPI 3 document (JSON or YAML): a target and a profile per operation, or one
+    /// journey over chosen operations.
+    Openapi {
+        /// The OpenAPI file.
+        file: PathBuf,
+        /// Scheme, host and port the requests go to (the server URL's path is kept); needed
+        /// when the document's server URL is relative.
+        #[arg(long)]
+        base_url: Option<String>,
+        /// Each profile's arrival rate.
+        #[arg(long, default_value = "1/s")]
+        rate: String,
+        /// One journey of this name over the operations (all, in document order, or those of
+        /// `--operations`), instead of a profile per operation.
+        #[arg(long)]
+        journey: Option<String>,
+        /// Only these operations (operationIds, comma-separated; a journey's steps in this
+        /// order).
+        #[arg(long, value_delimiter = ',')]
+        operations: Vec<String>,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -165,7 +224,11 @@ pub fn main() -> i32 {
         .flatten();
     let quiet = matches!(
         cli.command,
-        Command::Run(_) | Command::Check { .. } | Command::Rules { .. } | Command::Openslo { .. }
+        Command::Run(_)
+            | Command::Check { .. }
+            | Command::Rules { .. }
+            | Command::Openslo { .. }
+            | Command::Import { .. }
     );
     init_logging(cli.log_format, if quiet { "warn" } else { "info" });
     if let Some(e) = not_reexecuted {
@@ -207,6 +270,57 @@ pub fn main() -> i32 {
             };
             check(&file, shard, &mut std::io::stdout())
         }
+        Command::Import {
+            kind: Import::K6 { file, name },
+        } => import_with(&file, "1/s", |text, shown| {
+            crate::importers::k6::import(
+                text,
+                shown,
+                &crate::importers::har::Options {
+                    journey: name.clone(),
+                    ..Default::default()
+                },
+            )
+        }),
+        Command::Import {
+            kind:
+                Import::Har {
+                    file,
+                    journey,
+                    rate,
+                    hosts,
+                    keep_assets,
+                },
+        } => import_with(&file, &rate, |text, name| {
+            crate::importers::har::import(
+                text,
+                name,
+                &crate::importers::har::Options {
+                    journey: journey.clone(),
+                    rate: rate.clone(),
+                    hosts: hosts.clone(),
+                    keep_assets,
+                },
+            )
+        }),
+        Command::Import {
+            kind:
+                Import::Openapi {
+                    file,
+                    base_url,
+                    rate,
+                    journey,
+                    operations,
+                },
+        } => import_openapi(
+            &file,
+            &crate::importers::openapi::Options {
+                base_url,
+                rate,
+                journey,
+                operations,
+            },
+        ),
         Command::Openslo {
             action: Openslo::Import { file },
         } => crate::config::openslo::import_command(
@@ -335,6 +449,49 @@ fn placement_lines(
     }
 }
 
+/// `sloburn import openapi`.
+fn import_openapi(file: &std::path::Path, opts: &crate::importers::openapi::Options) -> i32 {
+    import_with(file, &opts.rate, |text, name| {
+        crate::importers::openapi::import(text, name, opts)
+    })
+}
+
+/// `sloburn import KIND`: the config on stdout, what was not converted on stderr; exit 78
+/// (EX_CONFIG) for a file the importer cannot read, 2 for a bad `--rate`.
+fn import_with(
+    file: &std::path::Path,
+    rate: &str,
+    import: impl FnOnce(&str, &str) -> Result<crate::importers::openapi::Imported, String>,
+) -> i32 {
+    if let Err(e) = crate::units::parse_rate(rate) {
+        eprintln!("error: --rate `{rate}`: {e}");
+        return exit::USAGE;
+    }
+    let name = file.display().to_string();
+    let read = crate::config::read_regular(file, "the file", crate::importers::MAX_INPUT_BYTES)
+        .and_then(|b| String::from_utf8(b).map_err(|_| "not UTF-8 text".to_string()));
+    let text = match read {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("{name}: {e}");
+            return exit::CONFIG;
+        }
+    };
+    match import(&text, &name) {
+        Ok(imported) => {
+            for n in &imported.notes {
+                eprintln!("warning: {n}");
+            }
+            print!("{}", imported.yaml);
+            exit::OK
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            exit::CONFIG
+        }
+    }
+}
+
 /// How `sloburn rules` writes: a rule file or a `PrometheusRule`, latency from the events or
 /// from native histograms.
 #[derive(Debug, Clone, Copy, Default)]
@@ -355,6 +512,7 @@ pub fn rules(
     let k8s = how.k8s;
     let mut opts = crate::rules::RulesOptions {
         profiles: cfg.schedule_intervals(),
+        certificate_warnings: cfg.certificate_warnings(),
         ..Default::default()
     };
     if how.native_histograms {

@@ -11,6 +11,7 @@ pub mod daemon;
 pub mod demo;
 pub mod exit;
 pub mod http;
+pub mod importers;
 pub mod journey;
 pub mod limits;
 pub mod load;

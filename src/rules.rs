@@ -24,6 +24,9 @@ pub const EVENTS_METRIC: &str = "sloburn_slo_events_total";
 pub const BURN_ALERT: &str = "SloburnErrorBudgetBurn";
 pub const ABSENT_ALERT: &str = "SloburnAbsent";
 pub const PROFILE_ALERT: &str = "SloburnProfileNotRunning";
+/// A TLS probe's certificate is inside its warning tier (`expiry_warning`): severity
+/// `warning`, never a page, while the availability SLI stays good.
+pub const CERT_ALERT: &str = "SloburnCertificateExpiring";
 /// Sloth's info series: one per SLO, value 1. Sloth's Grafana dashboards and UI fill their
 /// service and SLO pickers from its labels.
 pub const INFO_RECORD: &str = "sloth_slo_info";
@@ -53,6 +56,9 @@ pub struct RulesOptions {
     /// `histogram_fraction` (`sloburn rules --native-histograms`), by SLO name. Every other
     /// SLO counts [`EVENTS_METRIC`].
     pub native: BTreeMap<String, NativeLatency>,
+    /// TLS probe targets and the name of their warning check (`certificate valid for 14d`):
+    /// [`CERT_ALERT`] fires while that check fails.
+    pub certificate_warnings: Vec<(String, String)>,
 }
 
 /// Where a latency SLO's native histogram is and the bound it holds its requests to: the
@@ -77,6 +83,7 @@ impl Default for RulesOptions {
             job: None,
             daemon_alerts: true,
             native: BTreeMap::new(),
+            certificate_warnings: Vec::new(),
         }
     }
 }
@@ -421,8 +428,16 @@ fn tier_alert(
     // The comparison filters on the error ratio; dividing the survivors by the budget makes
     // `$value` the long window's burn rate. `max without (sloth_window)` lets the two windows'
     // series match in `and`, as Sloth does.
+    // A maintenance window silences the alert (`sloburn_slo_maintenance`); with no such series
+    // (another exporter, an old sloburn) `unless` keeps it.
+    let mut m = Vec::new();
+    if let Some(job) = &opts.job {
+        m.push(format!("job={}", quote(job)));
+    }
+    m.push(format!("slo={}", quote(&slo.name)));
+    let maintenance = format!("sloburn_slo_maintenance{{{}}}", m.join(","));
     let expr = format!(
-        "(\n  max without (sloth_window) (slo:sli_error:ratio_rate{long}{sel} > {threshold})\n  / {budget_expr}\n)\nand\nmax without (sloth_window) (slo:sli_error:ratio_rate{short}{sel} > {threshold})\n"
+        "(\n  max without (sloth_window) (slo:sli_error:ratio_rate{long}{sel} > {threshold})\n  / {budget_expr}\n)\nand\nmax without (sloth_window) (slo:sli_error:ratio_rate{short}{sel} > {threshold})\nunless on ()\nmax({maintenance}) == 1\n"
     );
     let sev = tier.severity.as_str();
     let mut labels = BTreeMap::new();
@@ -549,6 +564,39 @@ fn daemon_group(opts: &RulesOptions) -> Group {
             labels: BTreeMap::from([
                 ("severity".to_string(), "ticket".to_string()),
                 ("profile".to_string(), template_literal(profile)),
+            ]),
+            annotations,
+        });
+    }
+    for (target, check) in &opts.certificate_warnings {
+        let mut m = Vec::new();
+        if !job.is_empty() {
+            m.push(job.clone());
+        }
+        m.push(format!("target={}", quote(target)));
+        m.push(format!("check={}", quote(check)));
+        m.push("result=\"fail\"".to_string());
+        let sel = format!("sloburn_checks_total{{{}}}", m.join(","));
+        let mut annotations = BTreeMap::new();
+        annotations.insert(
+            "summary".to_string(),
+            template_literal(&format!(
+                "the certificate of {target} fails `{check}`: renew it before it expires"
+            )),
+        );
+        if !opts.runbook_base.is_empty() {
+            annotations.insert(
+                "runbook_url".to_string(),
+                template_literal(&format!("{}#certificate-expiring", opts.runbook_base)),
+            );
+        }
+        rules.push(Rule::Alert {
+            alert: CERT_ALERT,
+            expr: format!("sum(increase({sel}[1h])) > 0\n"),
+            r#for: None,
+            labels: BTreeMap::from([
+                ("severity".to_string(), "warning".to_string()),
+                ("target".to_string(), template_literal(target)),
             ]),
             annotations,
         });

@@ -23,8 +23,10 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod maintenance;
 mod persist;
 mod restore;
+pub use maintenance::View as MaintenanceView;
 pub use persist::Unsaved;
 pub use restore::{RestorePhase, RestoreStatus, SloCoverage};
 
@@ -41,6 +43,8 @@ pub enum Scope {
 #[derive(Clone)]
 pub struct Watcher {
     metrics: Arc<SloMetrics>,
+    /// A maintenance window covers the SLO: no event counts.
+    paused: Arc<AtomicBool>,
     sli: Sli,
     pub scope: Scope,
 }
@@ -59,7 +63,10 @@ impl Watcher {
     /// (a latency SLI: and within `under`, think times included). A dropped iteration never
     /// ran: no event.
     pub fn iteration(&self, journey: usize, result: IterationResult, took: Duration) {
-        if self.scope != Scope::Journey(journey) || result == IterationResult::Dropped {
+        if self.scope != Scope::Journey(journey)
+            || result == IterationResult::Dropped
+            || self.paused.load(Relaxed)
+        {
             return;
         }
         let ok = result == IterationResult::Ok;
@@ -85,6 +92,9 @@ impl Watcher {
     /// (`DropReason::Saturated`). One bad event, for an availability and a latency SLI alike:
     /// the user got no answer at all while the target held everyone before them.
     pub fn turned_away(&self) {
+        if self.paused.load(Relaxed) {
+            return;
+        }
         self.metrics.event(false);
     }
 
@@ -94,7 +104,7 @@ impl Watcher {
     /// A corrected latency SLI counts every phase of the request (`Phases::total`), never the
     /// generator's own lateness.
     pub fn observe(&self, outcome: &Outcome, target_checks: &[checks::Check], results: &[bool]) {
-        if outcome.error.is_some_and(|e| e.is_local()) {
+        if outcome.error.is_some_and(|e| e.is_local()) || self.paused.load(Relaxed) {
             return;
         }
         let succeeded = checks::verdict(target_checks, results, outcome);
@@ -124,6 +134,8 @@ impl Watcher {
 
 struct SloState {
     def: SloDef,
+    /// Set by the tick while a maintenance window covers this SLO.
+    paused: Arc<AtomicBool>,
     sli: Sli,
     target: String,
     journey: Option<String>,
@@ -148,6 +160,7 @@ struct Inner {
     /// every SLO (1,000 profiles starting at once made that quadratic).
     by_target: HashMap<String, Vec<String>>,
     pending: PendingBatch,
+    maintenance: maintenance::Windows,
     /// Minutes restored from Prometheus, not yet written: kept apart from `pending` until the
     /// store is open, since a store that turns up late with minutes of its own wins over them.
     seeded: PendingBatch,
@@ -187,6 +200,7 @@ impl Budget {
                 slos: BTreeMap::new(),
                 by_target: HashMap::new(),
                 pending: PendingBatch::new(),
+                maintenance: maintenance::Windows::default(),
                 seeded: PendingBatch::new(),
             }),
             store_open: AtomicBool::new(store.is_some()),
@@ -232,6 +246,7 @@ impl Budget {
             return;
         };
         inner.slos.retain(|name, _| cfg.slos.contains_key(name));
+        inner.maintenance.configured = cfg.maintenance.clone();
         for s in cfg.slos.values() {
             let def = s.def();
             let keep = inner
@@ -275,6 +290,7 @@ impl Budget {
                 s.name.clone(),
                 SloState {
                     def,
+                    paused: Arc::new(AtomicBool::new(false)),
                     sli: s.sli.clone(),
                     target: s.target.clone(),
                     journey: s.journey.clone(),
@@ -301,6 +317,59 @@ impl Budget {
         self.metrics.retain_slos(&names);
         drop(inner);
         self.tick(now_unix);
+    }
+
+    /// Opens a maintenance window now for `slos` (every SLO when empty) until `end`; its id.
+    /// It takes effect at once (the next tick is this call's).
+    pub fn open_maintenance(
+        &self,
+        slos: Vec<String>,
+        now_unix: i64,
+        end: i64,
+        reason: String,
+    ) -> Result<u64, String> {
+        let id = {
+            let mut inner = self
+                .inner
+                .lock()
+                .map_err(|_| "the SLO state is poisoned".to_string())?;
+            if let Some(bad) = slos.iter().find(|s| !inner.slos.contains_key(*s)) {
+                return Err(format!("no SLO `{bad}`"));
+            }
+            inner.maintenance.open(slos, now_unix, end, reason)?
+        };
+        self.tick(now_unix);
+        Ok(id)
+    }
+
+    /// Closes a window opened through the API; false when there is none of that id.
+    pub fn close_maintenance(&self, id: u64, now_unix: i64) -> bool {
+        let closed = self
+            .inner
+            .lock()
+            .map(|mut i| i.maintenance.close(id))
+            .unwrap_or(false);
+        if closed {
+            self.tick(now_unix);
+        }
+        closed
+    }
+
+    /// The configured and open windows, each with whether it is active.
+    pub fn maintenance(&self, now_unix: i64) -> Vec<MaintenanceView> {
+        self.inner
+            .lock()
+            .map(|i| i.maintenance.list(now_unix))
+            .unwrap_or_default()
+    }
+
+    /// Whether a maintenance window covers `slo` now.
+    pub fn in_maintenance(&self, slo: &str) -> bool {
+        self.inner
+            .lock()
+            .ok()
+            .and_then(|i| i.slos.get(slo).map(|s| s.paused.load(Relaxed)))
+            .unwrap_or(false)
     }
 
     /// The SLOs the store had no minute for when they were configured, with the span their
@@ -418,6 +487,7 @@ impl Budget {
                     };
                 Some(Watcher {
                     metrics: s.metrics.clone(),
+                    paused: s.paused.clone(),
                     sli: s.sli.clone(),
                     scope,
                 })
@@ -436,6 +506,9 @@ impl Budget {
         };
         let inner = &mut *guard;
         for (name, s) in inner.slos.iter_mut() {
+            let covered = inner.maintenance.covers(name, now_unix);
+            s.paused.store(covered, Relaxed);
+            s.metrics.set_maintenance(covered);
             let (good, bad) = s.metrics.events();
             let dg = good.saturating_sub(s.folded.0);
             let db = bad.saturating_sub(s.folded.1);
@@ -659,6 +732,7 @@ mod tests {
     fn watcher(sli: Sli) -> Watcher {
         Watcher {
             metrics: Metrics::new("test").slo("s", 0.99),
+            paused: Arc::new(AtomicBool::new(false)),
             sli,
             scope: Scope::Requests,
         }

@@ -5,7 +5,8 @@
 use super::walk::{self, Ctx, Fields, Names, node_at};
 use super::yaml::Node;
 use super::{
-    Config, Env, Profile, Slo, journeys, profiles, server, slos, storage, targets, telemetry,
+    Config, Env, Profile, Slo, journeys, maintenance, profiles, server, slos, storage, targets,
+    telemetry,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -29,6 +30,7 @@ pub fn config(ctx: &mut Ctx, root: &Node, base: &Path, env: &Env) -> Option<Conf
             "slos",
             "slos_from",
             "telemetry",
+            "maintenance",
         ],
     )?;
     let server = server::server(ctx, top.get("server"), base, env);
@@ -101,9 +103,23 @@ pub fn config(ctx: &mut Ctx, root: &Node, base: &Path, env: &Env) -> Option<Conf
             }
         }
     }
+    let slo_names = top.get("slos").map(Names::of).unwrap_or_default();
+    let mut maintenance = Vec::new();
+    if let Some(node) = top.get("maintenance") {
+        maintenance::windows(ctx, node, "maintenance", None, &slo_names, &mut maintenance);
+    }
+    if let Some(node) = top.get("slos") {
+        for (name, _, node) in walk::named(ctx, node, "slos") {
+            if let Some(m) = node_field(node, "maintenance") {
+                let path = format!("{}.maintenance", walk::join("slos", &name));
+                maintenance::windows(ctx, m, &path, Some(&name), &slo_names, &mut maintenance);
+            }
+        }
+    }
     cross_check(ctx, &top, &profiles, &slos);
     size_default_pools(&mut profiles, &targets, &journeys, &slos);
     Some(Config {
+        maintenance,
         server: server?,
         storage: storage?,
         targets,
@@ -247,5 +263,15 @@ fn entries(node: Option<&Node>) -> HashMap<&str, &Node> {
             entries.iter().map(|(k, v)| (k.name.as_str(), v)).collect()
         }
         _ => HashMap::new(),
+    }
+}
+
+/// The value of `key` in a mapping node.
+fn node_field<'a>(node: &'a Node, key: &str) -> Option<&'a Node> {
+    match &node.value {
+        super::yaml::Value::Map(entries) => {
+            entries.iter().find(|(k, _)| k.name == key).map(|(_, v)| v)
+        }
+        _ => None,
     }
 }

@@ -312,9 +312,13 @@ fn step(
         (None, Some(n)) => {
             let p = f.path_of("url");
             let text = walk::string(ctx, n, &p)?;
-            let lower = text.to_ascii_lowercase();
-            if !lower.starts_with("http://") && !lower.starts_with("https://") {
-                ctx.error(n.pos, &p, "a step's `url` is absolute: http:// or https://");
+            let scheme = text.split_once("://").map(|(s, _)| s).unwrap_or_default();
+            if crate::http::Protocol::of_scheme(scheme).is_none() {
+                ctx.error(
+                    n.pos,
+                    &p,
+                    "a step's `url` is absolute: http://, https://, ws://, wss://, tcp://, tls:// or dns://",
+                );
                 None
             } else {
                 compile(ctx, n, &p, &text, scope, Escape::Url, site)

@@ -15,6 +15,7 @@ mod executors;
 mod files;
 mod grpc;
 mod journeys;
+pub mod maintenance;
 pub use journeys::MAX_DATA_FILE_BYTES;
 pub mod openslo;
 mod profiles;
@@ -39,7 +40,9 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use files::{MAX_BODY_FILE_BYTES, MAX_CONFIG_BYTES, MAX_SECRET_FILE_BYTES, read_config};
+pub use files::{
+    MAX_BODY_FILE_BYTES, MAX_CONFIG_BYTES, MAX_SECRET_FILE_BYTES, read_config, read_regular,
+};
 pub use report::{report, report_with};
 pub use yaml::MAX_ALIAS_NODES;
 pub use yaml::Pos;
@@ -124,6 +127,9 @@ pub struct Loaded {
 
 #[derive(Debug, Clone)]
 pub struct Config {
+    /// Maintenance windows, top level and per SLO: while one is open the SLOs it names (all,
+    /// when it names none) count no event.
+    pub maintenance: Vec<Maintenance>,
     pub server: Server,
     pub storage: Storage,
     pub targets: BTreeMap<String, Target>,
@@ -356,6 +362,26 @@ pub struct Slo {
     pub tiers: Option<Vec<TierSpec>>,
 }
 
+/// A maintenance window (`maintenance.rs`).
+#[derive(Debug, Clone)]
+pub struct Maintenance {
+    pub name: String,
+    /// The SLOs it applies to; empty: every SLO.
+    pub slos: Vec<String>,
+    pub when: MaintenanceWhen,
+}
+
+#[derive(Debug, Clone)]
+pub enum MaintenanceWhen {
+    /// From each start of `schedule`, for `duration`.
+    Recurring {
+        schedule: crate::schedule::Schedule,
+        duration: Duration,
+    },
+    /// Unix seconds, `start` included, `end` not.
+    Fixed { start: i64, end: i64 },
+}
+
 /// Default histogram buckets: HTTP latency from 1 ms to 10 s.
 pub const DEFAULT_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
@@ -579,6 +605,19 @@ impl Config {
     /// not-running alert. The gap is the largest over a fixed reference stretch of firings
     /// (from 2025-01-01 UTC, up to a year), so it covers DST days and month ends and the
     /// generated rules do not depend on the day they are generated.
+    /// Each TLS probe target with the name of its warning check, for the rules.
+    pub fn certificate_warnings(&self) -> Vec<(String, String)> {
+        self.targets
+            .values()
+            .flat_map(|t| {
+                t.checks
+                    .iter()
+                    .filter(|c| c.kind.is_warning())
+                    .map(|c| (t.name.clone(), c.name.clone()))
+            })
+            .collect()
+    }
+
     pub fn schedule_intervals(&self) -> Vec<(String, Duration)> {
         self.profiles
             .values()

@@ -31,6 +31,7 @@ pub fn slo(
             "description",
             "labels",
             "alerting",
+            "maintenance",
         ],
     )?;
     let journey = f

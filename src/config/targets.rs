@@ -62,6 +62,8 @@ pub fn target(ctx: &mut Ctx, name: &str, node: &Node, base: &Path, env: &Env) ->
         );
     }
     let method = match f.get("method") {
+        // A WebSocket's upgrade is a GET; a probe's method names its protocol.
+        _ if protocol == crate::http::Protocol::WebSocket => Some(http::Method::GET),
         _ if protocol.is_probe() || grpc => {
             http::Method::from_bytes(protocol.as_str().to_ascii_uppercase().as_bytes()).ok()
         }
@@ -288,17 +290,14 @@ fn probe_fields(
     uri: Option<&http::Uri>,
 ) {
     use crate::http::Protocol;
-    let scheme = protocol.as_str();
-    let mut not_here: Vec<&str> = vec![
-        "method",
-        "headers",
-        "http",
-        "http2",
-        "keep_alive",
-        "max_body",
-    ];
+    let scheme = uri
+        .and_then(|u| u.scheme_str())
+        .unwrap_or(protocol.as_str())
+        .to_ascii_lowercase();
+    let mut not_here: Vec<&str> = vec!["method", "http", "http2", "keep_alive", "max_body"];
     match protocol {
         Protocol::Dns => not_here.extend([
+            "headers",
             "body",
             "body_file",
             "expect",
@@ -306,7 +305,8 @@ fn probe_fields(
             "insecure_skip_verify",
             "connect_to",
         ]),
-        Protocol::Tcp => not_here.extend(["tls", "insecure_skip_verify"]),
+        Protocol::Tcp => not_here.extend(["headers", "tls", "insecure_skip_verify"]),
+        Protocol::Tls => not_here.push("headers"),
         _ => {}
     }
     if protocol != Protocol::Tls {
@@ -331,7 +331,10 @@ fn probe_fields(
                 ctx.error(n.pos, &p, e);
             }
         }
-        _ => {
+        // A WebSocket URL is an HTTP one: its port defaults, its path and query are sent.
+        // gRPC has its own checks (`grpc_fields`) and never gets here.
+        Protocol::WebSocket | Protocol::Http | Protocol::Grpc => {}
+        Protocol::Tcp | Protocol::Tls => {
             if uri.port_u16().is_none() {
                 ctx.error(
                     n.pos,

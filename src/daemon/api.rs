@@ -59,6 +59,11 @@ pub fn app(shared: AppState) -> Router {
         .route("/api/profiles/{name}/pause", post(pause))
         .route("/api/profiles/{name}/resume", post(resume))
         .route("/api/reload", post(reload))
+        .route("/api/maintenance", get(maintenance).post(open_maintenance))
+        .route(
+            "/api/maintenance/{id}",
+            axum::routing::delete(close_maintenance),
+        )
         .with_state(shared)
 }
 
@@ -538,6 +543,7 @@ async fn slos(
     if q.local(&shared)? {
         let mut v = json!({ "slos": reports.iter().map(slo_json).collect::<Vec<_>>() });
         local_scope(&shared, &mut v);
+        mark_maintenance(&shared, &mut v);
         return Ok(axum::Json(v).into_response());
     }
     let mut g = super::peers::gather(&shared, "/api/slos?scope=local").await;
@@ -547,7 +553,18 @@ async fn slos(
     }
     let mut v = json!({ "slos": merged });
     g.describe(&mut v);
+    mark_maintenance(&shared, &mut v);
     Ok(axum::Json(v).into_response())
+}
+
+/// Each SLO of a `/api/slos` answer says whether a maintenance window covers it now.
+fn mark_maintenance(shared: &Shared, v: &mut serde_json::Value) {
+    if let Some(list) = v["slos"].as_array_mut() {
+        for slo in list {
+            let name = slo["name"].as_str().unwrap_or_default().to_string();
+            slo["maintenance"] = json!(shared.budget.in_maintenance(&name));
+        }
+    }
 }
 
 /// `local` plus every answering peer's figures of the same SLO. A peer whose answer lacks them,
@@ -607,6 +624,7 @@ async fn slo(
     };
     if local {
         let mut v = slo_json(r);
+        v["maintenance"] = json!(shared.budget.in_maintenance(&name));
         // Asked for explicitly (as a peer does), it says whose figures these are; otherwise
         // it stays exactly its element of `/api/slos` (Argo's web metrics read both).
         if q.scope.is_some() {
@@ -628,6 +646,7 @@ async fn slo(
     let mut g = super::peers::gather(&shared, &format!("/api/slos/{name}?scope=local")).await;
     let mut v = slo_json(&whole(r, &mut g));
     g.describe(&mut v);
+    v["maintenance"] = json!(shared.budget.in_maintenance(&name));
     Ok(axum::Json(v).into_response())
 }
 
@@ -760,6 +779,81 @@ async fn shard_run_abort(
         Err(ApiError(
             StatusCode::NOT_FOUND,
             format!("no share of run `{run}` here"),
+        ))
+    }
+}
+
+/// The configured and API-opened maintenance windows, each with whether it is active.
+async fn maintenance(
+    State(shared): State<AppState>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    authorize(&shared, &headers, false)?;
+    let windows = shared.budget.maintenance(unix_now_secs());
+    Ok(axum::Json(json!({ "windows": windows })).into_response())
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OpenMaintenance {
+    /// How long, e.g. `30m` (at most 7 days).
+    duration: String,
+    #[serde(default)]
+    slos: Vec<String>,
+    #[serde(default)]
+    reason: String,
+}
+
+/// Opens a maintenance window now: the SLOs named (all, when none) count no event until it
+/// ends or is closed.
+async fn open_maintenance(
+    State(shared): State<AppState>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Result<Response, ApiError> {
+    authorize(&shared, &headers, true)?;
+    let bad = |m: String| ApiError(StatusCode::BAD_REQUEST, m);
+    let req: OpenMaintenance = serde_json::from_slice(&body).map_err(|e| {
+        bad(format!(
+            "expected {{\"duration\": \"30m\", \"slos\": [..], \"reason\": \"..\"}}: {e}"
+        ))
+    })?;
+    let d = crate::units::parse_duration_within(
+        &req.duration,
+        std::time::Duration::from_secs(7 * 86_400),
+    )
+    .map_err(|e| bad(format!("duration `{}`: {e}", req.duration)))?;
+    if d.is_zero() {
+        return Err(bad("duration must be above zero".into()));
+    }
+    let now = unix_now_secs();
+    let end = now + d.as_secs().max(1) as i64;
+    let reason: String = req.reason.chars().take(200).collect();
+    let id = shared
+        .budget
+        .open_maintenance(req.slos.clone(), now, end, reason.clone())
+        .map_err(bad)?;
+    tracing::info!(id, slos = ?req.slos, end, reason = %reason, "maintenance window opened");
+    Ok((
+        StatusCode::CREATED,
+        axum::Json(json!({ "id": id, "slos": req.slos, "start": now, "end": end })),
+    )
+        .into_response())
+}
+
+async fn close_maintenance(
+    State(shared): State<AppState>,
+    Path(id): Path<u64>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    authorize(&shared, &headers, true)?;
+    if shared.budget.close_maintenance(id, unix_now_secs()) {
+        tracing::info!(id, "maintenance window closed");
+        Ok(StatusCode::NO_CONTENT.into_response())
+    } else {
+        Err(ApiError(
+            StatusCode::NOT_FOUND,
+            format!("no open maintenance window {id}"),
         ))
     }
 }

@@ -61,6 +61,12 @@ impl Conn {
         let deadline = start + self.client.inner.opts.timeout;
         let mut out = Outcome::default();
         let Some(endpoint) = self.endpoint_of(&req.uri) else {
+            // A journey step may name another protocol in its own `url` (`ws://…`).
+            if let Some(p) = req.uri.scheme_str().and_then(super::Protocol::of_scheme)
+                && p.is_probe()
+            {
+                return super::probe::send(&self.client, p, req).await;
+            }
             out.error = Some(ErrorClass::Other);
             return out;
         };

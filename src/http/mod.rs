@@ -151,8 +151,8 @@ impl ErrorClass {
 }
 
 /// What a target speaks, from its URL's scheme: HTTP (`http://`, `https://`), gRPC
-/// (`grpc://`, `grpcs://` over TLS, see [`grpc`]) or a probe (`tcp://`, `tls://`, `dns://`,
-/// see [`probe`]).
+/// (`grpc://`, `grpcs://` over TLS, see [`grpc`]), WebSocket (`ws://`, `wss://`) or a probe
+/// (`tcp://`, `tls://`, `dns://`); WebSocket and the probes in [`probe`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub enum Protocol {
     #[default]
@@ -161,6 +161,7 @@ pub enum Protocol {
     Tls,
     Dns,
     Grpc,
+    WebSocket,
 }
 
 impl Protocol {
@@ -172,6 +173,7 @@ impl Protocol {
             "tls" => Protocol::Tls,
             "dns" => Protocol::Dns,
             "grpc" | "grpcs" => Protocol::Grpc,
+            "ws" | "wss" => Protocol::WebSocket,
             _ => return None,
         })
     }
@@ -184,13 +186,14 @@ impl Protocol {
             Protocol::Tls => "tls",
             Protocol::Dns => "dns",
             Protocol::Grpc => "grpc",
+            Protocol::WebSocket => "websocket",
         }
     }
 
-    /// A probe measures its whole exchange, connection included; HTTP and gRPC measure a
-    /// request on a connection that may be kept.
+    /// Whether [`probe`] sends it (WebSocket and the probes): measured as a whole exchange,
+    /// connection included. HTTP and gRPC measure a request on a connection that may be kept.
     pub fn is_probe(self) -> bool {
-        matches!(self, Protocol::Tcp | Protocol::Tls | Protocol::Dns)
+        !matches!(self, Protocol::Http | Protocol::Grpc)
     }
 }
 
@@ -236,11 +239,12 @@ impl Outcome {
     }
 
     /// Whether the status counts as expected when no `status` check says otherwise: below 400
-    /// for HTTP, 0 (OK) for gRPC and a probe.
+    /// for HTTP, 101 (the upgrade) for a WebSocket, 0 (OK) for gRPC and a probe.
     pub fn status_is_ok(&self) -> bool {
         match (self.protocol, self.status) {
             (_, None) => false,
             (Protocol::Http, Some(s)) => s < 400,
+            (Protocol::WebSocket, Some(s)) => s == 101,
             (_, Some(s)) => s == 0,
         }
     }

@@ -16,6 +16,7 @@ use super::protobuf::{self, NativeOptions};
 use super::registry::State;
 use super::slo::{ReportGauges, SloMetrics};
 use super::text::{Encoder, Family, Sink, Value, label_set, write_u64};
+use super::wire::Labels;
 
 /// What one scrape reads: handles and copies taken under the registry's locks, so none is held
 /// while formatting. The atomics behind the handles are read as each family is written.
@@ -52,7 +53,7 @@ enum Source {
     PerProfile(fn(&ProfileMetrics) -> u64),
     /// Histogram series per (target, profile), with their label sets, appended to a list the
     /// scrape reuses.
-    Histograms(for<'p> fn(&'p ProfileMetrics, &mut Vec<(&'p str, &'p Hist)>)),
+    Histograms(for<'p> fn(&'p ProfileMetrics, &mut Vec<(&'p Labels, &'p Hist)>)),
     /// Counters with one more label per sample, written by their own function.
     Labelled(fn(&mut Encoder, &Family, &[Arc<ProfileMetrics>])),
     /// Gauges of each SLO's last report, whose label sets the report keeps encoded for the
@@ -96,15 +97,15 @@ fn source(f: &Family) -> Option<Source> {
         GENERATOR_OVERLOADED => PerProfile(|p| p.overloaded.load(Relaxed)),
         SATURATED_ITERATIONS => PerProfile(|p| p.saturated.load(Relaxed)),
         HTTP_REQ_DURATION => {
-            Histograms(|p, out| out.extend(p.steps.iter().map(|s| (&*s.labels, &s.duration))))
+            Histograms(|p, out| out.extend(p.steps.iter().map(|s| (&s.labels, &s.duration))))
         }
         HTTP_REQ_CORRECTED_DURATION => {
-            Histograms(|p, out| out.extend(p.steps.iter().map(|s| (&*s.labels, &s.corrected))))
+            Histograms(|p, out| out.extend(p.steps.iter().map(|s| (&s.labels, &s.corrected))))
         }
         HTTP_REQ_PHASE => Histograms(phase_histograms),
         HTTP_REQS => Labelled(reqs),
         ITERATION_DURATION => {
-            Histograms(|p, out| out.extend(p.journeys.iter().map(|j| (&*j.labels, &j.duration))))
+            Histograms(|p, out| out.extend(p.journeys.iter().map(|j| (&j.labels, &j.duration))))
         }
         ITERATION_LATENESS => Histograms(|p, out| out.push((&p.labels, &p.lateness))),
         JOURNEY_ITERATIONS => Labelled(journey_iterations),
@@ -157,6 +158,12 @@ fn source(f: &Family) -> Option<Source> {
                 ]
             });
             rows.collect()
+        }),
+        SLO_MAINTENANCE => Floats(|s| {
+            s.slos
+                .iter()
+                .map(|(slo, _)| (slo.labels.as_str().into(), flag(slo.in_maintenance())))
+                .collect()
         }),
         SLO_OBJECTIVE => Floats(|s| {
             s.slos
@@ -306,13 +313,11 @@ fn success_failure([success, failure]: [u64; 2]) -> Rows<'static, u64> {
     ]
 }
 
-fn phase_histograms<'p>(p: &'p ProfileMetrics, out: &mut Vec<(&'p str, &'p Hist)>) {
+fn phase_histograms<'p>(p: &'p ProfileMetrics, out: &mut Vec<(&'p Labels, &'p Hist)>) {
     for s in &p.steps {
         let by_label = PHASES_BY_LABEL.iter().zip(&s.phase_labels);
         out.extend(
-            by_label.filter_map(|(phase, labels)| {
-                Some((labels.as_str(), s.phases.get(*phase as usize)?))
-            }),
+            by_label.filter_map(|(phase, labels)| Some((labels, s.phases.get(*phase as usize)?))),
         );
     }
 }
@@ -326,7 +331,7 @@ fn journey_iterations(e: &mut Encoder, f: &Family, profiles: &[Arc<ProfileMetric
     let name = f.sample_name();
     for j in profiles.iter().flat_map(|p| &p.journeys) {
         for (labels, n) in j.result_labels.iter().zip(&j.results) {
-            e.sample(&name, "", labels, None, n.load(Relaxed));
+            e.sample_labels(&name, labels, None, n.load(Relaxed));
         }
     }
 }
@@ -341,7 +346,7 @@ fn step_failures(e: &mut Encoder, f: &Family, profiles: &[Arc<ProfileMetrics>]) 
     for p in profiles.iter().filter(|p| !p.journeys.is_empty()) {
         for s in &p.steps {
             for (labels, n) in s.failure_labels.iter().zip(&s.failures) {
-                e.sample(&name, "", labels, None, n.load(Relaxed));
+                e.sample_labels(&name, labels, None, n.load(Relaxed));
             }
         }
     }
@@ -371,7 +376,7 @@ fn per_profile(
     e.header(f);
     let name = f.sample_name();
     for p in profiles {
-        e.sample(&name, "", &p.labels, None, get(p));
+        e.sample_labels(&name, &p.labels, None, get(p));
     }
 }
 
@@ -379,7 +384,7 @@ fn histograms(
     e: &mut Encoder,
     f: &Family,
     profiles: &[Arc<ProfileMetrics>],
-    series: for<'p> fn(&'p ProfileMetrics, &mut Vec<(&'p str, &'p Hist)>),
+    series: for<'p> fn(&'p ProfileMetrics, &mut Vec<(&'p Labels, &'p Hist)>),
 ) {
     if profiles.is_empty() {
         return;
@@ -402,6 +407,7 @@ fn histograms(
         list.clear();
         series(p, &mut list);
         for (j, &(labels, hist)) in list.iter().enumerate() {
+            let labels = labels.as_str();
             let sum_seconds = hist.read_into(&mut cumulative);
             let exemplars = p
                 .steps
@@ -446,7 +452,7 @@ fn checks(e: &mut Encoder, f: &Family, profiles: &[Arc<ProfileMetrics>]) {
         for (labels, pass, fail) in s.checks() {
             // "fail" < "pass" in byte order.
             for (result, n) in [("fail", fail), ("pass", pass)] {
-                e.sample(&name, "", labels, Some(("result", result)), n);
+                e.sample_labels(&name, labels, Some(("result", result)), n);
             }
         }
     }
@@ -467,6 +473,11 @@ fn reqs(e: &mut Encoder, f: &Family, profiles: &[Arc<ProfileMetrics>]) {
     let mut labels = String::new();
     for (s, reqs) in rows {
         for (status, error, n) in reqs {
+            if let Some(p) = e.proto.as_mut() {
+                let extra = [("status", status.as_str()), ("error", error)];
+                p.sample_encoded(s.labels.proto(), &extra, n as f64);
+                continue;
+            }
             labels.clear();
             labels.push_str(&s.labels);
             labels.push_str(",status=\"");
@@ -487,7 +498,7 @@ fn local_errors(e: &mut Encoder, f: &Family, profiles: &[Arc<ProfileMetrics>]) {
     let name = f.sample_name();
     for p in profiles {
         for (class, n) in p.local_errors() {
-            e.sample(&name, "", &p.labels, Some(("class", class)), n);
+            e.sample_labels(&name, &p.labels, Some(("class", class)), n);
         }
     }
 }

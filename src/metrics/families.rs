@@ -250,6 +250,13 @@ pub const SLO_EVENTS: Family = family(
     None,
     "SLO events by result (good or bad); the generated rules compute from this.",
 );
+pub const SLO_MAINTENANCE: Family = family(
+    "sloburn_slo_maintenance",
+    Kind::Gauge,
+    None,
+    "1 while a maintenance window covers the SLO: its events are not counted and the \
+     generated burn alerts are silent.",
+);
 pub const SLO_OBJECTIVE: Family = family(
     "sloburn_slo_objective_ratio",
     Kind::Gauge,
@@ -326,7 +333,7 @@ pub const VUS_MAX: Family = family(
 );
 
 /// Every family, in exposition order (sorted by name).
-pub const FAMILIES: [Family; 48] = [
+pub const FAMILIES: [Family; 49] = [
     PROCESS_CPU,
     PROCESS_MAX_FDS,
     PROCESS_OPEN_FDS,
@@ -363,6 +370,7 @@ pub const FAMILIES: [Family; 48] = [
     SLO_BURN_RATE,
     SLO_BUDGET_REMAINING,
     SLO_EVENTS,
+    SLO_MAINTENANCE,
     SLO_OBJECTIVE,
     SLO_RESTORE_GAPS,
     SLO_RESTORE_STATE,

@@ -3,11 +3,12 @@
 //! so a scrape only pastes strings and loads atomics.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 use super::native::NativeCounts;
 use super::text::{escape_label_into, label_set, le_value};
+use super::wire::Labels;
 use crate::http::{ErrorClass, Outcome, Phase};
 
 /// Phases in label order (byte order of their names), so the scrape needs no sort.
@@ -131,6 +132,11 @@ impl Hist {
             total = total.wrapping_add(b.load(Relaxed));
             total
         }));
+        self.sum_seconds()
+    }
+
+    /// The sum of the values in seconds.
+    pub fn sum_seconds(&self) -> f64 {
         self.sum_nanos.load(Relaxed) as f64 / 1e9
     }
 }
@@ -269,12 +275,15 @@ pub const ITERATION_RESULTS: [&str; 3] = ["ok", "failed_step", "dropped"];
 pub(super) struct StepSeries {
     pub layout: StepLayout,
     /// `target="..",profile="..",[journey="..",]step=".."`, escaped once.
-    pub labels: String,
+    pub labels: Labels,
     /// The same with `,phase=".."`, in [`PHASES_BY_LABEL`] order.
-    pub phase_labels: [String; 7],
+    pub phase_labels: [Labels; 7],
     pub duration: Hist,
     /// The latest sampled request per `duration` bucket (OpenMetrics exemplars).
     pub duration_exemplars: Box<[super::exemplar::Slot]>,
+    /// Whether any slot was ever written: a daemon without tracing has none, and a scrape
+    /// then reads none of them (eleven cache lines per step).
+    pub any_exemplar: AtomicBool,
     /// Every phase of the request (`Phases::total`): the latency the user saw, without the
     /// generator's own lateness.
     pub corrected: Hist,
@@ -286,22 +295,22 @@ pub(super) struct StepSeries {
     /// One `[pass, fail]` pair per distinct check name, sorted by name.
     checks: Box<[[AtomicU64; 2]]>,
     /// The label set with `,check=".."` per slot.
-    pub check_labels: Vec<String>,
+    pub check_labels: Vec<Labels>,
     /// Failed journey steps by [`STEP_FAILURE_REASONS`].
     pub failures: [AtomicU64; 3],
-    pub failure_labels: [String; 3],
+    pub failure_labels: [Labels; 3],
 }
 
 /// One journey's iteration series.
 #[derive(Debug)]
 pub(super) struct JourneySeries {
     /// `target="..",profile="..",journey=".."`.
-    pub labels: String,
+    pub labels: Labels,
     /// Iteration duration: first request to end, think times included.
     pub duration: Hist,
     /// By [`ITERATION_RESULTS`].
     pub results: [AtomicU64; 3],
-    pub result_labels: [String; 3],
+    pub result_labels: [Labels; 3],
 }
 
 /// Everything sloburn exposes about one (target, profile), written on the hot path.
@@ -310,7 +319,7 @@ pub struct ProfileMetrics {
     pub(super) target: String,
     pub(super) profile: String,
     /// `target="..",profile=".."`, escaped once.
-    pub(super) labels: String,
+    pub(super) labels: Labels,
     pub(super) bounds: Bounds,
     /// Per step (`load::walk` numbering): one, `step="request"`, for a single request.
     pub(super) steps: Vec<StepSeries>,
@@ -395,13 +404,13 @@ impl ProfileMetrics {
                     ("journey", j.as_str()),
                 ];
                 JourneySeries {
-                    labels: label_set(&base),
+                    labels: Labels::new(label_set(&base)),
                     duration: Hist::new(&bounds),
                     results: std::array::from_fn(|_| AtomicU64::new(0)),
                     result_labels: ITERATION_RESULTS.map(|r| {
                         let mut l = base.to_vec();
                         l.push(("result", r));
-                        label_set(&l)
+                        Labels::new(label_set(&l))
                     }),
                 }
             })
@@ -409,7 +418,7 @@ impl ProfileMetrics {
         ProfileMetrics {
             target: target.into(),
             profile: profile.into(),
-            labels: label_set(&[("target", target), ("profile", profile)]),
+            labels: Labels::new(label_set(&[("target", target), ("profile", profile)])),
             steps,
             journeys,
             lateness: Hist::new(&bounds),
@@ -448,6 +457,7 @@ impl ProfileMetrics {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX));
         if let Some(slot) = s.duration_exemplars.get(self.bounds.index(nanos)) {
+            s.any_exemplar.store(true, Relaxed);
             slot.write(super::exemplar::Exemplar {
                 trace_id: u128::from_be_bytes(trace_id.to_bytes()),
                 span_id: u64::from_be_bytes(span_id.to_bytes()),
@@ -606,7 +616,7 @@ impl StepSeries {
         let with = |k: &'static str, v: &str| {
             let mut l = base.clone();
             l.push((k, v));
-            label_set(&l)
+            Labels::new(label_set(&l))
         };
         let mut distinct: Vec<&String> = layout.checks.iter().collect();
         distinct.sort();
@@ -617,12 +627,13 @@ impl StepSeries {
             .map(|c| distinct.binary_search(&c).unwrap_or(0))
             .collect();
         StepSeries {
-            labels: label_set(&base),
+            labels: Labels::new(label_set(&base)),
             phase_labels: PHASES_BY_LABEL.map(|p| with("phase", p.as_str())),
             duration: Hist::new(bounds),
             duration_exemplars: (0..=bounds.nanos.len())
                 .map(|_| super::exemplar::Slot::default())
                 .collect(),
+            any_exemplar: AtomicBool::new(false),
             corrected: Hist::new(bounds),
             phases: std::array::from_fn(|_| Hist::new(bounds)),
             reqs: ReqTable::new(),
@@ -661,11 +672,11 @@ impl StepSeries {
     }
 
     /// `(label set with check, pass, fail)` sorted by check name.
-    pub(super) fn checks(&self) -> impl Iterator<Item = (&str, u64, u64)> {
+    pub(super) fn checks(&self) -> impl Iterator<Item = (&Labels, u64, u64)> {
         self.check_labels
             .iter()
             .zip(self.checks.iter())
-            .map(|(l, [p, f])| (l.as_str(), p.load(Relaxed), f.load(Relaxed)))
+            .map(|(l, [p, f])| (l, p.load(Relaxed), f.load(Relaxed)))
     }
 }
 

@@ -10,6 +10,7 @@
 //! starts, and the bytes go out in chunks of about [`super::text::CHUNK`], as the text does.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 
 use super::exemplar;
 use super::families::HTTP_REQ_DURATION;
@@ -17,7 +18,7 @@ use super::native::{self, NativeRead};
 use super::profile::{Hist, ProfileMetrics};
 use super::proto::MetricType;
 use super::text::{Encoder, Family, Kind};
-use super::wire;
+use super::wire::{self, Labels};
 
 /// How histograms are written in the protobuf format (`server.native_histograms`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,15 +38,14 @@ impl Default for NativeOptions {
     }
 }
 
-/// The protobuf side of an [`Encoder`]: the family being written and the bytes not yet sent,
-/// with the buffers every metric reuses.
+/// The protobuf side of an [`Encoder`]: the bytes not yet sent, the family in progress written
+/// straight into them, and the buffers every metric reuses.
 pub(super) struct ProtoOut {
     pub opts: NativeOptions,
-    /// The body of the family in progress, if any, and whether it is a counter family.
-    family: Option<Vec<u8>>,
+    /// Where the body of the family in progress starts in `bytes`, if one is, behind
+    /// [`LEN_RESERVED`] bytes kept for its length; and whether it is a counter family.
+    family: Option<usize>,
     counter: bool,
-    /// The last family's buffer, its capacity kept for the next.
-    family_spare: Option<Vec<u8>>,
     pub bytes: Vec<u8>,
     /// A metric's body, a histogram's and a nested message's, reused for every one.
     metric: Vec<u8>,
@@ -55,13 +55,18 @@ pub(super) struct ProtoOut {
     scratch: String,
 }
 
+/// The bytes a family's length is given before its body is written: a varint of 3 bytes holds
+/// 16 KiB to 2 MiB, the size of the large families at hundreds of profiles. A family of
+/// another size is moved once its length is known; a large one (the phase histograms are
+/// ~2 MB at 1,000 profiles) is written in place, not copied from a buffer of its own.
+const LEN_RESERVED: usize = 3;
+
 impl ProtoOut {
     pub fn new(opts: NativeOptions) -> ProtoOut {
         ProtoOut {
             opts,
             family: None,
             counter: false,
-            family_spare: None,
             bytes: Vec::new(),
             metric: Vec::new(),
             histogram: Vec::new(),
@@ -70,15 +75,24 @@ impl ProtoOut {
         }
     }
 
-    /// Puts the family in progress, if any, after the bytes already written, length first.
+    /// Ends the family in progress, if any: its length goes before it.
     pub fn end_family(&mut self) {
-        if let Some(f) = self.family.take() {
-            prost::encoding::encode_varint(f.len() as u64, &mut self.bytes);
-            self.bytes.extend_from_slice(&f);
-            self.family_spare = Some(f);
+        let Some(start) = self.family.take() else {
+            return;
+        };
+        let len = self.bytes.len() - start;
+        let mut varint = Vec::with_capacity(10);
+        prost::encoding::encode_varint(len as u64, &mut varint);
+        let at = start - LEN_RESERVED;
+        match self.bytes.get_mut(at..start) {
+            Some(room) if room.len() == varint.len() => room.copy_from_slice(&varint),
+            _ => {
+                self.bytes.splice(at..start, varint);
+            }
         }
     }
 
+    /// Starts a family after the bytes written (ending the one in progress, if any).
     pub fn start_family(&mut self, f: &Family) {
         self.end_family();
         let kind = match f.kind {
@@ -87,38 +101,42 @@ impl ProtoOut {
             Kind::Histogram => MetricType::Histogram,
         };
         self.counter = kind == MetricType::Counter;
-        let mut body = self.family_spare.take().unwrap_or_default();
-        body.clear();
-        wire::bytes(&mut body, 1, f.sample_name().as_bytes());
-        wire::bytes(&mut body, 2, f.help.as_bytes());
-        wire::varint(&mut body, 3, kind as u64);
-        self.family = Some(body);
+        let body = &mut self.bytes;
+        body.extend_from_slice(&[0; LEN_RESERVED]);
+        self.family = Some(body.len());
+        wire::bytes(body, 1, f.sample_name().as_bytes());
+        wire::bytes(body, 2, f.help.as_bytes());
+        wire::varint(body, 3, kind as u64);
     }
 
     /// A counter or gauge sample of the family in progress.
     pub fn sample(&mut self, labels: &str, extra: Option<(&str, &str)>, v: f64) {
-        let Some(family) = self.family.as_mut() else {
+        if self.family.is_none() {
             return;
-        };
+        }
         let m = &mut self.metric;
         m.clear();
         wire::label_pairs(m, 1, labels, extra, &mut self.scratch);
         // A Gauge (2) or Counter (3) holding one double (field 1): 9 bytes.
         wire::len_prefix(m, if self.counter { 3 } else { 2 }, 9);
         wire::double(m, 1, v);
-        wire::bytes(family, 4, m);
+        wire::bytes(&mut self.bytes, 4, m);
     }
-}
 
-impl ProtoOut {
-    /// A counter or gauge sample whose label fields were encoded before ([`wire::LabelSets`]).
-    pub fn sample_encoded(&mut self, labels: &[u8], v: f64) {
-        let Some(family) = self.family.as_mut() else {
+    /// A counter or gauge sample whose label fields were encoded before ([`wire::Labels`],
+    /// [`wire::LabelSets`]), then the pairs of `extra`.
+    pub fn sample_encoded(&mut self, labels: &[u8], extra: &[(&str, &str)], v: f64) {
+        if self.family.is_none() {
             return;
-        };
+        }
+        let family = &mut self.bytes;
+        let extra_len: usize = extra.iter().map(|(k, x)| wire::label_pair_len(k, x)).sum();
         // The labels, then a Gauge (2) or Counter (3) of 9 bytes behind its 2-byte key+length.
-        wire::len_prefix(family, 4, labels.len() + 11);
+        wire::len_prefix(family, 4, labels.len() + extra_len + 11);
         family.extend_from_slice(labels);
+        for (k, x) in extra {
+            wire::label_pair(family, 1, k, x);
+        }
         wire::len_prefix(family, if self.counter { 3 } else { 2 }, 9);
         wire::double(family, 1, v);
     }
@@ -131,7 +149,7 @@ pub(super) fn histograms(
     e: &mut Encoder,
     f: &Family,
     profiles: &[Arc<ProfileMetrics>],
-    series: for<'p> fn(&'p ProfileMetrics, &mut Vec<(&'p str, &'p Hist)>),
+    series: for<'p> fn(&'p ProfileMetrics, &mut Vec<(&'p Labels, &'p Hist)>),
 ) {
     if profiles.is_empty() {
         return;
@@ -142,8 +160,8 @@ pub(super) fn histograms(
     };
     let opts = out.opts;
     let ProtoOut {
-        family: Some(family),
-        metric: m,
+        family: Some(_),
+        bytes: family,
         histogram: h,
         nested,
         scratch,
@@ -162,7 +180,13 @@ pub(super) fn histograms(
         list.clear();
         series(p, &mut list);
         for (j, &(labels, hist)) in list.iter().enumerate() {
-            let sum_seconds = hist.read_into(&mut cumulative);
+            // Without classic buckets they are not read (they are cache lines of their own):
+            // the count is the native buckets' total, as Prometheus wants it at least.
+            let sum_seconds = if opts.classic_buckets {
+                hist.read_into(&mut cumulative)
+            } else {
+                hist.sum_seconds()
+            };
             hist.native.read_into(opts.schema, &mut native);
             let classic_total = cumulative.last().copied().unwrap_or(0);
             // Both counter sets are read while requests are recorded: the larger total keeps
@@ -172,7 +196,7 @@ pub(super) fn histograms(
             let exemplars = p
                 .steps
                 .get(j)
-                .filter(|_| with_exemplars)
+                .filter(|s| with_exemplars && s.any_exemplar.load(Relaxed))
                 .map_or(&[][..], |s| &s.duration_exemplars[..]);
             let exemplar_at = |i: usize| exemplars.get(i).and_then(|x| x.read());
             h.clear();
@@ -214,10 +238,11 @@ pub(super) fn histograms(
                     wire::bytes(h, 16, nested);
                 }
             }
-            m.clear();
-            wire::label_pairs(m, 1, labels, None, scratch);
-            wire::bytes(m, 7, h);
-            wire::bytes(family, 4, m);
+            // The metric: its labels, encoded once per series, and the histogram (field 7).
+            let labels = labels.proto();
+            wire::len_prefix(family, 4, labels.len() + wire::field_len(h.len()));
+            family.extend_from_slice(labels);
+            wire::bytes(family, 7, h);
         }
     }
 }
@@ -284,7 +309,7 @@ mod tests {
             p.observe(&o, Duration::from_micros(*micros / 3), &[i % 2 == 0]);
         }
         p.exemplar(
-            1,
+            0,
             0.05,
             TraceId::from_bytes([0xab; 16]),
             SpanId::from_bytes([0xcd; 8]),
@@ -330,6 +355,18 @@ mod tests {
                 }
             }
             let burn = burn.expect("the burn-rate family");
+            let mut rest = &bytes[..];
+            let mut exemplars = 0;
+            while !rest.is_empty() {
+                let f = MetricFamily::decode_length_delimited(&mut rest).unwrap();
+                let hists = f.metric.iter().filter_map(|x| x.histogram.as_ref());
+                exemplars += hists
+                    .map(|h| {
+                        h.exemplars.len() + h.bucket.iter().filter(|b| b.exemplar.is_some()).count()
+                    })
+                    .sum::<usize>();
+            }
+            assert_eq!(exemplars, 1, "classic buckets {classic_buckets}");
             assert_eq!(burn.metric.len(), report.windows.len() + 1);
             let labels: Vec<_> = burn.metric[0]
                 .label
@@ -340,5 +377,177 @@ mod tests {
             assert!(burn.metric.iter().all(|x| x.gauge.is_some()));
             assert_eq!(again, bytes, "classic buckets {classic_buckets}");
         }
+    }
+
+    /// Each series' labels as `(name, value)` pairs.
+    type SeriesLabels = Vec<Vec<(String, String)>>;
+
+    /// The labels of every series of a scrape, by family.
+    fn labels_by_family(m: &Metrics) -> Vec<(String, SeriesLabels)> {
+        let bytes = m.encode_protobuf();
+        let mut rest = &bytes[..];
+        let mut out = Vec::new();
+        while !rest.is_empty() {
+            let f = MetricFamily::decode_length_delimited(&mut rest).unwrap();
+            let series = f.metric.iter().map(|x| {
+                let pairs = x.label.iter();
+                pairs
+                    .map(|l| (l.name().to_string(), l.value().to_string()))
+                    .collect()
+            });
+            out.push((f.name().to_string(), series.collect()));
+        }
+        out
+    }
+
+    /// The protobuf label fields a series keeps (made at the first protobuf scrape) are those
+    /// of the series' own labels: a profile renamed by a reload, or whose steps changed, is
+    /// served under its new labels, never the ones encoded for the series it replaced.
+    #[test]
+    fn kept_label_fields_follow_reloads_and_renames() {
+        use crate::metrics::StepLayout;
+        let m = Metrics::new("1.0");
+        m.set_native_options(NativeOptions {
+            schema: 3,
+            classic_buckets: false,
+        });
+        let step = |name: &str| StepLayout {
+            journey: Some("j".into()),
+            step: name.into(),
+            checks: vec!["ok".into()],
+        };
+        let observe = |p: &ProfileMetrics| {
+            let o = Outcome {
+                status: Some(200),
+                ..Outcome::default()
+            };
+            p.observe_step(0, &o, Duration::from_millis(1), &[true]);
+        };
+        let p = m.profile_steps("t", "old", &[0.1], &[step("a")], &["j".into()]);
+        observe(&p);
+        let names = |m: &Metrics, family: &str, label: &str| -> Vec<String> {
+            let families = labels_by_family(m);
+            let (_, series) = families.iter().find(|(f, _)| f == family).expect(family);
+            let values = series.iter().flatten().filter(|(k, _)| k == label);
+            values.map(|(_, v)| v.clone()).collect()
+        };
+        let duration = "sloburn_http_req_duration_seconds";
+        assert_eq!(names(&m, duration, "profile"), ["old"]);
+        assert_eq!(names(&m, duration, "step"), ["a"]);
+        // The same labels at the next scrape, from the kept fields (the process figures
+        // change between two scrapes, so the bytes are not compared).
+        assert_eq!(labels_by_family(&m), labels_by_family(&m));
+        // Renamed: the old series go, the new ones carry the new name.
+        let renamed = m.profile_steps("t", "new", &[0.1], &[step("a")], &["j".into()]);
+        m.retain_profiles(&[("t".into(), "new".into())]);
+        observe(&renamed);
+        for family in [duration, "sloburn_iterations_total", "sloburn_checks_total"] {
+            assert!(
+                names(&m, family, "profile").iter().all(|p| p == "new"),
+                "{family}"
+            );
+        }
+        assert_eq!(names(&m, "sloburn_http_reqs_total", "profile"), ["new"]);
+        // A step renamed by a reload: new series under the same profile name.
+        let relaid = m.profile_steps("t", "new", &[0.1], &[step("b")], &["j".into()]);
+        assert!(!Arc::ptr_eq(&renamed, &relaid));
+        observe(&relaid);
+        assert_eq!(names(&m, duration, "step"), ["b"]);
+        assert_eq!(
+            names(&m, "sloburn_http_req_phase_seconds", "step"),
+            ["b"; 7]
+        );
+        assert_eq!(names(&m, "sloburn_http_reqs_total", "step"), ["b"]);
+        assert_eq!(names(&m, "sloburn_checks_total", "step"), ["b", "b"]);
+        assert_eq!(
+            names(&m, "sloburn_journey_step_failures_total", "step"),
+            ["b"; 3]
+        );
+    }
+
+    /// Native-only histograms: the count is the native buckets' total, the classic buckets
+    /// are not read, and a request-duration series has no exemplar until one is sampled.
+    #[test]
+    fn native_only_counts_are_the_native_total() {
+        let m = Metrics::new("1.0");
+        m.set_native_options(NativeOptions {
+            schema: 0,
+            classic_buckets: false,
+        });
+        let p = m.profile("t", "p", &[0.1], &[]);
+        for micros in [0u64, 1, 30, 30, 7_000, 2_000_000] {
+            let o = Outcome {
+                phases: Phases {
+                    waiting: Duration::from_micros(micros),
+                    ..Phases::default()
+                },
+                status: Some(200),
+                ..Outcome::default()
+            };
+            p.observe(&o, Duration::ZERO, &[]);
+        }
+        let duration = |m: &Metrics| {
+            let bytes = m.encode_protobuf();
+            let mut rest = &bytes[..];
+            while !rest.is_empty() {
+                let f = MetricFamily::decode_length_delimited(&mut rest).unwrap();
+                if f.name() == HTTP_REQ_DURATION.name {
+                    return f.metric[0].histogram.clone().unwrap();
+                }
+            }
+            panic!("no duration family");
+        };
+        let h = duration(&m);
+        assert_eq!(h.sample_count(), 6);
+        assert_eq!(h.zero_count(), 1);
+        assert!(h.bucket.is_empty() && h.exemplars.is_empty());
+        let in_buckets: i64 = h
+            .positive_delta
+            .iter()
+            .scan(0i64, |n, d| {
+                *n += d;
+                Some(*n)
+            })
+            .sum();
+        assert_eq!(in_buckets, 5);
+        p.exemplar(
+            0,
+            0.03,
+            TraceId::from_bytes([1; 16]),
+            SpanId::from_bytes([2; 8]),
+        );
+        assert_eq!(duration(&m).exemplars.len(), 1);
+    }
+
+    /// A family is written in place behind room for a 3-byte length: one whose length takes
+    /// 1, 2, 3 or 4 bytes decodes whole, followed by the next.
+    #[test]
+    fn families_written_in_place_take_any_length() {
+        use crate::metrics::families::{DATA_SENT, VUS};
+        let mut out = ProtoOut::new(NativeOptions::default());
+        let labels = wire::Labels::new("target=\"t\",profile=\"p\"".into());
+        let sizes = [0usize, 1, 600, 150_000, 10];
+        for (i, &n) in sizes.iter().enumerate() {
+            out.start_family(if i % 2 == 0 { &VUS } else { &DATA_SENT });
+            for k in 0..n {
+                out.sample_encoded(labels.proto(), &[], k as f64);
+            }
+        }
+        out.end_family();
+        let mut rest = &out.bytes[..];
+        let mut lengths = Vec::new();
+        for (i, &n) in sizes.iter().enumerate() {
+            let len = rest.len();
+            let f = MetricFamily::decode_length_delimited(&mut rest).unwrap();
+            lengths.push(len - rest.len());
+            assert_eq!(f.metric.len(), n);
+            let counter = i % 2 == 1;
+            assert!(f.metric.iter().all(|m| m.counter.is_some() == counter));
+            assert_eq!(f.metric.last().map(|m| m.label.len()), (n > 0).then_some(2));
+        }
+        assert!(rest.is_empty());
+        // Lengths of 1, 2, 3 and 4 bytes were written.
+        assert!(lengths[0] < 128 && (128..16_384).contains(&lengths[4]));
+        assert!(lengths[2] > 16_384 && lengths[3] > 2 << 20);
     }
 }

@@ -48,6 +48,8 @@ pub struct SloMetrics {
     objective: AtomicU64,
     good: AtomicU64,
     bad: AtomicU64,
+    /// A maintenance window covers the SLO (set by the budget's tick).
+    maintenance: std::sync::atomic::AtomicBool,
     /// Shared with the scrapes that read it: a scrape takes the `Arc`, not a copy of every
     /// label set.
     pub(super) report: Mutex<Option<Arc<ReportGauges>>>,
@@ -79,6 +81,7 @@ impl SloMetrics {
             objective: AtomicU64::new(objective.to_bits()),
             good: AtomicU64::new(0),
             bad: AtomicU64::new(0),
+            maintenance: std::sync::atomic::AtomicBool::new(false),
             report: Mutex::new(None),
         }
     }
@@ -89,6 +92,15 @@ impl SloMetrics {
 
     pub(super) fn objective(&self) -> f64 {
         f64::from_bits(self.objective.load(Relaxed))
+    }
+
+    /// Whether a maintenance window covers the SLO: `sloburn_slo_maintenance`.
+    pub fn set_maintenance(&self, on: bool) {
+        self.maintenance.store(on, Relaxed);
+    }
+
+    pub(super) fn in_maintenance(&self) -> bool {
+        self.maintenance.load(Relaxed)
     }
 
     /// One SLO event. Hot path: one atomic add.

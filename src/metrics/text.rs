@@ -11,6 +11,7 @@
 use std::fmt::Write as _;
 
 use super::protobuf::{NativeOptions, ProtoOut};
+use super::wire::Labels;
 
 /// What a family is; decides the TYPE line and the sample suffixes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -246,8 +247,13 @@ impl Encoder {
     /// family is announced without a series.
     pub fn header(&mut self, f: &Family) {
         if let Some(p) = self.proto.as_mut() {
-            p.start_family(f);
+            // The bytes so far go out before the family starts in them: a chunk ends at a
+            // family's end.
+            p.end_family();
             self.flush_proto();
+            if let Some(p) = self.proto.as_mut() {
+                p.start_family(f);
+            }
             return;
         }
         let kind = match f.kind {
@@ -320,8 +326,23 @@ impl Encoder {
     /// protobuf format copies them instead of reading `labels`.
     pub fn sample_encoded(&mut self, name: &str, labels: &str, encoded: Option<&[u8]>, v: f64) {
         match (self.proto.as_mut(), encoded) {
-            (Some(p), Some(bytes)) => p.sample_encoded(bytes, v),
+            (Some(p), Some(bytes)) => p.sample_encoded(bytes, &[], v),
             _ => self.sample(name, "", labels, None, v),
+        }
+    }
+
+    /// [`Encoder::sample`] of a series' kept [`Labels`]: the protobuf format copies their
+    /// encoded fields (then `extra`) instead of reading the text.
+    pub fn sample_labels(
+        &mut self,
+        name: &str,
+        labels: &Labels,
+        extra: Option<(&str, &str)>,
+        v: impl Value,
+    ) {
+        match self.proto.as_mut() {
+            Some(p) => p.sample_encoded(labels.proto(), extra.as_slice(), v.as_f64()),
+            None => self.sample(name, "", labels, extra, v),
         }
     }
 

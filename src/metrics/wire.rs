@@ -9,6 +9,8 @@
 //! A label set comes as the text format wrote it once per series (`a="x",b="y\"z"`): its pairs
 //! are read in place, and a value is unescaped into a scratch buffer only when it has a `\`.
 
+use std::sync::OnceLock;
+
 use prost::encoding::{encode_varint, encoded_len_varint};
 
 const VARINT: u64 = 0;
@@ -60,8 +62,14 @@ pub fn len_prefix(out: &mut Vec<u8>, tag: u32, len: usize) {
 
 /// The size of a field with a one-byte key holding `len` bytes.
 #[inline]
-fn field_len(len: usize) -> usize {
+pub fn field_len(len: usize) -> usize {
     1 + encoded_len_varint(len as u64) + len
+}
+
+/// The size of a [`label_pair`] field.
+#[inline]
+pub fn label_pair_len(name: &str, value: &str) -> usize {
+    field_len(field_len(name.len()) + field_len(value.len()))
 }
 
 /// A packed `sint64` field.
@@ -150,6 +158,46 @@ pub fn label_pairs(
     }
 }
 
+/// A series' label set as the text formats paste it (`a="x",b="y"`), escaped once when the
+/// series is made, with its protobuf `LabelPair` fields (field 1 of a `Metric`) made at the
+/// first protobuf scrape that reads them. A series' labels never change (a reload that renames
+/// a profile or changes its steps makes new series), so neither form can go stale; a daemon no
+/// protobuf scraper reads keeps no encoded form.
+#[derive(Debug, Default)]
+pub struct Labels {
+    text: String,
+    proto: OnceLock<Box<[u8]>>,
+}
+
+impl Labels {
+    pub fn new(text: String) -> Labels {
+        Labels {
+            text,
+            proto: OnceLock::new(),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// The `LabelPair` fields, made at the first call.
+    pub fn proto(&self) -> &[u8] {
+        self.proto.get_or_init(|| {
+            let mut out = Vec::new();
+            label_pairs(&mut out, 1, &self.text, None, &mut String::new());
+            out.into_boxed_slice()
+        })
+    }
+}
+
+impl std::ops::Deref for Labels {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.text
+    }
+}
+
 /// Label sets encoded once as `LabelPair` fields 1 of a `Metric`, one after the other, for
 /// series whose label sets outlive many scrapes (an SLO report's window and alert gauges): a
 /// scrape copies each instead of reading its text again.
@@ -211,6 +259,29 @@ mod tests {
         out.clear();
         label_pairs(&mut out, 1, "", None, &mut scratch);
         assert!(out.is_empty());
+    }
+
+    #[test]
+    fn kept_labels_are_the_pairs_read_in_place() {
+        for set in [
+            label_set(&[("target", "t"), ("profile", "p")]),
+            label_set(&[("profile", "a\"b\\c\nd"), ("step", "")]),
+            String::new(),
+        ] {
+            let kept = Labels::new(set.clone());
+            assert_eq!(&*kept, set.as_str());
+            let mut read = Vec::new();
+            label_pairs(&mut read, 1, &set, None, &mut String::new());
+            assert_eq!(kept.proto(), &read[..]);
+            // Made once: the second call gives the same bytes, in the same place.
+            assert!(std::ptr::eq(kept.proto(), kept.proto()));
+            let mut extra = kept.proto().to_vec();
+            label_pair(&mut extra, 1, "status", "200");
+            assert_eq!(
+                extra.len(),
+                kept.proto().len() + label_pair_len("status", "200")
+            );
+        }
     }
 
     #[test]

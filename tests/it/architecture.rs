@@ -20,7 +20,7 @@ const LAYERS: &[&[&str]] = &[
     ],
     &["load", "rules", "metrics", "store"],
     &["config"],
-    &["budget", "target", "web"],
+    &["budget", "target", "web", "importers"],
     &["run", "daemon"],
     &["demo"],
     &["cli"],

@@ -397,3 +397,264 @@ fn check_names_bad_probe_fields_with_their_position() {
         assert!(text.contains(want), "missing {want:?} in:\n{text}");
     }
 }
+
+/// A WebSocket server on 127.0.0.1: echoes each message after `delay`; refuses with 401 an
+/// upgrade to `/private` without `Authorization: Bearer t0k`; `/silent` never answers.
+async fn ws_server(delay: Duration) -> SocketAddr {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut path = String::new();
+                // The callback's type is tungstenite's: its error is the refusal response.
+                #[allow(clippy::result_large_err)]
+                let check = |req: &Request, resp: Response| -> Result<Response, ErrorResponse> {
+                    path = req.uri().path().to_string();
+                    let authorized = req
+                        .headers()
+                        .get("authorization")
+                        .is_some_and(|v| v == "Bearer t0k");
+                    if req.uri().path() == "/private" && !authorized {
+                        let mut no = ErrorResponse::new(Some("no token".into()));
+                        *no.status_mut() = http::StatusCode::UNAUTHORIZED;
+                        return Err(no);
+                    }
+                    Ok(resp)
+                };
+                let Ok(mut ws) = tokio_tungstenite::accept_hdr_async(tcp, check).await else {
+                    return;
+                };
+                while let Some(Ok(msg)) = ws.next().await {
+                    if msg.is_text() || msg.is_binary() {
+                        if path == "/silent" {
+                            continue;
+                        }
+                        tokio::time::sleep(delay).await;
+                        if ws.send(msg).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn websocket_sessions_time_the_upgrade_and_the_round_trip() {
+    let expecting = |text: &'static str| ProbeOptions {
+        expect: Some(bytes::Bytes::from_static(text.as_bytes())),
+        ..ProbeOptions::default()
+    };
+    let fast = ws_server(Duration::ZERO).await;
+    let c = client(Protocol::WebSocket, expecting("ping-1"), Default::default());
+    let out = probe(&c, &format!("ws://{fast}/echo"), b"{\"ping\":\"ping-1\"}").await;
+    assert_eq!((out.status, out.error), (Some(101), None), "{out:?}");
+    assert!(out.status_is_ok());
+    assert_eq!(&out.body[..], b"{\"ping\":\"ping-1\"}");
+    assert_eq!(out.protocol, Protocol::WebSocket);
+
+    let slow = ws_server(Duration::from_millis(300)).await;
+    let out = probe(&c, &format!("ws://{slow}/echo"), b"ping-1").await;
+    assert_eq!((out.status, out.error), (Some(101), None), "{out:?}");
+    assert!(
+        out.phases.waiting >= Duration::from_millis(290),
+        "the round trip is waiting: {:?}",
+        out.phases
+    );
+    assert!(out.duration() >= out.phases.waiting + out.phases.sending);
+
+    // Refused upgrade: the server's status is the outcome, and not a good one.
+    let out = probe(&c, &format!("ws://{fast}/private"), b"ping-1").await;
+    assert_eq!((out.status, out.error), (Some(401), None), "{out:?}");
+    assert!(!out.status_is_ok());
+    let mut authorized = RequestSpec {
+        method: http::Method::GET,
+        uri: format!("ws://{fast}/private").parse().unwrap(),
+        headers: http::HeaderMap::new(),
+        body: bytes::Bytes::from_static(b"ping-1"),
+    };
+    authorized
+        .headers
+        .insert("authorization", "Bearer t0k".parse().unwrap());
+    let out = c.conn().send(&authorized).await;
+    assert_eq!(out.status, Some(101), "{out:?}");
+
+    // No echo: the session ends at the timeout (2 s).
+    let out = probe(&c, &format!("ws://{fast}/silent"), b"ping-1").await;
+    assert_eq!(
+        (out.status, out.error),
+        (Some(101), Some(ErrorClass::Timeout)),
+        "{out:?}"
+    );
+    let closed = free_port();
+    let out = probe(&c, &format!("ws://127.0.0.1:{closed}/"), b"x").await;
+    assert_eq!(out.error, Some(ErrorClass::ConnectRefused), "{out:?}");
+}
+
+/// `sloburn run` on a WebSocket target: every session a request, checks on the echoed JSON,
+/// and the k6 summary's counts.
+#[test]
+fn sloburn_run_drives_websocket_sessions_with_checks() {
+    let rt = crate::support::runtime();
+    let addr = rt.block_on(ws_server(Duration::ZERO));
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("ws.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"targets:
+  chat:
+    url: ws://{addr}/chat
+    body: '{{"op":"ping","n":7}}'
+    expect: '"ping"'
+    timeout: 2s
+    checks:
+      - json: {{ path: "$.n", equals: 7 }}
+      - duration_under: 1s
+profiles:
+  sessions:
+    target: chat
+    executor: shared-iterations
+    vus: 4
+    iterations: 40
+    thresholds:
+      http_req_failed: ["rate==0"]
+      checks: ["rate==1"]
+"#
+        ),
+    )
+    .unwrap();
+    let export = dir.path().join("summary.json");
+    let out = crate::support::sloburn()
+        .args(["run", cfg.to_str().unwrap(), "--quiet", "--summary-export"])
+        .arg(&export)
+        .output()
+        .unwrap();
+    let text = crate::support::all_output(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&export).unwrap()).unwrap();
+    assert_eq!(v["metrics"]["http_reqs"]["count"], 40, "{v}");
+    assert_eq!(v["metrics"]["checks"]["passes"], 120, "{v}");
+    assert_eq!(v["metrics"]["checks"]["fails"], 0, "{v}");
+    drop(rt);
+}
+
+/// A journey that logs in over HTTP and opens a WebSocket session with the captured token:
+/// the step's own `ws://` URL picks the protocol, its headers are templated.
+#[test]
+fn a_journey_logs_in_over_http_then_opens_a_websocket_with_the_token() {
+    let rt = crate::support::runtime();
+    let ws = rt.block_on(ws_server(Duration::ZERO));
+    let login = crate::support::serve_on_thread(axum::Router::new().route(
+        "/login",
+        axum::routing::post(|| async { axum::Json(serde_json::json!({ "token": "t0k" })) }),
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("j.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"targets:
+  api:
+    url: http://{login}/
+    timeout: 2s
+journeys:
+  chat:
+    target: api
+    steps:
+      - name: login
+        method: POST
+        path: /login
+        checks: [ {{ status: 200 }} ]
+        capture: {{ token: {{ json: "$.token" }} }}
+      - name: open
+        url: ws://{ws}/private
+        headers: {{ Authorization: "Bearer ${{token}}" }}
+        body: "hello ${{vu}}"
+        checks: [ {{ body_contains: "hello" }} ]
+profiles:
+  chatters:
+    journey: chat
+    executor: shared-iterations
+    vus: 2
+    iterations: 10
+    thresholds:
+      http_req_failed: ["rate==0"]
+      checks: ["rate==1"]
+"#,
+            login = login.addr
+        ),
+    )
+    .unwrap();
+    let export = dir.path().join("summary.json");
+    let out = crate::support::sloburn()
+        .args(["run", cfg.to_str().unwrap(), "--quiet", "--summary-export"])
+        .arg(&export)
+        .output()
+        .unwrap();
+    let text = crate::support::all_output(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&export).unwrap()).unwrap();
+    assert_eq!(v["metrics"]["http_reqs"]["count"], 20, "{v}");
+    assert_eq!(v["metrics"]["checks"]["fails"], 0, "{v}");
+    assert_eq!(v["metrics"]["checks"]["passes"], 20, "{v}");
+    drop(rt);
+}
+
+/// `sloburn rules` gives each TLS probe a `warning` alert on its certificate check; promtool
+/// shows it firing while the check fails and quiet for a certificate that passes.
+#[test]
+fn the_certificate_warning_alert_fires_on_the_failing_check_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.yaml");
+    std::fs::write(
+        &cfg,
+        "targets:\n  old-cert:\n    url: tls://127.0.0.1:8443\n  new-cert:\n    url: tls://127.0.0.1:9443\n    expiry_warning: 30d\n",
+    )
+    .unwrap();
+    let rules = crate::support::stdout_of(crate::support::sloburn().arg("rules").arg(&cfg));
+    assert!(rules.contains("SloburnCertificateExpiring"), "{rules}");
+    std::fs::write(dir.path().join("rules.yml"), &rules).unwrap();
+    std::fs::write(
+        dir.path().join("test.yml"),
+        r#"rule_files: [rules.yml]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - series: 'sloburn_checks_total{target="old-cert",profile="p",step="request",check="certificate valid for 14d",result="fail"}'
+        values: '0+1x90'
+      - series: 'sloburn_checks_total{target="new-cert",profile="p",step="request",check="certificate valid for 30d",result="fail"}'
+        values: '0+0x90'
+      - series: 'sloburn_checks_total{target="new-cert",profile="p",step="request",check="certificate valid for 30d",result="pass"}'
+        values: '0+1x90'
+      - series: 'sloburn_build_info{version="t"}'
+        values: '1+0x90'
+    alert_rule_test:
+      - eval_time: 30m
+        alertname: SloburnCertificateExpiring
+        exp_alerts:
+          - exp_labels: { severity: warning, target: old-cert }
+            exp_annotations:
+              summary: "the certificate of old-cert fails `certificate valid for 14d`: renew it before it expires"
+"#,
+    )
+    .unwrap();
+    let out = std::process::Command::new(crate::support::which("promtool"))
+        .current_dir(dir.path())
+        .args(["test", "rules", "test.yml"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{rules}",
+        crate::support::all_output(&out)
+    );
+}

@@ -44,6 +44,7 @@ fn options() -> RulesOptions {
         job: None,
         daemon_alerts: true,
         native: BTreeMap::new(),
+        certificate_warnings: Vec::new(),
     }
 }
 

@@ -15,7 +15,7 @@ use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use tungstenite::{Message, WebSocket, stream::MaybeTlsStream};
+use tokio_tungstenite::tungstenite::{Message, WebSocket, stream::MaybeTlsStream};
 
 /// Where the screenshots go (kept after the run, for people and CI artifacts).
 fn artifacts() -> PathBuf {
@@ -25,14 +25,14 @@ fn artifacts() -> PathBuf {
 }
 
 /// A headless Chromium with its own profile directory; killed on drop.
-struct Chrome {
+pub(crate) struct Chrome {
     child: Child,
     port: u16,
     _profile: tempfile::TempDir,
 }
 
 impl Chrome {
-    fn start() -> Chrome {
+    pub(crate) fn start() -> Chrome {
         let chromium = which("chromium");
         let profile = tempfile::tempdir().unwrap();
         let child = Command::new(chromium)
@@ -81,7 +81,7 @@ impl Chrome {
     }
 
     /// The first page target, with the domains the tests listen to enabled.
-    fn page(&self) -> Page {
+    pub(crate) fn page(&self) -> Page {
         let list = eventually(Duration::from_secs(20), || {
             let (code, body) = get_blocking(&format!("http://127.0.0.1:{}/json/list", self.port));
             let v: Value = serde_json::from_str(&body).ok()?;
@@ -96,7 +96,7 @@ impl Chrome {
             .and_then(|t| t["webSocketDebuggerUrl"].as_str())
             .expect("a page target")
             .to_string();
-        let (mut ws, _) = tungstenite::connect(ws_url.as_str()).unwrap();
+        let (mut ws, _) = tokio_tungstenite::tungstenite::connect(ws_url.as_str()).unwrap();
         if let MaybeTlsStream::Plain(s) = ws.get_mut() {
             s.set_read_timeout(Some(Duration::from_millis(200)))
                 .unwrap();
@@ -125,10 +125,10 @@ impl Drop for Chrome {
 }
 
 /// One page over the DevTools protocol: calls wait for their answer; events are kept.
-struct Page {
+pub(crate) struct Page {
     ws: WebSocket<MaybeTlsStream<TcpStream>>,
     next: u64,
-    events: Vec<Value>,
+    pub(crate) events: Vec<Value>,
 }
 
 impl Page {
@@ -137,7 +137,7 @@ impl Page {
         match self.ws.read() {
             Ok(Message::Text(t)) => serde_json::from_str(t.as_str()).ok(),
             Ok(_) => None,
-            Err(tungstenite::Error::Io(e))
+            Err(tokio_tungstenite::tungstenite::Error::Io(e))
                 if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) =>
             {
                 None
@@ -146,7 +146,7 @@ impl Page {
         }
     }
 
-    fn call(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) fn call(&mut self, method: &str, params: Value) -> Value {
         self.next += 1;
         let id = self.next;
         let msg = json!({ "id": id, "method": method, "params": params }).to_string();
@@ -165,7 +165,7 @@ impl Page {
     }
 
     /// Keeps reading events for `d`.
-    fn pump(&mut self, d: Duration) {
+    pub(crate) fn pump(&mut self, d: Duration) {
         let start = Instant::now();
         while start.elapsed() < d {
             if let Some(m) = self.read() {
@@ -174,12 +174,12 @@ impl Page {
         }
     }
 
-    fn navigate(&mut self, url: &str) {
+    pub(crate) fn navigate(&mut self, url: &str) {
         self.call("Page.navigate", json!({ "url": url }));
     }
 
     /// The value of a JavaScript expression (promises awaited).
-    fn eval(&mut self, expr: &str) -> Value {
+    pub(crate) fn eval(&mut self, expr: &str) -> Value {
         let r = self.call(
             "Runtime.evaluate",
             json!({ "expression": expr, "returnByValue": true, "awaitPromise": true }),
@@ -190,7 +190,7 @@ impl Page {
 
     /// Polls `expr` until it is truthy (an exception, as before the page has loaded, counts
     /// as not yet); its value.
-    fn wait_for(&mut self, what: &str, expr: &str, limit: Duration) -> Value {
+    pub(crate) fn wait_for(&mut self, what: &str, expr: &str, limit: Duration) -> Value {
         let start = Instant::now();
         let guarded =
             format!("(() => {{ try {{ return ({expr}); }} catch (e) {{ return null; }} }})()");

@@ -10,11 +10,15 @@
 //!   UDP and again over TCP when truncated. Status is the answer's RCODE (0 NOERROR,
 //!   3 NXDOMAIN); the body is the answers' data, one per line, for `body_*` checks.
 //!
+//! - `ws://` and `wss://`: a WebSocket session (`ws.rs`): the upgrade, the body sent as one
+//!   message, messages read until one holds `expect`. Status is the upgrade's (101).
+//!
 //! A probe always opens its own connection (or socket): what it measures is the connect. Its
 //! duration is the whole probe ([`Outcome::duration`]).
 
 mod dns;
 mod stream;
+mod ws;
 
 use std::time::Duration;
 
@@ -50,6 +54,13 @@ pub(crate) async fn send(client: &Client, protocol: Protocol, req: &RequestSpec)
         Protocol::Tcp => stream::probe(client, req, false).await,
         Protocol::Tls => stream::probe(client, req, true).await,
         Protocol::Dns => dns::probe(client, req).await,
+        Protocol::WebSocket => {
+            let tls = req
+                .uri
+                .scheme_str()
+                .is_some_and(|s| s.eq_ignore_ascii_case("wss"));
+            ws::session(client, req, tls).await
+        }
         Protocol::Http | Protocol::Grpc => Outcome {
             error: Some(ErrorClass::Other),
             ..Outcome::default()

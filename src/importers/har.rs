@@ -1,0 +1,546 @@
+//! `sloburn import har FILE`: a browser recording (HTTP Archive 1.2, as every browser's
+//! DevTools exports it) as one journey over the recording's main host.
+//!
+//! - **Filtered by default:** static assets (by the response's type or the URL's extension)
+//!   and other hosts than the main one (the first document's), each counted on stderr;
+//!   `--keep-assets` and `--hosts` keep them.
+//! - **Think times** are the gaps between one request's end and the next one's start.
+//! - **Correlation:** a value that a response returned (a JSON string of 8 or more characters,
+//!   or such a response header) and a later request sent (in its URL, a header or its body),
+//!   and that no earlier request sent, becomes a `capture` on the step that returned it and a
+//!   `${name}` reference where it is sent: a session token is taken from each run's own login,
+//!   never replayed from the recording.
+//! - Each step checks for the status it got in the recording.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde_json::Value as J;
+
+use crate::rules::quote;
+
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    pub journey: String,
+    pub rate: String,
+    /// Hosts kept besides the main one.
+    pub hosts: Vec<String>,
+    pub keep_assets: bool,
+}
+
+/// The shortest value correlated: shorter ones (`true`, `42`, `en`) repeat by chance.
+const MIN_VALUE: usize = 8;
+/// Gaps shorter than this are the browser's own pace, not a user's.
+const MIN_THINK_MS: f64 = 50.0;
+const MAX_THINK_MS: f64 = 30_000.0;
+/// Headers a browser adds by itself, or that a journey must not replay.
+const DROPPED_HEADERS: &[&str] = &[
+    "host",
+    "connection",
+    "content-length",
+    "cookie",
+    "accept-encoding",
+    "user-agent",
+    "origin",
+    "referer",
+    "sec-fetch-site",
+    "sec-fetch-mode",
+    "sec-fetch-dest",
+    "sec-fetch-user",
+    "sec-ch-ua",
+    "sec-ch-ua-mobile",
+    "sec-ch-ua-platform",
+    "upgrade-insecure-requests",
+    "pragma",
+    "cache-control",
+    "if-none-match",
+    "if-modified-since",
+    "accept-language",
+];
+const ASSET_EXTENSIONS: &[&str] = &[
+    ".js", ".mjs", ".css", ".png", ".jpg", ".jpeg", ".gif", ".svg", ".ico", ".webp", ".woff",
+    ".woff2", ".ttf", ".otf", ".map", ".avif",
+];
+
+#[derive(Debug)]
+struct Entry {
+    method: String,
+    url: http::Uri,
+    headers: Vec<(String, String)>,
+    body: Option<String>,
+    status: u16,
+    response_headers: Vec<(String, String)>,
+    response_body: Option<String>,
+    /// Milliseconds since the Unix epoch.
+    started_ms: f64,
+    time_ms: f64,
+}
+
+/// A value a response gave: where to capture it from.
+#[derive(Debug, Clone)]
+enum From {
+    Json(String),
+    Header(String),
+}
+
+#[derive(Debug)]
+struct Step {
+    entry: Entry,
+    /// The path and query, with `${name}` where a captured value was.
+    path: String,
+    headers: Vec<(String, String)>,
+    body: Option<String>,
+    captures: Vec<(String, From)>,
+    think_ms: Option<u64>,
+}
+
+pub fn import(text: &str, file: &str, opts: &Options) -> Result<super::openapi::Imported, String> {
+    let doc: J = serde_json::from_str(text).map_err(|e| {
+        format!(
+            "{file}:{}:{}: not a HAR file (JSON): {e}",
+            e.line(),
+            e.column()
+        )
+    })?;
+    let entries = doc
+        .pointer("/log/entries")
+        .and_then(J::as_array)
+        .ok_or_else(|| format!("{file}: no `log.entries`: not a HAR file"))?;
+    let mut notes = Vec::new();
+    let mut all = Vec::new();
+    for (i, e) in entries.iter().enumerate() {
+        match entry(e) {
+            Ok(x) => all.push(x),
+            Err(why) => notes.push(format!("entry {i}: not converted: {why}")),
+        }
+    }
+    let main_host = all
+        .iter()
+        .find(|e| {
+            e.response_headers
+                .iter()
+                .any(|(k, v)| k.eq_ignore_ascii_case("content-type") && v.contains("html"))
+        })
+        .or(all.first())
+        .and_then(|e| e.url.authority().map(|a| a.as_str().to_string()))
+        .ok_or_else(|| format!("{file}: no request in the recording"))?;
+    let scheme = all
+        .iter()
+        .find(|e| e.url.authority().map(|a| a.as_str()) == Some(main_host.as_str()))
+        .and_then(|e| e.url.scheme_str().map(str::to_string))
+        .unwrap_or_else(|| "http".into());
+    let (mut assets, mut foreign) = (0, BTreeMap::<String, usize>::new());
+    let kept: Vec<Entry> = all
+        .into_iter()
+        .filter(|e| {
+            let host = e.url.authority().map(|a| a.as_str()).unwrap_or_default();
+            if host != main_host && !opts.hosts.iter().any(|h| h == host) {
+                *foreign.entry(host.to_string()).or_default() += 1;
+                return false;
+            }
+            if !opts.keep_assets && is_asset(e) {
+                assets += 1;
+                return false;
+            }
+            true
+        })
+        .collect();
+    if assets > 0 {
+        notes.push(format!(
+            "left out {assets} static asset request(s) (--keep-assets keeps them)"
+        ));
+    }
+    for (host, n) in &foreign {
+        notes.push(format!(
+            "left out {n} request(s) to {host} (--hosts {host} keeps them)"
+        ));
+    }
+    if kept.is_empty() {
+        return Err(format!("{file}: nothing left to replay on {main_host}"));
+    }
+    let mut steps = correlate(kept);
+    for i in 0..steps.len().saturating_sub(1) {
+        let end = steps[i].entry.started_ms + steps[i].entry.time_ms.max(0.0);
+        let gap = steps[i + 1].entry.started_ms - end;
+        if gap >= MIN_THINK_MS {
+            steps[i].think_ms = Some(gap.min(MAX_THINK_MS).round() as u64);
+        }
+    }
+    let base = format!("{scheme}://{main_host}/");
+    let yaml = write(file, &base, &steps, opts);
+    Ok(super::openapi::Imported { yaml, notes })
+}
+
+fn entry(e: &J) -> Result<Entry, String> {
+    let req = e.get("request").ok_or("no `request`")?;
+    let resp = e.get("response");
+    let url: http::Uri = req
+        .get("url")
+        .and_then(J::as_str)
+        .ok_or("no `request.url`")?
+        .parse()
+        .map_err(|err| format!("`request.url`: {err}"))?;
+    if !matches!(url.scheme_str(), Some("http" | "https")) {
+        return Err(format!("`{url}` is not http(s)"));
+    }
+    let pairs = |v: Option<&J>| -> Vec<(String, String)> {
+        v.and_then(J::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|h| {
+                Some((
+                    h.get("name")?.as_str()?.to_string(),
+                    h.get("value")?.as_str()?.to_string(),
+                ))
+            })
+            // HTTP/2 pseudo-headers (`:authority`) are not headers to send.
+            .filter(|(k, _)| !k.starts_with(':'))
+            .collect()
+    };
+    let content = resp.and_then(|r| r.get("content"));
+    let response_body = content
+        .and_then(|c| c.get("text"))
+        .and_then(J::as_str)
+        .filter(|_| content.and_then(|c| c.get("encoding")).is_none())
+        .map(str::to_string);
+    let started_ms = e
+        .get("startedDateTime")
+        .and_then(J::as_str)
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        .map_or(0.0, |t| t.timestamp_millis() as f64);
+    Ok(Entry {
+        method: req
+            .get("method")
+            .and_then(J::as_str)
+            .unwrap_or("GET")
+            .to_ascii_uppercase(),
+        url,
+        headers: pairs(req.get("headers")),
+        body: req
+            .pointer("/postData/text")
+            .and_then(J::as_str)
+            .map(str::to_string),
+        status: resp
+            .and_then(|r| r.get("status"))
+            .and_then(J::as_u64)
+            .unwrap_or(0) as u16,
+        response_headers: pairs(resp.and_then(|r| r.get("headers"))),
+        response_body,
+        started_ms,
+        time_ms: e.get("time").and_then(J::as_f64).unwrap_or(0.0),
+    })
+}
+
+fn is_asset(e: &Entry) -> bool {
+    let ctype = e
+        .response_headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+        .map(|(_, v)| v.to_ascii_lowercase())
+        .unwrap_or_default();
+    if ctype.starts_with("image/")
+        || ctype.starts_with("font/")
+        || ctype.starts_with("text/css")
+        || ctype.contains("javascript")
+    {
+        return true;
+    }
+    let path = e.url.path().to_ascii_lowercase();
+    ASSET_EXTENSIONS.iter().any(|x| path.ends_with(x))
+}
+
+/// Every string leaf of at least [`MIN_VALUE`] characters with its JSONPath.
+fn leaves(v: &J, path: &str, out: &mut Vec<(String, String)>) {
+    match v {
+        J::String(s) if s.chars().count() >= MIN_VALUE => out.push((s.clone(), path.to_string())),
+        J::Object(m) => {
+            for (k, x) in m {
+                let p = if k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                    format!("{path}.{k}")
+                } else {
+                    format!("{path}[{}]", quote(k).replace('"', "'"))
+                };
+                leaves(x, &p, out);
+            }
+        }
+        J::Array(items) => {
+            for (i, x) in items.iter().enumerate() {
+                leaves(x, &format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A capture name from where the value came from: the last key of its path, or the header.
+fn name_for(from: &From, taken: &mut BTreeMap<String, usize>) -> String {
+    let raw = match from {
+        From::Json(p) => p
+            .rsplit(['.', '['])
+            .find(|s| s.chars().any(|c| c.is_ascii_alphabetic()))
+            .unwrap_or("value")
+            .trim_matches(|c| c == '\'' || c == ']')
+            .to_string(),
+        From::Header(h) => h.clone(),
+    };
+    let mut name: String = raw
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if !name.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        name.insert_str(0, "v_");
+    }
+    let n = taken.entry(name.clone()).or_default();
+    *n += 1;
+    if *n > 1 {
+        name = format!("{name}_{n}");
+    }
+    name
+}
+
+fn correlate(entries: Vec<Entry>) -> Vec<Step> {
+    // Values some request sent before any response gave them are constants (a user name
+    // typed in, then echoed back): never correlated.
+    let mut sent_before: Vec<String> = Vec::new();
+    // value → (step, source, capture name once used)
+    let mut known: Vec<(String, usize, From, Option<String>)> = Vec::new();
+    let mut taken = BTreeMap::new();
+    let mut steps: Vec<Step> = Vec::new();
+    for (i, e) in entries.into_iter().enumerate() {
+        let mut path = e
+            .url
+            .path_and_query()
+            .map_or("/".to_string(), |p| p.as_str().to_string());
+        let mut headers: Vec<(String, String)> = e
+            .headers
+            .iter()
+            .filter(|(k, _)| !DROPPED_HEADERS.contains(&k.to_ascii_lowercase().as_str()))
+            .cloned()
+            .collect();
+        let mut body = e.body.clone();
+        // `${` in what was recorded is text, not a reference.
+        path = path.replace("${", "$${");
+        for (_, v) in &mut headers {
+            *v = v.replace("${", "$${");
+        }
+        if let Some(b) = &mut body {
+            *b = b.replace("${", "$${");
+        }
+        // Longest first, so a value holding another is replaced whole.
+        known.sort_by_key(|k| std::cmp::Reverse(k.0.len()));
+        for (value, from_step, from, name) in &mut known {
+            let encoded = super::openapi::encode_component(value);
+            let in_path = path.contains(value.as_str()) || path.contains(encoded.as_str());
+            let in_headers = headers.iter().any(|(_, v)| v.contains(value.as_str()));
+            let in_body = body.as_ref().is_some_and(|b| b.contains(value.as_str()));
+            if !(in_path || in_headers || in_body) {
+                continue;
+            }
+            let n = name
+                .get_or_insert_with(|| {
+                    let n = name_for(from, &mut taken);
+                    steps[*from_step].captures.push((n.clone(), from.clone()));
+                    n
+                })
+                .clone();
+            let reference = format!("${{{n}}}");
+            path = path
+                .replace(value.as_str(), &reference)
+                .replace(encoded.as_str(), &reference);
+            for (_, v) in &mut headers {
+                *v = v.replace(value.as_str(), &reference);
+            }
+            if let Some(b) = &mut body {
+                *b = b.replace(value.as_str(), &reference);
+            }
+        }
+        // What this request sends raw is now known as sent.
+        sent_before.push(e.url.to_string());
+        sent_before.extend(e.headers.iter().map(|(_, v)| v.clone()));
+        sent_before.extend(e.body.clone());
+        // What its response gives, unless a request already sent it.
+        let mut found = Vec::new();
+        if let Some(text) = &e.response_body
+            && let Ok(v) = serde_json::from_str::<J>(text)
+        {
+            leaves(&v, "$", &mut found);
+        }
+        let fresh = |value: &str| !sent_before.iter().any(|s| s.contains(value));
+        for (value, p) in found {
+            if fresh(&value) && !known.iter().any(|k| k.0 == value) {
+                known.push((value, i, From::Json(p), None));
+            }
+        }
+        for (k, v) in &e.response_headers {
+            let lower = k.to_ascii_lowercase();
+            let generic = matches!(
+                lower.as_str(),
+                "date"
+                    | "content-type"
+                    | "content-length"
+                    | "server"
+                    | "etag"
+                    | "last-modified"
+                    | "set-cookie"
+                    | "expires"
+                    | "vary"
+                    | "cache-control"
+            );
+            if !generic && v.len() >= MIN_VALUE && fresh(v) && !known.iter().any(|x| &x.0 == v) {
+                known.push((v.clone(), i, From::Header(lower), None));
+            }
+        }
+        steps.push(Step {
+            entry: e,
+            path,
+            headers,
+            body,
+            captures: Vec::new(),
+            think_ms: None,
+        });
+    }
+    steps
+}
+
+fn write(file: &str, base: &str, steps: &[Step], opts: &Options) -> String {
+    let journey = super::config_name(&opts.journey);
+    let mut out = format!(
+        "# Imported by `sloburn import har` from {file}: {} request(s) on {base}.\n# Review the captures and think times, then add a schedule and SLOs.\ntargets:\n  recorded:\n    url: {}\njourneys:\n  {}:\n    target: recorded\n    steps:\n",
+        steps.len(),
+        quote(base),
+        quote(&journey)
+    );
+    let mut names = BTreeMap::<String, usize>::new();
+    for s in steps {
+        let e = &s.entry;
+        let last = e
+            .url
+            .path()
+            .rsplit('/')
+            .find(|p| !p.is_empty())
+            .unwrap_or("root");
+        let mut name = super::config_name(&format!("{} {last}", e.method.to_ascii_lowercase()));
+        let n = names.entry(name.clone()).or_default();
+        *n += 1;
+        if *n > 1 {
+            name = format!("{name}-{n}");
+        }
+        let _ = writeln!(out, "      - name: {}", quote(&name));
+        let _ = writeln!(out, "        method: {}", e.method);
+        let _ = writeln!(out, "        path: {}", quote(&s.path));
+        if !s.headers.is_empty() {
+            let _ = writeln!(out, "        headers:");
+            for (k, v) in &s.headers {
+                let _ = writeln!(out, "          {}: {}", quote(k), quote(v));
+            }
+        }
+        if let Some(b) = &s.body {
+            let _ = writeln!(out, "        body: {}", quote(b));
+        }
+        if e.status > 0 {
+            let _ = writeln!(out, "        checks: [ {{ status: {} }} ]", e.status);
+        }
+        if !s.captures.is_empty() {
+            let _ = writeln!(out, "        capture:");
+            for (n, from) in &s.captures {
+                let source = match from {
+                    From::Json(p) => format!("{{ json: {} }}", quote(p)),
+                    From::Header(h) => format!("{{ header: {} }}", quote(h)),
+                };
+                let _ = writeln!(out, "          {n}: {source}");
+            }
+        }
+        if let Some(ms) = s.think_ms {
+            let _ = writeln!(out, "        think: {ms}ms");
+        }
+    }
+    let _ = writeln!(
+        out,
+        "profiles:\n  {}:\n    journey: {}\n    executor: constant-arrival-rate\n    rate: {}\n    duration: 1m",
+        quote(&journey),
+        quote(&journey),
+        opts.rate
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn har(entries: J) -> String {
+        serde_json::json!({"log": {"version": "1.2", "entries": entries}}).to_string()
+    }
+
+    fn e(
+        method: &str,
+        url: &str,
+        headers: J,
+        body: Option<&str>,
+        status: u16,
+        resp: &str,
+        at: &str,
+    ) -> J {
+        serde_json::json!({
+            "startedDateTime": at, "time": 10,
+            "request": {"method": method, "url": url, "headers": headers,
+                        "postData": body.map(|b| serde_json::json!({"mimeType": "application/json", "text": b}))},
+            "response": {"status": status, "headers": [{"name": "Content-Type", "value": "application/json"}],
+                         "content": {"mimeType": "application/json", "text": resp}}
+        })
+    }
+
+    #[test]
+    fn a_token_from_a_response_becomes_a_capture_and_a_reference() {
+        let text = har(serde_json::json!([
+            {"startedDateTime": "2026-01-01T00:00:00.000Z", "time": 5,
+             "request": {"method": "GET", "url": "http://shop.test/", "headers": []},
+             "response": {"status": 200, "headers": [{"name": "Content-Type", "value": "text/html"}], "content": {"text": "<html>"}}},
+            {"startedDateTime": "2026-01-01T00:00:00.010Z", "time": 1,
+             "request": {"method": "GET", "url": "http://shop.test/app.js", "headers": []},
+             "response": {"status": 200, "headers": [{"name": "Content-Type", "value": "text/javascript"}], "content": {"text": ""}}},
+            {"startedDateTime": "2026-01-01T00:00:00.020Z", "time": 1,
+             "request": {"method": "GET", "url": "http://cdn.other/x.json", "headers": []},
+             "response": {"status": 200, "headers": [], "content": {"text": "{}"}}},
+            e("POST", "http://shop.test/api/login", serde_json::json!([{"name": "Content-Type", "value": "application/json"}]),
+              Some(r#"{"user":"alice-the-user"}"#), 200, r#"{"user":"alice-the-user","session":{"token":"tok-123456789"}}"#,
+              "2026-01-01T00:00:01.000Z"),
+            e("GET", "http://shop.test/api/cart?t=tok-123456789", serde_json::json!([{"name": "Authorization", "value": "Bearer tok-123456789"}, {"name": "Cookie", "value": "a=b"}]),
+              None, 200, r#"{"items":[]}"#, "2026-01-01T00:00:02.500Z"),
+        ]));
+        let opts = Options {
+            journey: "shop".into(),
+            rate: "1/s".into(),
+            ..Options::default()
+        };
+        let got = import(&text, "rec.har", &opts).unwrap();
+        let y = &got.yaml;
+        assert!(
+            y.contains("capture:\n          token: { json: \"$.session.token\" }"),
+            "{y}"
+        );
+        assert!(y.contains("\"Bearer ${token}\""), "{y}");
+        assert!(y.contains("path: \"/api/cart?t=${token}\""), "{y}");
+        // Sent before it came back: a constant, not a capture.
+        assert!(!y.contains("${user}"), "{y}");
+        assert!(!y.to_ascii_lowercase().contains("cookie"), "{y}");
+        assert!(y.contains("think: 1490ms"), "{y}");
+        assert_eq!(y.matches("- name:").count(), 3, "{y}");
+        assert!(
+            got.notes.iter().any(|n| n.contains("1 static asset")),
+            "{:?}",
+            got.notes
+        );
+        assert!(
+            got.notes.iter().any(|n| n.contains("cdn.other")),
+            "{:?}",
+            got.notes
+        );
+    }
+}
