@@ -35,7 +35,13 @@ pub struct GrpcTarget {
     pub max_body: usize,
     /// The call, once prepared (at config time from a pool, or at the first call).
     call: tokio::sync::OnceCell<Call>,
+    /// When reflection last failed, and how: for [`RETRY_AFTER`] every call fails the same way
+    /// at once, so a server without reflection is not asked again by every call of a load.
+    failed: std::sync::Mutex<Option<(tokio::time::Instant, ErrorClass)>>,
 }
+
+/// How long a failed reflection answers for the calls after it.
+pub const RETRY_AFTER: Duration = Duration::from_secs(1);
 
 impl GrpcTarget {
     /// A target; with a pool the call is prepared now, so a wrong method or message is the
@@ -57,6 +63,7 @@ impl GrpcTarget {
             timeout,
             max_body,
             call: tokio::sync::OnceCell::new(),
+            failed: std::sync::Mutex::new(None),
         };
         if let Source::Pool(pool) = source {
             let call = target.prepare(pool)?;
@@ -134,25 +141,40 @@ async fn send_inner(client: &Client, slot: &mut Slot, req: &RequestSpec) -> Outc
     let Some(conn) = slot.as_mut() else {
         return failed(ErrorClass::Other);
     };
-    let call = match target
-        .call
-        .get_or_try_init(|| async {
-            let pool = super::reflect(conn, target.timeout).await?;
-            target.prepare(&pool)
-        })
-        .await
-    {
-        Ok(call) => call,
-        Err(e) => {
-            tracing::warn!(method = %target.method, "gRPC server reflection failed: {e}");
-            // A server that could not be reached is the server's failure, like any call's.
-            let class = match &e {
-                PrepareError::Schema(SchemaError::Reflection(m)) => {
-                    reachable_class(m).unwrap_or(ErrorClass::Other)
-                }
-                _ => ErrorClass::Other,
+    let call = match target.call.get() {
+        Some(call) => call,
+        None => {
+            let recent = |failed: &Option<(tokio::time::Instant, ErrorClass)>| {
+                failed.filter(|(at, _)| at.elapsed() < RETRY_AFTER)
             };
-            return failed(class);
+            if let Some((_, class)) = target.failed.lock().ok().and_then(|f| recent(&f)) {
+                return failed(class);
+            }
+            let made = target
+                .call
+                .get_or_try_init(|| async {
+                    let pool = super::reflect(conn, target.timeout).await?;
+                    target.prepare(&pool)
+                })
+                .await;
+            match made {
+                Ok(call) => call,
+                Err(e) => {
+                    tracing::warn!(method = %target.method, "gRPC server reflection failed: {e}");
+                    // A server that could not be reached is the server's failure, like any
+                    // call's.
+                    let class = match &e {
+                        PrepareError::Schema(SchemaError::Reflection(m)) => {
+                            reachable_class(m).unwrap_or(ErrorClass::Other)
+                        }
+                        _ => ErrorClass::Other,
+                    };
+                    if let Ok(mut f) = target.failed.lock() {
+                        *f = Some((tokio::time::Instant::now(), class));
+                    }
+                    return failed(class);
+                }
+            }
         }
     };
     if req.body.is_empty() && req.headers.is_empty() {
@@ -237,6 +259,43 @@ mod tests {
             ..req
         };
         assert!(per_request(call, &req).is_err());
+    }
+
+    #[tokio::test]
+    async fn a_recent_reflection_failure_answers_without_asking_again() {
+        let target = GrpcTarget::new(
+            &Source::Reflection,
+            "a.B/C".into(),
+            vec![json!({})],
+            vec![],
+            None,
+            Duration::from_secs(1),
+            1 << 20,
+        )
+        .unwrap();
+        *target.failed.lock().unwrap() = Some((tokio::time::Instant::now(), ErrorClass::Reset));
+        let client = Client::new(
+            crate::http::ClientOptions {
+                protocol: Protocol::Grpc,
+                http: crate::http::HttpVersion::Http2,
+                grpc: Some(GrpcSpec(Arc::new(target))),
+                ..Default::default()
+            },
+            Arc::new(crate::http::Resolver::system()),
+        );
+        let req = RequestSpec {
+            method: http::Method::POST,
+            // Port 1 on loopback: asking would be `connect_refused`.
+            uri: "grpc://127.0.0.1:1".parse().unwrap(),
+            headers: HeaderMap::new(),
+            body: bytes::Bytes::new(),
+        };
+        let mut slot = None;
+        let out = send(&client, &mut slot, &req).await;
+        assert_eq!(
+            (out.error, out.protocol),
+            (Some(ErrorClass::Reset), Protocol::Grpc)
+        );
     }
 
     #[test]
