@@ -288,35 +288,48 @@ pub fn phases_from(marks: &Marks, phases: &mut Phases) {
     phases.receiving = marks.end - first;
 }
 
+/// What a call has measured and read so far: kept whole when the deadline drops the exchange.
+struct Progress {
+    out: Outcome,
+    marks: Marks,
+    /// Set by the request stream when it has handed over its last message.
+    sent: Arc<OnceLock<Instant>>,
+    messages: Vec<DynamicMessage>,
+    /// Protobuf bytes of the messages read.
+    kept: usize,
+}
+
 impl GrpcConn {
     /// Sends `call` and waits for its end, at most its timeout. Never fails: a transport
     /// failure or the deadline is the outcome's `error`.
     pub async fn call(&mut self, call: &Call) -> Outcome {
         let start = Instant::now();
         let deadline = start + call.timeout;
-        let mut out = Outcome {
-            version: http::Version::HTTP_2,
-            ..Outcome::default()
+        let mut p = Progress {
+            out: Outcome {
+                version: http::Version::HTTP_2,
+                ..Outcome::default()
+            },
+            marks: Marks {
+                ready: start,
+                sent: None,
+                first_message: None,
+                end: start,
+            },
+            sent: Arc::new(OnceLock::new()),
+            messages: Vec::new(),
+            kept: 0,
         };
-        let mut marks = Marks {
-            ready: start,
-            sent: None,
-            first_message: None,
-            end: start,
-        };
-        let mut messages = Vec::new();
-        let mut kept = 0usize;
-        let sent = Arc::new(OnceLock::new());
-        let exchange = self.exchange(
-            call,
-            deadline,
-            &mut out,
-            &mut marks,
-            &sent,
-            &mut messages,
-            &mut kept,
-        );
-        let timed_out = timeout_at(deadline, exchange).await.is_err();
+        let timed_out = timeout_at(deadline, self.exchange(call, deadline, &mut p))
+            .await
+            .is_err();
+        let Progress {
+            mut out,
+            mut marks,
+            sent,
+            messages,
+            ..
+        } = p;
         marks.end = Instant::now();
         marks.sent = sent.get().copied();
         if timed_out {
@@ -336,17 +349,14 @@ impl GrpcConn {
         out
     }
 
-    #[allow(clippy::too_many_arguments)]
-    async fn exchange(
-        &mut self,
-        call: &Call,
-        deadline: Instant,
-        out: &mut Outcome,
-        marks: &mut Marks,
-        sent: &Arc<OnceLock<Instant>>,
-        messages: &mut Vec<DynamicMessage>,
-        kept: &mut usize,
-    ) {
+    async fn exchange(&mut self, call: &Call, deadline: Instant, p: &mut Progress) {
+        let Progress {
+            out,
+            marks,
+            sent,
+            messages,
+            kept,
+        } = p;
         let ready = match self.ready(deadline, &mut out.phases).await {
             Ok(ready) => ready,
             Err(class) => {
