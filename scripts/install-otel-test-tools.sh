@@ -4,7 +4,10 @@
 # - opentelemetry-proto: the official OTLP protobuf definitions, generated for Python; the
 #   test's OTLP receiver (tests/it/otel/receiver.py) decodes `/v1/traces` bodies with it.
 #   It brings its runtime, `protobuf`.
-# - grpcio: the gRPC server of the receiver's `--grpc` mode (OTLP/gRPC).
+# - grpcio: the gRPC server of the receiver's `--grpc` mode (OTLP/gRPC), and of
+#   tests/it/grpc/server.py (tests/it/grpc.rs).
+# - grpcio-reflection, grpcio-health-checking: gRPC's own server reflection and health
+#   services, served by tests/it/grpc/server.py.
 # Prometheus (for the exemplar test) comes from install-test-tools.sh (Debian's package).
 set -euo pipefail
 
@@ -12,6 +15,8 @@ PY=${PYTHON:-python3}
 pins=(
   "opentelemetry-proto==1.45.2"
   "grpcio==1.85.1"
+  "grpcio-reflection==1.85.1"
+  "grpcio-health-checking==1.85.1"
 )
 
 have() { # name version
@@ -33,3 +38,4 @@ if [ ${#need[@]} -gt 0 ]; then
   "$PY" -m pip install --quiet --disable-pip-version-check "${need[@]}" >&2
 fi
 "$PY" -c 'import grpc; from opentelemetry.proto.collector.trace.v1 import trace_service_pb2' >/dev/null
+"$PY" -c 'from grpc_reflection.v1alpha import reflection; from grpc_health.v1 import health' >/dev/null

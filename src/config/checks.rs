@@ -115,9 +115,8 @@ fn status(ctx: &mut Ctx, node: &Node, path: &str) -> Option<Vec<(u16, u16)>> {
             t.parse::<u16>().ok().map(|c| (c, c))
         };
         match parsed {
-            Some((a, b)) if (100..=599).contains(&a) && (100..=599).contains(&b) => {
-                ranges.push((a, b))
-            }
+            // 0-99: a gRPC status code, or a probe's (0 OK).
+            Some((a, b)) if (0..=599).contains(&a) && (0..=599).contains(&b) => ranges.push((a, b)),
             _ => ctx.error(
                 item.pos,
                 path,
@@ -152,7 +151,7 @@ fn json_check(ctx: &mut Ctx, node: &Node, path: &str) -> Option<(CheckKind, Stri
     Some((CheckKind::Json { path: jp, expect }, format!("json_{src}")))
 }
 
-fn yaml_to_json(node: &Node) -> serde_json::Value {
+pub(super) fn yaml_to_json(node: &Node) -> serde_json::Value {
     match &node.value {
         Value::Null => serde_json::Value::Null,
         Value::Scalar { text, quoted: true } => serde_json::Value::String(text.clone()),

@@ -13,6 +13,7 @@ pub use secrets::expand_flag;
 mod checks;
 mod executors;
 mod files;
+mod grpc;
 mod journeys;
 pub mod maintenance;
 pub use journeys::MAX_DATA_FILE_BYTES;
@@ -253,6 +254,8 @@ pub struct Target {
     /// HTTP, or the probe the URL's scheme names.
     pub protocol: crate::http::Protocol,
     pub probe: crate::http::probe::ProbeOptions,
+    /// A `grpc://` or `grpcs://` target's call.
+    pub grpc: Option<crate::http::grpc::GrpcSpec>,
 }
 
 /// Like the derived one, with the URL as written in place of the expanded one (headers from

@@ -54,6 +54,7 @@ impl Target {
             dns_select: self.dns_select,
             protocol: self.protocol,
             probe: self.probe.clone(),
+            grpc: self.grpc.clone(),
         }
     }
 

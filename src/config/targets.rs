@@ -29,6 +29,7 @@ const TARGET_FIELDS: &[&str] = &[
     "buckets",
     "expect",
     "expiry_warning",
+    "grpc",
 ];
 
 pub fn target(ctx: &mut Ctx, name: &str, node: &Node, base: &Path, env: &Env) -> Option<Target> {
@@ -47,13 +48,23 @@ pub fn target(ctx: &mut Ctx, name: &str, node: &Node, base: &Path, env: &Env) ->
         .and_then(|u| u.scheme_str())
         .and_then(crate::http::Protocol::of_scheme)
         .unwrap_or_default();
+    let grpc = protocol == crate::http::Protocol::Grpc;
     if protocol.is_probe() {
         probe_fields(ctx, &f, protocol, uri.as_ref());
+    }
+    if grpc {
+        grpc_fields(ctx, &f, uri.as_ref());
+    } else if let Some(n) = f.get("grpc") {
+        ctx.error(
+            n.pos,
+            &f.path_of("grpc"),
+            "`grpc` is for a grpc:// or grpcs:// target",
+        );
     }
     let method = match f.get("method") {
         // A WebSocket's upgrade is a GET; a probe's method names its protocol.
         _ if protocol == crate::http::Protocol::WebSocket => Some(http::Method::GET),
-        _ if protocol.is_probe() => {
+        _ if protocol.is_probe() || grpc => {
             http::Method::from_bytes(protocol.as_str().to_ascii_uppercase().as_bytes()).ok()
         }
         Some(n) => {
@@ -140,10 +151,24 @@ pub fn target(ctx: &mut Ctx, name: &str, node: &Node, base: &Path, env: &Env) ->
     };
     let timeout = opt_duration(ctx, &f, "timeout", Duration::from_secs(10), true);
     let keep_alive = opt_bool(ctx, &f, "keep_alive", true);
-    let transport = super::tls::transport(ctx, &f, base);
+    let mut transport = super::tls::transport(ctx, &f, base);
     let max_body = match f.get("max_body") {
         Some(n) => walk::size(ctx, n, &f.path_of("max_body")).unwrap_or(1 << 20),
         None => 1 << 20,
+    };
+    let grpc_spec = if grpc {
+        // gRPC is HTTP/2 only: h2c in the clear, only `h2` offered in TLS's ALPN.
+        transport.http = crate::http::HttpVersion::Http2;
+        super::grpc::grpc(
+            ctx,
+            f.get("grpc"),
+            &f.path_of("grpc"),
+            base,
+            env,
+            (timeout, max_body.min(usize::MAX as u64) as usize),
+        )
+    } else {
+        None
     };
     let mut checks = f
         .get("checks")
@@ -211,7 +236,49 @@ pub fn target(ctx: &mut Ctx, name: &str, node: &Node, base: &Path, env: &Env) ->
         buckets,
         protocol,
         probe,
+        grpc: grpc_spec,
     })
+}
+
+/// What a gRPC target may not carry (HTTP's fields), and what its URL must say: a port, no
+/// path.
+fn grpc_fields(ctx: &mut Ctx, f: &walk::Fields, uri: Option<&http::Uri>) {
+    for field in super::grpc::NOT_GRPC {
+        if let Some(n) = f.get(field) {
+            let instead = match *field {
+                "headers" => " (metadata goes in `grpc.metadata`)",
+                "method" => " (the gRPC method goes in `grpc.method`)",
+                "body" | "body_file" => " (the request goes in `grpc.message`)",
+                _ => "",
+            };
+            ctx.error(
+                n.pos,
+                &f.path_of(field),
+                format!("a gRPC target has no `{field}`{instead}"),
+            );
+        }
+    }
+    let (Some(uri), Some(n)) = (uri, f.get("url")) else {
+        return;
+    };
+    let p = f.path_of("url");
+    if uri.port_u16().is_none() {
+        ctx.error(
+            n.pos,
+            &p,
+            "a gRPC target needs a port: grpc://HOST:PORT (grpcs:// over TLS)",
+        );
+    }
+    if uri
+        .path_and_query()
+        .is_some_and(|pq| pq.as_str() != "/" && !pq.as_str().is_empty())
+    {
+        ctx.error(
+            n.pos,
+            &p,
+            "a gRPC target's URL has no path: the method goes in `grpc.method`",
+        );
+    }
 }
 
 /// What a probe target may not carry (HTTP's fields), and what its URL must say: a port for
@@ -265,7 +332,8 @@ fn probe_fields(
             }
         }
         // A WebSocket URL is an HTTP one: its port defaults, its path and query are sent.
-        Protocol::WebSocket | Protocol::Http => {}
+        // gRPC has its own checks (`grpc_fields`) and never gets here.
+        Protocol::WebSocket | Protocol::Http | Protocol::Grpc => {}
         Protocol::Tcp | Protocol::Tls => {
             if uri.port_u16().is_none() {
                 ctx.error(
@@ -325,7 +393,7 @@ pub(super) fn url(
                 node.pos,
                 path,
                 format!(
-                    "unsupported scheme `{other}`: use http://, https://, or a probe's tcp://, tls:// or dns://"
+                    "unsupported scheme `{other}`: use http://, https://, grpc://, grpcs://, or a probe's tcp://, tls:// or dns://"
                 ),
             );
             return None;

@@ -72,6 +72,8 @@ pub struct ClientOptions {
     pub protocol: super::Protocol,
     /// A probe's own settings.
     pub probe: super::probe::ProbeOptions,
+    /// A gRPC target's call (`grpc://` and `grpcs://`).
+    pub grpc: Option<super::grpc::GrpcSpec>,
 }
 
 impl Default for ClientOptions {
@@ -90,6 +92,7 @@ impl Default for ClientOptions {
             dns_select: DnsSelect::First,
             protocol: super::Protocol::Http,
             probe: super::probe::ProbeOptions::default(),
+            grpc: None,
         }
     }
 }
@@ -196,6 +199,7 @@ impl Client {
             slot: self.inner.h2.assign(),
             // `http: "2"` always goes over the shared connections; auto learns it per request.
             h2_used: self.inner.opts.http == HttpVersion::Http2,
+            grpc: None,
         }
     }
 

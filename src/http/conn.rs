@@ -26,6 +26,8 @@ pub struct Conn {
     pub(super) slot: usize,
     /// Whether its last request went over HTTP/2 (then `is_open` asks the pool).
     pub(super) h2_used: bool,
+    /// A gRPC target's connection, this user's own.
+    pub(super) grpc: super::grpc::target::Slot,
 }
 
 /// Which attempt of a request this is.
@@ -51,6 +53,9 @@ impl Conn {
         let protocol = self.client.inner.opts.protocol;
         if protocol.is_probe() {
             return super::probe::send(&self.client, protocol, req).await;
+        }
+        if protocol == super::Protocol::Grpc {
+            return super::grpc::target::send(&self.client, &mut self.grpc, req).await;
         }
         let start = Instant::now();
         let deadline = start + self.client.inner.opts.timeout;

@@ -150,8 +150,9 @@ impl ErrorClass {
     }
 }
 
-/// What a target speaks, from its URL's scheme: HTTP (`http://`, `https://`), WebSocket
-/// (`ws://`, `wss://`) or a probe (`tcp://`, `tls://`, `dns://`); all but HTTP in [`probe`].
+/// What a target speaks, from its URL's scheme: HTTP (`http://`, `https://`), gRPC
+/// (`grpc://`, `grpcs://` over TLS, see [`grpc`]), WebSocket (`ws://`, `wss://`) or a probe
+/// (`tcp://`, `tls://`, `dns://`); WebSocket and the probes in [`probe`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub enum Protocol {
     #[default]
@@ -159,6 +160,7 @@ pub enum Protocol {
     Tcp,
     Tls,
     Dns,
+    Grpc,
     WebSocket,
 }
 
@@ -170,6 +172,7 @@ impl Protocol {
             "tcp" => Protocol::Tcp,
             "tls" => Protocol::Tls,
             "dns" => Protocol::Dns,
+            "grpc" | "grpcs" => Protocol::Grpc,
             "ws" | "wss" => Protocol::WebSocket,
             _ => return None,
         })
@@ -182,12 +185,15 @@ impl Protocol {
             Protocol::Tcp => "tcp",
             Protocol::Tls => "tls",
             Protocol::Dns => "dns",
+            Protocol::Grpc => "grpc",
             Protocol::WebSocket => "websocket",
         }
     }
 
+    /// Whether [`probe`] sends it (WebSocket and the probes): measured as a whole exchange,
+    /// connection included. HTTP and gRPC measure a request on a connection that may be kept.
     pub fn is_probe(self) -> bool {
-        self != Protocol::Http
+        !matches!(self, Protocol::Http | Protocol::Grpc)
     }
 }
 
@@ -195,9 +201,9 @@ impl Protocol {
 #[derive(Debug, Clone, Default)]
 pub struct Outcome {
     pub phases: Phases,
-    /// The status, when an answer arrived: the HTTP status; for a probe its protocol's code,
-    /// 0 meaning OK (a DNS answer's RCODE, 0 for a TCP exchange or TLS handshake that
-    /// completed).
+    /// The status, when an answer arrived: the HTTP status; the gRPC status code (0 OK); for a
+    /// probe its protocol's code, 0 meaning OK (a DNS answer's RCODE, 0 for a TCP exchange or
+    /// TLS handshake that completed).
     pub status: Option<u16>,
     pub protocol: Protocol,
     /// A TLS probe's earliest certificate expiry in the chain the server sent (Unix seconds).
@@ -233,7 +239,7 @@ impl Outcome {
     }
 
     /// Whether the status counts as expected when no `status` check says otherwise: below 400
-    /// for HTTP, 101 (the upgrade) for a WebSocket, 0 (OK) for a probe.
+    /// for HTTP, 101 (the upgrade) for a WebSocket, 0 (OK) for gRPC and a probe.
     pub fn status_is_ok(&self) -> bool {
         match (self.protocol, self.status) {
             (_, None) => false,
@@ -250,6 +256,7 @@ pub mod client;
 mod conn;
 mod connect;
 pub mod dns;
+pub mod grpc;
 pub mod h2;
 pub mod probe;
 mod rx;

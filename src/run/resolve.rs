@@ -301,6 +301,7 @@ pub(super) fn ad_hoc(args: &RunArgs, url: &str) -> anyhow::Result<(Target, Execu
         buckets: config::DEFAULT_BUCKETS.to_vec(),
         protocol: crate::http::Protocol::Http,
         probe: crate::http::probe::ProbeOptions::default(),
+        grpc: None,
     };
     Ok((target, executor))
 }

@@ -55,7 +55,7 @@ fn every_shipped_config_loads() {
     seen.sort();
     assert_eq!(
         seen,
-        ["example.yaml", "journeys.yaml", "probes.yaml"],
+        ["example.yaml", "grpc.yaml", "journeys.yaml", "probes.yaml"],
         "every shipped config, each loaded"
     );
 }

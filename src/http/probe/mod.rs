@@ -61,7 +61,7 @@ pub(crate) async fn send(client: &Client, protocol: Protocol, req: &RequestSpec)
                 .is_some_and(|s| s.eq_ignore_ascii_case("wss"));
             ws::session(client, req, tls).await
         }
-        Protocol::Http => Outcome {
+        Protocol::Http | Protocol::Grpc => Outcome {
             error: Some(ErrorClass::Other),
             ..Outcome::default()
         },

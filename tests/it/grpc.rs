@@ -1,0 +1,679 @@
+//! gRPC (issue 32, part 1) against a real grpcio server the test starts on 127.0.0.1
+//! (`grpc/server.py`; grpcio, grpcio-reflection and grpcio-health-checking from PyPI, installed
+//! by scripts/install-otel-test-tools.sh): unary, server-streaming and bidirectional calls from
+//! JSON, status codes, metadata both ways, the bundled health check, server reflection (v1 and
+//! the v1alpha fallback), and the transport failures as error classes.
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use prost_reflect::DescriptorPool;
+use serde_json::{Value, json};
+use sloburn::http::grpc::{
+    Call, GrpcClient, HEALTH_CHECK, SchemaError, compile, find_method, health,
+};
+use sloburn::http::{
+    Client, ClientOptions, ErrorClass, HttpVersion, Outcome, Resolver, TlsOptions,
+};
+
+/// The test service's folder: `sloburn/test/echo.proto` and its import.
+fn protos() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/grpc"))
+}
+
+fn echo_pool() -> DescriptorPool {
+    compile(&[protos().join("sloburn/test/echo.proto")], &[protos()]).expect("echo.proto compiles")
+}
+
+/// The server as a child process, killed on drop.
+struct Server {
+    child: Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    /// `reflection`: `both`, `v1`, `v1alpha` or `none`.
+    fn start(reflection: &str) -> Server {
+        Server::start_with(reflection, &[])
+    }
+
+    /// With more arguments: `--tls CERT KEY`.
+    fn start_with(reflection: &str, args: &[&std::path::Path]) -> Server {
+        let status = Command::new("bash")
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/scripts/install-otel-test-tools.sh"
+            ))
+            .stdout(Stdio::null())
+            .status()
+            .expect("install script runs");
+        assert!(
+            status.success(),
+            "scripts/install-otel-test-tools.sh failed"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let fds = dir.path().join("echo.fds");
+        std::fs::write(&fds, echo_pool().encode_to_vec()).unwrap();
+        let mut child = Command::new("python3")
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/it/grpc/server.py"
+            ))
+            .arg(&fds)
+            .args(["--reflection", reflection])
+            .args(args)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 starts the gRPC server");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port = line.trim().parse().expect("the server prints its port");
+        Server {
+            child,
+            port,
+            _dir: dir,
+        }
+    }
+
+    fn client(&self) -> GrpcClient {
+        client_of(&format!("127.0.0.1:{}", self.port))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn client_of(address: &str) -> GrpcClient {
+    tls_client_of(address, None)
+}
+
+/// Over TLS when `tls` gives the options.
+fn tls_client_of(address: &str, tls: Option<TlsOptions>) -> GrpcClient {
+    let http = Client::new(
+        ClientOptions {
+            http: HttpVersion::Http2,
+            tls: tls.clone().unwrap_or_default(),
+            ..ClientOptions::default()
+        },
+        Arc::new(Resolver::system()),
+    );
+    GrpcClient::new(http, address, tls.is_some(), None).unwrap()
+}
+
+fn call(pool: &DescriptorPool, method: &str, messages: &[Value]) -> Call {
+    call_with(pool, method, messages, &[], Duration::from_secs(10))
+}
+
+fn call_with(
+    pool: &DescriptorPool,
+    method: &str,
+    messages: &[Value],
+    metadata: &[(&str, &str)],
+    timeout: Duration,
+) -> Call {
+    let metadata: Vec<_> = metadata
+        .iter()
+        .map(|(n, v)| (n.to_string(), v.to_string()))
+        .collect();
+    Call::new(
+        find_method(pool, method).unwrap(),
+        messages,
+        &metadata,
+        timeout,
+    )
+    .unwrap()
+}
+
+fn body(out: &Outcome) -> Value {
+    serde_json::from_slice(&out.body)
+        .unwrap_or_else(|e| panic!("{e}: {:?}", String::from_utf8_lossy(&out.body)))
+}
+
+#[tokio::test]
+async fn unary_from_json_is_ok_echoes_metadata_and_reuses_its_connection() {
+    let server = Server::start("none");
+    let pool = echo_pool();
+    let mut conn = server.client().conn();
+    let say = call_with(
+        &pool,
+        "sloburn.test.Echo/Say",
+        &[json!({"text": "hello"})],
+        &[("x-token", "t0k3n"), ("X-Tenant", "blue")],
+        Duration::from_secs(10),
+    );
+
+    let first = conn.call(&say).await;
+    assert_eq!((first.status, first.error), (Some(0), None), "{first:?}");
+    let reply = body(&first);
+    assert_eq!(reply["text"], "hello");
+    assert_eq!(reply["metadata"]["x-token"], "t0k3n");
+    assert_eq!(reply["metadata"]["x-tenant"], "blue");
+    // Defaults are in the JSON: a JSON path check finds a zero.
+    assert_eq!(reply["zero"], 0.0);
+    assert_eq!(reply["index"], 0);
+    // Trailers join the response metadata.
+    assert_eq!(first.headers["x-trailer"], "said");
+    assert_eq!(first.version, http::Version::HTTP_2);
+    assert!(!first.reused);
+    assert!(
+        first.bytes_sent > 0 && first.bytes_received > 0,
+        "{first:?}"
+    );
+
+    let second = conn.call(&say).await;
+    assert_eq!(second.status, Some(0));
+    assert!(second.reused, "one connection per user, kept");
+    assert_eq!(second.local_port, first.local_port);
+    assert_eq!(second.phases.connecting, Duration::ZERO);
+}
+
+#[tokio::test]
+async fn a_failing_method_gives_its_status_code_not_an_error() {
+    let server = Server::start("none");
+    let pool = echo_pool();
+    let mut conn = server.client().conn();
+    let out = conn
+        .call(&call(
+            &pool,
+            "sloburn.test.Echo/Say",
+            &[json!({"failCode": 14})],
+        ))
+        .await;
+    assert_eq!((out.status, out.error), (Some(14), None), "{out:?}");
+    assert!(out.body.is_empty());
+    let out = conn
+        .call(&call(
+            &pool,
+            "sloburn.test.Echo/Count",
+            &[json!({"count": 3, "fail_code": 7})],
+        ))
+        .await;
+    assert_eq!((out.status, out.error), (Some(7), None), "{out:?}");
+    // The connection outlives a failed call.
+    let out = conn
+        .call(&call(
+            &pool,
+            "sloburn.test.Echo/Say",
+            &[json!({"text": "ok"})],
+        ))
+        .await;
+    assert_eq!(out.status, Some(0));
+    assert!(out.reused);
+}
+
+#[tokio::test]
+async fn server_streaming_returns_every_message_as_a_json_array() {
+    let server = Server::start("none");
+    let pool = echo_pool();
+    let mut conn = server.client().conn();
+    let out = conn
+        .call(&call(
+            &pool,
+            "sloburn.test.Echo/Count",
+            &[json!({"text": "n", "count": 5})],
+        ))
+        .await;
+    assert_eq!((out.status, out.error), (Some(0), None), "{out:?}");
+    let replies = body(&out);
+    let indexes: Vec<i64> = replies
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["index"].as_i64().unwrap())
+        .collect();
+    assert_eq!(indexes, [0, 1, 2, 3, 4]);
+    // None asked: an empty array, still OK.
+    let out = conn
+        .call(&call(
+            &pool,
+            "sloburn.test.Echo/Count",
+            &[json!({"count": 0})],
+        ))
+        .await;
+    assert_eq!((out.status, body(&out)), (Some(0), json!([])));
+}
+
+#[tokio::test]
+async fn a_bidirectional_call_echoes_each_message_in_order() {
+    let server = Server::start("none");
+    let pool = echo_pool();
+    let mut conn = server.client().conn();
+    let out = conn
+        .call(&call(
+            &pool,
+            "sloburn.test.Echo/Chat",
+            &[
+                json!({"text": "a"}),
+                json!({"text": "b"}),
+                json!({"text": "c"}),
+            ],
+        ))
+        .await;
+    assert_eq!((out.status, out.error), (Some(0), None), "{out:?}");
+    let texts: Vec<String> = body(&out)
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| format!("{}{}", r["text"].as_str().unwrap(), r["index"]))
+        .collect();
+    assert_eq!(texts, ["a0", "b1", "c2"]);
+}
+
+#[tokio::test]
+async fn the_standard_health_check_needs_no_proto() {
+    let server = Server::start("none");
+    let pool = health();
+    let mut conn = server.client().conn();
+    let out = conn.call(&call(&pool, HEALTH_CHECK, &[json!({})])).await;
+    assert_eq!(
+        (out.status, body(&out)),
+        (Some(0), json!({"status": "SERVING"}))
+    );
+    let out = conn
+        .call(&call(&pool, HEALTH_CHECK, &[json!({"service": "down"})]))
+        .await;
+    assert_eq!(
+        (out.status, body(&out)),
+        (Some(0), json!({"status": "NOT_SERVING"}))
+    );
+    let out = conn
+        .call(&call(&pool, HEALTH_CHECK, &[json!({"service": "nope"})]))
+        .await;
+    assert_eq!(
+        out.status,
+        Some(5),
+        "NOT_FOUND for a service it does not know"
+    );
+}
+
+/// Reflection finds the service and its import without a .proto, and a call made from what it
+/// found works.
+async fn reflection_finds_echo(mode: &str) {
+    let server = Server::start(mode);
+    let mut conn = server.client().conn();
+    let pool = sloburn::http::grpc::reflect(&mut conn, Duration::from_secs(10))
+        .await
+        .unwrap_or_else(|e| panic!("{mode}: {e}"));
+    let say = find_method(&pool, "sloburn.test.Echo/Say").unwrap();
+    assert_eq!(say.output().full_name(), "sloburn.test.Reply");
+    assert!(
+        find_method(&pool, HEALTH_CHECK).is_ok(),
+        "health is listed too"
+    );
+    let out = conn
+        .call(&call(
+            &pool,
+            "sloburn.test.Echo/Say",
+            &[json!({"text": mode})],
+        ))
+        .await;
+    assert_eq!(
+        (out.status, body(&out)["text"].clone()),
+        (Some(0), json!(mode))
+    );
+}
+
+#[tokio::test]
+async fn reflection_v1_finds_the_service_without_a_proto() {
+    reflection_finds_echo("v1").await;
+}
+
+#[tokio::test]
+async fn reflection_falls_back_to_v1alpha() {
+    reflection_finds_echo("v1alpha").await;
+}
+
+#[tokio::test]
+async fn a_server_without_reflection_says_to_give_the_protos() {
+    let server = Server::start("none");
+    let mut conn = server.client().conn();
+    let err = sloburn::http::grpc::reflect(&mut conn, Duration::from_secs(10))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, SchemaError::Reflection(m) if m.contains("give the .proto files")),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_closed_port_is_connect_refused() {
+    let port = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut conn = client_of(&format!("127.0.0.1:{port}")).conn();
+    let out = conn
+        .call(&call(&health(), HEALTH_CHECK, &[json!({})]))
+        .await;
+    assert_eq!(
+        (out.status, out.error),
+        (None, Some(ErrorClass::ConnectRefused))
+    );
+    let err = sloburn::http::grpc::reflect(&mut conn, Duration::from_secs(5))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("connect_refused"), "{err}");
+}
+
+#[tokio::test]
+async fn a_call_past_its_deadline_is_a_timeout_and_the_connection_goes_on() {
+    let server = Server::start("none");
+    let pool = echo_pool();
+    let mut conn = server.client().conn();
+    let slow = call_with(
+        &pool,
+        "sloburn.test.Echo/Say",
+        &[json!({"delayMs": 5000})],
+        &[],
+        Duration::from_millis(300),
+    );
+    let out = conn.call(&slow).await;
+    assert_eq!(
+        (out.status, out.error),
+        (None, Some(ErrorClass::Timeout)),
+        "{out:?}"
+    );
+    let out = conn
+        .call(&call(
+            &pool,
+            "sloburn.test.Echo/Say",
+            &[json!({"text": "after"})],
+        ))
+        .await;
+    assert_eq!((out.status, out.error), (Some(0), None));
+    assert!(
+        out.reused,
+        "a timed-out call resets its stream, not the connection"
+    );
+}
+
+#[tokio::test]
+async fn tls_with_the_servers_ca_works_and_without_it_is_a_tls_error() {
+    let key = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (cert_pem, key_pem) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&cert_pem, key.cert.pem()).unwrap();
+    std::fs::write(&key_pem, key.signing_key.serialize_pem()).unwrap();
+    let server = Server::start_with(
+        "none",
+        &[std::path::Path::new("--tls"), &cert_pem, &key_pem],
+    );
+    let address = format!("127.0.0.1:{}", server.port);
+    let check = call(&health(), HEALTH_CHECK, &[json!({})]);
+
+    let trusted = TlsOptions {
+        ca: vec![key.cert.der().clone()],
+        server_name: Some("localhost".into()),
+        ..TlsOptions::default()
+    };
+    let mut conn = tls_client_of(&address, Some(trusted)).conn();
+    let out = conn.call(&check).await;
+    assert_eq!((out.status, out.error), (Some(0), None), "{out:?}");
+    assert_eq!(body(&out), json!({"status": "SERVING"}));
+    assert!(out.phases.tls_handshaking > Duration::ZERO, "{out:?}");
+    let again = conn.call(&check).await;
+    assert!(again.reused && again.phases.tls_handshaking == Duration::ZERO);
+
+    // The webpki roots do not know the test's certificate.
+    let untrusted = TlsOptions {
+        server_name: Some("localhost".into()),
+        ..TlsOptions::default()
+    };
+    let out = tls_client_of(&address, Some(untrusted))
+        .conn()
+        .call(&check)
+        .await;
+    assert_eq!(
+        (out.status, out.error),
+        (None, Some(ErrorClass::Tls)),
+        "{out:?}"
+    );
+}
+
+/// The sum of the `sloburn_checks_total` samples of `target`'s check named `check` with
+/// `result`.
+fn checks_of(metrics: &str, target: &str, check: &str, result: &str) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with("sloburn_checks_total{")
+                && l.contains(&format!("target=\"{target}\""))
+                && l.contains(&format!("check=\"{check}\""))
+                && l.contains(&format!("result=\"{result}\""))
+        })
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+        .sum()
+}
+
+/// gRPC targets in a config, run by the daemon like HTTP ones: a unary call from `.proto`
+/// files with metadata and JSON path checks, whose server fails 2 % of calls `UNAVAILABLE`
+/// (the SLO counts exactly those bad); the one-line health check; and a server-streaming call
+/// from reflection.
+#[test]
+fn grpc_targets_run_checks_and_burn_the_slo_at_the_servers_failure_rate() {
+    let server = Server::start("both");
+    let rt = crate::support::runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        r#"storage:
+  path: "{data}"
+  flush_interval: 1s
+targets:
+  echo:
+    url: grpc://127.0.0.1:{port}
+    grpc:
+      method: sloburn.test.Echo/Say
+      message: {{ text: flaky }}
+      metadata: {{ x-token: abc }}
+      protos: ["{protos}/sloburn/test/echo.proto"]
+      import_paths: ["{protos}"]
+    checks:
+      - status: 0
+      - name: token echoed
+        json: {{ path: "$.metadata['x-token']", equals: abc }}
+  health:
+    url: grpc://127.0.0.1:{port}
+    checks:
+      - name: serving
+        json: {{ path: "$.status", equals: SERVING }}
+  counted:
+    url: grpc://127.0.0.1:{port}
+    grpc:
+      method: sloburn.test.Echo.Count
+      message: '{{"count": 3}}'
+      reflection: true
+    checks:
+      - name: third
+        json: {{ path: "$[2].index", equals: 2 }}
+profiles:
+  echo:
+    target: echo
+    every: 1h
+    run_on_start: true
+    executor: shared-iterations
+    vus: 2
+    iterations: 200
+  health:
+    target: health
+    every: 1h
+    run_on_start: true
+    executor: shared-iterations
+    vus: 1
+    iterations: 10
+  counted:
+    target: counted
+    every: 1h
+    run_on_start: true
+    executor: shared-iterations
+    vus: 2
+    iterations: 10
+slos:
+  echo-availability:
+    target: echo
+    sli: availability
+    objective: 99
+    period: 1d
+"#,
+        data = dir.path().join("data").display(),
+        port = server.port,
+        protos = protos().display(),
+    );
+    let d = rt.block_on(crate::support::serve_in_process(&text, dir.path()));
+    let base = format!("http://{}", d.addr);
+    let metrics = crate::support::eventually(Duration::from_secs(60), || {
+        let (_, body) = crate::support::get_blocking(&format!("{base}/metrics"));
+        let done = crate::support::metric_sum(&body, "sloburn_slo_events_total{") >= 200.0
+            && checks_of(&body, "health", "serving", "pass") >= 10.0
+            && checks_of(&body, "counted", "third", "pass") >= 10.0;
+        done.then_some(body)
+    })
+    .unwrap_or_else(|| {
+        let (_, body) = crate::support::get_blocking(&format!("{base}/metrics"));
+        panic!("not every call was counted:\n{body}")
+    });
+    let events = |result: &str| {
+        crate::support::metric_sum(
+            &metrics,
+            &format!("sloburn_slo_events_total{{slo=\"echo-availability\",result=\"{result}\"}}"),
+        )
+    };
+    assert_eq!((events("good"), events("bad")), (196.0, 4.0), "{metrics}");
+    // A failed call has no body to echo the token: the JSON check fails with it.
+    assert_eq!(checks_of(&metrics, "echo", "token echoed", "pass"), 196.0);
+    assert_eq!(checks_of(&metrics, "health", "serving", "fail"), 0.0);
+    assert_eq!(checks_of(&metrics, "counted", "third", "fail"), 0.0);
+    rt.block_on(d.shutdown());
+}
+
+/// A config's gRPC mistakes, each at its line and column.
+#[test]
+fn grpc_config_errors_are_positioned() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        r#"targets:
+  a:
+    url: grpc://127.0.0.1:1
+    grpc:
+      method: sloburn.test.Echo/Sya
+      protos: ["{protos}/sloburn/test/echo.proto"]
+      import_paths: ["{protos}"]
+  b:
+    url: grpc://127.0.0.1:1
+    grpc:
+      method: sloburn.test.Echo/Say
+      message: {{ txt: 1 }}
+      protos: ["{protos}/sloburn/test/echo.proto"]
+      import_paths: ["{protos}"]
+  c:
+    url: grpc://127.0.0.1:1
+    grpc:
+      method: sloburn.test.Echo/Say
+  d:
+    url: grpc://127.0.0.1:1/x
+    headers: {{ a: b }}
+  e:
+    url: http://127.0.0.1:1
+    grpc: {{ reflection: true }}
+profiles:
+  p:
+    target: a
+    every: 1h
+    executor: shared-iterations
+    vus: 1
+    iterations: 1
+"#,
+        protos = protos().display()
+    );
+    let err = sloburn::config::from_str(&text, "t.yaml", dir.path(), &crate::support::test_env())
+        .unwrap_err()
+        .to_string();
+    for expected in [
+        "t.yaml:5:15: targets.a.grpc.method: service `sloburn.test.Echo` has no method `Sya` (it has: Say, Count, Chat)",
+        "t.yaml:12:16: targets.b.grpc.message: message 0 is not a `sloburn.test.EchoRequest`: unrecognized field name 'txt'",
+        "t.yaml:18:15: targets.c.grpc.method: no service `sloburn.test.Echo` in the schema (it has: grpc.health.v1.Health) (without `protos` or `reflection: true` only the health service is known)",
+        "t.yaml:20:10: targets.d.url: a gRPC target's URL has no path",
+        "t.yaml:21:14: targets.d.headers: a gRPC target has no `headers` (metadata goes in `grpc.metadata`)",
+        "t.yaml:24:11: targets.e.grpc: `grpc` is for a grpc:// or grpcs:// target",
+    ] {
+        assert!(err.contains(expected), "missing {expected:?} in:\n{err}");
+    }
+}
+
+/// A journey over a gRPC target: a step's rendered `json` is its request message and its
+/// headers extra metadata, and a capture from one call's JSON reply feeds the next call's
+/// metadata.
+#[test]
+fn a_journey_captures_from_a_reply_and_sends_it_as_metadata() {
+    let server = Server::start("none");
+    let rt = crate::support::runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        r#"storage:
+  path: "{data}"
+  flush_interval: 1s
+targets:
+  echo:
+    url: grpc://127.0.0.1:{port}
+    grpc:
+      method: sloburn.test.Echo/Say
+      protos: ["{protos}/sloburn/test/echo.proto"]
+      import_paths: ["{protos}"]
+journeys:
+  login:
+    target: echo
+    steps:
+      - name: login
+        json: {{ text: "tok-${{uuid}}" }}
+        checks: [ {{ status: 0 }} ]
+        capture: {{ token: {{ json: "$.text" }} }}
+      - name: call
+        headers: {{ x-token: "${{token}}" }}
+        json: {{ text: "with token" }}
+        checks:
+          - status: 0
+          - name: token sent
+            body_matches: '"x-token":"tok-[0-9a-f-]{{36}}"'
+profiles:
+  login:
+    journey: login
+    every: 1h
+    run_on_start: true
+    executor: shared-iterations
+    vus: 2
+    iterations: 10
+"#,
+        data = dir.path().join("data").display(),
+        port = server.port,
+        protos = protos().display(),
+    );
+    let d = rt.block_on(crate::support::serve_in_process(&text, dir.path()));
+    let base = format!("http://{}", d.addr);
+    let metrics = crate::support::eventually(Duration::from_secs(60), || {
+        let (_, body) = crate::support::get_blocking(&format!("{base}/metrics"));
+        let sent = checks_of(&body, "echo", "token sent", "pass")
+            + checks_of(&body, "echo", "token sent", "fail");
+        (sent >= 10.0).then_some(body)
+    })
+    .unwrap_or_else(|| {
+        let (_, body) = crate::support::get_blocking(&format!("{base}/metrics"));
+        panic!("the journeys did not all run:\n{body}")
+    });
+    assert_eq!(
+        checks_of(&metrics, "echo", "token sent", "pass"),
+        10.0,
+        "{metrics}"
+    );
+    rt.block_on(d.shutdown());
+}
