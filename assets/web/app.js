@@ -506,8 +506,8 @@
       has(p.avg_ms) && maxAvg > 0 ? el("div", { class: "bar", role: "img", "aria-label": ms(p.avg_ms) }, [el("div", { class: "fill", style: `width:${(100 * p.avg_ms) / maxAvg}%` })]) : el("span", { class: "nodata", text: "no data" }),
     ]), [false, true, true, true, false]));
     const total = s.requests || 0;
-    root.append(el("h3", { text: "status codes" }), d.statuses.length
-      ? table(["status", "requests", "share"], d.statuses.map(([c, n]) => [c === 0 ? "0 (no response)" : String(c), num(n, 0), pct(total ? n / total : null, 2)]), [false, true, true])
+    root.append(el("h3", { text: "status codes" }), d.statuses.length || d.no_response
+      ? table(["status", "requests", "share"], d.statuses.map(([c, n]) => [c === 0 && d.no_response == null ? "0 (no response)" : String(c), num(n, 0), pct(total ? n / total : null, 2)]).concat(d.no_response ? [["no response", num(d.no_response, 0), pct(total ? d.no_response / total : null, 2)]] : []), [false, true, true])
       : el("p", { class: "nodata", text: "no data" }));
     root.append(el("h3", { text: "error classes" }), d.errors.length
       ? table(["class", "requests", "share"], d.errors.map(([c, n]) => [c, num(n, 0), pct(total ? n / total : null, 2)]), [false, true, true])

@@ -61,6 +61,9 @@ pub struct RunStats {
     pub requests: AtomicU64,
     pub failed: AtomicU64,
     statuses: [OnceBox<StatusBlock>; STATUS_SLOTS / STATUS_BLOCK],
+    /// Requests without a status (no head arrived, or none a slot holds): apart from the
+    /// slots, where 0 is a probe's or gRPC's OK.
+    no_response: AtomicU64,
     errors: [AtomicU64; ErrorClass::ALL.len()],
     check_names: Vec<String>,
     checks: Vec<(AtomicU64, AtomicU64)>,
@@ -169,6 +172,7 @@ impl RunStats {
             requests: AtomicU64::new(0),
             failed: AtomicU64::new(0),
             statuses: std::array::from_fn(|_| OnceBox::new()),
+            no_response: AtomicU64::new(0),
             errors: std::array::from_fn(|_| AtomicU64::new(0)),
             check_names: checks.iter().map(|c| c.name.clone()).collect(),
             checks: checks
@@ -220,15 +224,21 @@ impl RunStats {
         self.data_sent.fetch_add(outcome.bytes_sent, Relaxed);
         self.data_received
             .fetch_add(outcome.bytes_received, Relaxed);
-        let slot = outcome
+        match outcome
             .status
             .map(|s| s as usize)
             .filter(|s| *s < STATUS_SLOTS)
-            .unwrap_or(0);
-        self.statuses[slot / STATUS_BLOCK]
-            .get_or_init(|| Box::new(std::array::from_fn(|_| AtomicU64::new(0))))
-            [slot % STATUS_BLOCK]
-            .fetch_add(1, Relaxed);
+        {
+            Some(slot) => {
+                self.statuses[slot / STATUS_BLOCK]
+                    .get_or_init(|| Box::new(std::array::from_fn(|_| AtomicU64::new(0))))
+                    [slot % STATUS_BLOCK]
+                    .fetch_add(1, Relaxed);
+            }
+            None => {
+                self.no_response.fetch_add(1, Relaxed);
+            }
+        }
         if let Some(e) = outcome.error {
             self.errors[e as usize].fetch_add(1, Relaxed);
         }
@@ -323,9 +333,7 @@ impl RunStats {
             lateness: self.lateness.snapshot(),
             requests: self.requests.load(Relaxed),
             failed: self.failed.load(Relaxed),
-            no_response: self.statuses[0]
-                .get()
-                .map_or(0, |block| block[0].load(Relaxed)),
+            no_response: self.no_response.load(Relaxed),
             statuses: self
                 .statuses
                 .iter()
@@ -334,7 +342,7 @@ impl RunStats {
                 .flat_map(|(first, block)| {
                     block.iter().enumerate().filter_map(move |(i, n)| {
                         let (code, n) = (first + i, n.load(Relaxed));
-                        (n > 0 && code > 0).then_some((code as u16, n))
+                        (n > 0).then_some((code as u16, n))
                     })
                 })
                 .collect(),

@@ -24,8 +24,11 @@ pub struct RunDetail {
     pub timeline: Vec<Point>,
     pub scatter: ScatterData,
     pub phases: Vec<PhaseRow>,
-    /// (status, requests); `0` is "no response".
+    /// (status, requests), 0 being a probe's or gRPC's OK; requests without a status are in
+    /// `no_response` (records from before it hold them under status 0 and no `no_response`).
     pub statuses: Vec<(u16, u64)>,
+    #[serde(default)]
+    pub no_response: Option<u64>,
     pub errors: Vec<(String, u64)>,
     pub checks: Vec<CheckRow>,
     /// The last failing responses of each step (`evidence.rs`); none in records from before.
@@ -126,10 +129,7 @@ impl RunDetail {
         let has = s.duration.count() > 0;
         let q = |x: f64| has.then(|| ms(s.duration.quantile(x)));
         let (result, reason) = verdict(report);
-        let mut statuses = s.statuses.clone();
-        if s.no_response > 0 {
-            statuses.insert(0, (0, s.no_response));
-        }
+        let statuses = s.statuses.clone();
         RunDetail {
             id: 0,
             profile: String::new(),
@@ -188,6 +188,7 @@ impl RunDetail {
                 })
                 .collect(),
             statuses,
+            no_response: Some(s.no_response),
             errors: s
                 .errors
                 .iter()
