@@ -264,9 +264,17 @@ slos:
 /// `slow.test.` the same after 300 ms, `fail.test.` SERVFAIL, `big.test.` 40 TXT records,
 /// truncated over UDP and whole over TCP.
 async fn dns_server() -> SocketAddr {
-    let udp = UdpSocket::bind("127.0.0.1:0").await.unwrap();
-    let addr = udp.local_addr().unwrap();
-    let tcp = TcpListener::bind(addr).await.unwrap();
+    // A free UDP port may be taken for TCP by another test: try again with another one.
+    let mut bound = None;
+    for _ in 0..50 {
+        let udp = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let addr = udp.local_addr().unwrap();
+        if let Ok(tcp) = TcpListener::bind(addr).await {
+            bound = Some((udp, addr, tcp));
+            break;
+        }
+    }
+    let (udp, addr, tcp) = bound.expect("a port free for both UDP and TCP");
     fn answer(query: &[u8], over_udp: bool) -> Option<(Vec<u8>, Duration)> {
         let q = Message::from_vec(query).ok()?;
         let question = q.queries.first()?.clone();
