@@ -320,6 +320,16 @@ fn step(
                     "a step's `url` is absolute: http://, https://, ws://, wss://, tcp://, tls:// or dns://",
                 );
                 None
+            } else if crate::http::Protocol::of_scheme(scheme) == Some(crate::http::Protocol::Grpc)
+                && target.is_some_and(|t| t.protocol != crate::http::Protocol::Grpc)
+            {
+                // A step names no gRPC method of its own yet: it would be sent as nothing.
+                ctx.error(
+                    n.pos,
+                    &p,
+                    "a step cannot call gRPC from a journey over an HTTP target yet: give the gRPC calls a journey over a grpc:// target",
+                );
+                None
             } else {
                 compile(ctx, n, &p, &text, scope, Escape::Url, site)
             }

@@ -393,7 +393,7 @@ pub(super) fn url(
                 node.pos,
                 path,
                 format!(
-                    "unsupported scheme `{other}`: use http://, https://, grpc://, grpcs://, or a probe's tcp://, tls:// or dns://"
+                    "unsupported scheme `{other}`: use http://, https://, ws://, wss://, grpc://, grpcs://, or a probe's tcp://, tls:// or dns://"
                 ),
             );
             return None;

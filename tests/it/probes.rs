@@ -670,3 +670,26 @@ tests:
         crate::support::all_output(&out)
     );
 }
+
+/// A journey over an HTTP target cannot send a step to a `grpc://` URL (a step names no gRPC
+/// method): `check` says so where the step is, instead of the step failing as `other`.
+#[test]
+fn a_grpc_step_in_an_http_journey_is_a_positioned_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("j.yaml");
+    std::fs::write(
+        &cfg,
+        "targets:\n  api:\n    url: http://127.0.0.1:1/\njourneys:\n  j:\n    target: api\n    steps:\n      - name: login\n        path: /login\n      - name: call\n        url: grpc://127.0.0.1:2\n",
+    )
+    .unwrap();
+    let out = crate::support::sloburn()
+        .args(["check", cfg.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = crate::support::all_output(&out);
+    assert_eq!(out.status.code(), Some(78), "{text}");
+    assert!(
+        text.contains("j.yaml:11:14: journeys.j.steps[1].url: a step cannot call gRPC"),
+        "{text}"
+    );
+}
