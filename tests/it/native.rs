@@ -169,6 +169,17 @@ fn issue_33_a_real_prometheus_reads_native_histograms_that_match_the_classic_one
             "q{q}: native {nq} outside ({lo}/{base}, {hi}*{base}] around classic {c}"
         );
     }
+    // And sloburn's own p95 of the run (its 0.78 %-wide histogram, as `/api/runs` reports it):
+    // Prometheus's answer from the native series is within one schema-3 bucket of it.
+    let (_, runs) = crate::support::get_blocking(&format!("{}/api/runs", d.base));
+    let runs: serde_json::Value = serde_json::from_str(&runs).unwrap();
+    let own = runs["runs"][0]["p95_ms"].as_f64().unwrap() / 1000.0;
+    let np95 = native.scalar(&format!("histogram_quantile(0.95, sum({DURATION}{sel}))"));
+    eprintln!("p95: sloburn {own:.6} s, native {np95:.6} s");
+    assert!(
+        np95 >= own / base && np95 <= own * base,
+        "native p95 {np95} is more than a bucket ({base}x) from sloburn's own {own}"
+    );
     // Every duration family is native: corrected, phases and lateness too (iteration
     // durations exist only for journeys; they are the same histogram type).
     for family in [
