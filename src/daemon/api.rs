@@ -15,6 +15,8 @@
 //! endpoint and nothing else; as a bearer header or, since Flagger sends no headers of its own,
 //! as the webhook's metadata `token`.
 
+mod maintenance;
+
 use super::hooks;
 use super::reload::reload as reload_config;
 use super::runs::{StartError, start_run};
@@ -28,6 +30,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use bytes::Bytes;
+use maintenance::{close_maintenance, maintenance, open_maintenance};
 use serde_json::json;
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -800,81 +803,6 @@ async fn shard_run_abort(
         Err(ApiError(
             StatusCode::NOT_FOUND,
             format!("no share of run `{run}` here"),
-        ))
-    }
-}
-
-/// The configured and API-opened maintenance windows, each with whether it is active.
-async fn maintenance(
-    State(shared): State<AppState>,
-    headers: HeaderMap,
-) -> Result<Response, ApiError> {
-    authorize(&shared, &headers, false)?;
-    let windows = shared.budget.maintenance(unix_now_secs());
-    Ok(axum::Json(json!({ "windows": windows })).into_response())
-}
-
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct OpenMaintenance {
-    /// How long, e.g. `30m` (at most 7 days).
-    duration: String,
-    #[serde(default)]
-    slos: Vec<String>,
-    #[serde(default)]
-    reason: String,
-}
-
-/// Opens a maintenance window now: the SLOs named (all, when none) count no event until it
-/// ends or is closed.
-async fn open_maintenance(
-    State(shared): State<AppState>,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
-) -> Result<Response, ApiError> {
-    authorize(&shared, &headers, true)?;
-    let bad = |m: String| ApiError(StatusCode::BAD_REQUEST, m);
-    let req: OpenMaintenance = serde_json::from_slice(&body).map_err(|e| {
-        bad(format!(
-            "expected {{\"duration\": \"30m\", \"slos\": [..], \"reason\": \"..\"}}: {e}"
-        ))
-    })?;
-    let d = crate::units::parse_duration_within(
-        &req.duration,
-        std::time::Duration::from_secs(7 * 86_400),
-    )
-    .map_err(|e| bad(format!("duration `{}`: {e}", req.duration)))?;
-    if d.is_zero() {
-        return Err(bad("duration must be above zero".into()));
-    }
-    let now = unix_now_secs();
-    let end = now + d.as_secs().max(1) as i64;
-    let reason: String = req.reason.chars().take(200).collect();
-    let id = shared
-        .budget
-        .open_maintenance(req.slos.clone(), now, end, reason.clone())
-        .map_err(bad)?;
-    tracing::info!(id, slos = ?req.slos, end, reason = %reason, "maintenance window opened");
-    Ok((
-        StatusCode::CREATED,
-        axum::Json(json!({ "id": id, "slos": req.slos, "start": now, "end": end })),
-    )
-        .into_response())
-}
-
-async fn close_maintenance(
-    State(shared): State<AppState>,
-    Path(id): Path<u64>,
-    headers: HeaderMap,
-) -> Result<Response, ApiError> {
-    authorize(&shared, &headers, true)?;
-    if shared.budget.close_maintenance(id, unix_now_secs()) {
-        tracing::info!(id, "maintenance window closed");
-        Ok(StatusCode::NO_CONTENT.into_response())
-    } else {
-        Err(ApiError(
-            StatusCode::NOT_FOUND,
-            format!("no open maintenance window {id}"),
         ))
     }
 }

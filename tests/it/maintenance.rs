@@ -229,14 +229,5 @@ tests:
         ),
     )
     .unwrap();
-    let out = std::process::Command::new(crate::support::which("promtool"))
-        .current_dir(dir.path())
-        .args(["test", "rules", "test.yml"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}\n{rules}",
-        crate::support::all_output(&out)
-    );
+    crate::support::promtool_test_rules(dir.path(), &rules);
 }

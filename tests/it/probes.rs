@@ -659,16 +659,7 @@ tests:
 "#,
     )
     .unwrap();
-    let out = std::process::Command::new(crate::support::which("promtool"))
-        .current_dir(dir.path())
-        .args(["test", "rules", "test.yml"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}\n{rules}",
-        crate::support::all_output(&out)
-    );
+    crate::support::promtool_test_rules(dir.path(), &rules);
 }
 
 /// A journey over an HTTP target cannot send a step to a `grpc://` URL (a step names no gRPC

@@ -868,3 +868,14 @@ impl Drop for ThreadServer {
         }
     }
 }
+
+/// `promtool test rules test.yml` in `dir` (beside the `rules.yml` it names); fails the test
+/// with promtool's output and the rules when a case does not hold.
+pub fn promtool_test_rules(dir: &Path, rules: &str) {
+    let out = Command::new(which("promtool"))
+        .current_dir(dir)
+        .args(["test", "rules", "test.yml"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}\n{rules}", all_output(&out));
+}
