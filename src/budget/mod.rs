@@ -11,7 +11,7 @@
 //! nobody on the request path takes.
 
 use crate::checks;
-use crate::config::{Config, Sli};
+use crate::config::{Config, GroupFilter, Sli};
 use crate::http::Outcome;
 use crate::load::walk::{IterationResult, StepInfo};
 use crate::metrics::{Metrics, SloMetrics};
@@ -47,6 +47,8 @@ pub struct Watcher {
     paused: Arc<AtomicBool>,
     sli: Sli,
     pub scope: Scope,
+    /// A grouped SLO's group (`group_by`): only its events count.
+    filter: Option<GroupFilter>,
 }
 
 impl Watcher {
@@ -59,13 +61,26 @@ impl Watcher {
         }
     }
 
-    /// Counts one journey iteration for a whole-journey SLO: good when every step passed
-    /// (a latency SLI: and within `under`, think times included). A dropped iteration never
-    /// ran: no event.
-    pub fn iteration(&self, journey: usize, result: IterationResult, took: Duration) {
+    /// Whether an event of data row `row` (a request's `status`) is this watcher's: always,
+    /// unless it watches one group of a grouped SLO.
+    fn admits(&self, row: Option<usize>, status: Option<u16>) -> bool {
+        self.filter.as_ref().is_none_or(|f| f.admits(row, status))
+    }
+
+    /// Counts one journey iteration (of data row `row`) for a whole-journey SLO: good when
+    /// every step passed (a latency SLI: and within `under`, think times included). A dropped
+    /// iteration never ran: no event.
+    pub fn iteration(
+        &self,
+        journey: usize,
+        row: Option<usize>,
+        result: IterationResult,
+        took: Duration,
+    ) {
         if self.scope != Scope::Journey(journey)
             || result == IterationResult::Dropped
             || self.paused.load(Relaxed)
+            || !self.admits(row, None)
         {
             return;
         }
@@ -90,9 +105,10 @@ impl Watcher {
 
     /// A user turned away: the arrival found every VU waiting on the target
     /// (`DropReason::Saturated`). One bad event, for an availability and a latency SLI alike:
-    /// the user got no answer at all while the target held everyone before them.
-    pub fn turned_away(&self) {
-        if self.paused.load(Relaxed) {
+    /// the user got no answer at all while the target held everyone before them. `row` is the
+    /// data row the user would have taken, as far as it is known (a grouped SLO's share).
+    pub fn turned_away(&self, row: Option<usize>) {
+        if self.paused.load(Relaxed) || !self.admits(row, None) {
             return;
         }
         self.metrics.event(false);
@@ -103,8 +119,18 @@ impl Watcher {
     /// saw it, so it neither spends nor earns budget.
     /// A corrected latency SLI counts every phase of the request (`Phases::total`), never the
     /// generator's own lateness.
-    pub fn observe(&self, outcome: &Outcome, target_checks: &[checks::Check], results: &[bool]) {
-        if outcome.error.is_some_and(|e| e.is_local()) || self.paused.load(Relaxed) {
+    /// `row` is the request's iteration's data row (`None` without a data file).
+    pub fn observe(
+        &self,
+        outcome: &Outcome,
+        row: Option<usize>,
+        target_checks: &[checks::Check],
+        results: &[bool],
+    ) {
+        if outcome.error.is_some_and(|e| e.is_local())
+            || self.paused.load(Relaxed)
+            || !self.admits(row, outcome.status)
+        {
             return;
         }
         let succeeded = checks::verdict(target_checks, results, outcome);
@@ -143,6 +169,8 @@ struct SloState {
     profiles: Vec<String>,
     windows: Windows,
     metrics: Arc<SloMetrics>,
+    /// A grouped SLO's group: its filter, and its parent, whose maintenance windows cover it.
+    group: Option<crate::config::SloGroup>,
     /// Event totals already folded into `windows`.
     folded: (u64, u64),
     report: Option<SloReport>,
@@ -262,6 +290,7 @@ impl Budget {
                     state.journey = s.journey.clone();
                     state.step = s.step.clone();
                     state.profiles = s.profiles.clone();
+                    state.group = s.group.clone();
                     state.evaluated = None;
                 }
                 continue;
@@ -298,6 +327,7 @@ impl Budget {
                     profiles: s.profiles.clone(),
                     windows,
                     metrics,
+                    group: s.group.clone(),
                     folded,
                     report: None,
                     evaluated: None,
@@ -333,7 +363,15 @@ impl Budget {
                 .inner
                 .lock()
                 .map_err(|_| "the SLO state is poisoned".to_string())?;
-            if let Some(bad) = slos.iter().find(|s| !inner.slos.contains_key(*s)) {
+            // A grouped SLO's name (its parent) covers all its groups.
+            let known = |name: &str| {
+                inner.slos.contains_key(name)
+                    || inner
+                        .slos
+                        .values()
+                        .any(|s| s.group.as_ref().is_some_and(|g| g.parent == name))
+            };
+            if let Some(bad) = slos.iter().find(|s| !known(s)) {
                 return Err(format!("no SLO `{bad}`"));
             }
             inner.maintenance.open(slos, now_unix, end, reason)?
@@ -490,6 +528,7 @@ impl Budget {
                     paused: s.paused.clone(),
                     sli: s.sli.clone(),
                     scope,
+                    filter: s.group.as_ref().map(|g| g.filter.clone()),
                 })
             })
             .collect()
@@ -506,7 +545,10 @@ impl Budget {
         };
         let inner = &mut *guard;
         for (name, s) in inner.slos.iter_mut() {
-            let covered = inner.maintenance.covers(name, now_unix);
+            let covered = inner.maintenance.covers(name, now_unix)
+                || s.group
+                    .as_ref()
+                    .is_some_and(|g| inner.maintenance.covers(&g.parent, now_unix));
             s.paused.store(covered, Relaxed);
             s.metrics.set_maintenance(covered);
             let (good, bad) = s.metrics.events();
@@ -735,6 +777,7 @@ mod tests {
             paused: Arc::new(AtomicBool::new(false)),
             sli,
             scope: Scope::Requests,
+            filter: None,
         }
     }
 
@@ -779,6 +822,82 @@ mod tests {
         );
         assert!(names("a", "q").is_empty());
         assert_eq!(names("b", "p"), ["a1"]);
+    }
+
+    /// A grouped SLO's watchers each count only their own group: a request by its status
+    /// class, a turned-away user by the row it would have taken (none when unknown); a
+    /// maintenance window on the SLO as written covers every group.
+    #[test]
+    fn each_group_counts_only_its_own_events() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("t.csv"), "tenant\nacme\nbeta\nacme\n").unwrap();
+        let cfg = crate::config::from_str(
+            "targets:\n  a: { url: http://127.0.0.1:1/ }\n\
+             journeys:\n  j: { target: a, data: { file: t.csv }, steps: [ { name: s, path: / } ] }\n\
+             profiles:\n  p: { journey: j, rate: 1/s, duration: 1s }\n\
+             slos:\n  by-class: { target: a, sli: availability, objective: 99, group_by: status_class }\n  \
+             by-tenant: { journey: j, sli: availability, objective: 99, group_by: tenant }\n",
+            "c.yaml",
+            dir.path(),
+            &crate::config::Env::from_map(BTreeMap::new(), 1),
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+        .config;
+        let metrics = Metrics::new("test");
+        let budget = Budget::open(dir.path(), metrics.clone());
+        let t = 1_800_000_000;
+        budget.configure(&cfg, t);
+        let steps = [StepInfo {
+            journey: Some("j".into()),
+            name: "s".into(),
+            checks: Vec::new(),
+            method: "GET".into(),
+            url: "/".into(),
+        }];
+        let watchers = budget.watchers_of("a", "p", &steps, &["j".to_string()]);
+        assert_eq!(watchers.len(), 6 + 2, "six status classes, two tenants");
+        let of = |name: &str| metrics.slo(name, 0.99).events();
+        let status = |s: Option<u16>| Outcome {
+            status: s,
+            error: s.is_none().then_some(ErrorClass::ConnectRefused),
+            ..Outcome::default()
+        };
+        for o in [
+            status(Some(200)),
+            status(Some(503)),
+            status(Some(503)),
+            status(None),
+        ] {
+            // As a run's observer does: a whole-journey SLO counts no request.
+            for w in watchers.iter().filter(|w| w.counts_step(0)) {
+                w.observe(&o, Some(1), &[], &[]);
+            }
+        }
+        assert_eq!(of("by-class:2xx"), (1, 0));
+        assert_eq!(of("by-class:5xx"), (0, 2));
+        assert_eq!(of("by-class:none"), (0, 1));
+        assert_eq!(of("by-class:4xx"), (0, 0));
+        for w in &watchers {
+            w.iteration(0, Some(0), IterationResult::Ok, Duration::ZERO);
+            w.iteration(0, Some(2), IterationResult::FailedStep, Duration::ZERO);
+            w.iteration(0, Some(1), IterationResult::Ok, Duration::ZERO);
+            w.turned_away(Some(1));
+            w.turned_away(None);
+        }
+        assert_eq!(of("by-tenant:acme"), (1, 1));
+        assert_eq!(of("by-tenant:beta"), (1, 1));
+        assert_eq!(of("by-class:none"), (0, 3), "turned away: no status");
+
+        let id = budget
+            .open_maintenance(vec!["by-tenant".into()], t + 1, t + 600, String::new())
+            .unwrap();
+        assert!(budget.in_maintenance("by-tenant:acme") && budget.in_maintenance("by-tenant:beta"));
+        assert!(!budget.in_maintenance("by-class:5xx"));
+        for w in &watchers {
+            w.iteration(0, Some(0), IterationResult::FailedStep, Duration::ZERO);
+        }
+        assert_eq!(of("by-tenant:acme"), (1, 1), "paused");
+        assert!(budget.close_maintenance(id, t + 2));
     }
 
     /// A tick skips an SLO only when neither its events nor its minute changed: new events in
@@ -851,7 +970,7 @@ mod tests {
                     error: Some(class),
                     ..Outcome::default()
                 };
-                w.observe(&outcome, &[], &[]);
+                w.observe(&outcome, None, &[], &[]);
             }
             assert_eq!(w.metrics.events(), (0, 0));
             // The target's own failure is still a bad event.
@@ -859,7 +978,7 @@ mod tests {
                 error: Some(ErrorClass::Reset),
                 ..Outcome::default()
             };
-            w.observe(&reset, &[], &[]);
+            w.observe(&reset, None, &[], &[]);
             assert_eq!(w.metrics.events(), (0, 1));
         }
     }
@@ -884,7 +1003,7 @@ mod tests {
                 exclude_failures: false,
                 corrected,
             });
-            w.observe(&outcome, &[], &[]);
+            w.observe(&outcome, None, &[], &[]);
             assert_eq!(w.metrics.events(), events, "corrected: {corrected}");
         }
     }
@@ -902,7 +1021,7 @@ mod tests {
             },
         ] {
             let w = watcher(sli.clone());
-            w.turned_away();
+            w.turned_away(None);
             assert_eq!(w.metrics.events(), (0, 1), "{sli:?}");
         }
     }

@@ -576,9 +576,13 @@ fn mark_maintenance(shared: &Shared, v: &mut serde_json::Value) {
 fn enrich(shared: &Shared, cfg: &crate::config::Config, slo: &mut serde_json::Value) {
     let name = slo["name"].as_str().unwrap_or_default().to_string();
     slo["maintenance"] = json!(shared.budget.in_maintenance(&name));
-    let Some(def) = cfg.slos.get(&name).map(|s| s.def()) else {
+    let Some(conf) = cfg.slos.get(&name) else {
         return;
     };
+    if let Some(g) = &conf.group {
+        slo["group"] = json!({"slo": g.parent, "label": g.label, "value": g.value});
+    }
+    let def = conf.def();
     let alerts = crate::rules::alert_exprs(&def, &crate::rules::RulesOptions::default());
     if let Some(tiers) = slo["tiers"].as_array_mut() {
         for t in tiers {

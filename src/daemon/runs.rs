@@ -213,10 +213,21 @@ impl Observer for Live {
         lateness: Duration,
         results: &[bool],
     ) {
+        self.request_finished_in_row(step, None, outcome, lateness, results);
+    }
+
+    fn request_finished_in_row(
+        &self,
+        step: usize,
+        row: Option<usize>,
+        outcome: &Outcome,
+        lateness: Duration,
+        results: &[bool],
+    ) {
         self.metrics.observe_step(step, outcome, lateness, results);
         let checks = self.checks.get(step).map_or(&[][..], Vec::as_slice);
         for w in self.watchers.iter().filter(|w| w.counts_step(step)) {
-            w.observe(outcome, checks, results);
+            w.observe(outcome, row, checks, results);
         }
     }
 
@@ -236,14 +247,28 @@ impl Observer for Live {
     }
 
     fn iteration_finished(&self, journey: usize, result: IterationResult, took: Duration) {
+        self.iteration_finished_in_row(journey, None, result, took);
+    }
+
+    fn iteration_finished_in_row(
+        &self,
+        journey: usize,
+        row: Option<usize>,
+        result: IterationResult,
+        took: Duration,
+    ) {
         self.metrics
             .iteration_finished(journey, result as usize, took);
         for w in &self.watchers {
-            w.iteration(journey, result, took);
+            w.iteration(journey, row, result, took);
         }
     }
 
     fn iteration_dropped(&self, reason: DropReason, journey: usize) {
+        self.iteration_dropped_in_row(reason, journey, None);
+    }
+
+    fn iteration_dropped_in_row(&self, reason: DropReason, journey: usize, row: Option<usize>) {
         // A drop of the generator's own is never an SLO event.
         if reason.is_generator() {
             self.metrics.generator_overloaded(unix_now() as u64);
@@ -259,7 +284,7 @@ impl Observer for Live {
                 Scope::Journey(j) => j == journey,
             };
             if counts {
-                w.turned_away();
+                w.turned_away(row);
             }
         }
     }

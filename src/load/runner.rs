@@ -238,10 +238,12 @@ impl VuCtx {
     /// Arrival `k` was dropped; a journey run also counts it against the journey it would walk.
     fn dropped(&self, k: u64, reason: DropReason) {
         let j = self.work.journey_of(k);
-        self.events.iteration_dropped(reason, j);
+        let row = self.work.row_of_dropped(k, j);
+        self.events.iteration_dropped(reason, j, row);
         if !self.work.work.is_single() {
             self.events.iteration_finished(
                 j,
+                row,
                 super::walk::IterationResult::Dropped,
                 Duration::ZERO,
             );

@@ -215,6 +215,7 @@ pub(in crate::config) fn load_into(
                 description: s.description,
                 labels: s.labels,
                 tiers,
+                group: None,
             },
         );
     }
