@@ -424,4 +424,12 @@ slos:
     );
     let rules = stdout_of(sloburn().arg("rules").arg(&good));
     assert!(rules.contains("status_class: \"5xx\""), "{rules}");
+    // OpenSLO has no grouping: the export says what it left out rather than name 8 SLOs.
+    let exported = stdout_of(sloburn().args(["openslo", "export"]).arg(&good));
+    assert!(
+        exported.contains("# SLO `per-step` is grouped by `step` (`group_by`)")
+            && exported.contains("# SLO `per-class` is grouped by `status_class`")
+            && !exported.contains("kind: SLO"),
+        "{exported}"
+    );
 }
