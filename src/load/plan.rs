@@ -242,6 +242,11 @@ impl RateSegment {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ArrivalPlan {
     segments: Vec<RateSegment>,
+    /// The integral of the rate at which iteration 0 starts; iteration `k` starts where it
+    /// reaches `first + k`. `constant-arrival-rate` starts at t = 0 (0), as k6 does;
+    /// `ramping-arrival-rate` starts its i-th iteration where the integral reaches i (1), as
+    /// k6 does, so a ramp from 0 starts nothing at t = 0 and sends the integral rounded down.
+    first: f64,
     global_total: u64,
     duration: Duration,
     pre_allocated_vus: u32,
@@ -251,7 +256,7 @@ pub struct ArrivalPlan {
 
 impl ArrivalPlan {
     pub fn new(executor: &Executor) -> Result<ArrivalPlan, PlanError> {
-        let (start_rate, stages, pre_allocated_vus, max_vus) = match executor {
+        let (start_rate, stages, pre_allocated_vus, max_vus, first) = match executor {
             Executor::ConstantArrivalRate {
                 rate,
                 duration,
@@ -265,13 +270,20 @@ impl ArrivalPlan {
                 }],
                 *pre_allocated_vus,
                 *max_vus,
+                0.0,
             ),
             Executor::RampingArrivalRate {
                 start_rate,
                 stages,
                 pre_allocated_vus,
                 max_vus,
-            } => (*start_rate, stages.clone(), *pre_allocated_vus, *max_vus),
+            } => (
+                *start_rate,
+                stages.clone(),
+                *pre_allocated_vus,
+                *max_vus,
+                1.0,
+            ),
             other => {
                 return Err(PlanError::WrongExecutor {
                     executor: executor_name(other),
@@ -303,9 +315,12 @@ impl ArrivalPlan {
             start_ns = end_ns;
             from = to;
         }
+        // Starts strictly before the end: those at `first + k < cum`.
+        let global_total = count_below(cum).saturating_sub(first as u64);
         Ok(ArrivalPlan {
             segments,
-            global_total: count_below(cum),
+            first,
+            global_total,
             duration: Duration::from_nanos(start_ns),
             pre_allocated_vus,
             max_vus: max_vus.max(pre_allocated_vus),
@@ -342,7 +357,7 @@ impl ArrivalPlan {
     }
 
     fn global_start_of(&self, k: u64) -> Duration {
-        let kf = k as f64;
+        let kf = k as f64 + self.first;
         // First segment whose cumulative count exceeds k: iteration k starts inside it.
         let i = self.segments.partition_point(|s| s.cum1 <= kf);
         let Some(seg) = self.segments.get(i).or(self.segments.last()) else {
@@ -775,14 +790,18 @@ mod tests {
 
     #[test]
     fn ramp_from_zero_follows_the_square_root_law() {
-        // 0 -> 100/s over 10s: rate 10·t, integral 5·t², so iteration k starts at √(k/5).
+        // 0 -> 100/s over 10s: rate 10·t, integral 5·t², so iteration k starts where it reaches
+        // k + 1, at √((k + 1)/5): nothing at t = 0, and the 500th would start at the end.
         let plan = ramping_rate(0.0, vec![stage(secs(10), 100.0)]);
-        assert_eq!(plan.total_iterations(), 500);
-        assert_eq!(plan.start_of(0), Some(Duration::ZERO));
-        assert_eq!(plan.start_of(5), Some(secs(1)));
-        assert_eq!(plan.start_of(20), Some(secs(2)));
+        assert_eq!(plan.total_iterations(), 499);
+        assert_eq!(
+            plan.start_of(0),
+            Some(Duration::from_secs_f64(0.2f64.sqrt()))
+        );
+        assert_eq!(plan.start_of(4), Some(secs(1)));
+        assert_eq!(plan.start_of(19), Some(secs(2)));
         let exact = Duration::from_secs_f64((499.0f64 / 5.0).sqrt());
-        let got = plan.start_of(499).unwrap();
+        let got = plan.start_of(498).unwrap();
         assert!(
             got.abs_diff(exact) <= Duration::from_nanos(1),
             "{got:?} vs {exact:?}"
@@ -793,12 +812,12 @@ mod tests {
     fn ramp_down_to_zero_is_exact() {
         // 100 -> 0/s over 10s: integral 100t − 5t² = 500 at t = 10.
         let plan = ramping_rate(100.0, vec![stage(secs(10), 0.0)]);
-        assert_eq!(plan.total_iterations(), 500);
+        assert_eq!(plan.total_iterations(), 499);
         // 100t − 5t² = 320 → t = 4.
-        assert_eq!(plan.start_of(320), Some(secs(4)));
+        assert_eq!(plan.start_of(319), Some(secs(4)));
         // 5t² − 100t + 499 = 0 → t = 10 − √20 / 10.
         let exact = Duration::from_secs_f64(10.0 - 20f64.sqrt() / 10.0);
-        let last = plan.start_of(499).unwrap();
+        let last = plan.start_of(498).unwrap();
         assert!(
             last.abs_diff(exact) <= Duration::from_nanos(1),
             "{last:?} vs {exact:?}"
@@ -818,18 +837,65 @@ mod tests {
             ],
         );
         assert_eq!(plan.duration(), secs(7));
-        assert_eq!(plan.total_iterations(), 20);
-        assert_eq!(plan.start_of(9), Some(ms(900)));
+        assert_eq!(plan.total_iterations(), 19);
+        assert_eq!(plan.start_of(8), Some(ms(900)));
         // Integral reaches 10 at 1s but the next iteration waits for the rate to resume.
-        assert_eq!(plan.start_of(10), Some(secs(6)));
-        assert_eq!(plan.start_of(19), Some(ms(6_900)));
+        assert_eq!(plan.start_of(9), Some(secs(6)));
+        assert_eq!(plan.start_of(18), Some(ms(6_900)));
     }
 
     #[test]
     fn leading_zero_stage_delays_the_first_iteration() {
         let plan = ramping_rate(0.0, vec![stage(secs(2), 0.0), stage(secs(2), 20.0)]);
-        assert_eq!(plan.start_of(0), Some(secs(2)));
-        assert_eq!(plan.total_iterations(), 20);
+        // The ramp's integral 5t² reaches 1 at t = √0.2.
+        assert_eq!(
+            plan.start_of(0),
+            Some(secs(2) + Duration::from_secs_f64(0.2f64.sqrt()))
+        );
+        assert_eq!(plan.total_iterations(), 19);
+    }
+
+    /// The counts k6 1.1 sent for the same stages (issue 34, measured against its
+    /// `ramping-arrival-rate`): the integral rounded down, whatever the start rate; and
+    /// `constant-arrival-rate` starting at t = 0.
+    #[test]
+    fn ramping_arrival_rate_sends_what_k6_sends() {
+        // 0 → 20/s over 1s, 20/s for 1s, 20 → 0/s over 0.98s: 10 + 20 + 9.8 = 39.8.
+        let up_hold_down = ramping_rate(
+            0.0,
+            vec![
+                stage(secs(1), 20.0),
+                stage(secs(1), 20.0),
+                stage(ms(980), 0.0),
+            ],
+        );
+        assert_eq!(up_hold_down.total_iterations(), 39);
+        // From 10/s: 10 → 20/s over 1s (15), 20/s for 1s (20), 20 → 0/s over 0.98s (9.8).
+        let from_ten = ramping_rate(
+            10.0,
+            vec![
+                stage(secs(1), 20.0),
+                stage(secs(1), 20.0),
+                stage(ms(980), 0.0),
+            ],
+        );
+        assert_eq!(from_ten.total_iterations(), 44);
+        assert_eq!(
+            from_ten.start_of(0),
+            Some(Duration::from_secs_f64(
+                // 10t + 5t² = 1
+                (-10.0 + (100.0f64 + 20.0).sqrt()) / 10.0
+            ))
+        );
+        let constant = ArrivalPlan::new(&Executor::ConstantArrivalRate {
+            rate: 20.0,
+            duration: ms(2_990),
+            pre_allocated_vus: 1,
+            max_vus: 1,
+        })
+        .unwrap();
+        assert_eq!(constant.start_of(0), Some(Duration::ZERO));
+        assert_eq!(constant.total_iterations(), 60);
     }
 
     #[test]
