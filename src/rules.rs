@@ -12,6 +12,7 @@
 //! Alerts have no `for`: the short window already stops a fast-burn alert once the errors stop,
 //! and a `for` would only delay pages (SRE Workbook ch. 5).
 
+use crate::names;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -19,7 +20,7 @@ use std::time::Duration;
 use crate::slo::{STANDARD_WINDOWS, SloDef, Tier};
 
 /// The counter the daemon exposes; both the rules and the daemon's windows count it.
-pub const EVENTS_METRIC: &str = "sloburn_slo_events_total";
+pub const EVENTS_METRIC: &str = names::SLO_EVENTS_TOTAL;
 /// One alert name for every tier; `sloburn_tier` and `severity` tell them apart.
 pub const BURN_ALERT: &str = "SloburnErrorBudgetBurn";
 pub const ABSENT_ALERT: &str = "SloburnAbsent";
@@ -249,7 +250,7 @@ fn gauge_selector(slo: &SloDef, opts: &RulesOptions, window: &str) -> String {
     }
     m.push(format!("slo={}", quote(&slo.name)));
     m.push(format!("window={}", quote(window)));
-    format!("sloburn_slo_burn_rate{{{}}}", m.join(","))
+    format!("{}{{{}}}", names::SLO_BURN_RATE, m.join(","))
 }
 
 /// The native histogram series of a latency SLO: its matchers, `profile` as an anchored
@@ -394,8 +395,9 @@ fn slo_group(slo: &SloDef, opts: &RulesOptions, mode: &str) -> Group {
             rules.push(Rule::Comment(format!(
                 "Calendar {unit} in {tz}: PromQL cannot express a range that starts at local\n\
                  midnight of the {unit}'s first day, so the period budget is read from the\n\
-                 daemon's own gauge (sloburn_slo_burn_rate{{window=\"{unit}\"}}), the worst\n\
+                 daemon's own gauge ({gauge}{{window=\"{unit}\"}}), the worst\n\
                  instance when several are scraped. The tiers' windows stay rolling.",
+                gauge = names::SLO_BURN_RATE,
                 unit = c.unit.as_str(),
                 tz = c.tz.name(),
             )));
@@ -453,7 +455,7 @@ fn tier_alert(
         m.push(format!("job={}", quote(job)));
     }
     m.push(format!("slo={}", quote(&slo.name)));
-    let maintenance = format!("sloburn_slo_maintenance{{{}}}", m.join(","));
+    let maintenance = format!("{}{{{}}}", names::SLO_MAINTENANCE, m.join(","));
     let expr = format!(
         "(\n  max without (sloth_window) (slo:sli_error:ratio_rate{long}{sel} > {threshold})\n  / {budget_expr}\n)\nand\nmax without (sloth_window) (slo:sli_error:ratio_rate{short}{sel} > {threshold})\nunless on ()\nmax({maintenance}) == 1\n"
     );
@@ -523,9 +525,9 @@ fn daemon_group(opts: &RulesOptions) -> Group {
         .map(|j| format!("job={}", quote(j)))
         .unwrap_or_default();
     let build_info = if job.is_empty() {
-        "sloburn_build_info".to_string()
+        names::BUILD_INFO.to_string()
     } else {
-        format!("sloburn_build_info{{{job}}}")
+        format!("{}{{{job}}}", names::BUILD_INFO)
     };
     let mut rules = Vec::new();
     let mut annotations = BTreeMap::new();
@@ -554,7 +556,7 @@ fn daemon_group(opts: &RulesOptions) -> Group {
         m.push(format!("profile={}", quote(profile)));
         // A skipped run (overlap: skip) is not a completed one.
         m.push("result!=\"skipped\"".to_string());
-        let sel = format!("sloburn_runs_total{{{}}}", m.join(","));
+        let sel = format!("{}{{{}}}", names::RUNS_TOTAL, m.join(","));
         let window = promql_duration(interval.saturating_mul(2));
         // The offset term requires the counter to have existed a whole window ago, so a
         // freshly started daemon is not blamed for runs it could not have made yet.
@@ -594,7 +596,7 @@ fn daemon_group(opts: &RulesOptions) -> Group {
         m.push(format!("target={}", quote(target)));
         m.push(format!("check={}", quote(check)));
         m.push("result=\"fail\"".to_string());
-        let sel = format!("sloburn_checks_total{{{}}}", m.join(","));
+        let sel = format!("{}{{{}}}", names::CHECKS_TOTAL, m.join(","));
         let mut annotations = BTreeMap::new();
         annotations.insert(
             "summary".to_string(),

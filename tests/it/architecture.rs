@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 /// Top-level modules of `src/`, lowest layer first. A module may import from strictly lower
 /// layers only (never from its own layer, so two neighbours cannot form a circle either).
 const LAYERS: &[&[&str]] = &[
-    &["exit", "units", "timer", "limits", "memory", "signals"],
+    &[
+        "exit", "units", "timer", "limits", "memory", "signals", "names",
+    ],
     &["http"],
     &[
         "checks",
