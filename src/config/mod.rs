@@ -6,7 +6,9 @@
 //! sensitive, so they never reach `Debug` output, logs or metrics.
 
 mod build;
+mod document;
 pub use build::longest_iteration;
+pub use document::{Document, DocumentError};
 pub mod capacity;
 pub use capacity::fits as fd_fits;
 pub use secrets::expand_flag;
@@ -31,7 +33,8 @@ mod telemetry;
 mod thresholds;
 mod tls;
 mod walk;
-pub mod yaml;
+mod yaml;
+pub use yaml::MAX_MAP_KEYS;
 
 use crate::checks::Check;
 use crate::load::spec::Executor;

@@ -56,13 +56,13 @@ struct Op {
 }
 
 pub fn import(text: &str, file: &str, opts: &Options) -> Result<Imported, String> {
-    let node = crate::config::yaml::parse(text).map_err(|e| {
+    let document = crate::config::Document::parse(text).map_err(|e| {
         format!(
             "{file}:{}:{}: not JSON or YAML: {}",
-            e.pos.line, e.pos.col, e.message
+            e.line, e.col, e.message
         )
     })?;
-    let doc = super::to_json(&node);
+    let doc = &document.value;
     match doc.get("openapi").and_then(J::as_str) {
         Some(v) if v.starts_with("3.") => {}
         Some(v) => {
@@ -81,7 +81,7 @@ pub fn import(text: &str, file: &str, opts: &Options) -> Result<Imported, String
             ));
         }
     }
-    let base = base_url(&doc, opts.base_url.as_deref())?;
+    let base = base_url(doc, opts.base_url.as_deref())?;
     let mut notes = Vec::new();
     let mut ops = Vec::new();
     let paths = doc
@@ -89,22 +89,17 @@ pub fn import(text: &str, file: &str, opts: &Options) -> Result<Imported, String
         .and_then(J::as_object)
         .ok_or_else(|| format!("{file}: no `paths`"))?;
     // In document order (the JSON value's map is sorted).
-    let order: Vec<&str> = match node_entry(&node, "paths").map(|n| &n.value) {
-        Some(crate::config::yaml::Value::Map(entries)) => {
-            entries.iter().map(|(k, _)| k.name.as_str()).collect()
-        }
-        _ => paths.keys().map(String::as_str).collect(),
-    };
+    let order: Vec<&str> = document.keys("/paths").iter().map(String::as_str).collect();
     for path in order {
         let Some(item) = paths.get(path) else {
             continue;
         };
-        let item = resolve(&doc, item);
+        let item = resolve(doc, item);
         let shared = item.get("parameters").and_then(J::as_array);
         for method in METHODS {
             let Some(op) = item.get(method) else { continue };
             let mut left_out = Vec::new();
-            match operation(&doc, path, method, op, shared, &mut left_out) {
+            match operation(doc, path, method, op, shared, &mut left_out) {
                 Ok(op) => {
                     notes.extend(left_out.into_iter().map(|why| {
                         format!("{} {path} ({}): {why}", method.to_ascii_uppercase(), op.id)
@@ -172,18 +167,6 @@ pub fn import(text: &str, file: &str, opts: &Options) -> Result<Imported, String
         }
     }
     Ok(Imported { yaml: out, notes })
-}
-
-fn node_entry<'a>(
-    node: &'a crate::config::yaml::Node,
-    key: &str,
-) -> Option<&'a crate::config::yaml::Node> {
-    match &node.value {
-        crate::config::yaml::Value::Map(entries) => {
-            entries.iter().find(|(k, _)| k.name == key).map(|(_, v)| v)
-        }
-        _ => None,
-    }
 }
 
 /// The server URL (its variables at their defaults) with `--base-url`'s scheme, host and port.
@@ -696,12 +679,12 @@ mod tests {
     fn the_base_keeps_the_servers_path() {
         let doc = serde_json::json!({"servers": [{"url": "/v3"}]});
         assert_eq!(
-            base_url(&doc, Some("http://127.0.0.1:9/")).unwrap(),
+            base_url(doc, Some("http://127.0.0.1:9/")).unwrap(),
             "http://127.0.0.1:9/v3"
         );
-        assert!(base_url(&doc, None).unwrap_err().contains("--base-url"));
+        assert!(base_url(doc, None).unwrap_err().contains("--base-url"));
         let doc = serde_json::json!({"servers": [{"url": "https://{host}/api", "variables": {"host": {"default": "x.example"}}}]});
-        assert_eq!(base_url(&doc, None).unwrap(), "https://x.example/api");
+        assert_eq!(base_url(doc, None).unwrap(), "https://x.example/api");
         assert_eq!(encode("a b/${x}"), "a%20b%2F%24%7Bx%7D");
     }
 }
