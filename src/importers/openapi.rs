@@ -679,12 +679,12 @@ mod tests {
     fn the_base_keeps_the_servers_path() {
         let doc = serde_json::json!({"servers": [{"url": "/v3"}]});
         assert_eq!(
-            base_url(doc, Some("http://127.0.0.1:9/")).unwrap(),
+            base_url(&doc, Some("http://127.0.0.1:9/")).unwrap(),
             "http://127.0.0.1:9/v3"
         );
-        assert!(base_url(doc, None).unwrap_err().contains("--base-url"));
+        assert!(base_url(&doc, None).unwrap_err().contains("--base-url"));
         let doc = serde_json::json!({"servers": [{"url": "https://{host}/api", "variables": {"host": {"default": "x.example"}}}]});
-        assert_eq!(base_url(doc, None).unwrap(), "https://x.example/api");
+        assert_eq!(base_url(&doc, None).unwrap(), "https://x.example/api");
         assert_eq!(encode("a b/${x}"), "a%20b%2F%24%7Bx%7D");
     }
 }
