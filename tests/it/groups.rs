@@ -90,8 +90,8 @@ fn one_failing_tenant_burns_its_own_slo_and_no_other() {
         .with_state(tenants.clone());
     let server = serve_on_thread(app);
     let rt = runtime();
-    rt.block_on(async {
-        let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let d = rt.block_on(async {
         std::fs::write(dir.path().join("tenants.csv"), TENANTS_CSV).unwrap();
         let data = dir.path().join("data");
         let text = grouped_config(&server.addr.to_string(), data.to_str().unwrap(), "99");
@@ -177,8 +177,32 @@ fn one_failing_tenant_burns_its_own_slo_and_no_other() {
             };
             assert_eq!((of("good"), of("bad")), (good, bad), "{slo}");
         }
-        d.shutdown().await;
+        d
     });
+    // The dashboard shows the three groups, the failing one with its tiers firing.
+    let chrome = crate::web::Chrome::start();
+    let mut page = chrome.page();
+    page.navigate(&format!("http://{}/", d.addr));
+    let cards = page.wait_for(
+        "three SLO cards",
+        "(() => { const c = [...document.querySelectorAll('article.slo-card')]; \
+           return c.length === 3 && c.map(x => ({ name: x.dataset.slo, \
+             group: x.querySelector('[data-field=group]').textContent, \
+             alerts: x.querySelector('[data-field=alerts]').textContent })); })()",
+        Duration::from_secs(30),
+    );
+    for card in cards.as_array().unwrap() {
+        let name = card["name"].as_str().unwrap();
+        let value = name.trim_start_matches("checkout:");
+        assert_eq!(
+            card["group"],
+            format!("tenant = {value}, one group of checkout"),
+            "{card}"
+        );
+        let alerts = card["alerts"].as_str().unwrap();
+        assert_eq!(alerts == "none", value != "beta", "{card}");
+    }
+    rt.block_on(d.shutdown());
     drop(server);
 }
 
