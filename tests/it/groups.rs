@@ -270,6 +270,37 @@ tests:
     )
     .unwrap();
     crate::support::promtool_test_rules(dir.path(), &rules);
+
+    // One file per group with `--output`, named so a ConfigMap key and a PrometheusRule name
+    // can take it (`SLO.VALUE`).
+    let out = dir.path().join("out");
+    let run = sloburn()
+        .arg("rules")
+        .arg(&cfg)
+        .args(["--k8s", "--output"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", all_output(&run));
+    let mut files: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(
+        files,
+        [
+            "checkout.acme.yaml",
+            "checkout.beta.yaml",
+            "checkout.corp.yaml",
+            "sloburn-daemon.yaml"
+        ]
+    );
+    let beta = std::fs::read_to_string(out.join("checkout.beta.yaml")).unwrap();
+    assert!(
+        beta.contains("  name: \"sloburn-slos-checkout.beta\"\n"),
+        "{beta}"
+    );
 }
 
 /// Each wrong `group_by` is an error at its position; a right one by `step` or
