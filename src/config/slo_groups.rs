@@ -229,14 +229,21 @@ fn by(ctx: &mut Ctx, node: &Node, path: &str) -> Option<By> {
                 );
                 return None;
             }
-            column => By::Column {
-                name: column.to_string(),
-                label: column.to_string(),
-            },
+            // `data.tenant`, as a template names the column, is the column `tenant`.
+            column => {
+                let column = column.strip_prefix("data.").unwrap_or(column);
+                By::Column {
+                    name: column.to_string(),
+                    label: column.to_string(),
+                }
+            }
         }),
         Value::Map(_) => {
             let f = walk::fields(ctx, node, path, &["column", "label"])?;
             let name = walk::required(ctx, &f, "column", walk::string)?;
+            let name = name
+                .strip_prefix("data.")
+                .map_or(name.clone(), str::to_string);
             let label = match f.get("label") {
                 Some(n) => walk::string(ctx, n, &join(path, "label"))?,
                 None => name.clone(),

@@ -477,6 +477,24 @@ slos:
         five.def().labels.get("status_class").map(String::as_str),
         Some("5xx")
     );
+    // A column named as a template names it.
+    let templated = dir.path().join("templated.yaml");
+    std::fs::write(
+        &templated,
+        "targets:\n  shop: { url: \"http://127.0.0.1:1/\" }\njourneys:\n  j:\n    target: shop\n    data: { file: ok.csv }\n    steps: [ { name: s, path: \"/t/${data.tenant}\" } ]\nslos:\n  t: { journey: j, sli: availability, objective: 99, group_by: data.tenant }\n",
+    )
+    .unwrap();
+    let cfg = sloburn::config::load(&templated).unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<&str> = cfg.config.slos.keys().map(String::as_str).collect();
+    assert_eq!(names, ["t:acme", "t:beta", "t:corp"]);
+    assert_eq!(
+        cfg.config.slos["t:beta"]
+            .def()
+            .labels
+            .get("tenant")
+            .map(String::as_str),
+        Some("beta")
+    );
     let rules = stdout_of(sloburn().arg("rules").arg(&good));
     assert!(rules.contains("status_class: \"5xx\""), "{rules}");
     // OpenSLO has no grouping: the export says what it left out rather than name 8 SLOs.
