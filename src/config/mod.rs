@@ -26,6 +26,7 @@ mod secrets;
 mod send;
 mod server;
 mod slo_groups;
+pub use slo_groups::{GroupFilter, SloGroup, status_class};
 mod slos;
 mod storage;
 mod targets;
@@ -366,54 +367,6 @@ pub struct Slo {
     pub tiers: Option<Vec<TierSpec>>,
     /// One SLO of a `group_by`: which group of the SLO as written it is (`slo_groups.rs`).
     pub group: Option<SloGroup>,
-}
-
-/// One value of an SLO's `group_by`: the SLO as written became one SLO per value, named
-/// `PARENT:VALUE`, each counting only its own value's events.
-#[derive(Debug, Clone)]
-pub struct SloGroup {
-    /// The SLO as written (maintenance windows and the dashboard name it).
-    pub parent: String,
-    /// The label its rules and alerts carry: the column, `step` or `status_class`.
-    pub label: String,
-    pub value: String,
-    pub filter: GroupFilter,
-}
-
-/// What one group of an SLO counts, beyond the SLO's own scope.
-#[derive(Debug, Clone)]
-pub enum GroupFilter {
-    /// One step: the group's SLO names it in its own `step`; nothing more to filter.
-    Step,
-    /// Requests whose HTTP status is in this class (`1`–`5` for 1xx–5xx); `0`: no response.
-    StatusClass(u16),
-    /// Iterations whose data row is in group `index`: `rows[row]` is each row's group.
-    Rows {
-        rows: std::sync::Arc<[u16]>,
-        index: u16,
-    },
-}
-
-impl GroupFilter {
-    /// Whether an event of data row `row` (a request with `status`, `None` when no response
-    /// came) belongs to this group. A `Rows` group never takes an event of no known row.
-    pub fn admits(&self, row: Option<usize>, status: Option<u16>) -> bool {
-        match self {
-            GroupFilter::Step => true,
-            GroupFilter::StatusClass(c) => status_class(status) == *c,
-            GroupFilter::Rows { rows, index } => {
-                row.and_then(|r| rows.get(r)).is_some_and(|g| g == index)
-            }
-        }
-    }
-}
-
-/// `1`–`5` for an HTTP status 100–599, `0` for no response (or a status outside them).
-pub fn status_class(status: Option<u16>) -> u16 {
-    match status {
-        Some(s @ 100..=599) => s / 100,
-        _ => 0,
-    }
 }
 
 /// A maintenance window (`maintenance.rs`).
