@@ -5,7 +5,7 @@
 //! attributes (`profile`, `target`, `step`, `journey`, `testid`).
 //!
 //! The messages are `prost` types declared here with the tags and types of the published
-//! `opentelemetry/proto/metrics/v1/metrics.proto`, only the fields sent (see ARCHITECTURE.md
+//! `opentelemetry/proto/metrics/v1/metrics.proto`, only the fields sent (see docs/internals.md
 //! for why they are declared rather than generated). The schema's `oneof`s (`Metric.data`,
 //! `NumberDataPoint.value`, `AnyValue.value`) are optional fields: the same bytes on the wire.
 
