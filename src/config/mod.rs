@@ -19,9 +19,9 @@ mod grpc;
 mod journeys;
 pub mod maintenance;
 pub use journeys::MAX_DATA_FILE_BYTES;
+mod diagnostics;
 pub mod openslo;
 mod profiles;
-mod report;
 mod secrets;
 mod send;
 mod server;
@@ -45,10 +45,10 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use diagnostics::{report, report_with};
 pub use files::{
     MAX_BODY_FILE_BYTES, MAX_CONFIG_BYTES, MAX_SECRET_FILE_BYTES, read_config, read_regular,
 };
-pub use report::{report, report_with};
 pub use yaml::MAX_ALIAS_NODES;
 pub use yaml::Pos;
 

@@ -10,7 +10,7 @@ use crate::load::runner::{self, RunSpec, Stopper};
 use crate::load::stats::RunStats;
 use crate::load::walk::Work;
 use crate::metrics::StepLayout;
-use crate::web::{Capture, RunDetail};
+use crate::web::{Recording, RunDetail};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
@@ -275,7 +275,7 @@ async fn execute(
         &profile.thresholds,
         &profile.name,
     ));
-    let capture = Capture::start(
+    let capture = Recording::start(
         stats.clone(),
         Some(on_sample(shared, &profile.name, record.id)),
     )

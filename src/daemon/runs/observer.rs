@@ -122,7 +122,7 @@ pub(super) fn on_sample(
     shared: &Arc<Shared>,
     profile: &str,
     id: u64,
-) -> crate::web::capture::OnSample {
+) -> crate::web::recording::OnSample {
     let shared = Arc::downgrade(shared);
     let profile = profile.to_string();
     Arc::new(move |sample: Sample| {
