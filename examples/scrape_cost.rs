@@ -2,7 +2,7 @@
 //! buckets and 3 checks) plus 20 SLOs, timed through `Metrics::encode` in both text formats and `Metrics::encode_protobuf`, and the
 //! cost of one `observe` on the hot path. Run with `cargo run --release --example scrape_cost`.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use sloburn::config::DEFAULT_BUCKETS;
 use sloburn::http::Outcome;
@@ -55,7 +55,7 @@ fn main() {
         let lines = m.encode(om).lines().count();
         let times: Vec<f64> = (0..50)
             .map(|_| {
-                let start = Instant::now();
+                let start = sloburn::clock::instant();
                 std::hint::black_box(m.encode(om));
                 start.elapsed().as_secs_f64() * 1e3
             })
@@ -70,7 +70,7 @@ fn main() {
         let bytes = m.encode_protobuf().len();
         let times: Vec<f64> = (0..50)
             .map(|_| {
-                let start = Instant::now();
+                let start = sloburn::clock::instant();
                 std::hint::black_box(m.encode_protobuf());
                 start.elapsed().as_secs_f64() * 1e3
             })
@@ -85,7 +85,7 @@ fn main() {
     let h = &handles[0];
     let n = 2_000_000u64;
     for threads in [1u64, 2] {
-        let start = Instant::now();
+        let start = sloburn::clock::instant();
         std::thread::scope(|s| {
             for _ in 0..threads {
                 s.spawn(|| {

@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use sloburn::budget::Budget;
 use sloburn::config::{self, Env};
@@ -173,7 +173,7 @@ fn main() {
         let bytes = encode();
         let (wall, cpu): (Vec<f64>, Vec<f64>) = (0..rounds)
             .map(|_| {
-                let (start, cpu) = (Instant::now(), thread_cpu_ms());
+                let (start, cpu) = (sloburn::clock::instant(), thread_cpu_ms());
                 std::hint::black_box(encode());
                 (start.elapsed().as_secs_f64() * 1e3, thread_cpu_ms() - cpu)
             })

@@ -173,7 +173,7 @@ impl Check {
             }
             CheckKind::DurationUnder(limit) => outcome.duration() < *limit,
             CheckKind::CertificateValidFor(d) => outcome.cert_not_after.is_some_and(|t| {
-                let now = std::time::SystemTime::now()
+                let now = crate::clock::system_time()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |n| n.as_secs() as i64);
                 t.saturating_sub(now) >= d.as_secs() as i64

@@ -6,6 +6,7 @@
 pub mod budget;
 pub mod checks;
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod daemon;
 pub mod demo;

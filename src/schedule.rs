@@ -537,7 +537,7 @@ impl TokioClock {
     pub fn starting_at(origin: DateTime<Utc>) -> TokioClock {
         TokioClock {
             origin,
-            started: tokio::time::Instant::now(),
+            started: crate::clock::tokio_instant(),
         }
     }
 }

@@ -22,7 +22,7 @@ pub const FINE_WINDOW: Duration = Duration::from_millis(2);
 pub async fn sleep_until(deadline: tokio::time::Instant) {
     let deadline = deadline.into_std();
     if let Some(coarse) = deadline.checked_sub(FINE_WINDOW)
-        && coarse > Instant::now()
+        && coarse > crate::clock::instant()
     {
         tokio::time::sleep_until(coarse.into()).await;
     }
@@ -35,7 +35,7 @@ pub async fn sleep_until(deadline: tokio::time::Instant) {
 
 /// Sleeps for `d` with sub-millisecond precision.
 pub async fn sleep(d: Duration) {
-    sleep_until(tokio::time::Instant::now() + d).await
+    sleep_until(crate::clock::tokio_instant() + d).await
 }
 
 struct Fine {
@@ -47,7 +47,7 @@ impl Future for Fine {
     type Output = ();
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if Instant::now() >= self.deadline {
+        if crate::clock::instant() >= self.deadline {
             return Poll::Ready(());
         }
         // One registration per future: the timer thread wakes it once the deadline passed.
@@ -115,7 +115,7 @@ impl Wheel {
             return;
         };
         loop {
-            let now = Instant::now();
+            let now = crate::clock::instant();
             while let Some(Reverse(e)) = guard.0.peek() {
                 if e.deadline > now {
                     break;
@@ -170,7 +170,7 @@ mod tests {
         for _ in 0..25 {
             for micros in [300u64, 1_500, 2_500, 10_000] {
                 let d = Duration::from_micros(micros);
-                let start = Instant::now();
+                let start = crate::clock::instant();
                 sleep(d).await;
                 let took = start.elapsed();
                 assert!(took >= d, "{took:?} < {d:?}");
@@ -191,7 +191,7 @@ mod tests {
         for i in 0..500u64 {
             set.spawn(async move {
                 let d = Duration::from_micros(100 + (i * 37) % 3000);
-                let start = Instant::now();
+                let start = crate::clock::instant();
                 sleep(d).await;
                 start.elapsed() >= d
             });

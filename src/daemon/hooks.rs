@@ -25,7 +25,7 @@
 //! profile or SLO a 404.
 
 use super::runs::{Launch, StartError, launch_of, start, with_overrides};
-use super::state::{RunRecord, Shared, unix_now};
+use super::state::{RunRecord, Shared};
 use crate::load::plan::planned_duration;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
@@ -393,7 +393,7 @@ async fn slo_burn(shared: &Shared, m: &BTreeMap<String, String>, slo: &str) -> A
             }
         },
     };
-    let now = unix_now() as i64;
+    let now = shared.clock.unix_secs() as i64;
     let no_state = || {
         refuse(
             StatusCode::SERVICE_UNAVAILABLE,

@@ -17,7 +17,7 @@
 use super::reload::{load_text, reload, watch};
 use super::schedules::apply;
 use super::server::{Limits, serve};
-use super::state::{Shared, Source, unix_now};
+use super::state::{Shared, Source};
 use crate::budget::{Budget, Unsaved};
 use crate::load::plan::Shard;
 use crate::load::runner::Abort;
@@ -66,7 +66,8 @@ pub struct Daemon {
 pub async fn start(opts: Options) -> Result<Daemon, Startup> {
     // Before the port is bound: the restore reads Prometheus up to here, so the daemon's own
     // new series (scraped once it listens) never counts twice.
-    let started = super::restore::now();
+    let clock = super::state::daemon_clock();
+    let started = clock.unix_secs_i64();
     let (cfg, text) = match &opts.source {
         Source::File(path) => {
             let text = crate::config::read_config(path).map_err(|e| {
@@ -102,6 +103,7 @@ pub async fn start(opts: Options) -> Result<Daemon, Startup> {
         opts.source.clone(),
         opts.shard,
         text,
+        clock,
     ));
     let app = super::api::app(shared.clone());
     let fds = crate::limits::nofile().map_or(1024, |l| l.soft);
@@ -143,7 +145,7 @@ struct Reopen {
 impl Reopen {
     fn new() -> Reopen {
         Reopen {
-            at: tokio::time::Instant::now() + REOPEN_FIRST,
+            at: crate::clock::tokio_instant() + REOPEN_FIRST,
             wait: REOPEN_FIRST,
             attempts: 0,
         }
@@ -152,7 +154,7 @@ impl Reopen {
     fn failed(&mut self) {
         self.attempts += 1;
         self.wait = (self.wait * 2).min(REOPEN_MAX);
-        self.at = tokio::time::Instant::now() + self.wait;
+        self.at = crate::clock::tokio_instant() + self.wait;
     }
 }
 
@@ -162,9 +164,9 @@ async fn reopen_store(shared: &Arc<Shared>) -> Result<(), String> {
     let s = shared.clone();
     let opened = tokio::task::spawn_blocking(move || {
         let kept = s.budget.unsaved();
-        s.budget.reopen(unix_now() as i64)?;
+        s.budget.reopen(s.clock.unix_secs() as i64)?;
         s.restore_history();
-        s.budget.tick(unix_now() as i64);
+        s.budget.tick(s.clock.unix_secs() as i64);
         let written = s.budget.flush();
         Ok::<_, String>((kept, written))
     })
@@ -187,8 +189,8 @@ async fn reopen_store(shared: &Arc<Shared>) -> Result<(), String> {
 /// at most once a second.
 async fn budget_loop(shared: Arc<Shared>, flush_every: Duration) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
-    let mut last_flush = tokio::time::Instant::now();
-    let mut last_prune = tokio::time::Instant::now();
+    let mut last_flush = crate::clock::tokio_instant();
+    let mut last_prune = crate::clock::tokio_instant();
     let mut reopen = Reopen::new();
     loop {
         tokio::select! {
@@ -199,15 +201,16 @@ async fn budget_loop(shared: Arc<Shared>, flush_every: Duration) {
         // each), which with thousands of SLOs would hold a worker for tens of milliseconds just
         // when the minute's schedules fire.
         let s = shared.clone();
-        let _ = tokio::task::spawn_blocking(move || s.budget.tick(unix_now() as i64)).await;
+        let _ =
+            tokio::task::spawn_blocking(move || s.budget.tick(s.clock.unix_secs() as i64)).await;
         if let Some(n) = shared
             .auth_failures
-            .take_unlogged(tokio::time::Instant::now())
+            .take_unlogged(crate::clock::tokio_instant())
         {
             super::api::log_auth_failures(n);
         }
         if !shared.budget.store_is_open()
-            && tokio::time::Instant::now() >= reopen.at
+            && crate::clock::tokio_instant() >= reopen.at
             && let Err(e) = reopen_store(&shared).await
         {
             reopen.failed();
@@ -220,15 +223,15 @@ async fn budget_loop(shared: Arc<Shared>, flush_every: Duration) {
             );
         }
         if last_flush.elapsed() >= flush_every {
-            last_flush = tokio::time::Instant::now();
+            last_flush = crate::clock::tokio_instant();
             let s = shared.clone();
             let _ = tokio::task::spawn_blocking(move || s.budget.flush()).await;
         }
         if last_prune.elapsed() >= Duration::from_secs(600) {
-            last_prune = tokio::time::Instant::now();
+            last_prune = crate::clock::tokio_instant();
             let s = shared.clone();
             let _ = tokio::task::spawn_blocking(move || {
-                s.budget.prune(unix_now() as i64);
+                s.budget.prune(s.clock.unix_secs() as i64);
                 // The prune mapped the store's code again: an idle daemon gives it back now,
                 // not after its next run.
                 if s.active_runs().is_empty() {
@@ -265,7 +268,7 @@ impl Daemon {
         shared.shutdown.cancel();
         shared.tracker.close();
         let _ = tokio::time::timeout(Duration::from_secs(5), shared.tracker.wait()).await;
-        shared.budget.tick(unix_now() as i64);
+        shared.budget.tick(shared.clock.unix_secs() as i64);
         if !shared.budget.store_is_open() {
             // One last try: the disk may have been freed since the last attempt.
             let _ = reopen_store(&shared).await;
@@ -299,7 +302,7 @@ impl Daemon {
 async fn flush_now(shared: &Arc<Shared>) {
     let s = shared.clone();
     let flush = tokio::task::spawn_blocking(move || {
-        s.budget.tick(unix_now() as i64);
+        s.budget.tick(s.clock.unix_secs() as i64);
         s.budget.flush()
     });
     match tokio::time::timeout(SECOND_SIGNAL_FLUSH, flush).await {

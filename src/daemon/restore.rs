@@ -25,7 +25,7 @@
 //! the timeout; a refused query (another 4xx) ends that SLO's restore. The URL is shown only as
 //! written (`display_url`), its `${env:..}` references kept.
 
-use super::state::{Shared, unix_now};
+use super::state::Shared;
 use crate::budget::{RestorePhase, RestoreStatus, SloCoverage};
 use crate::config::{Config, Restore};
 use crate::http::{Client, ClientOptions, Conn, RequestSpec};
@@ -59,7 +59,7 @@ pub(super) fn begin(shared: &Shared) {
 /// Restores every SLO the store had nothing for, as of `started` (unix seconds, taken before
 /// the daemon bound its port), within `cfg.timeout`.
 pub(super) async fn run(shared: Arc<Shared>, cfg: Restore, started: i64) {
-    let deadline = Instant::now() + cfg.timeout;
+    let deadline = crate::clock::tokio_instant() + cfg.timeout;
     let candidates = shared.budget.restore_candidates();
     let from_store: Vec<String> = shared
         .budget
@@ -287,7 +287,7 @@ impl Prometheus {
                 }
                 (None, None) => "no response from prometheus".to_string(),
             };
-            let now = Instant::now();
+            let now = crate::clock::tokio_instant();
             if now >= self.deadline {
                 return Err(timed_out(Some(&why)));
             }
@@ -507,11 +507,6 @@ fn iteration_rate(e: &Executor) -> f64 {
             .fold(f64::from(*start_vus), f64::max),
     };
     vus * CLOSED_VU_RATE
-}
-
-/// The current time as the restore sees it: the daemon's clock, whole seconds.
-pub(super) fn now() -> i64 {
-    unix_now().floor() as i64
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@
 
 use super::runs::{launch_of, start_run};
 use super::shardrun;
-use super::state::{ProfileState, Shared, unix_now};
+use super::state::{ProfileState, Shared};
 use crate::config::{Config, Profile};
 use crate::load::placement::{Assignment, Placement};
 use crate::schedule::{Decision, Slot, SystemClock, Ticker};
@@ -41,7 +41,9 @@ fn apply_with(shared: &Arc<Shared>, cfg: Arc<Config>, run_now: &dyn Fn(&str) -> 
     if let Ok(mut slot) = shared.config.write() {
         *slot = cfg.clone();
     }
-    shared.budget.configure(&cfg, unix_now() as i64);
+    shared
+        .budget
+        .configure(&cfg, shared.clock.unix_secs() as i64);
     shared
         .metrics
         .set_native_options(cfg.server.native_histograms);

@@ -87,7 +87,7 @@ impl Active {
     /// A request's response was written to its end (or dropped).
     fn end(&self) {
         if let Ok(mut w) = self.waiting_since.lock() {
-            *w = Instant::now();
+            *w = crate::clock::tokio_instant();
         }
         self.busy.fetch_sub(1, AcqRel);
     }
@@ -180,7 +180,7 @@ impl Table {
         }
         let a = Arc::new(Active {
             busy: AtomicU32::new(0),
-            waiting_since: Mutex::new(Instant::now()),
+            waiting_since: Mutex::new(crate::clock::tokio_instant()),
             close: CancellationToken::new(),
         });
         t.active.insert(id, a.clone());
@@ -261,7 +261,7 @@ struct LogEvery {
 impl LogEvery {
     fn note(&mut self) -> Option<u64> {
         self.count += 1;
-        let now = Instant::now();
+        let now = crate::clock::tokio_instant();
         if self.last.is_none_or(|l| now.duration_since(l) >= LOG_EVERY) {
             self.last = Some(now);
             Some(std::mem::take(&mut self.count))

@@ -4,6 +4,7 @@
 //! series ring and live figures for the dashboard. Plus the views the API serialises.
 
 use crate::budget::Budget;
+use crate::clock::Clock;
 use crate::config::{self, Config};
 use crate::http::Resolver;
 use crate::load::placement::{self, Assignment};
@@ -158,6 +159,8 @@ pub struct Shared {
     pub shard: Shard,
     pub shutdown: CancellationToken,
     pub tracker: TaskTracker,
+    /// The wall clock of SLO minutes, run times and the API (shifted by the test hook).
+    pub clock: Clock,
     /// `server.max_in_flight` across all runs (fixed at start; a reload does not resize it).
     pub in_flight: Arc<tokio::sync::Semaphore>,
     pub(super) resolver: Arc<Resolver>,
@@ -280,27 +283,13 @@ impl AuthFailures {
 #[doc(hidden)]
 pub const TEST_CLOCK_ENV: &str = "SLOBURN_TEST_CLOCK_START";
 
-/// The wall clock in unix milliseconds (never shifted: shards agree on start instants by it).
-pub(super) fn wall_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
-/// The daemon's clock in unix seconds: the system clock, shifted by the test hook if set.
-pub(super) fn unix_now() -> f64 {
-    static OFFSET: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
-    let real = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0);
-    let offset = OFFSET.get_or_init(|| {
-        std::env::var(TEST_CLOCK_ENV)
-            .ok()
-            .and_then(|v| v.trim().parse::<i64>().ok())
-            .map_or(0.0, |start| start as f64 - real)
-    });
-    real + offset
+/// The daemon's clock: the system clock, started at [`TEST_CLOCK_ENV`]'s instant if that is set
+/// (read once, at start-up).
+pub(super) fn daemon_clock() -> Clock {
+    std::env::var(TEST_CLOCK_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<i64>().ok())
+        .map_or(Clock::system(), Clock::starting_at)
 }
 
 impl Shared {
@@ -322,6 +311,7 @@ impl Shared {
         source: Source,
         shard: Shard,
         text: Option<String>,
+        clock: Clock,
     ) -> Shared {
         let shared = Shared {
             config: RwLock::new(Arc::new(cfg.clone())),
@@ -331,6 +321,7 @@ impl Shared {
             shard,
             shutdown: CancellationToken::new(),
             tracker: TaskTracker::new(),
+            clock,
             in_flight: Arc::new(tokio::sync::Semaphore::new(
                 cfg.server.max_in_flight as usize,
             )),
@@ -353,7 +344,7 @@ impl Shared {
         if !shared.budget.store_is_open() {
             // Without the store's largest id, number runs from the start time in milliseconds:
             // a store that opens later (counting from 1) never holds one of these ids.
-            let ms = (unix_now() * 1000.0).max(0.0) as u64;
+            let ms = (shared.clock.unix_secs() * 1000.0).max(0.0) as u64;
             shared.next_id.fetch_max(ms, Relaxed);
         }
         shared
@@ -525,7 +516,7 @@ mod tests {
     #[test]
     fn wrong_tokens_are_limited_per_second_and_logged_once_a_second() {
         let f = AuthFailures::default();
-        let t0 = tokio::time::Instant::now();
+        let t0 = crate::clock::tokio_instant();
         assert!(!f.limited(t0));
         assert_eq!(f.record(t0), Some(1));
         for i in 1..AUTH_FAILURES_PER_SECOND {

@@ -207,12 +207,13 @@ impl Client {
     pub async fn resolve(&self, host: &str) -> Result<Vec<IpAddr>, DnsError> {
         let ttl = self.inner.opts.dns_ttl;
         if !ttl.is_zero()
-            && let Some(addrs) = self.cache().get(host, Instant::now())
+            && let Some(addrs) = self.cache().get(host, crate::clock::tokio_instant())
         {
             return Ok(addrs);
         }
         let lookup = self.inner.resolver.lookup(host).await?;
-        self.cache().put(host, &lookup, ttl, Instant::now());
+        self.cache()
+            .put(host, &lookup, ttl, crate::clock::tokio_instant());
         Ok(lookup.addrs)
     }
 
@@ -237,7 +238,7 @@ impl Client {
             Some((host, port)) => (host.as_str(), *port),
             None => (target.host, target.port),
         };
-        let t = Instant::now();
+        let t = crate::clock::tokio_instant();
         let resolved = timeout_at(deadline, self.resolve(host)).await;
         phases.dns = t.elapsed();
         let mut addrs = match resolved {
@@ -253,7 +254,7 @@ impl Client {
         };
         order(&mut addrs, opts.dns_select, turn);
 
-        let t = Instant::now();
+        let t = crate::clock::tokio_instant();
         let mut last_err = ErrorClass::ConnectRefused;
         let mut tcp = None;
         for ip in addrs {
@@ -285,7 +286,7 @@ impl Client {
                 h2: opts.http == HttpVersion::Http2,
             });
         }
-        let t = Instant::now();
+        let t = crate::clock::tokio_instant();
         let name = server_name(&opts.tls, target.host).ok_or(ErrorClass::Tls)?;
         let handshake = timeout_at(deadline, self.tls().connect(name, tcp)).await;
         phases.tls_handshaking = t.elapsed();
@@ -460,7 +461,7 @@ mod tests {
     #[test]
     fn exchange_phases_sum_to_the_whole() {
         let stats = IoStats::new();
-        let t0 = Instant::now();
+        let t0 = crate::clock::tokio_instant();
         let end = t0 + Duration::from_millis(50);
         let mut p = Phases::default();
         // Nothing recorded by the IO (error before writing): all of it is waiting.

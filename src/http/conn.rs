@@ -57,7 +57,7 @@ impl Conn {
         if protocol == super::Protocol::Grpc {
             return super::grpc::target::send(&self.client, &mut self.grpc, req).await;
         }
-        let start = Instant::now();
+        let start = crate::clock::tokio_instant();
         let deadline = start + self.client.inner.opts.timeout;
         let mut out = Outcome::default();
         let Some(endpoint) = self.endpoint_of(&req.uri) else {
@@ -198,9 +198,9 @@ impl Conn {
         let stats = live.stats.clone();
         stats.arm();
         let (written0, read0) = (stats.written(), stats.read());
-        let t0 = Instant::now();
+        let t0 = crate::clock::tokio_instant();
         let sent = timeout_at(deadline, live.sender.send_request(request)).await;
-        let head_at = Instant::now();
+        let head_at = crate::clock::tokio_instant();
         let response = match sent {
             Ok(Ok(response)) => response,
             failed => {
@@ -232,7 +232,7 @@ impl Conn {
         out.headers = parts.headers;
         let read = read_body(&mut body, deadline, self.client.inner.opts.max_body).await;
         let broken = read.error;
-        let now = Instant::now();
+        let now = crate::clock::tokio_instant();
         // A whole response ended when its last bytes arrived, however late its task ran.
         let end = match (broken, stats.last_read()) {
             (None, Some(last)) => last.clamp(t0, now),

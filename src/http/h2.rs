@@ -30,7 +30,7 @@ use super::{ErrorClass, Outcome, classify_hyper};
 /// When what the connection has just delivered reached the host: its latest read's receive
 /// stamp, no earlier than `floor` (the stream's own start) and no later than now.
 fn arrived(stats: &IoStats, floor: Instant) -> Instant {
-    let now = Instant::now();
+    let now = crate::clock::tokio_instant();
     stats
         .latest_rx()
         .map_or(now, |rx| rx.clamp(floor.min(now), now))
@@ -225,12 +225,12 @@ pub(crate) async fn send(
             return Sent::Done(out);
         };
 
-        let t0 = Instant::now();
+        let t0 = crate::clock::tokio_instant();
         let ready = timeout_at(deadline, sender.ready()).await;
         let sent = match ready {
             Ok(Ok(())) => {
                 let response = sender.send_request(request);
-                let handed = Instant::now();
+                let handed = crate::clock::tokio_instant();
                 out.phases.sending = handed - t0;
                 timeout_at(deadline, response).await
             }
@@ -240,7 +240,7 @@ pub(crate) async fn send(
         // An answer arrived when its bytes did; a failure is timed when it is seen.
         let head_at = match sent {
             Ok(Ok(_)) => arrived(&stats, t0 + out.phases.sending),
-            _ => Instant::now(),
+            _ => crate::clock::tokio_instant(),
         };
         let response = match sent {
             Ok(Ok(response)) => response,
@@ -275,7 +275,7 @@ pub(crate) async fn send(
         let read = read_body(&mut body, deadline, client.options().max_body).await;
         let end = match read.error {
             None => arrived(&stats, head_at),
-            Some(_) => Instant::now(),
+            Some(_) => crate::clock::tokio_instant(),
         };
         out.phases.receiving = end.saturating_duration_since(head_at);
         out.bytes_sent = req.body.len() as u64;

@@ -130,7 +130,7 @@ pub(crate) fn stamp_instant(stamp: Duration, wall_now: Duration, now: Instant) -
 }
 
 fn wall_now() -> Duration {
-    std::time::SystemTime::now()
+    crate::clock::system_time()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default()
 }
@@ -146,7 +146,7 @@ impl AsyncRead for RxTcp {
             let before = buf.filled().len();
             ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
             if buf.filled().len() > before {
-                this.stats.on_rx(Instant::now());
+                this.stats.on_rx(crate::clock::tokio_instant());
             }
             return Poll::Ready(Ok(()));
         }
@@ -168,7 +168,7 @@ impl AsyncRead for RxTcp {
             match read {
                 Ok((n, stamp)) => {
                     if n > 0 {
-                        let now = Instant::now();
+                        let now = crate::clock::tokio_instant();
                         let at = stamp.map_or(now, |s| stamp_instant(s, wall_now(), now));
                         this.stats.on_rx(at);
                     }
@@ -188,7 +188,7 @@ impl AsyncWrite for RxTcp {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        let handed = Instant::now();
+        let handed = crate::clock::tokio_instant();
         let n = ready!(Pin::new(&mut this.inner).poll_write(cx, buf))?;
         if n > 0 {
             this.stats.on_tx(handed);
@@ -202,7 +202,7 @@ impl AsyncWrite for RxTcp {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        let handed = Instant::now();
+        let handed = crate::clock::tokio_instant();
         let n = ready!(Pin::new(&mut this.inner).poll_write_vectored(cx, bufs))?;
         if n > 0 {
             this.stats.on_tx(handed);
@@ -230,7 +230,7 @@ mod tests {
 
     #[test]
     fn a_stamp_is_placed_by_its_age_and_never_after_the_read() {
-        let now = Instant::now();
+        let now = crate::clock::tokio_instant();
         let wall = Duration::from_secs(1_800_000_000);
         let ms = Duration::from_millis;
         assert_eq!(stamp_instant(wall - ms(40), wall, now), now - ms(40));
@@ -260,17 +260,17 @@ mod tests {
             std::thread::sleep(Duration::from_millis(20));
             rx.read_exact(&mut one).await.unwrap();
             let at = stats.latest_rx().unwrap();
-            if Instant::now() - at >= Duration::from_millis(15) {
+            if crate::clock::tokio_instant() - at >= Duration::from_millis(15) {
                 break;
             }
         }
         server.write_all(b"hello").await.unwrap();
-        let sent = Instant::now();
+        let sent = crate::clock::tokio_instant();
         // The reader is late: the bytes sat in the socket for this long.
         std::thread::sleep(Duration::from_millis(150));
         let mut got = [0u8; 5];
         rx.read_exact(&mut got).await.unwrap();
-        let read_at = Instant::now();
+        let read_at = crate::clock::tokio_instant();
         let arrived = stats.latest_rx().expect("the read was reported");
         assert_eq!(&got, b"hello");
         assert!(

@@ -44,7 +44,7 @@ pub(crate) struct IoStats {
 impl IoStats {
     pub(crate) fn new() -> Arc<IoStats> {
         Arc::new(IoStats {
-            base: Instant::now(),
+            base: crate::clock::tokio_instant(),
             written: AtomicU64::new(0),
             read: AtomicU64::new(0),
             last_write: AtomicU64::new(0),

@@ -181,7 +181,7 @@ impl Observer for NdjsonOut {
             bits |= u64::from(*passed) << i;
         }
         self.send(Record::Request {
-            time: SystemTime::now(),
+            time: crate::clock::system_time(),
             step: step as u32,
             status: outcome.status.unwrap_or(0),
             error: outcome.error,
@@ -203,7 +203,7 @@ impl Observer for NdjsonOut {
 
     fn step_finished(&self, step: usize, took: Duration) {
         self.send(Record::Step {
-            time: SystemTime::now(),
+            time: crate::clock::system_time(),
             step: step as u32,
             took,
         });
@@ -211,7 +211,7 @@ impl Observer for NdjsonOut {
 
     fn iteration_data(&self, _journey: usize, sent: u64, received: u64) {
         self.send(Record::Data {
-            time: SystemTime::now(),
+            time: crate::clock::system_time(),
             sent,
             received,
         });
@@ -220,7 +220,7 @@ impl Observer for NdjsonOut {
     fn iteration_finished(&self, journey: usize, result: IterationResult, took: Duration) {
         if result != IterationResult::Dropped {
             self.send(Record::Iteration {
-                time: SystemTime::now(),
+                time: crate::clock::system_time(),
                 journey: journey as u32,
                 took,
             });
@@ -228,7 +228,7 @@ impl Observer for NdjsonOut {
     }
 
     fn iteration_dropped(&self, _reason: super::pacing::DropReason, _journey: usize) {
-        self.send(Record::Dropped(SystemTime::now()));
+        self.send(Record::Dropped(crate::clock::system_time()));
     }
 }
 
@@ -412,7 +412,7 @@ fn write_all(
         .collect();
     // k6's VU gauges carry no tags.
     let none = json!({});
-    let mut last_gauge = std::time::Instant::now();
+    let mut last_gauge = crate::clock::instant();
     loop {
         let record = match rx.recv_timeout(Duration::from_secs(1)) {
             Ok(r) => Some(r),
@@ -420,8 +420,8 @@ fn write_all(
             Err(RecvTimeoutError::Disconnected) => break,
         };
         if last_gauge.elapsed() >= Duration::from_secs(1) {
-            last_gauge = std::time::Instant::now();
-            let now = rfc3339(SystemTime::now());
+            last_gauge = crate::clock::instant();
+            let now = rfc3339(crate::clock::system_time());
             let vus = stats.vus.load(Relaxed);
             w.point("vus", &now, f64::from(vus), &none)?;
             w.point(
@@ -527,7 +527,7 @@ fn write_all(
             None => {}
         }
     }
-    let now = rfc3339(SystemTime::now());
+    let now = rfc3339(crate::clock::system_time());
     w.point("vus", &now, f64::from(stats.vus.load(Relaxed)), &none)?;
     w.point(
         "vus_max",

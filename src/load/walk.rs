@@ -12,7 +12,6 @@ use crate::journey::{Capture, Cursor, DataSet, Mix, Order, Template, Think, Valu
 use crate::telemetry::RunSpan;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// The `step` label of a single-request profile's series.
@@ -409,14 +408,14 @@ impl RunWork {
         vu.captures.clear();
         vu.captures.resize(journey.slots, None);
         let base = self.step_base.get(j).copied().unwrap_or(0);
-        let started = Instant::now();
+        let started = crate::clock::tokio_instant();
         let mut result = IterationResult::Ok;
         let (mut sent, mut received) = (0, 0);
         for (i, step) in journey.steps.iter().enumerate() {
             if cancel.is_cancelled() {
                 break;
             }
-            let step_started = Instant::now();
+            let step_started = crate::clock::tokio_instant();
             let values = Values {
                 vu: vu.id,
                 iter: k,
@@ -524,7 +523,7 @@ fn finish_span(
 }
 
 fn unix_ms() -> u64 {
-    std::time::SystemTime::now()
+    crate::clock::system_time()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
 }

@@ -139,7 +139,7 @@ mod tests {
         assert!(p.open_fds.is_some_and(|v| v >= 3.0), "{p:?}");
         assert!(p.max_fds.is_some_and(|v| v >= 1.0), "{p:?}");
         // Started after 2020 and not in the future.
-        let now = std::time::SystemTime::now()
+        let now = crate::clock::system_time()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
             .as_secs_f64();

@@ -24,9 +24,7 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 fn unix_now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
+    crate::clock::Clock::system().unix_secs()
 }
 
 /// Per SLO, the minutes a start-up restore filled and the minutes it found no data for.

@@ -85,7 +85,7 @@ pub enum Collected {
 }
 
 pub(super) fn wall_ms() -> u64 {
-    std::time::SystemTime::now()
+    crate::clock::system_time()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
@@ -155,10 +155,10 @@ async fn collect_joins(
         "collecting shards 1..{count} of profile `{profile}` on {addr}; waiting up to {} for them to join",
         crate::units::format_duration(timeout)
     );
-    let until = tokio::time::Instant::now() + timeout;
+    let until = crate::clock::tokio_instant() + timeout;
     loop {
         let n = room.joined.lock().map(|j| j.len()).unwrap_or(0);
-        if n + 1 >= count as usize || tokio::time::Instant::now() >= until {
+        if n + 1 >= count as usize || crate::clock::tokio_instant() >= until {
             break;
         }
         tokio::time::sleep(RETRY / 4).await;
@@ -312,9 +312,9 @@ async fn join_collector(
         .to_string()
         .into_bytes();
     // The collector itself may wait `timeout` for the others after this shard joined.
-    let until = tokio::time::Instant::now() + timeout * 2 + LEAD;
+    let until = crate::clock::tokio_instant() + timeout * 2 + LEAD;
     let mut last = String::from("not asked yet");
-    while tokio::time::Instant::now() < until {
+    while crate::clock::tokio_instant() < until {
         match post(&client, &url, body.clone()).await {
             Ok((200, v)) => {
                 let at = v["start_at_ms"]

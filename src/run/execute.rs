@@ -114,7 +114,7 @@ pub async fn execute(
         }
         _ => None,
     };
-    let started = tokio::time::Instant::now() + spec.start_time;
+    let started = crate::clock::tokio_instant() + spec.start_time;
     let capture = args.report.as_ref().map(|_| {
         crate::web::Recording::start(stats.clone(), None).with_evidence(
             crate::web::evidence::Evidence::for_work(
@@ -314,7 +314,7 @@ pub(super) fn cut_short(
     started: tokio::time::Instant,
     first: Option<&str>,
 ) -> RunReport {
-    let snapshot = stats.snapshot(tokio::time::Instant::now().saturating_duration_since(started));
+    let snapshot = stats.snapshot(crate::clock::tokio_instant().saturating_duration_since(started));
     RunReport {
         thresholds: spec
             .thresholds
@@ -339,7 +339,7 @@ pub(super) async fn report_progress(
     mut file: Option<std::fs::File>,
     done: CancellationToken,
 ) -> (Option<std::fs::File>, crate::load::stats::StatsSnapshot) {
-    let start = tokio::time::Instant::now();
+    let start = crate::clock::tokio_instant();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.tick().await;
     loop {
@@ -364,7 +364,7 @@ pub(super) async fn report_progress(
 }
 
 pub(super) fn unix_now() -> f64 {
-    std::time::SystemTime::now()
+    crate::clock::system_time()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
         .unwrap_or(0.0)

@@ -170,7 +170,7 @@ impl Source {
     /// A timestamp after every earlier push's: the receiver refuses a second sample at the
     /// same millisecond.
     fn timestamp(&self) -> i64 {
-        let now = std::time::SystemTime::now()
+        let now = crate::clock::system_time()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as i64);
         let prev = self.last_ms.fetch_max(now, Relaxed);
@@ -232,7 +232,7 @@ impl Pusher {
         labels: RunLabels,
         buckets: Vec<f64>,
     ) -> Pusher {
-        let start_ns = std::time::SystemTime::now()
+        let start_ns = crate::clock::system_time()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
         let source = Arc::new(Source {
@@ -275,7 +275,7 @@ impl Pusher {
         self.ticker.abort();
         let batch = self.source.batch(last);
         let samples = batch.samples;
-        let deadline = tokio::time::Instant::now() + FINAL_WAIT;
+        let deadline = crate::clock::tokio_instant() + FINAL_WAIT;
         self.counts.queued.fetch_add(samples, Relaxed);
         if tokio::time::timeout_at(deadline, self.tx.send(batch))
             .await
@@ -307,7 +307,7 @@ async fn tick(
     tx: mpsc::Sender<Batch>,
     counts: Arc<PushCounts>,
 ) {
-    let start = tokio::time::Instant::now();
+    let start = crate::clock::tokio_instant();
     let mut interval = tokio::time::interval_at(start + every, every);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {

@@ -20,7 +20,7 @@ use std::fs::OpenOptions;
 use std::io::{self, Read};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, ErrorCode, OpenFlags, TransactionBehavior};
@@ -333,9 +333,7 @@ fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
 
 fn unix_seconds() -> u64 {
     // A clock before 1970 only affects the name of the moved-aside file.
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+    crate::clock::since_epoch().as_secs()
 }
 
 /// Opens and validates the database; every step that could meet a damaged file classifies its

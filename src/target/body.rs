@@ -180,7 +180,7 @@ impl TargetBody {
     ) -> Self {
         let bytes_per_sec = bytes_per_sec.filter(|&r| r > 0);
         let timing = (bytes_per_sec.is_some() || stall.is_some()).then(|| Timing {
-            start: Instant::now(),
+            start: crate::clock::tokio_instant(),
             bytes_per_sec,
             stall,
             timer: None,
@@ -257,7 +257,7 @@ impl Body for TargetBody {
                     return Poll::Pending;
                 }
                 // A stall may have begun while we waited for the rate, so check again.
-                match this.hold_until(&timing, max, Instant::now()) {
+                match this.hold_until(&timing, max, crate::clock::tokio_instant()) {
                     None => break,
                     Some(deadline) => match &mut timing.timer {
                         Some(timer) => timer.as_mut().reset(deadline),

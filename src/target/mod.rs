@@ -207,7 +207,7 @@ pub async fn spawn(opts: TargetOptions, shutdown: CancellationToken) -> io::Resu
         stats: Stats::default(),
         faults,
         stall,
-        started: Instant::now(),
+        started: crate::clock::tokio_instant(),
         seed: rand::random(),
     });
     let tracker = TaskTracker::new();

@@ -202,7 +202,7 @@ impl IterSpan {
     /// now.
     pub fn request(&mut self, step: usize) -> ReqSpan {
         let t = &self.tracer.tracer;
-        let started = SystemTime::now();
+        let started = crate::clock::system_time();
         let (name, attrs) = match self.steps.get(step) {
             Some(s) => {
                 if s.step.is_some() {

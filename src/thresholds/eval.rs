@@ -154,3 +154,157 @@ impl ThresholdSpec {
         self.abort_on_fail && !result.passed && elapsed >= self.delay_abort_eval
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load::hist::Histogram;
+    use std::collections::HashMap;
+
+    #[derive(Default)]
+    struct Source {
+        trends: HashMap<&'static str, crate::load::hist::HistSnapshot>,
+        rates: HashMap<&'static str, RateValue>,
+        counters: HashMap<&'static str, CounterValue>,
+        gauges: HashMap<&'static str, f64>,
+    }
+
+    impl MetricSource for Source {
+        fn trend(&self, metric: &str) -> Option<&dyn Trend> {
+            self.trends.get(metric).map(|h| h as &dyn Trend)
+        }
+        fn rate(&self, metric: &str) -> Option<RateValue> {
+            self.rates.get(metric).copied()
+        }
+        fn counter(&self, metric: &str) -> Option<CounterValue> {
+            self.counters.get(metric).copied()
+        }
+        fn gauge(&self, metric: &str) -> Option<f64> {
+            self.gauges.get(metric).copied()
+        }
+    }
+
+    fn source() -> Source {
+        let h = Histogram::new();
+        for ms in 1..=100u64 {
+            h.record(Duration::from_millis(ms));
+        }
+        let mut src = Source::default();
+        src.trends.insert("http_req_duration", h.snapshot());
+        src.trends
+            .insert("http_req_duration{status:200}", Histogram::new().snapshot());
+        src.gauges.insert("vus_max", 4.0);
+        src.rates.insert(
+            "http_req_failed",
+            RateValue {
+                hits: 3,
+                total: 200,
+            },
+        );
+        src.counters.insert(
+            "http_reqs",
+            CounterValue {
+                count: 200.0,
+                per_second: 20.0,
+            },
+        );
+        src
+    }
+
+    fn eval(metric: &str, expr: &str, src: &Source) -> ThresholdResult {
+        parse(metric, expr).expect("valid threshold").evaluate(src)
+    }
+
+    #[test]
+    fn evaluation_uses_the_right_aggregate() {
+        let src = source();
+        let r = eval("http_req_duration", "max<=100", &src);
+        assert!(r.passed && r.observed == 100.0 && !r.no_data);
+        assert!(!eval("http_req_duration", "max<100", &src).passed);
+        assert!(eval("http_req_duration", "min==1", &src).passed);
+        // k6 p(95) of 1..=100 ms: 95.05 ms; buckets keep it within 0.39%.
+        let p95 = eval("http_req_duration", "p(95)<1000", &src).observed;
+        assert!((p95 - 95.05).abs() < 95.05 * 0.004, "{p95}");
+        assert!(eval("http_req_duration", "avg==50.5", &src).passed);
+        assert!(!eval("http_req_duration", "med>60", &src).passed);
+        assert!(eval("vus_max", "value==4", &src).passed);
+        assert!(!eval("vus_max", "value<4", &src).passed);
+        let failed = eval("http_req_failed", "rate<0.01", &src);
+        assert!(!failed.passed && failed.observed == 0.015);
+        assert!(eval("http_reqs", "count==200", &src).passed);
+        assert!(eval("http_reqs", "rate>=20", &src).passed);
+        assert!(!eval("http_reqs", "rate>20", &src).passed);
+    }
+
+    #[test]
+    fn missing_metrics_evaluate_like_empty_k6_sinks() {
+        let src = Source::default();
+        let r = eval("http_req_duration", "p(95)<300", &src);
+        assert!(r.passed && r.no_data && r.observed == 0.0);
+        // k6: an empty trend compares as 0, so a lower bound fails.
+        let r = eval("http_req_duration", "avg>1", &src);
+        assert!(!r.passed && r.no_data);
+        // k6: a rate with no samples passes whatever the bound.
+        let r = eval("checks", "rate>0.99", &src);
+        assert!(r.passed && r.no_data);
+        assert!(eval("http_req_failed", "rate<0.01", &src).passed);
+        assert!(eval("dropped_iterations", "count==0", &src).passed);
+        assert!(!eval("vus_max", "value>0", &src).passed);
+        // A registered sub-metric that saw nothing is no data too.
+        let with = source();
+        let r = eval("http_req_duration{status:200}", "p(95)<300", &with);
+        assert!(r.passed && r.no_data);
+    }
+
+    #[test]
+    fn abort_on_fail_waits_for_delay_abort_eval() {
+        let spec = ThresholdSpec::parse("http_req_failed", "rate<0.01", true, Some("1m30s"))
+            .expect("valid spec");
+        assert_eq!(spec.delay_abort_eval, Duration::from_secs(90));
+        let failing = spec.threshold.evaluate(&source());
+        assert!(!spec.should_abort(&failing, Duration::from_secs(89)));
+        assert!(spec.should_abort(&failing, Duration::from_secs(90)));
+        let passing = ThresholdResult {
+            passed: true,
+            observed: 0.0,
+            no_data: false,
+        };
+        assert!(!spec.should_abort(&passing, Duration::from_secs(100)));
+        let plain = ThresholdSpec::parse("http_req_failed", "rate<0.01", false, None).unwrap();
+        assert!(!plain.should_abort(&failing, Duration::from_secs(100)));
+    }
+
+    #[test]
+    fn trend_values_are_bare_milliseconds() {
+        // As k6: the limit is a bare number of milliseconds, and a unit is an error that says
+        // what to write.
+        let err = |expr| parse("http_req_duration", expr).unwrap_err().to_string();
+        assert!(err("p(95)<500us").contains("write `0.5` for 500us"));
+        assert!(err("p(95)<500µs").contains("write `0.5`"));
+        assert!(err("p(95)<1.5s").contains("write `1500` for 1.5s"));
+        assert!(err("p(95)<2m").contains("write `120000`"));
+        assert!(err("p(95)<20ms").contains("k6 rejects `20ms`"));
+        assert_eq!(
+            parse("http_req_duration", "p(95)<300").unwrap().value,
+            300.0
+        );
+    }
+
+    #[test]
+    fn delay_abort_eval_uses_the_shared_duration_grammar() {
+        let d = |s| {
+            ThresholdSpec::parse("checks", "rate>0.9", true, Some(s)).map(|t| t.delay_abort_eval)
+        };
+        assert_eq!(d("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(d("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(d("1d"), Ok(Duration::from_secs(86_400)));
+        assert_eq!(d("1.5h"), Ok(Duration::from_secs(5_400)));
+        assert_eq!(d("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(d("0"), Ok(Duration::ZERO));
+        assert!(d("10").is_err());
+        assert!(d("10 parsecs").is_err());
+        assert!(d("").is_err());
+        let err = ThresholdSpec::parse("checks", "rate>0.9", true, Some("soon")).unwrap_err();
+        assert!(matches!(err, ThresholdError::DelayAbortEval { .. }));
+    }
+}

@@ -62,7 +62,7 @@ impl Evidence {
         secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
         secrets.dedup();
         Evidence {
-            started: Instant::now(),
+            started: crate::clock::instant(),
             stats,
             steps,
             secrets,

@@ -17,8 +17,5 @@ pub use recording::Recording;
 pub use series::{BurnDown, Ring, burn_down};
 
 pub(crate) fn unix_now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
+    crate::clock::Clock::system().unix_secs()
 }

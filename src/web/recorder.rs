@@ -56,7 +56,7 @@ fn mix(mut z: u64) -> u64 {
 impl Scatter {
     /// `stats` decides what counts as failed (k6's `http_req_failed`).
     pub fn new(stats: Arc<RunStats>) -> Scatter {
-        let started = Instant::now();
+        let started = crate::clock::tokio_instant();
         Scatter {
             stats,
             started,

@@ -71,7 +71,7 @@ pub(super) fn check_token(
     tokens: &[&str],
     missing: &str,
 ) -> Result<(), ApiError> {
-    let now = tokio::time::Instant::now();
+    let now = crate::clock::tokio_instant();
     if shared.auth_failures.limited(now) {
         return Err(ApiError(
             StatusCode::TOO_MANY_REQUESTS,

@@ -1,7 +1,7 @@
 //! `/metrics` (encoded on a blocking thread, streamed, a stalled reader cut off) and
 //! `/readyz` with its local-error and overload lines.
 
-use crate::daemon::state::{Shared, unix_now};
+use crate::daemon::state::Shared;
 use crate::metrics::Metrics;
 use axum::body::Body;
 use axum::extract::State;
@@ -28,7 +28,7 @@ pub(super) async fn metrics(State(shared): State<AppState>, headers: HeaderMap) 
     let metrics = shared.metrics.clone();
     let runtime = tokio::runtime::Handle::current();
     shared.tracker.spawn_blocking(move || {
-        let deadline = tokio::time::Instant::now() + SCRAPE_WRITE_LIMIT;
+        let deadline = crate::clock::tokio_instant() + SCRAPE_WRITE_LIMIT;
         let sink = move |chunk: Vec<u8>| {
             let sent = runtime.block_on(tokio::time::timeout_at(
                 deadline,
@@ -104,7 +104,7 @@ pub(super) const OVERLOAD_SHOWN_FOR: u64 = 10;
 /// since its own surface still works and nothing of this counts against an SLO. Profile names
 /// only with the details (reads open, or the token).
 pub(super) fn overload_line(shared: &Shared, details: bool) -> String {
-    let since = (unix_now() as u64).saturating_sub(OVERLOAD_SHOWN_FOR);
+    let since = (shared.clock.unix_secs() as u64).saturating_sub(OVERLOAD_SHOWN_FOR);
     let profiles = shared.metrics.overloaded_since(since);
     if profiles.is_empty() {
         String::new()

@@ -1,7 +1,7 @@
 //! `/api/slos` and `/api/slos/{name}`: an SLO's report as JSON, its maintenance state, and
 //! the whole SLO summed over every shard (`?scope=local` for one).
 
-use crate::daemon::state::{Shared, unix_now};
+use crate::daemon::state::Shared;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -226,7 +226,11 @@ pub(super) async fn slo(
         if let Some(w) = &q.window {
             let window = crate::units::parse_duration(w.trim())
                 .map_err(|e| ApiError(StatusCode::BAD_REQUEST, format!("window `{w}`: {e}")))?;
-            if let Some((good, bad, _)) = shared.budget.totals(&name, window, unix_now() as i64) {
+            if let Some((good, bad, _)) =
+                shared
+                    .budget
+                    .totals(&name, window, shared.clock.unix_secs() as i64)
+            {
                 v["asked"] = json!({
                     "window": crate::units::format_duration(window),
                     "good": good,

@@ -1,7 +1,7 @@
 //! The budget guard: a run stopped when an SLO it feeds burns past the guard's limit.
 
 use crate::config;
-use crate::daemon::state::{Shared, unix_now};
+use crate::daemon::state::Shared;
 use crate::load::runner::{self, Abort, Stopper};
 use std::sync::Arc;
 
@@ -13,7 +13,7 @@ pub(super) async fn guard(shared: Arc<Shared>, g: config::Guard, stopper: Stoppe
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let now = unix_now() as i64;
+        let now = shared.clock.unix_secs() as i64;
         // With peers, the whole SLO's burn (this shard's events and every answering peer's);
         // a peer that does not answer leaves its events out and is named in the reason.
         let (burn, missing) = if crate::daemon::peers::peered(&shared) {

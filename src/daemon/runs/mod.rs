@@ -2,7 +2,7 @@
 //! the dashboard's recorder (scatter, live figures, the profile's series ring), stop it when
 //! its budget guard trips, and record how it ended (in memory and in the store).
 
-use super::state::{Ending, ProfileState, RunRecord, Share, ShareResult, Shared, unix_now};
+use super::state::{Ending, ProfileState, RunRecord, Share, ShareResult, Shared};
 use crate::config::{self, Profile};
 use crate::load::observe::Observers;
 use crate::load::placement::Assignment;
@@ -141,7 +141,15 @@ pub(super) fn start(
         st.active = Some((id, stopper.clone()));
         st.last_started = id;
     }
-    let record = RunRecord::new(id, name, &target.name, trigger, unix_now(), "running", None);
+    let record = RunRecord::new(
+        id,
+        name,
+        &target.name,
+        trigger,
+        shared.clock.unix_secs(),
+        "running",
+        None,
+    );
     // Saved to the store when it ends (one write per run, so a slow start-of-run write can
     // never overwrite the finished record).
     shared.remember(&record);
@@ -250,6 +258,7 @@ async fn execute(
     pm.set_vus(0);
     pm.set_vus_max(0);
     let live = Live {
+        clock: shared.clock,
         metrics: pm,
         watchers: if slo_events {
             shared
@@ -319,7 +328,7 @@ async fn execute(
     // whose instant has passed starts at once; the collecting shard sees its start time).
     let mut spec = spec;
     if let Some(at) = start_at_ms {
-        let wait = Duration::from_millis(at.saturating_sub(super::state::wall_ms()));
+        let wait = Duration::from_millis(at.saturating_sub(shared.clock.wall_ms()));
         spec.start_time = spec.start_time.saturating_add(wait);
     }
     shared.metrics.run_started(&profile.name);
@@ -330,7 +339,7 @@ async fn execute(
     }
     let outcome = runner::run(&spec, &client, events, stopper).await;
     guards.abort_all();
-    record.finished_at = Some(unix_now());
+    record.finished_at = Some(shared.clock.unix_secs());
     let detail = match outcome {
         Ok(report) => {
             fill(&mut record, &report);

@@ -3,7 +3,7 @@
 
 use crate::budget::{Scope, Watcher};
 use crate::checks::Check;
-use crate::daemon::state::{Shared, unix_now};
+use crate::daemon::state::Shared;
 use crate::http::Outcome;
 use crate::load::observe::Observer;
 use crate::load::pacing::DropReason;
@@ -15,6 +15,7 @@ use std::time::Duration;
 
 /// A daemon run's observer: the profile's `/metrics` series and every SLO watching its traffic.
 pub(super) struct Live {
+    pub(super) clock: crate::clock::Clock,
     pub(super) metrics: Arc<ProfileMetrics>,
     pub(super) watchers: Vec<Watcher>,
     /// Each step's checks (`load::walk` numbering).
@@ -89,7 +90,8 @@ impl Observer for Live {
     fn iteration_dropped_in_row(&self, reason: DropReason, journey: usize, row: Option<usize>) {
         // A drop of the generator's own is never an SLO event.
         if reason.is_generator() {
-            self.metrics.generator_overloaded(unix_now() as u64);
+            self.metrics
+                .generator_overloaded(self.clock.unix_secs() as u64);
             return;
         }
         // A user turned away by a saturated target: a bad event for each SLO that would have

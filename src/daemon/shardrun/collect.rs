@@ -3,7 +3,7 @@
 
 use crate::daemon::peers::{self, PEER_TIMEOUT};
 use crate::daemon::runs::fill;
-use crate::daemon::state::{Ending, RunRecord, Shared, wall_ms};
+use crate::daemon::state::{Ending, RunRecord, Shared};
 use crate::http::Client;
 use crate::load::merge::{self, Shares};
 use crate::load::runner::Abort;
@@ -75,7 +75,7 @@ pub(super) async fn collect(
         if own_done && !going {
             break;
         }
-        if wall_ms() > deadline_ms {
+        if shared.clock.wall_ms() > deadline_ms {
             for p in parts.values_mut() {
                 if matches!(p, Part::Going { .. }) {
                     *p = Part::Missing("its share had not finished by the run's deadline".into());

@@ -24,7 +24,7 @@
 
 use super::peers;
 use super::runs::{Launch, Sharded, StartError, start};
-use super::state::{Ending, Shared, wall_ms};
+use super::state::{Ending, Shared};
 use crate::load::placement::Assignment;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -83,7 +83,10 @@ pub(super) fn start_everywhere(
     trigger: &str,
 ) -> Result<(u64, String, Ending), StartError> {
     let run = format!("{}-{:016x}", shared.shard.index(), rand::random::<u64>());
-    let start_at_ms = wall_ms().saturating_add(LEAD.as_millis() as u64);
+    let start_at_ms = shared
+        .clock
+        .wall_ms()
+        .saturating_add(LEAD.as_millis() as u64);
     launch.sharded = Some(Sharded {
         run: run.clone(),
         start_at_ms,

@@ -2,7 +2,7 @@
 //! the collector (`?scope=local`).
 
 use crate::daemon::runs::{Sharded, StartError, start};
-use crate::daemon::state::{Shared, wall_ms};
+use crate::daemon::state::Shared;
 use crate::load::merge::Shares;
 use crate::load::placement::Assignment;
 use crate::load::runner::{Abort, RunReport};
@@ -102,7 +102,7 @@ pub(crate) fn start_share(shared: &Arc<Shared>, ask: StartShare) -> (http::Statu
             json!({ "run": ask.run, "joined": true, "shard": me }),
         );
     }
-    let now = wall_ms();
+    let now = shared.clock.wall_ms();
     if ask.start_at_ms < now {
         return refuse(
             S::CONFLICT,

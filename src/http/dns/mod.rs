@@ -493,7 +493,7 @@ mod tests {
 
     #[test]
     fn cache_honours_the_smaller_ttl_and_zero_disables_it() {
-        let now = Instant::now();
+        let now = crate::clock::tokio_instant();
         let lookup = |ttl| Lookup {
             addrs: vec!["192.0.2.1".parse().unwrap()],
             tried: vec![],

@@ -254,7 +254,7 @@ impl Stream for Timed {
         let item = self.messages.get(self.next).cloned();
         self.next += 1;
         if item.is_none() {
-            let _ = self.sent.set(Instant::now());
+            let _ = self.sent.set(crate::clock::tokio_instant());
         }
         Poll::Ready(item)
     }
@@ -303,7 +303,7 @@ impl GrpcConn {
     /// Sends `call` and waits for its end, at most its timeout. Never fails: a transport
     /// failure or the deadline is the outcome's `error`.
     pub async fn call(&mut self, call: &Call) -> Outcome {
-        let start = Instant::now();
+        let start = crate::clock::tokio_instant();
         let deadline = start + call.timeout;
         let mut p = Progress {
             out: Outcome {
@@ -330,7 +330,7 @@ impl GrpcConn {
             messages,
             ..
         } = p;
-        marks.end = Instant::now();
+        marks.end = crate::clock::tokio_instant();
         marks.sent = sent.get().copied();
         if timed_out {
             out.error = Some(ErrorClass::Timeout);
@@ -364,7 +364,7 @@ impl GrpcConn {
                 return;
             }
         };
-        marks.ready = Instant::now();
+        marks.ready = crate::clock::tokio_instant();
         out.reused = ready.reused;
         out.local_port = Some(ready.local_port);
         let (written, read) = (ready.stats.written(), ready.stats.read());
@@ -392,7 +392,7 @@ impl GrpcConn {
             out.headers = metadata.into_headers();
             while let Some(message) = stream.message().await? {
                 if marks.first_message.is_none() {
-                    marks.first_message = Some(Instant::now());
+                    marks.first_message = Some(crate::clock::tokio_instant());
                 }
                 *kept += message.encoded_len();
                 messages.push(message);
@@ -545,7 +545,7 @@ mod tests {
 
     #[test]
     fn phases_add_up_and_never_go_negative() {
-        let t0 = Instant::now();
+        let t0 = crate::clock::tokio_instant();
         let ms = |n| t0 + Duration::from_millis(n);
         let mut p = Phases::default();
         phases_from(

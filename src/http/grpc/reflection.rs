@@ -35,7 +35,7 @@ pub async fn reflect(
     conn: &mut GrpcConn,
     timeout: Duration,
 ) -> Result<DescriptorPool, SchemaError> {
-    let deadline = Instant::now() + timeout;
+    let deadline = crate::clock::tokio_instant() + timeout;
     match timeout_at(deadline, walk(conn, deadline)).await {
         Ok(result) => result,
         Err(_) => Err(SchemaError::Reflection(format!(

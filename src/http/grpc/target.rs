@@ -170,7 +170,7 @@ async fn send_inner(client: &Client, slot: &mut Slot, req: &RequestSpec) -> Outc
                         _ => ErrorClass::Other,
                     };
                     if let Ok(mut f) = target.failed.lock() {
-                        *f = Some((tokio::time::Instant::now(), class));
+                        *f = Some((crate::clock::tokio_instant(), class));
                     }
                     return failed(class);
                 }
@@ -273,7 +273,7 @@ mod tests {
             1 << 20,
         )
         .unwrap();
-        *target.failed.lock().unwrap() = Some((tokio::time::Instant::now(), ErrorClass::Reset));
+        *target.failed.lock().unwrap() = Some((crate::clock::tokio_instant(), ErrorClass::Reset));
         let client = Client::new(
             crate::http::ClientOptions {
                 protocol: Protocol::Grpc,

@@ -81,7 +81,7 @@ fn percent_decode(s: &str) -> String {
 }
 
 pub(super) async fn probe(client: &Client, req: &RequestSpec) -> Outcome {
-    let start = Instant::now();
+    let start = crate::clock::tokio_instant();
     let deadline = start + client.options().timeout;
     let mut out = Outcome::default();
     let (Ok((name, qtype)), Some(authority)) = (query_of(&req.uri), req.uri.authority()) else {
@@ -96,7 +96,7 @@ pub(super) async fn probe(client: &Client, req: &RequestSpec) -> Outcome {
     let ip = match host.parse::<IpAddr>() {
         Ok(ip) => ip,
         Err(_) => {
-            let t = Instant::now();
+            let t = crate::clock::tokio_instant();
             let looked = timeout_at(deadline, client.resolve(host)).await;
             out.phases.dns = t.elapsed();
             match looked {
@@ -124,14 +124,14 @@ pub(super) async fn probe(client: &Client, req: &RequestSpec) -> Outcome {
         out.error = Some(ErrorClass::Other);
         return out;
     };
-    let sent_at = Instant::now();
+    let sent_at = crate::clock::tokio_instant();
     let answer = match udp(server, &query, id, &qname, deadline, &mut out).await {
         Ok(reply) if reply.metadata.truncation => {
             tcp(server, &query, id, &qname, deadline, &mut out).await
         }
         other => other,
     };
-    let end = Instant::now();
+    let end = crate::clock::tokio_instant();
     out.phases.waiting = (end - sent_at).saturating_sub(out.phases.sending);
     match answer {
         Ok(reply) => {
@@ -190,7 +190,7 @@ async fn udp(
         .await
         .map_err(|e| classify_io(&e, true))?;
     out.local_port = sock.local_addr().ok().map(|a| a.port());
-    let t = Instant::now();
+    let t = crate::clock::tokio_instant();
     sock.send(query).await.map_err(|e| classify_io(&e, false))?;
     out.phases.sending = t.elapsed();
     out.bytes_sent = query.len() as u64;

@@ -12,7 +12,7 @@ use crate::http::{ErrorClass, Outcome, classify_io};
 
 pub(super) async fn probe(client: &Client, req: &RequestSpec, tls: bool) -> Outcome {
     let opts = client.options();
-    let start = Instant::now();
+    let start = crate::clock::tokio_instant();
     let deadline = start + opts.timeout;
     let mut out = Outcome::default();
     let Some(authority) = req.uri.authority() else {
@@ -49,7 +49,7 @@ pub(super) async fn probe(client: &Client, req: &RequestSpec, tls: bool) -> Outc
         out.status = Some(0);
         return out;
     }
-    let sent_at = Instant::now();
+    let sent_at = crate::clock::tokio_instant();
     if !req.body.is_empty() {
         match timeout_at(deadline, dialed.stream.write_all(&req.body)).await {
             Ok(Ok(())) => out.bytes_sent = req.body.len() as u64,
@@ -64,7 +64,7 @@ pub(super) async fn probe(client: &Client, req: &RequestSpec, tls: bool) -> Outc
         }
         let _ = timeout_at(deadline, dialed.stream.flush()).await;
     }
-    let sent = Instant::now();
+    let sent = crate::clock::tokio_instant();
     out.phases.sending = sent - sent_at;
     let mut got = BytesMut::new();
     let mut chunk = vec![0u8; 16 * 1024];
@@ -78,7 +78,7 @@ pub(super) async fn probe(client: &Client, req: &RequestSpec, tls: bool) -> Outc
         if n == 0 {
             break Ok(());
         }
-        first.get_or_insert_with(Instant::now);
+        first.get_or_insert_with(crate::clock::tokio_instant);
         let room = opts.max_body.saturating_sub(got.len());
         got.extend_from_slice(&chunk[..n.min(room)]);
         if n > room {
@@ -91,7 +91,7 @@ pub(super) async fn probe(client: &Client, req: &RequestSpec, tls: bool) -> Outc
             None => break Ok(()),
         }
     };
-    let end = Instant::now();
+    let end = crate::clock::tokio_instant();
     let first = first.unwrap_or(end);
     out.phases.waiting = first - sent;
     out.phases.receiving = end - first;
@@ -128,7 +128,7 @@ fn certificate_report(
             issuer = cert.issuer().to_string();
         }
     }
-    let now = std::time::SystemTime::now()
+    let now = crate::clock::system_time()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64);
     let report = serde_json::json!({

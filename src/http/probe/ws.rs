@@ -15,7 +15,7 @@ use crate::http::{ErrorClass, Outcome, classify_io};
 
 pub(super) async fn session(client: &Client, req: &RequestSpec, tls: bool) -> Outcome {
     let opts = client.options();
-    let start = Instant::now();
+    let start = crate::clock::tokio_instant();
     let deadline = start + opts.timeout;
     let mut out = Outcome::default();
     let Some(authority) = req.uri.authority() else {
@@ -43,7 +43,7 @@ pub(super) async fn session(client: &Client, req: &RequestSpec, tls: bool) -> Ou
         }
     };
     out.local_port = Some(dialed.local_port);
-    let t = Instant::now();
+    let t = crate::clock::tokio_instant();
     let upgrade = timeout_at(
         deadline,
         tokio_tungstenite::client_async(request, dialed.stream),
@@ -73,7 +73,7 @@ pub(super) async fn session(client: &Client, req: &RequestSpec, tls: bool) -> Ou
         }
     };
     let expect = opts.probe.expect.as_deref();
-    let sent_at = Instant::now();
+    let sent_at = crate::clock::tokio_instant();
     if !req.body.is_empty() {
         let msg = match std::str::from_utf8(&req.body) {
             Ok(text) => Message::text(text),
@@ -106,7 +106,7 @@ pub(super) async fn session(client: &Client, req: &RequestSpec, tls: bool) -> Ou
                 Ok(Some(Err(e))) => break Err(classify(&e)),
                 Err(_) => break Err(ErrorClass::Timeout),
             };
-            first.get_or_insert_with(Instant::now);
+            first.get_or_insert_with(crate::clock::tokio_instant);
             out.bytes_received += data.len() as u64;
             let done = match expect {
                 Some(e) => memchr::memmem::find(&data, e).is_some(),
@@ -118,7 +118,7 @@ pub(super) async fn session(client: &Client, req: &RequestSpec, tls: bool) -> Ou
             }
         }
     };
-    let end = Instant::now();
+    let end = crate::clock::tokio_instant();
     let first = first.unwrap_or(end);
     out.phases.waiting = first - sent_at;
     out.phases.receiving = end - first;

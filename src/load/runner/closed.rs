@@ -39,7 +39,7 @@ pub(super) async fn closed_vus(
                 if stop.is_cancelled() || outer.is_cancelled() {
                     break;
                 }
-                let now = Instant::now();
+                let now = crate::clock::tokio_instant();
                 let t = now.saturating_duration_since(start);
                 if now >= end {
                     break;

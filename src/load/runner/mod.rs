@@ -166,7 +166,7 @@ pub async fn run(
             _ = stopper.token().cancelled() => {}
         }
     }
-    let start = Instant::now();
+    let start = crate::clock::tokio_instant();
     let stats = events.stats().clone();
     let mut work = RunWork::new(spec.work.clone());
     work.trace = spec.tracer.as_ref().map(|t| {

@@ -67,7 +67,7 @@ pub(super) async fn open_model(
         // delay, which is measured as lateness.
         // At low rates (gaps of 2 ms and more) a precise sleep to the exact start costs little
         // and keeps lateness near zero.
-        let now = Instant::now();
+        let now = crate::clock::tokio_instant();
         let gap = due.saturating_duration_since(prev_due);
         prev_due = due;
         if gap >= crate::timer::FINE_WINDOW && due > now {
@@ -93,7 +93,7 @@ pub(super) async fn open_model(
         }
         // Reap finished tasks so the set's memory stays bounded by max_vus.
         while set.try_join_next().is_some() {}
-        let now = Instant::now();
+        let now = crate::clock::tokio_instant();
         let late = now.saturating_duration_since(due);
         let lagging = Duration::from_nanos(lag.load(Relaxed));
         // A VU, and the daemon-wide cap. No VU free: every VU waits on the target (its
@@ -235,7 +235,7 @@ pub(super) async fn vu_task(
             global,
             reply,
         } = job;
-        let polled = Instant::now();
+        let polled = crate::clock::tokio_instant();
         let waited = u64::try_from(polled.saturating_duration_since(handed).as_nanos());
         lag.store(
             crate::load::pacing::smooth_lag(lag.load(Relaxed), waited.unwrap_or(u64::MAX)),
@@ -243,7 +243,7 @@ pub(super) async fn vu_task(
         );
         {
             let _busy = ctx.events.busy();
-            let lateness = Instant::now().saturating_duration_since(due);
+            let lateness = crate::clock::tokio_instant().saturating_duration_since(due);
             ctx.iteration(&mut vu, Some(k), lateness, true).await;
         }
         // Back on the stack before the slot is released: a free slot always finds its VU.

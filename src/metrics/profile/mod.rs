@@ -170,7 +170,7 @@ impl ProfileMetrics {
         };
         let d = Duration::try_from_secs_f64(duration_seconds).unwrap_or_default();
         let nanos = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-        let unix_millis = std::time::SystemTime::now()
+        let unix_millis = crate::clock::system_time()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX));
         if let Some(slot) = s.duration_exemplars.get(self.bounds.index(nanos)) {
