@@ -677,3 +677,155 @@ profiles:
     );
     rt.block_on(d.shutdown());
 }
+
+/// Issue 32's mixed journey: a journey over an HTTP target logs in over HTTP (real axum on
+/// loopback), captures the token, calls gRPC with it in `authorization` metadata (the server
+/// refuses a call without exactly that token UNAUTHENTICATED), captures from the gRPC reply's
+/// JSON and trailers, and hands both back over HTTP. Every iteration is green, and the gRPC
+/// server saw the token on every call.
+#[test]
+fn a_mixed_journey_logs_in_over_http_and_calls_grpc_with_the_token_in_metadata() {
+    use axum::{Json, Router, routing::post};
+    let token = format!("tok-{}", rand::random::<u64>());
+    let dir = tempfile::tempdir().unwrap();
+    let seen = dir.path().join("seen.txt");
+    let server = Server::start_with(
+        "none",
+        &[
+            std::path::Path::new("--token"),
+            std::path::Path::new(&token),
+            std::path::Path::new("--seen"),
+            &seen,
+        ],
+    );
+    let handed_back = Arc::new(std::sync::Mutex::new(Vec::<Value>::new()));
+    let app = {
+        let (token, handed_back) = (token.clone(), handed_back.clone());
+        Router::new()
+            .route(
+                "/login",
+                post(move |Json(b): Json<Value>| async move {
+                    let ok = b["user"].as_str().is_some_and(|u| u.starts_with("user-"));
+                    if ok {
+                        (axum::http::StatusCode::OK, Json(json!({ "token": token })))
+                    } else {
+                        (axum::http::StatusCode::UNAUTHORIZED, Json(json!({})))
+                    }
+                }),
+            )
+            .route(
+                "/done",
+                post(move |Json(b): Json<Value>| async move {
+                    handed_back.lock().unwrap().push(b);
+                    "ok"
+                }),
+            )
+    };
+    let http = crate::support::serve_on_thread(app);
+    let rt = crate::support::runtime();
+    let text = format!(
+        r#"storage:
+  path: "{data}"
+  flush_interval: 1s
+targets:
+  shop:
+    url: http://{http}/
+    headers: {{ x-shop: "1" }}
+journeys:
+  mixed:
+    target: shop
+    steps:
+      - name: login
+        method: POST
+        path: /login
+        json: {{ user: "user-${{vu}}" }}
+        checks: [ {{ status: 200 }} ]
+        capture: {{ token: {{ json: "$.token" }} }}
+      - name: say
+        url: grpc://127.0.0.1:{port}
+        grpc:
+          method: sloburn.test.Echo/Say
+          message: {{ text: "hello ${{iter}}" }}
+          metadata: {{ authorization: "Bearer ${{token}}" }}
+          protos: ["{protos}/sloburn/test/echo.proto"]
+          import_paths: ["{protos}"]
+        checks:
+          - status: 0
+          - name: token seen
+            json: {{ path: "$.metadata.authorization", equals: "Bearer {token}" }}
+          - name: trailer
+            header: {{ name: x-trailer, equals: said }}
+        capture:
+          echoed: {{ json: "$.text" }}
+          trailer: {{ header: x-trailer }}
+      - name: done
+        method: POST
+        path: /done
+        json: {{ echoed: "${{echoed}}", trailer: "${{trailer}}" }}
+        checks: [ {{ status: 200 }} ]
+profiles:
+  mixed:
+    journey: mixed
+    every: 1h
+    run_on_start: true
+    executor: shared-iterations
+    vus: 2
+    iterations: 20
+"#,
+        data = dir.path().join("data").display(),
+        http = http.addr,
+        port = server.port,
+        protos = protos().display(),
+    );
+    let d = rt.block_on(crate::support::serve_in_process(&text, dir.path()));
+    let base = format!("http://{}", d.addr);
+    let metrics = crate::support::eventually(Duration::from_secs(60), || {
+        let (_, body) = crate::support::get_blocking(&format!("{base}/metrics"));
+        let done = crate::support::metric_sum(&body, "sloburn_journey_iterations_total{") >= 20.0;
+        done.then_some(body)
+    })
+    .unwrap_or_else(|| {
+        let (_, body) = crate::support::get_blocking(&format!("{base}/metrics"));
+        panic!("the journeys did not all run:\n{body}")
+    });
+    let iterations = |result: &str| -> f64 {
+        metrics
+            .lines()
+            .filter(|l| {
+                l.starts_with("sloburn_journey_iterations_total{")
+                    && l.contains("journey=\"mixed\"")
+                    && l.contains(&format!("result=\"{result}\""))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    assert_eq!(
+        (iterations("ok"), iterations("failed_step")),
+        (20.0, 0.0),
+        "{metrics}"
+    );
+    for check in ["token seen", "trailer"] {
+        assert_eq!(
+            checks_of(&metrics, "shop", check, "pass"),
+            20.0,
+            "{check}: {metrics}"
+        );
+    }
+    rt.block_on(d.shutdown());
+    let seen = std::fs::read_to_string(&seen).unwrap();
+    let lines: Vec<&str> = seen.lines().collect();
+    assert_eq!(lines.len(), 20, "{seen}");
+    let bearer = format!("Bearer {token}");
+    assert!(lines.iter().all(|l| *l == bearer), "{seen}");
+    let back = handed_back.lock().unwrap().clone();
+    assert_eq!(back.len(), 20);
+    for b in &back {
+        assert!(
+            b["echoed"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("hello "))
+                && b["trailer"] == "said",
+            "{b}"
+        );
+    }
+}
