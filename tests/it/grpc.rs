@@ -1058,3 +1058,70 @@ fn sloburn_and_k6_grpc_agree_on_calls_and_p95_at_the_same_arrival_rate() {
         "grpc side by side: calls k6 {k6_calls} sloburn {our_calls}; p95 k6 {k6_p95:.2} ms sloburn {our_p95:.2} ms"
     );
 }
+
+/// A mixed journey's gRPC step mistakes, each at its line and column: an unknown method with
+/// the protos given, a message field the schema lacks, HTTP fields on a gRPC step, a `grpc`
+/// step with an HTTP URL, and a gRPC step over an HTTP target without a URL.
+#[test]
+fn grpc_step_errors_in_a_mixed_journey_are_positioned() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        r#"targets:
+  shop:
+    url: http://127.0.0.1:1/
+journeys:
+  j:
+    target: shop
+    steps:
+      - name: a
+        url: grpc://127.0.0.1:1
+        grpc:
+          method: sloburn.test.Echo/Sya
+          protos: ["{protos}/sloburn/test/echo.proto"]
+          import_paths: ["{protos}"]
+      - name: b
+        url: grpc://127.0.0.1:1
+        headers: {{ x: y }}
+        grpc:
+          method: sloburn.test.Echo/Say
+          message: {{ txt: "${{vu}}", count: "x" }}
+          protos: ["{protos}/sloburn/test/echo.proto"]
+          import_paths: ["{protos}"]
+      - name: c
+        url: http://127.0.0.1:1/
+        grpc: {{ method: sloburn.test.Echo/Say }}
+      - name: d
+        grpc: {{ metadata: {{ authorization: "Bearer ${{nope}}" }} }}
+profiles:
+  p:
+    journey: j
+    every: 1h
+    executor: shared-iterations
+    vus: 1
+    iterations: 1
+"#,
+        protos = protos().display()
+    );
+    let err = sloburn::config::from_str(&text, "t.yaml", dir.path(), &crate::support::test_env())
+        .unwrap_err()
+        .to_string();
+    for expected in [
+        "t.yaml:11:19: journeys.j.steps[0].grpc.method: service `sloburn.test.Echo` has no method `Sya` (it has: Say, Count, Chat)",
+        "t.yaml:16:18: journeys.j.steps[1].headers: a gRPC step has no `headers`: metadata goes in `grpc.metadata`",
+        "t.yaml:23:14: journeys.j.steps[2].url: a step with `grpc` calls a grpc:// or grpcs:// URL",
+        "t.yaml:25:9: journeys.j.steps[3]: a gRPC step over an HTTP target needs `url: grpc://HOST:PORT` (or grpcs://)",
+        "t.yaml:26:44: journeys.j.steps[3].grpc.metadata.authorization: unknown variable `${nope}`",
+    ] {
+        assert!(err.contains(expected), "missing {expected:?} in:\n{err}");
+    }
+    // A message with a template is checked by each call, but a field the schema lacks in a
+    // message without templates is the config's error.
+    let fixed = text.replace(r#"txt: "${vu}", count: "x""#, "txt: hi");
+    let err = sloburn::config::from_str(&fixed, "t.yaml", dir.path(), &crate::support::test_env())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("t.yaml:19:20: journeys.j.steps[1].grpc.message: message 0 is not a `sloburn.test.EchoRequest`: unrecognized field name 'txt'"),
+        "{err}"
+    );
+}
