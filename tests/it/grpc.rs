@@ -804,6 +804,15 @@ profiles:
         (20.0, 0.0),
         "{metrics}"
     );
+    // The gRPC step's series say so, as a gRPC target's do.
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("sloburn_http_reqs_total{")
+                && l.contains("step=\"say\"")
+                && l.contains("method=\"GRPC\"")),
+        "{metrics}"
+    );
     for check in ["token seen", "trailer"] {
         assert_eq!(
             checks_of(&metrics, "shop", check, "pass"),

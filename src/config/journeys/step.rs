@@ -47,13 +47,9 @@ pub(super) fn step(
     let (method, url, headers, body, grpc) = if grpc {
         let url = url(ctx, &f, scope, target, site, true);
         let call = super::grpc_step::call(ctx, &f, scope, target, site)?;
-        (
-            http::Method::POST,
-            url,
-            call.metadata,
-            call.body,
-            Some(call.spec),
-        )
+        // The `method` label of a gRPC step, as of a gRPC target.
+        let method = http::Method::from_bytes(b"GRPC").unwrap_or(http::Method::POST);
+        (method, url, call.metadata, call.body, Some(call.spec))
     } else {
         let method = method(ctx, &f)?;
         let url = url(ctx, &f, scope, target, site, false);
