@@ -35,6 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run as peers  # noqa: E402
+from common import require_binary, sloburn_arg  # noqa: E402,F401
 
 
 def sloburn_config(url: str, conns: int, streams: int, duration: int) -> str:
@@ -63,8 +64,7 @@ def main() -> int:
     ap.add_argument("--connections", type=int, default=4)
     ap.add_argument("--streams", type=int, default=25)
     ap.add_argument("--json", help="also write the medians here (bench/all.py reads it)")
-    ap.add_argument("--sloburn", default=os.environ.get("SLOBURN",
-                    str(peers.REPO_ROOT / "target/release/sloburn")))
+    sloburn_arg(ap)
     args = ap.parse_args()
     C, M, D = args.connections, args.streams, args.duration
     tools: dict[str, str | None] = {

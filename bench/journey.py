@@ -34,6 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run as peers  # noqa: E402  (bench/run.py: Nginx, run_measured, HOST)
+from common import require_binary, sloburn_arg  # noqa: E402,F401
 
 SHAPES = ["single", "journey", "journey+"]
 
@@ -77,11 +78,9 @@ def main() -> int:
     ap.add_argument("--rate", type=int, default=3000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json", help="also write the medians here (bench/all.py reads it)")
-    ap.add_argument("--sloburn", default=os.environ.get("SLOBURN",
-                    str(peers.REPO_ROOT / "target/release/sloburn")))
+    sloburn_arg(ap)
     args = ap.parse_args()
-    if not Path(args.sloburn).exists():
-        print(f"no sloburn binary at {args.sloburn}: cargo build --release", file=sys.stderr)
+    if not require_binary(args.sloburn):
         return 2
     work = Path(tempfile.mkdtemp(prefix="sloburn-journey-bench-"))
     nginx = peers.Nginx(work)

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from common import free_port  # noqa: E402  (bench/ is on sys.path when run as a script)
+from common import free_port, require_binary, sloburn_arg, stop  # noqa: E402,F401  (bench/ is on sys.path)
 
 
 def run(binary: str, url: str, rate: int, seconds: int):
@@ -27,7 +27,7 @@ def run(binary: str, url: str, rate: int, seconds: int):
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--sloburn", default=os.environ.get("SLOBURN", "target/release/sloburn"))
+    sloburn_arg(ap)
     ap.add_argument("--rate", type=int, default=5000)
     ap.add_argument("--short", type=int, default=5)
     ap.add_argument("--long", type=int, default=60)
@@ -50,8 +50,7 @@ def main() -> int:
         print(f"\nlong/short peak RSS: {ratio:.3f} (bounded if <= 1.10)")
         return 0 if ratio <= 1.10 and all(r[3] == 0 for r in rows) else 1
     finally:
-        target.terminate()
-        target.wait()
+        stop(target)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
-from common import free_port  # noqa: E402  (bench/ is on sys.path when run as a script)
+from common import free_port, require_binary, sloburn_arg, stop  # noqa: E402,F401  (bench/ is on sys.path)
 
 HOST = "127.0.0.1"
 TICK = os.sysconf("SC_CLK_TCK")
@@ -105,13 +105,12 @@ def blackbox_idle_rss(work: Path) -> str:
         time.sleep(60)
         return f"{rss_mib(proc.pid):.1f} MiB (idle 60 s, no probes)"
     finally:
-        proc.terminate()
-        proc.wait()
+        stop(proc)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--sloburn", default=os.environ.get("SLOBURN", "target/release/sloburn"))
+    sloburn_arg(ap)
     ap.add_argument("--minutes", type=int, default=30)
     ap.add_argument("--json", help="also write the figures here (bench/all.py reads it)")
     args = ap.parse_args()
@@ -192,13 +191,7 @@ def main() -> int:
                 }, indent=2))
             return 0
         finally:
-            daemon.terminate()
-            try:
-                daemon.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                daemon.kill()
-            target.terminate()
-            target.wait()
+            stop(daemon, target, timeout=30)
 
 
 if __name__ == "__main__":

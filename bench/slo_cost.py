@@ -15,7 +15,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
-from common import free_port  # noqa: E402  (bench/ is on sys.path when run as a script)
+from common import free_port, require_binary, sloburn_arg, stop  # noqa: E402,F401  (bench/ is on sys.path)
 
 SLOS = """slos:
   avail:
@@ -68,13 +68,12 @@ profiles:
                 return runs[0]["rate"]
         raise SystemExit("the run did not finish")
     finally:
-        proc.terminate()
-        proc.wait()
+        stop(proc)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--sloburn", default=os.environ.get("SLOBURN", "target/release/sloburn"))
+    sloburn_arg(ap)
     ap.add_argument("--seconds", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
@@ -96,8 +95,7 @@ def main() -> int:
         print(f"\nthroughput change with 3 SLOs: {100 * (s - b) / b:+.1f}% (goal: no worse than -5%)")
         return 0
     finally:
-        target.terminate()
-        target.wait()
+        stop(target)
 
 
 if __name__ == "__main__":

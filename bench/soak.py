@@ -21,7 +21,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
-from common import free_port  # noqa: E402  (bench/ is on sys.path when run as a script)
+from common import free_port, require_binary, sloburn_arg, stop  # noqa: E402,F401  (bench/ is on sys.path)
 
 EXECUTORS = [
     # (executor block, the rest of the profile), cycled over the profiles.
@@ -99,7 +99,7 @@ def metric_sum(text: str, name: str, label_re: str = "") -> float:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--sloburn", default=os.environ.get("SLOBURN", "target/release/sloburn"))
+    sloburn_arg(ap)
     ap.add_argument("--minutes", type=int, default=30)
     ap.add_argument("--profiles", type=int, default=20)
     args = ap.parse_args()
@@ -171,13 +171,7 @@ def main() -> int:
             print(f"\ndaemon log lines at ERROR: {errors}", flush=True)
             return 0
         finally:
-            daemon.terminate()
-            try:
-                daemon.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                daemon.kill()
-            target.terminate()
-            target.wait()
+            stop(daemon, target, timeout=60)
 
 
 if __name__ == "__main__":

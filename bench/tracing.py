@@ -32,6 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run as peers  # noqa: E402
+from common import require_binary, sloburn_arg  # noqa: E402,F401
 
 
 
@@ -86,11 +87,9 @@ def main() -> int:
                     help="cachegrind measurements per shape, interleaved; the median is shown")
     ap.add_argument("--shapes", default="off,0.01,1.0",
                     help="comma-separated: off, or a sample_ratio (0 keeps the exporter on)")
-    ap.add_argument("--sloburn", default=os.environ.get("SLOBURN",
-                    str(peers.REPO_ROOT / "target/release/sloburn")))
+    sloburn_arg(ap)
     args = ap.parse_args()
-    if not Path(args.sloburn).exists():
-        print(f"no sloburn binary at {args.sloburn}: cargo build --release", file=sys.stderr)
+    if not require_binary(args.sloburn):
         return 2
     work = Path(tempfile.mkdtemp(prefix="sloburn-tracing-bench-"))
     nginx = peers.Nginx(work)

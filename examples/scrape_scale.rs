@@ -109,7 +109,7 @@ fn main() {
             let results = [o.status == Some(200)];
             pm.observe(o, Duration::from_micros(300), &results);
             for w in &watchers {
-                w.observe(o, &target.checks, &results);
+                w.observe(o, None, &target.checks, &results);
             }
         }
         pm.set_vus(0);

@@ -549,10 +549,19 @@ pub fn rules(
                     crate::rules::generate(defs, o)
                 }
             };
+            let mut stems = std::collections::HashSet::new();
             for def in &defs {
+                // A group's `SLO:VALUE` as `SLO.VALUE`: a file name a ConfigMap key and a
+                // PrometheusRule name (a DNS subdomain) can both take.
+                let stem = def.name.replace(':', ".");
+                if !stems.insert(stem.clone()) {
+                    anyhow::bail!(
+                        "two SLOs would both be written to `{stem}.yaml`: rename one (a group `SLO:VALUE` is written as `SLO.VALUE`)"
+                    );
+                }
                 let mut m = meta.clone();
-                m.name = format!("{}-{}", meta.name, def.name);
-                let path = dir.join(format!("{}.yaml", def.name));
+                m.name = format!("{}-{stem}", meta.name);
+                let path = dir.join(format!("{stem}.yaml"));
                 std::fs::write(&path, render_with(&per_slo, std::slice::from_ref(def), &m))
                     .with_context(|| format!("cannot write `{}`", path.display()))?;
             }

@@ -17,6 +17,7 @@ pub mod limits;
 pub mod load;
 pub mod memory;
 pub mod metrics;
+pub mod names;
 pub mod rules;
 pub mod run;
 pub mod schedule;

@@ -228,8 +228,9 @@
     const budgetBar = el("div", { class: "bar" + (has(remaining) && remaining < 0 ? " negative" : ""), role: "img", "aria-label": `budget remaining ${pct(remaining)}` }, [
       el("div", { class: "fill", style: `width:${has(remaining) ? Math.max(0, Math.min(100, remaining * 100)) : 0}%` }),
     ]);
+    card.append(el("h3", { text: s.name }));
+    if (s.group) card.append(el("p", { class: "group", "data-field": "group", text: `${s.group.label} = ${s.group.value}, one group of ${s.group.slo}` }));
     card.append(
-      el("h3", { text: s.name }),
       figures([
         ["objective", field("objective", pct(s.objective), s.objective)],
         ["SLI, period (" + s.period.window + ")", field("sli", pct(s.period.sli), s.period.sli)],

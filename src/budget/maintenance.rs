@@ -107,3 +107,68 @@ impl Windows {
         out
     }
 }
+
+use std::sync::atomic::Ordering::Relaxed;
+
+impl super::Budget {
+    /// Opens a maintenance window now for `slos` (every SLO when empty) until `end`; its id.
+    /// It takes effect at once (the next tick is this call's).
+    pub fn open_maintenance(
+        &self,
+        slos: Vec<String>,
+        now_unix: i64,
+        end: i64,
+        reason: String,
+    ) -> Result<u64, String> {
+        let id = {
+            let mut inner = self
+                .inner
+                .lock()
+                .map_err(|_| "the SLO state is poisoned".to_string())?;
+            // A grouped SLO's name (its parent) covers all its groups.
+            let known = |name: &str| {
+                inner.slos.contains_key(name)
+                    || inner
+                        .slos
+                        .values()
+                        .any(|s| s.group.as_ref().is_some_and(|g| g.parent == name))
+            };
+            if let Some(bad) = slos.iter().find(|s| !known(s)) {
+                return Err(format!("no SLO `{bad}`"));
+            }
+            inner.maintenance.open(slos, now_unix, end, reason)?
+        };
+        self.tick(now_unix);
+        Ok(id)
+    }
+
+    /// Closes a window opened through the API; false when there is none of that id.
+    pub fn close_maintenance(&self, id: u64, now_unix: i64) -> bool {
+        let closed = self
+            .inner
+            .lock()
+            .map(|mut i| i.maintenance.close(id))
+            .unwrap_or(false);
+        if closed {
+            self.tick(now_unix);
+        }
+        closed
+    }
+
+    /// The configured and open windows, each with whether it is active.
+    pub fn maintenance(&self, now_unix: i64) -> Vec<View> {
+        self.inner
+            .lock()
+            .map(|i| i.maintenance.list(now_unix))
+            .unwrap_or_default()
+    }
+
+    /// Whether a maintenance window covers `slo` now.
+    pub fn in_maintenance(&self, slo: &str) -> bool {
+        self.inner
+            .lock()
+            .ok()
+            .and_then(|i| i.slos.get(slo).map(|s| s.paused.load(Relaxed)))
+            .unwrap_or(false)
+    }
+}

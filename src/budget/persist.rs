@@ -11,7 +11,8 @@
 //! writes everything. What is still unwritten when the daemon exits is [`Unsaved`]: it is
 //! logged and the exit code says so (`exit::STATE_LOST`).
 
-use super::{Budget, describe};
+use super::Budget;
+use super::flush::describe;
 use crate::slo::{self, Windows};
 use crate::store::{Store, StoredRun};
 use std::collections::BTreeMap;

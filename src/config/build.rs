@@ -77,8 +77,16 @@ pub fn config(ctx: &mut Ctx, root: &Node, base: &Path, env: &Env) -> Option<Conf
     let mut slos = BTreeMap::new();
     if let Some(node) = top.get("slos") {
         for (name, _, node) in walk::named(ctx, node, "slos") {
-            if let Some(s) = slos::slo(ctx, &name, node, &target_names, &journeys, &journey_names) {
-                slos.insert(name, s);
+            for s in slos::slos(
+                ctx,
+                &name,
+                node,
+                &targets,
+                &target_names,
+                &journeys,
+                &journey_names,
+            ) {
+                slos.insert(s.name.clone(), s);
             }
         }
     }
@@ -221,7 +229,26 @@ fn cross_check(
                 ),
             ),
             Some(_) => {}
-            None if slo_nodes.contains(&g.slo) => {}
+            None if slo_nodes.contains(&g.slo) => {
+                // A grouped SLO is its groups: a guard watches one of them.
+                let groups: Vec<&str> = slos
+                    .values()
+                    .filter(|s| s.group.as_ref().is_some_and(|gr| gr.parent == g.slo))
+                    .map(|s| s.name.as_str())
+                    .take(3)
+                    .collect();
+                if !groups.is_empty() {
+                    ctx.error(
+                        gpos,
+                        &format!("profiles.{}.guard.slo", p.name),
+                        format!(
+                            "SLO `{}` is grouped (`group_by`): guard one of its groups, like `{}`",
+                            g.slo,
+                            groups.join("`, `")
+                        ),
+                    );
+                }
+            }
             None => {
                 let hint = ctx.hint(&g.slo, slo_nodes.iter());
                 ctx.error(

@@ -6,7 +6,9 @@
 //! sensitive, so they never reach `Debug` output, logs or metrics.
 
 mod build;
+mod document;
 pub use build::longest_iteration;
+pub use document::{Document, DocumentError};
 pub mod capacity;
 pub use capacity::fits as fd_fits;
 pub use secrets::expand_flag;
@@ -17,12 +19,14 @@ mod grpc;
 mod journeys;
 pub mod maintenance;
 pub use journeys::MAX_DATA_FILE_BYTES;
+mod diagnostics;
 pub mod openslo;
 mod profiles;
-mod report;
 mod secrets;
 mod send;
 mod server;
+mod slo_groups;
+pub use slo_groups::{GroupFilter, SloGroup, status_class};
 mod slos;
 mod storage;
 mod targets;
@@ -30,7 +34,8 @@ mod telemetry;
 mod thresholds;
 mod tls;
 mod walk;
-pub mod yaml;
+mod yaml;
+pub use yaml::MAX_MAP_KEYS;
 
 use crate::checks::Check;
 use crate::load::spec::Executor;
@@ -40,10 +45,10 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use diagnostics::{report, report_with};
 pub use files::{
     MAX_BODY_FILE_BYTES, MAX_CONFIG_BYTES, MAX_SECRET_FILE_BYTES, read_config, read_regular,
 };
-pub use report::{report, report_with};
 pub use yaml::MAX_ALIAS_NODES;
 pub use yaml::Pos;
 
@@ -360,6 +365,8 @@ pub struct Slo {
     pub labels: BTreeMap<String, String>,
     /// Alert tiers; `None` means the SRE Workbook defaults scaled to the period.
     pub tiers: Option<Vec<TierSpec>>,
+    /// One SLO of a `group_by`: which group of the SLO as written it is (`slo_groups.rs`).
+    pub group: Option<SloGroup>,
 }
 
 /// A maintenance window (`maintenance.rs`).

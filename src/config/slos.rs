@@ -7,33 +7,50 @@ use crate::slo::{Calendar, CalendarUnit};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-pub fn slo(
+/// The SLOs one entry stands for: itself, or one per group with `group_by` (`slo_groups.rs`).
+pub fn slos(
     ctx: &mut Ctx,
     name: &str,
     node: &Node,
+    targets: &BTreeMap<String, super::Target>,
+    target_names: &walk::Names,
+    journeys: &BTreeMap<String, std::sync::Arc<crate::load::walk::Journey>>,
+    journey_names: &walk::Names,
+) -> Vec<Slo> {
+    let path = join("slos", name);
+    let Some(f) = walk::fields(ctx, node, &path, FIELDS) else {
+        return Vec::new();
+    };
+    match slo(ctx, name, &f, target_names, journeys, journey_names) {
+        Some(s) => super::slo_groups::expand(ctx, &f, s, journeys, targets),
+        None => Vec::new(),
+    }
+}
+
+const FIELDS: &[&str] = &[
+    "target",
+    "journey",
+    "step",
+    "profiles",
+    "sli",
+    "objective",
+    "period",
+    "description",
+    "labels",
+    "alerting",
+    "maintenance",
+    "group_by",
+    "max_groups",
+];
+
+fn slo(
+    ctx: &mut Ctx,
+    name: &str,
+    f: &walk::Fields,
     targets: &walk::Names,
-    journeys: &std::collections::BTreeMap<String, std::sync::Arc<crate::load::walk::Journey>>,
+    journeys: &BTreeMap<String, std::sync::Arc<crate::load::walk::Journey>>,
     journey_names: &walk::Names,
 ) -> Option<Slo> {
-    let path = join("slos", name);
-    let f = walk::fields(
-        ctx,
-        node,
-        &path,
-        &[
-            "target",
-            "journey",
-            "step",
-            "profiles",
-            "sli",
-            "objective",
-            "period",
-            "description",
-            "labels",
-            "alerting",
-            "maintenance",
-        ],
-    )?;
     let journey = f
         .get("journey")
         .and_then(|n| reference(ctx, n, &f.path_of("journey"), "journey", journey_names));
@@ -78,11 +95,11 @@ pub fn slo(
             .as_ref()
             .and_then(|j| journeys.get(j))
             .map(|j| j.target.clone()),
-        _ => required(ctx, &f, "target", |c, n, p| {
+        _ => required(ctx, f, "target", |c, n, p| {
             reference(c, n, p, "target", targets)
         }),
     };
-    let objective = required(ctx, &f, "objective", |c, n, p| {
+    let objective = required(ctx, f, "objective", |c, n, p| {
         let v = walk::number(c, n, p)?;
         if !(v > 0.0 && v < 100.0) {
             c.error(
@@ -96,12 +113,12 @@ pub fn slo(
     });
     let period = optional(
         ctx,
-        &f,
+        f,
         "period",
         (Duration::from_secs(30 * 86400), None),
         period,
     );
-    let sli = required(ctx, &f, "sli", sli);
+    let sli = required(ctx, f, "sli", sli);
     let profiles = f
         .get("profiles")
         .map(|n| {
@@ -160,6 +177,7 @@ pub fn slo(
         description,
         labels,
         tiers,
+        group: None,
     })
 }
 

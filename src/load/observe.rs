@@ -55,6 +55,37 @@ pub trait Observer: Send + Sync {
     /// the journey it would have walked (0 for a single request).
     fn iteration_dropped(&self, _reason: DropReason, _journey: usize) {}
 
+    /// `request_finished` of an iteration that walked data row `row` (`None` without a data
+    /// file). Observers that split events by row (a grouped SLO's watchers) take this one;
+    /// the rest get `request_finished`.
+    fn request_finished_in_row(
+        &self,
+        step: usize,
+        _row: Option<usize>,
+        outcome: &Outcome,
+        lateness: Duration,
+        checks: &[bool],
+    ) {
+        self.request_finished(step, outcome, lateness, checks);
+    }
+
+    /// `iteration_finished` with the iteration's data row, as `request_finished_in_row`.
+    fn iteration_finished_in_row(
+        &self,
+        journey: usize,
+        _row: Option<usize>,
+        result: IterationResult,
+        took: Duration,
+    ) {
+        self.iteration_finished(journey, result, took);
+    }
+
+    /// `iteration_dropped` with the data row the iteration would have taken, as far as it is
+    /// known (`RunWork::row_of_dropped`).
+    fn iteration_dropped_in_row(&self, reason: DropReason, journey: usize, _row: Option<usize>) {
+        self.iteration_dropped(reason, journey);
+    }
+
     /// One more VU is busy (`+1`) or one is idle again (`-1`).
     fn vus_changed(&self, _delta: i32) {}
 
@@ -83,16 +114,18 @@ impl Observers {
         &self.stats
     }
 
+    /// A request finished; `row` is its iteration's data row (`None` without a data file).
     pub fn request_finished(
         &self,
         step: usize,
+        row: Option<usize>,
         outcome: &Outcome,
         lateness: Duration,
         checks: &[bool],
     ) {
         self.stats.request_finished(step, outcome, lateness, checks);
         for o in &self.others {
-            o.request_finished(step, outcome, lateness, checks);
+            o.request_finished_in_row(step, row, outcome, lateness, checks);
         }
     }
 
@@ -128,17 +161,24 @@ impl Observers {
         }
     }
 
-    pub fn iteration_finished(&self, journey: usize, result: IterationResult, took: Duration) {
+    pub fn iteration_finished(
+        &self,
+        journey: usize,
+        row: Option<usize>,
+        result: IterationResult,
+        took: Duration,
+    ) {
         self.stats.iteration_finished(journey, result, took);
         for o in &self.others {
-            o.iteration_finished(journey, result, took);
+            o.iteration_finished_in_row(journey, row, result, took);
         }
     }
 
-    pub fn iteration_dropped(&self, reason: DropReason, journey: usize) {
+    /// An arrival was dropped; `row` is the data row it would have taken, when known.
+    pub fn iteration_dropped(&self, reason: DropReason, journey: usize, row: Option<usize>) {
         self.stats.iteration_dropped(reason, journey);
         for o in &self.others {
-            o.iteration_dropped(reason, journey);
+            o.iteration_dropped_in_row(reason, journey, row);
         }
     }
 
@@ -206,9 +246,9 @@ mod tests {
         let stats = Arc::new(RunStats::new(&[]));
         let (a, b) = (Arc::new(Count::default()), Arc::new(Count::default()));
         let obs = Observers::new(stats.clone(), vec![a.clone(), b.clone()]);
-        obs.request_finished(0, &Outcome::default(), Duration::ZERO, &[]);
-        obs.iteration_dropped(DropReason::Saturated, 0);
-        obs.iteration_dropped(DropReason::Late, 0);
+        obs.request_finished(0, None, &Outcome::default(), Duration::ZERO, &[]);
+        obs.iteration_dropped(DropReason::Saturated, 0, None);
+        obs.iteration_dropped(DropReason::Late, 0, None);
         obs.vus_allocated(3);
         {
             let _one = obs.busy();

@@ -343,6 +343,18 @@ impl RunWork {
             .collect()
     }
 
+    /// The data row an arrival `k` of journey `j` that was dropped before it took one stands
+    /// for: `k` over the file's rows, so each group of rows gets its share of the drops (a
+    /// grouped SLO counts a user turned away in one group). `None` without a data file.
+    pub fn row_of_dropped(&self, k: u64, j: usize) -> Option<usize> {
+        let Work::Journeys { journeys, .. } = &*self.work else {
+            return None;
+        };
+        let (data, _) = journeys.get(j)?.data.as_ref()?;
+        let rows = u64::try_from(data.len()).ok().filter(|n| *n > 0)?;
+        usize::try_from(k % rows).ok()
+    }
+
     /// The journey iteration `k` walks.
     pub fn journey_of(&self, k: u64) -> usize {
         match &*self.work {
@@ -378,7 +390,7 @@ impl RunWork {
                     None => vu.conn.send(request).await,
                 };
                 let results = checks::Results::of(checks, &outcome);
-                events.request_finished(0, &outcome, lateness, results.as_slice());
+                events.request_finished(0, None, &outcome, lateness, results.as_slice());
                 if let Some(s) = span {
                     finish_span(s, 0, &outcome, checks, &results, events);
                 }
@@ -397,15 +409,15 @@ impl RunWork {
             .trace
             .as_ref()
             .and_then(|r| r.iteration(Some(&journey.name)));
-        let row = match (self.cursors.get(j).and_then(Option::as_ref), &journey.data) {
+        let (row, row_index) = match (self.cursors.get(j).and_then(Option::as_ref), &journey.data) {
             (Some(cursor), Some((data, _))) => match cursor.take() {
-                Some(i) => data.row(i),
+                Some(i) => (data.row(i), Some(i)),
                 None => {
-                    events.iteration_finished(j, IterationResult::Dropped, Duration::ZERO);
+                    events.iteration_finished(j, None, IterationResult::Dropped, Duration::ZERO);
                     return Walked::DataUsedUp(j);
                 }
             },
-            _ => None,
+            _ => (None, None),
         };
         vu.captures.clear();
         vu.captures.resize(journey.slots, None);
@@ -453,7 +465,7 @@ impl RunWork {
             received += outcome.bytes_received;
             let results = checks::Results::of(&step.checks, &outcome);
             let first = if i == 0 { lateness } else { Duration::ZERO };
-            events.request_finished(base + i, &outcome, first, results.as_slice());
+            events.request_finished(base + i, row_index, &outcome, first, results.as_slice());
             if let Some(s) = span {
                 finish_span(s, base + i, &outcome, &step.checks, &results, events);
             }
@@ -495,7 +507,7 @@ impl RunWork {
             }
         }
         events.iteration_data(j, sent, received);
-        events.iteration_finished(j, result, started.elapsed());
+        events.iteration_finished(j, row_index, result, started.elapsed());
         if let Some(it) = traced {
             it.finish();
         }

@@ -3,6 +3,7 @@
 //! compare whole lines); the encoder walks it and nothing else decides which families exist.
 
 use super::text::{Family, Kind};
+use crate::names;
 
 const fn family(
     name: &'static str,
@@ -23,92 +24,92 @@ const BYTES: Option<&str> = Some("bytes");
 const RATIO: Option<&str> = Some("ratio");
 
 pub const PROCESS_CPU: Family = family(
-    "process_cpu_seconds",
+    names::PROCESS_CPU,
     Kind::Counter,
     SECONDS,
     "Total user and system CPU time spent in seconds.",
 );
 pub const PROCESS_MAX_FDS: Family = family(
-    "process_max_fds",
+    names::PROCESS_MAX_FDS,
     Kind::Gauge,
     None,
     "Maximum number of open file descriptors.",
 );
 pub const PROCESS_OPEN_FDS: Family = family(
-    "process_open_fds",
+    names::PROCESS_OPEN_FDS,
     Kind::Gauge,
     None,
     "Number of open file descriptors.",
 );
 pub const PROCESS_RESIDENT: Family = family(
-    "process_resident_memory_bytes",
+    names::PROCESS_RESIDENT,
     Kind::Gauge,
     BYTES,
     "Resident memory size in bytes.",
 );
 pub const PROCESS_START: Family = family(
-    "process_start_time_seconds",
+    names::PROCESS_START,
     Kind::Gauge,
     SECONDS,
     "Start time of the process since unix epoch in seconds.",
 );
 pub const PROCESS_VIRTUAL: Family = family(
-    "process_virtual_memory_bytes",
+    names::PROCESS_VIRTUAL,
     Kind::Gauge,
     BYTES,
     "Virtual memory size in bytes.",
 );
 pub const ADMIN_AUTH_FAILURES: Family = family(
-    "sloburn_admin_auth_failures",
+    names::ADMIN_AUTH_FAILURES,
     Kind::Counter,
     None,
     "Admin and protected requests refused for their bearer token, by reason (wrong or \
      missing); requests answered 429 while wrong tokens are limited are not checked.",
 );
 pub const BUILD_INFO: Family = family(
-    "sloburn_build_info",
+    names::BUILD_INFO,
     Kind::Gauge,
     None,
     "Always 1; the version label names the running sloburn build.",
 );
 pub const CHECKS: Family = family(
-    "sloburn_checks",
+    names::CHECKS,
     Kind::Counter,
     None,
     "Check results per request, by check name and result (pass or fail).",
 );
 pub const RELOAD_SUCCESS_TIME: Family = family(
-    "sloburn_config_last_reload_success_timestamp_seconds",
+    names::RELOAD_SUCCESS_TIME,
     Kind::Gauge,
     SECONDS,
     "Unix time of the last successful configuration load.",
 );
 pub const RELOAD_SUCCESSFUL: Family = family(
-    "sloburn_config_last_reload_successful",
+    names::RELOAD_SUCCESSFUL,
     Kind::Gauge,
     None,
     "Whether the last configuration load succeeded (1) or failed (0).",
 );
 pub const RELOADS: Family = family(
-    "sloburn_config_reloads",
+    names::RELOADS,
     Kind::Counter,
     None,
     "Configuration loads by result (success or failure).",
 );
 pub const DATA_RECEIVED: Family = family(
-    "sloburn_data_received_bytes",
+    names::DATA_RECEIVED,
     Kind::Counter,
     BYTES,
     "Bytes received from the target, headers and body.",
 );
 pub const DATA_SENT: Family = family(
-    "sloburn_data_sent_bytes",
+    names::DATA_SENT,
     Kind::Counter,
     BYTES,
     "Bytes sent to the target, headers and body.",
 );
 pub const DROPPED_ITERATIONS: Family = family(
-    "sloburn_dropped_iterations",
+    names::DROPPED_ITERATIONS,
     Kind::Counter,
     None,
     "Arrival-rate iterations not started: every VU was waiting on the target (saturated), \
@@ -116,7 +117,7 @@ pub const DROPPED_ITERATIONS: Family = family(
      daemon's in-flight cap was full.",
 );
 pub const GENERATOR_OVERLOADED: Family = family(
-    "sloburn_generator_overloaded_iterations",
+    names::GENERATOR_OVERLOADED,
     Kind::Counter,
     None,
     "Arrival-rate iterations dropped because of sloburn itself (later than max_lateness, over \
@@ -124,7 +125,7 @@ pub const GENERATOR_OVERLOADED: Family = family(
      sloburn_dropped_iterations_total, never SLO events.",
 );
 pub const SATURATED_ITERATIONS: Family = family(
-    "sloburn_saturated_iterations",
+    names::SATURATED_ITERATIONS,
     Kind::Counter,
     None,
     "Arrival-rate iterations dropped because every VU was waiting on the target: the target's \
@@ -132,69 +133,69 @@ pub const SATURATED_ITERATIONS: Family = family(
      sloburn_dropped_iterations_total.",
 );
 pub const HTTP_REQ_DURATION: Family = family(
-    "sloburn_http_req_duration_seconds",
+    names::HTTP_REQ_DURATION,
     Kind::Histogram,
     SECONDS,
     "Request duration as k6 defines it (sending + waiting + receiving) of requests that got a \
      status.",
 );
 pub const HTTP_REQ_CORRECTED_DURATION: Family = family(
-    "sloburn_http_req_corrected_duration_seconds",
+    names::HTTP_REQ_CORRECTED_DURATION,
     Kind::Histogram,
     SECONDS,
     "The latency a user saw, of requests that got a status: every phase, the wait for a \
      connection (DNS, connect, TLS) included, never sloburn's own lateness.",
 );
 pub const HTTP_REQ_PHASE: Family = family(
-    "sloburn_http_req_phase_seconds",
+    names::HTTP_REQ_PHASE,
     Kind::Histogram,
     SECONDS,
     "Time per request phase (k6 names, dns split out of blocked) of requests that got a status.",
 );
 pub const HTTP_REQS: Family = family(
-    "sloburn_http_reqs",
+    names::HTTP_REQS,
     Kind::Counter,
     None,
     "Requests by status (0 = no response) and error class (none = no transport error).",
 );
 pub const ITERATION_DURATION: Family = family(
-    "sloburn_iteration_duration_seconds",
+    names::ITERATION_DURATION,
     Kind::Histogram,
     SECONDS,
     "Journey iterations from their first request to their end, think times included.",
 );
 pub const ITERATION_LATENESS: Family = family(
-    "sloburn_iteration_lateness_seconds",
+    names::ITERATION_LATENESS,
     Kind::Histogram,
     SECONDS,
     "How late iterations started against their intended time (0 for closed-model executors).",
 );
 pub const ITERATIONS: Family = family(
-    "sloburn_iterations",
+    names::ITERATIONS,
     Kind::Counter,
     None,
     "Completed iterations (one request each, or one walk through a journey).",
 );
 pub const JOURNEY_ITERATIONS: Family = family(
-    "sloburn_journey_iterations",
+    names::JOURNEY_ITERATIONS,
     Kind::Counter,
     None,
     "Journey iterations by result: ok (every step passed), failed_step, dropped (never started).",
 );
 pub const JOURNEY_STEP_FAILURES: Family = family(
-    "sloburn_journey_step_failures",
+    names::JOURNEY_STEP_FAILURES,
     Kind::Counter,
     None,
     "Failed journey steps by reason: check, capture (a value not found) or request (no good response).",
 );
 pub const LAST_RUN_TIME: Family = family(
-    "sloburn_last_run_timestamp_seconds",
+    names::LAST_RUN_TIME,
     Kind::Gauge,
     SECONDS,
     "Unix time the last run of a profile finished, by result.",
 );
 pub const LOCAL_ERRORS: Family = family(
-    "sloburn_local_errors",
+    names::LOCAL_ERRORS,
     Kind::Counter,
     None,
     "Requests that failed because of sloburn itself (out of file descriptors or local ports, or \
@@ -202,138 +203,138 @@ pub const LOCAL_ERRORS: Family = family(
      sloburn_http_reqs_total, never as SLO events.",
 );
 pub const NEXT_RUN_TIME: Family = family(
-    "sloburn_next_run_timestamp_seconds",
+    names::NEXT_RUN_TIME,
     Kind::Gauge,
     SECONDS,
     "Unix time of the next scheduled run of a profile.",
 );
 pub const RUN_ACTIVE: Family = family(
-    "sloburn_run_active",
+    names::RUN_ACTIVE,
     Kind::Gauge,
     None,
     "Whether a run of the profile is in progress (1) or not (0).",
 );
 pub const RUNS: Family = family(
-    "sloburn_runs",
+    names::RUNS,
     Kind::Counter,
     None,
     "Finished runs by result (passed, failed, aborted, aborted_by_guard, error, skipped).",
 );
 pub const RUNTIME_TASKS: Family = family(
-    "sloburn_runtime_alive_tasks",
+    names::RUNTIME_TASKS,
     Kind::Gauge,
     None,
     "Tasks alive in the daemon's tokio runtime (run VUs, connection drivers, server \
      connections, schedules); flat between runs when nothing leaks.",
 );
 pub const SLO_ALERT_ACTIVE: Family = family(
-    "sloburn_slo_alert_active",
+    names::SLO_ALERT_ACTIVE,
     Kind::Gauge,
     None,
     "Whether the daemon's own evaluation of an alert tier is firing (1) or not (0).",
 );
 pub const SLO_BURN_RATE: Family = family(
-    "sloburn_slo_burn_rate",
+    names::SLO_BURN_RATE,
     Kind::Gauge,
     None,
     "Error ratio over the window divided by the error budget (0 without events).",
 );
 pub const SLO_BUDGET_REMAINING: Family = family(
-    "sloburn_slo_error_budget_remaining_ratio",
+    names::SLO_BUDGET_REMAINING,
     Kind::Gauge,
     RATIO,
     "Fraction of the period's error budget left (may be negative).",
 );
 pub const SLO_EVENTS: Family = family(
-    "sloburn_slo_events",
+    names::SLO_EVENTS,
     Kind::Counter,
     None,
     "SLO events by result (good or bad); the generated rules compute from this.",
 );
 pub const SLO_MAINTENANCE: Family = family(
-    "sloburn_slo_maintenance",
+    names::SLO_MAINTENANCE,
     Kind::Gauge,
     None,
     "1 while a maintenance window covers the SLO: its events are not counted and the \
      generated burn alerts are silent.",
 );
 pub const SLO_OBJECTIVE: Family = family(
-    "sloburn_slo_objective_ratio",
+    names::SLO_OBJECTIVE,
     Kind::Gauge,
     RATIO,
     "The SLO objective as a ratio (0.999 for 99.9 %).",
 );
 pub const SLO_RESTORE_GAPS: Family = family(
-    "sloburn_slo_restore_gap_seconds",
+    names::SLO_RESTORE_GAPS,
     Kind::Gauge,
     SECONDS,
     "Time of the start-up restore's range (whole minutes) that Prometheus had no sample for.",
 );
 pub const SLO_RESTORE_STATE: Family = family(
-    "sloburn_slo_restore_state",
+    names::SLO_RESTORE_STATE,
     Kind::Gauge,
     None,
     "The start-up restore from Prometheus: 1 for its state (restoring, done or incomplete), \
      0 for the others; absent without storage.restore.",
 );
 pub const SLO_RESTORED: Family = family(
-    "sloburn_slo_restored_seconds",
+    names::SLO_RESTORED,
     Kind::Gauge,
     SECONDS,
     "Time of the SLO's windows (whole minutes) rebuilt from Prometheus at start-up, the store \
      having none.",
 );
 pub const SLO_SLI: Family = family(
-    "sloburn_slo_sli_ratio",
+    names::SLO_SLI,
     Kind::Gauge,
     RATIO,
     "Good events over all events in the window (NaN without events).",
 );
 pub const SLO_TIME_TO_EXHAUSTION: Family = family(
-    "sloburn_slo_time_to_exhaustion_seconds",
+    names::SLO_TIME_TO_EXHAUSTION,
     Kind::Gauge,
     SECONDS,
     "Time until the error budget is spent at the 1h burn rate (absent when it never is).",
 );
 pub const STORE_FLUSHES: Family = family(
-    "sloburn_store_flushes",
+    names::STORE_FLUSHES,
     Kind::Counter,
     None,
     "Flushes of SLO windows to the embedded store, by result (success or failure).",
 );
 pub const STORE_HEALTHY: Family = family(
-    "sloburn_store_healthy",
+    names::STORE_HEALTHY,
     Kind::Gauge,
     None,
     "Whether the embedded store is writable (1) or not (0).",
 );
 pub const TELEMETRY_SPANS_DROPPED: Family = family(
-    "sloburn_telemetry_spans_dropped",
+    names::TELEMETRY_SPANS_DROPPED,
     Kind::Counter,
     None,
     "Trace spans that never reached the OTLP collector, by reason (queue_full or export_failed).",
 );
 pub const TARGET_INFO: Family = family(
-    "sloburn_target_info",
+    names::TARGET_INFO,
     Kind::Gauge,
     None,
     "Always 1 per configured target; `protocol` says what it speaks (http, websocket, or a \
      tcp, tls or dns probe). Join on `target` to split any family by protocol.",
 );
 pub const THRESHOLD_PASSED: Family = family(
-    "sloburn_threshold_passed",
+    names::THRESHOLD_PASSED,
     Kind::Gauge,
     None,
     "Whether a threshold of the profile's last run passed (1) or failed (0).",
 );
 pub const VUS: Family = family(
-    "sloburn_vus",
+    names::VUS,
     Kind::Gauge,
     None,
     "Virtual users currently active.",
 );
 pub const VUS_MAX: Family = family(
-    "sloburn_vus_max",
+    names::VUS_MAX,
     Kind::Gauge,
     None,
     "Virtual users allocated (the run's maximum).",

@@ -116,7 +116,7 @@ pub async fn execute(
     };
     let started = tokio::time::Instant::now() + spec.start_time;
     let capture = args.report.as_ref().map(|_| {
-        crate::web::Capture::start(stats.clone(), None).with_evidence(
+        crate::web::Recording::start(stats.clone(), None).with_evidence(
             crate::web::evidence::Evidence::for_work(
                 stats.clone(),
                 &r.spec.work,

@@ -5,13 +5,14 @@
 //! attributes (`profile`, `target`, `step`, `journey`, `testid`).
 //!
 //! The messages are `prost` types declared here with the tags and types of the published
-//! `opentelemetry/proto/metrics/v1/metrics.proto`, only the fields sent (see ARCHITECTURE.md
+//! `opentelemetry/proto/metrics/v1/metrics.proto`, only the fields sent (see docs/internals.md
 //! for why they are declared rather than generated). The schema's `oneof`s (`Metric.data`,
 //! `NumberDataPoint.value`, `AnyValue.value`) are optional fields: the same bytes on the wire.
 
 use super::remote_write::{RunLabels, native_buckets};
 use crate::load::hist::HistSnapshot;
 use crate::load::snapshot::StatsSnapshot;
+use crate::names;
 
 /// The exponential histograms' scale (OTLP's name for Prometheus' schema).
 pub const SCALE: i32 = 3;
@@ -241,10 +242,10 @@ pub fn export_request(
         durations.push(exp_point(&step.duration, attributes(run, &at), start, now));
     }
     let mut metrics = vec![
-        sum_metric("sloburn_http_reqs_total", "1", reqs),
-        sum_metric("sloburn_http_reqs_failed_total", "1", failed),
+        sum_metric(names::HTTP_REQS_TOTAL, "1", reqs),
+        sum_metric(names::HTTP_REQS_FAILED_TOTAL, "1", failed),
         Metric {
-            name: "sloburn_http_req_duration_seconds".into(),
+            name: names::HTTP_REQ_DURATION.into(),
             description: String::new(),
             unit: "s".into(),
             sum: None,
@@ -255,14 +256,10 @@ pub fn export_request(
         },
     ];
     for (name, unit, v) in [
-        ("sloburn_iterations_total", "1", snap.iterations),
-        ("sloburn_dropped_iterations_total", "1", snap.dropped),
-        ("sloburn_data_sent_bytes_total", "By", snap.data_sent),
-        (
-            "sloburn_data_received_bytes_total",
-            "By",
-            snap.data_received,
-        ),
+        (names::ITERATIONS_TOTAL, "1", snap.iterations),
+        (names::DROPPED_ITERATIONS_TOTAL, "1", snap.dropped),
+        (names::DATA_SENT_TOTAL, "By", snap.data_sent),
+        (names::DATA_RECEIVED_TOTAL, "By", snap.data_received),
     ] {
         metrics.push(sum_metric(name, unit, vec![point(&[], v)]));
     }

@@ -26,6 +26,7 @@ use crate::load::hist::HistSnapshot;
 use crate::load::snapshot::StatsSnapshot;
 use crate::load::stats::RunStats;
 use crate::metrics::NativeRead;
+use crate::names;
 use bytes::Bytes;
 use prost::Message;
 use std::sync::Arc;
@@ -431,32 +432,29 @@ pub fn write_request(
 ) -> WriteRequest {
     let mut out = Vec::new();
     for (name, value) in [
-        ("sloburn_iterations_total", snap.iterations as f64),
-        ("sloburn_dropped_iterations_total", snap.dropped as f64),
-        ("sloburn_vus", f64::from(snap.vus)),
-        ("sloburn_data_sent_bytes_total", snap.data_sent as f64),
-        (
-            "sloburn_data_received_bytes_total",
-            snap.data_received as f64,
-        ),
+        (names::ITERATIONS_TOTAL, snap.iterations as f64),
+        (names::DROPPED_ITERATIONS_TOTAL, snap.dropped as f64),
+        (names::VUS, f64::from(snap.vus)),
+        (names::DATA_SENT_TOTAL, snap.data_sent as f64),
+        (names::DATA_RECEIVED_TOTAL, snap.data_received as f64),
     ] {
         out.push(series(name, run, &[], value, ts));
     }
-    const DURATION: &str = "sloburn_http_req_duration_seconds";
+    const DURATION: &str = names::HTTP_REQ_DURATION;
     for step in &snap.steps {
         let at = [
             ("journey", step.journey.as_deref().unwrap_or("")),
             ("step", step.name.as_str()),
         ];
         out.push(series(
-            "sloburn_http_reqs_total",
+            names::HTTP_REQS_TOTAL,
             run,
             &at,
             step.requests as f64,
             ts,
         ));
         out.push(series(
-            "sloburn_http_reqs_failed_total",
+            names::HTTP_REQS_FAILED_TOTAL,
             run,
             &at,
             step.failed as f64,

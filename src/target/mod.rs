@@ -12,30 +12,18 @@ mod faults;
 mod parse;
 
 use std::cell::Cell;
-use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::task::{Context, Poll};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::signals::{Caught, Signals};
 use anyhow::Context as _;
-use bytes::Bytes;
-use http::header::{CONTENT_TYPE, HeaderValue};
-use http::{Request, Response, StatusCode};
-use http_body_util::BodyExt;
-use hyper::body::{Body, Incoming};
 use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
-use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -44,7 +32,10 @@ pub use body::TargetBody;
 pub use faults::{Distribution, Faults, Stall};
 pub use parse::{parse_duration, parse_ratio, parse_size, parse_status};
 
-use body::{InFlight, Layout};
+mod conn;
+mod stats;
+pub use conn::*;
+pub use stats::*;
 
 /// How long `run_blocking` lets in-flight requests finish after SIGINT/SIGTERM.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
@@ -154,88 +145,6 @@ impl TargetOptions {
             bytes_per_sec: self.bytes_per_sec,
         };
         Ok((faults, stall))
-    }
-}
-
-/// Counters served on `/stats`. `/stats` itself is not counted.
-#[derive(Debug, Default)]
-struct Stats {
-    requests: AtomicU64,
-    in_flight: AtomicU64,
-    errors_injected: AtomicU64,
-    resets: AtomicU64,
-    connections: AtomicU64,
-    traceparents_received: AtomicU64,
-    /// The last [`TRACEPARENTS_KEPT`] `traceparent` values received, oldest first.
-    traceparents: std::sync::Mutex<std::collections::VecDeque<String>>,
-}
-
-/// How many received `traceparent` values `/stats` lists (the count covers all of them).
-pub const TRACEPARENTS_KEPT: usize = 256;
-
-/// A copy of the counters at one moment.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StatsSnapshot {
-    /// Responses whose body was fully handed to the connection.
-    pub requests: u64,
-    /// Requests received and not yet finished (waiting, stalled or streaming their body).
-    pub in_flight: u64,
-    /// Responses whose status came from `error_ratio`.
-    pub errors_injected: u64,
-    /// Connections reset instead of answered.
-    pub resets: u64,
-    /// Connections accepted.
-    pub connections: u64,
-    /// Requests that carried a `traceparent` header.
-    #[serde(default)]
-    pub traceparents_received: u64,
-}
-
-/// `/stats`: the counters and the last `traceparent` values received (oldest first, at most
-/// [`TRACEPARENTS_KEPT`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StatsBody {
-    #[serde(flatten)]
-    pub counters: StatsSnapshot,
-    #[serde(default)]
-    pub traceparents: Vec<String>,
-}
-
-impl Stats {
-    fn snapshot(&self) -> StatsSnapshot {
-        StatsSnapshot {
-            requests: self.requests.load(Ordering::Relaxed),
-            in_flight: self.in_flight.load(Ordering::Relaxed),
-            errors_injected: self.errors_injected.load(Ordering::Relaxed),
-            resets: self.resets.load(Ordering::Relaxed),
-            connections: self.connections.load(Ordering::Relaxed),
-            traceparents_received: self.traceparents_received.load(Ordering::Relaxed),
-        }
-    }
-
-    fn body(&self) -> StatsBody {
-        let traceparents = match self.traceparents.lock() {
-            Ok(q) => q.iter().cloned().collect(),
-            Err(p) => p.into_inner().iter().cloned().collect(),
-        };
-        StatsBody {
-            counters: self.snapshot(),
-            traceparents,
-        }
-    }
-
-    /// Counts the header and keeps its value (bounded); only requests that carry one pay.
-    fn record_traceparent(&self, value: &http::HeaderValue) {
-        self.traceparents_received.fetch_add(1, Ordering::Relaxed);
-        let text = String::from_utf8_lossy(value.as_bytes()).into_owned();
-        let mut q = match self.traceparents.lock() {
-            Ok(q) => q,
-            Err(p) => p.into_inner(),
-        };
-        if q.len() == TRACEPARENTS_KEPT {
-            q.pop_front();
-        }
-        q.push_back(text);
     }
 }
 
@@ -403,224 +312,5 @@ async fn accept_loop(
             },
             shutdown.clone(),
         ));
-    }
-}
-
-async fn serve(
-    stream: TcpStream,
-    builder: http1::Builder,
-    conn: Conn,
-    shutdown: CancellationToken,
-) {
-    let io = TokioIo::new(ResetOnDrop {
-        stream,
-        reset: conn.reset.clone(),
-    });
-    let connection = builder.serve_connection(io, service_fn(move |req| conn.handle(req)));
-    tokio::pin!(connection);
-    // Errors here are the client's (hang-ups, bad requests) or our own injected resets.
-    tokio::select! {
-        _ = connection.as_mut() => {}
-        () = shutdown.cancelled() => {
-            connection.as_mut().graceful_shutdown();
-            let _ = connection.await;
-        }
-    }
-}
-
-/// Per-connection service state. `Cell` works because hyper calls a connection's service from
-/// that connection's task only, so the RNG needs no lock.
-struct Conn {
-    shared: Arc<Shared>,
-    rng: Cell<Option<SmallRng>>,
-    reset: Arc<AtomicBool>,
-}
-
-/// Returned by the service to make hyper drop the connection without writing a response.
-#[derive(Debug, thiserror::Error)]
-#[error("connection reset by fault injection")]
-struct ResetConnection;
-
-/// What a request will get, decided synchronously in `call` where the RNG is at hand.
-enum Plan {
-    Respond(Response<TargetBody>),
-    Fault {
-        faults: Faults,
-        delay: Duration,
-        error: bool,
-        reset: Option<Arc<AtomicBool>>,
-        in_flight: InFlight,
-    },
-}
-
-impl Conn {
-    fn handle(
-        &self,
-        req: Request<Incoming>,
-    ) -> impl Future<Output = Result<Response<TargetBody>, ResetConnection>> + Send + use<> {
-        let plan = self.plan(&req);
-        let body = req.into_body();
-        async move {
-            let (faults, delay, error, reset, in_flight) = match plan {
-                Plan::Respond(response) => return Ok(response),
-                Plan::Fault {
-                    faults,
-                    delay,
-                    error,
-                    reset,
-                    in_flight,
-                } => (faults, delay, error, reset, in_flight),
-            };
-            if !body.is_end_stream() {
-                drain(body).await;
-            }
-            let shared = in_flight.shared().clone();
-            shared.wait_out_stall().await;
-            if !delay.is_zero() {
-                crate::timer::sleep(delay).await;
-                // A stall that began while we slept freezes this request too.
-                shared.wait_out_stall().await;
-            }
-            if let Some(flag) = reset {
-                flag.store(true, Ordering::Relaxed);
-                shared.stats.resets.fetch_add(1, Ordering::Relaxed);
-                return Err(ResetConnection);
-            }
-            let status = if error {
-                shared.stats.errors_injected.fetch_add(1, Ordering::Relaxed);
-                faults.error_status
-            } else {
-                faults.status.unwrap_or(200)
-            };
-            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            let layout = if status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED {
-                Layout::new(Some(0), false)
-            } else {
-                Layout::new(faults.body_size, status.as_u16() >= 400)
-            };
-            let stall = shared.stall.map(|s| (s, shared.started));
-            let body = TargetBody::generated(layout, faults.bytes_per_sec, stall, in_flight);
-            Ok(response(status, "application/json", body))
-        }
-    }
-
-    fn plan(&self, req: &Request<Incoming>) -> Plan {
-        let uri = req.uri();
-        if uri.path() == "/stats" {
-            let json = serde_json::to_vec(&self.shared.stats.body()).unwrap_or_default();
-            return Plan::Respond(response(
-                StatusCode::OK,
-                "application/json",
-                TargetBody::once(Bytes::from(json)),
-            ));
-        }
-        if let Some(tp) = req.headers().get("traceparent") {
-            self.shared.stats.record_traceparent(tp);
-        }
-        let faults = match uri.query() {
-            None => self.shared.faults,
-            Some(query) => match self.shared.faults.with_query(query) {
-                Ok(f) => f,
-                Err(message) => {
-                    return Plan::Respond(response(
-                        StatusCode::BAD_REQUEST,
-                        "text/plain; charset=utf-8",
-                        TargetBody::once(Bytes::from(message + "\n")),
-                    ));
-                }
-            },
-        };
-        let mut rng = self
-            .rng
-            .take()
-            .unwrap_or_else(|| SmallRng::seed_from_u64(self.shared.seed));
-        let delay = faults.sample_delay(&mut rng);
-        let reset = Faults::draw(faults.reset_ratio, &mut rng);
-        let error = !reset && Faults::draw(faults.error_ratio, &mut rng);
-        self.rng.set(Some(rng));
-        Plan::Fault {
-            faults,
-            delay,
-            error,
-            reset: reset.then(|| self.reset.clone()),
-            in_flight: InFlight::start(self.shared.clone()),
-        }
-    }
-}
-
-fn response(
-    status: StatusCode,
-    content_type: &'static str,
-    body: TargetBody,
-) -> Response<TargetBody> {
-    let mut response = Response::new(body);
-    *response.status_mut() = status;
-    response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
-    response
-}
-
-/// Reads and discards a request body so the connection stays reusable.
-async fn drain(mut body: Incoming) {
-    while let Some(frame) = body.frame().await {
-        if frame.is_err() {
-            return;
-        }
-    }
-}
-
-/// The connection's socket. When the service asked for a reset it sets SO_LINGER 0 on drop,
-/// which turns the close into an RST: the client sees a reset, not a clean EOF.
-struct ResetOnDrop {
-    stream: TcpStream,
-    reset: Arc<AtomicBool>,
-}
-
-impl Drop for ResetOnDrop {
-    fn drop(&mut self) {
-        if self.reset.load(Ordering::Relaxed) {
-            let _ = self.stream.set_zero_linger();
-        }
-    }
-}
-
-impl AsyncRead for ResetOnDrop {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for ResetOnDrop {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.stream.is_write_vectored()
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
     }
 }

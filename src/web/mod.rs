@@ -4,16 +4,16 @@
 //! report of `sloburn run --report`. Used by both `daemon` and `run`; no server here.
 
 pub mod assets;
-pub mod capture;
 pub mod detail;
 pub mod evidence;
 pub mod recorder;
+pub mod recording;
 pub mod report;
 pub mod series;
 
-pub use capture::Capture;
 pub use detail::RunDetail;
 pub use recorder::{LiveFigures, Point, Sample};
+pub use recording::Recording;
 pub use series::{BurnDown, Ring, burn_down};
 
 pub(crate) fn unix_now() -> f64 {

@@ -51,7 +51,7 @@ pub fn write(path: &Path, detail: &RunDetail) -> std::io::Result<()> {
 /// (`sloburn run`).
 pub fn write_run(
     path: &Path,
-    capture: super::Capture,
+    capture: super::Recording,
     (profile, target): (&str, &str),
     report: &crate::load::runner::RunReport,
 ) -> anyhow::Result<()> {

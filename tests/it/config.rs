@@ -55,7 +55,13 @@ fn every_shipped_config_loads() {
     seen.sort();
     assert_eq!(
         seen,
-        ["example.yaml", "grpc.yaml", "journeys.yaml", "probes.yaml"],
+        [
+            "example.yaml",
+            "grpc.yaml",
+            "journeys.yaml",
+            "probes.yaml",
+            "tenants.yaml"
+        ],
         "every shipped config, each loaded"
     );
 }

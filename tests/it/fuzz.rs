@@ -606,7 +606,7 @@ fn many_key_entry(rng: &mut SmallRng, i: usize, indent: &str) -> String {
 
 #[test]
 fn many_key_mappings_never_panic_and_stay_positioned() {
-    let cap = sloburn::config::yaml::MAX_MAP_KEYS;
+    let cap = sloburn::config::MAX_MAP_KEYS;
     let mut rng = SmallRng::seed_from_u64(0x30_0001);
     // Sizes around the cap, and some anywhere up to three times it; bounded: 28 inputs.
     for round in 0..28 {

@@ -524,21 +524,10 @@ fn k6_scripts_import_into_runs_with_k6s_request_counts() {
         };
         let (theirs, their_fails) = count(&k6_export);
         let (mine, my_fails) = count(&ours);
-        if name == "stages" {
-            // Not yet equal (a known gap, issue 34): k6 starts a ramping arrival rate's i-th
-            // iteration where the rate's integral reaches i (none at t=0 from a rate of 0), and
-            // races its own end for the last (39 or 40 here, grafana/k6#3052); sloburn starts
-            // its first at t=0, so it sends the integral rounded up (40).
-            assert!(
-                mine == theirs || mine == theirs + 1,
-                "{name}: sloburn sent {mine}, k6 {theirs}\n{yaml}"
-            );
-        } else {
-            assert_eq!(
-                mine, theirs,
-                "{name}: sloburn sent {mine}, k6 {theirs}\n{yaml}"
-            );
-        }
+        assert_eq!(
+            mine, theirs,
+            "{name}: sloburn sent {mine}, k6 {theirs}\n{yaml}"
+        );
         assert_eq!((my_fails, their_fails), (0, 0), "{name}");
     }
 }

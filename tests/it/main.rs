@@ -11,6 +11,7 @@ mod data_files;
 mod deploy;
 mod flagger;
 mod fuzz;
+mod groups;
 mod grpc;
 mod h2;
 mod hardening;

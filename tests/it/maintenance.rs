@@ -118,6 +118,11 @@ fn errors_inside_a_window_spend_no_budget_and_errors_outside_do() {
             0.0,
             "inside the window no event counts"
         );
+        // The series the alerts' `unless` and the dashboards' "Maintenance" annotation read.
+        assert_eq!(
+            metric_sum(&metrics, "sloburn_slo_maintenance{slo=\"api-availability\"}"),
+            1.0
+        );
         assert_eq!(slo_period(&base).await, (0, 0, true));
         // The requests themselves were sent and failed: the load went on.
         assert!(metric_sum(&metrics, "sloburn_http_reqs_total{") >= 50.0);

@@ -241,7 +241,13 @@ fn rules_for_every_shipped_config_pass_promtool_check_without_secrets() {
     checked.sort();
     assert_eq!(
         checked,
-        ["example.yaml", "grpc.yaml", "journeys.yaml", "probes.yaml"],
+        [
+            "example.yaml",
+            "grpc.yaml",
+            "journeys.yaml",
+            "probes.yaml",
+            "tenants.yaml"
+        ],
         "every shipped config's rules"
     );
 }

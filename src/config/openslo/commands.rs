@@ -215,6 +215,7 @@ pub(in crate::config) fn load_into(
                 description: s.description,
                 labels: s.labels,
                 tiers,
+                group: None,
             },
         );
     }
@@ -237,6 +238,21 @@ fn shorthand(d: Duration) -> String {
 pub fn export(cfg: &super::super::Config) -> String {
     let mut out = String::from("# Exported by `sloburn openslo export`.\n");
     for s in cfg.slos.values() {
+        // OpenSLO has no per-label split: a grouped SLO is named in a comment, once.
+        if let Some(g) = &s.group {
+            let first = cfg
+                .slos
+                .values()
+                .find(|o| o.group.as_ref().is_some_and(|og| og.parent == g.parent));
+            if first.is_some_and(|f| f.name == s.name) {
+                let _ = writeln!(
+                    out,
+                    "# SLO `{}` is grouped by `{}` (`group_by`), which OpenSLO cannot say: left out.",
+                    g.parent, g.label
+                );
+            }
+            continue;
+        }
         let def = s.def();
         out.push_str("---\napiVersion: openslo/v1\nkind: SLO\nmetadata:\n");
         let _ = writeln!(out, "  name: {}", quote(&s.name));

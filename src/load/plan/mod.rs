@@ -3,9 +3,10 @@
 //! many VUs at t?" and does the waiting itself.
 //!
 //! Semantics follow k6:
-//! - arrival-rate executors start iteration `k` (0-based) at the first instant the integral of
-//!   the rate exceeds `k`, so the first iteration starts at t = 0 when the rate there is positive
-//!   and an iteration never starts inside a zero-rate stage (it waits for the rate to resume);
+//! - `constant-arrival-rate` starts iteration `k` (0-based) where the integral of the rate
+//!   reaches `k` (the first at t = 0); `ramping-arrival-rate` where it reaches `k + 1` (none at
+//!   t = 0, the integral rounded down), as k6 1.1 does; no start falls on the plan's end, and
+//!   none inside a zero-rate stage (it waits for the rate to resume);
 //! - ramping-vus moves one VU at a time, at absolute offsets, truncating toward the stage's
 //!   starting count (as k6's `getRawExecutionSteps` does);
 //! - shared-iterations hands out exactly `iterations` iteration numbers across all VUs;
@@ -15,12 +16,18 @@
 //! the unsharded plan: arrival iterations by `k mod N`, integer amounts by
 //! `floor((v + N - 1 - i) / N)`, which sums to `v` over `i` (Hermite's identity).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+mod arrival;
+mod iterations;
+mod vus;
+
 use std::time::Duration;
 
 use thiserror::Error;
 
-use super::spec::{Executor, Stage};
+use super::spec::Executor;
+pub use arrival::ArrivalPlan;
+pub use iterations::{IterationDispenser, IterationMode, IterationPlan};
+pub use vus::VuPlan;
 
 /// Why an executor spec cannot be turned into a plan.
 #[derive(Debug, Clone, PartialEq, Error)]
@@ -89,16 +96,16 @@ pub fn executor_name(executor: &Executor) -> &'static str {
     }
 }
 
-fn nanos(d: Duration) -> u64 {
+pub(super) fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
-fn sum_durations<'a>(it: impl IntoIterator<Item = &'a Duration>) -> Duration {
+pub(super) fn sum_durations<'a>(it: impl IntoIterator<Item = &'a Duration>) -> Duration {
     it.into_iter()
         .fold(Duration::ZERO, |acc, d| acc.saturating_add(*d))
 }
 
-fn vu_count(value: f64) -> Result<u32, PlanError> {
+pub(super) fn vu_count(value: f64) -> Result<u32, PlanError> {
     if !value.is_finite() || value < 0.0 || value > f64::from(u32::MAX) {
         return Err(PlanError::InvalidVus { value });
     }
@@ -106,7 +113,7 @@ fn vu_count(value: f64) -> Result<u32, PlanError> {
     Ok(value.round() as u32)
 }
 
-fn check_rate(rate: f64) -> Result<f64, PlanError> {
+pub(super) fn check_rate(rate: f64) -> Result<f64, PlanError> {
     if rate.is_finite() && rate >= 0.0 {
         Ok(rate)
     } else {
@@ -196,526 +203,10 @@ impl Plan {
     }
 }
 
-/// One piecewise-linear piece of the rate with positive area.
-#[derive(Debug, Clone, PartialEq)]
-struct RateSegment {
-    start_ns: u64,
-    end_ns: u64,
-    /// Seconds; kept as f64 since the quadratic is solved in seconds.
-    len_s: f64,
-    r0: f64,
-    r1: f64,
-    /// Iterations (integral of the rate) before this segment starts.
-    cum0: f64,
-    cum1: f64,
-}
-
-impl RateSegment {
-    /// Seconds into the segment at which the integral since its start reaches `a`
-    /// (0 <= a <= area). Exact for linear ramps: solves r0·x + (r1−r0)/(2·len)·x² = a.
-    fn solve(&self, a: f64) -> f64 {
-        if a <= 0.0 {
-            return 0.0;
-        }
-        let slope = (self.r1 - self.r0) / self.len_s;
-        let x = if slope == 0.0 {
-            a / self.r0
-        } else {
-            // The rationalised root 2a / (r0 + √(r0² + 2·s·a)) avoids the cancellation of
-            // (−r0 + √…)/s when the slope is tiny, and handles r0 = 0 and falling ramps alike.
-            let disc = (self.r0 * self.r0 + 2.0 * slope * a).max(0.0);
-            let denom = self.r0 + disc.sqrt();
-            if denom > 0.0 {
-                2.0 * a / denom
-            } else {
-                self.len_s
-            }
-        };
-        x.clamp(0.0, self.len_s)
-    }
-}
-
-/// The open-model plan of `constant-arrival-rate` and `ramping-arrival-rate`.
-///
-/// Start times are computed from the iteration number alone (no running sum), so there is no
-/// drift however many iterations run; each lookup is a binary search over the stages.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ArrivalPlan {
-    segments: Vec<RateSegment>,
-    global_total: u64,
-    duration: Duration,
-    pre_allocated_vus: u32,
-    max_vus: u32,
-    shard: Shard,
-}
-
-impl ArrivalPlan {
-    pub fn new(executor: &Executor) -> Result<ArrivalPlan, PlanError> {
-        let (start_rate, stages, pre_allocated_vus, max_vus) = match executor {
-            Executor::ConstantArrivalRate {
-                rate,
-                duration,
-                pre_allocated_vus,
-                max_vus,
-            } => (
-                *rate,
-                vec![Stage {
-                    duration: *duration,
-                    target: *rate,
-                }],
-                *pre_allocated_vus,
-                *max_vus,
-            ),
-            Executor::RampingArrivalRate {
-                start_rate,
-                stages,
-                pre_allocated_vus,
-                max_vus,
-            } => (*start_rate, stages.clone(), *pre_allocated_vus, *max_vus),
-            other => {
-                return Err(PlanError::WrongExecutor {
-                    executor: executor_name(other),
-                    plan: "arrival-rate",
-                });
-            }
-        };
-        let mut from = check_rate(start_rate)?;
-        let mut segments = Vec::with_capacity(stages.len());
-        let mut start_ns = 0u64;
-        let mut cum = 0.0f64;
-        for stage in &stages {
-            let to = check_rate(stage.target)?;
-            let end_ns = start_ns.saturating_add(nanos(stage.duration));
-            let len_s = (end_ns - start_ns) as f64 / 1e9;
-            let area = (from + to) / 2.0 * len_s;
-            if area > 0.0 {
-                segments.push(RateSegment {
-                    start_ns,
-                    end_ns,
-                    len_s,
-                    r0: from,
-                    r1: to,
-                    cum0: cum,
-                    cum1: cum + area,
-                });
-                cum += area;
-            }
-            start_ns = end_ns;
-            from = to;
-        }
-        Ok(ArrivalPlan {
-            segments,
-            global_total: count_below(cum),
-            duration: Duration::from_nanos(start_ns),
-            pre_allocated_vus,
-            max_vus: max_vus.max(pre_allocated_vus),
-            shard: Shard::WHOLE,
-        })
-    }
-
-    /// Restrict the plan to shard `index` of `count`: it then yields the iterations
-    /// k ≡ index (mod count) of the whole plan.
-    pub fn with_shard(self, index: u32, count: u32) -> Result<ArrivalPlan, PlanError> {
-        Ok(self.sharded(Shard::new(index, count)?))
-    }
-
-    pub fn sharded(mut self, shard: Shard) -> ArrivalPlan {
-        self.shard = shard;
-        self
-    }
-
-    pub fn shard(&self) -> Shard {
-        self.shard
-    }
-
-    /// Intended start offset of this shard's `j`-th iteration (0-based), or `None` past the end.
-    pub fn start_of(&self, j: u64) -> Option<Duration> {
-        self.global_index(j).map(|k| self.global_start_of(k))
-    }
-
-    /// The iteration number in the whole (unsharded) plan of this shard's `j`-th iteration.
-    pub fn global_index(&self, j: u64) -> Option<u64> {
-        let k = j
-            .checked_mul(u64::from(self.shard.count))?
-            .checked_add(u64::from(self.shard.index))?;
-        (k < self.global_total).then_some(k)
-    }
-
-    fn global_start_of(&self, k: u64) -> Duration {
-        let kf = k as f64;
-        // First segment whose cumulative count exceeds k: iteration k starts inside it.
-        let i = self.segments.partition_point(|s| s.cum1 <= kf);
-        let Some(seg) = self.segments.get(i).or(self.segments.last()) else {
-            return Duration::ZERO;
-        };
-        let x = seg.solve(kf - seg.cum0);
-        let ns = seg.start_ns as f64 + (x * 1e9).round();
-        Duration::from_nanos((ns as u64).clamp(seg.start_ns, seg.end_ns))
-    }
-
-    /// Iterations this shard starts over the whole plan.
-    pub fn total_iterations(&self) -> u64 {
-        let (i, n) = (u64::from(self.shard.index), u64::from(self.shard.count));
-        if self.global_total > i {
-            (self.global_total - i).div_ceil(n)
-        } else {
-            0
-        }
-    }
-
-    /// Iterations of the whole plan, all shards together.
-    pub fn global_total_iterations(&self) -> u64 {
-        self.global_total
-    }
-
-    pub fn duration(&self) -> Duration {
-        self.duration
-    }
-
-    /// This shard's share of `preAllocatedVUs`. A shard whose `max_vus` share is zero drops all
-    /// its iterations, so config validation should require `max_vus >= shard count`.
-    pub fn pre_allocated_vus(&self) -> u32 {
-        self.shard.share_u32(self.pre_allocated_vus)
-    }
-
-    /// This shard's share of `maxVUs`.
-    pub fn max_vus(&self) -> u32 {
-        self.shard.share_u32(self.max_vus)
-    }
-
-    /// This shard's start offsets in order.
-    pub fn starts(&self) -> impl Iterator<Item = Duration> + '_ {
-        (0..self.total_iterations()).filter_map(move |j| self.start_of(j))
-    }
-}
-
-/// Number of non-negative integers k with k < total, tolerating float noise in `total`
-/// (10/s for 2s must give exactly 20 iterations even if the area comes out as 20.000000000004).
-fn count_below(total: f64) -> u64 {
-    if total <= 0.0 {
-        return 0;
-    }
-    let eps = 1e-9 * total.max(1.0);
-    let nearest = total.round();
-    if (total - nearest).abs() <= eps {
-        nearest as u64
-    } else {
-        total.ceil() as u64
-    }
-}
-
-/// One VU stage with integer bounds, in nanoseconds from the run start.
-#[derive(Debug, Clone, PartialEq)]
-struct VuStage {
-    start_ns: u64,
-    len_ns: u64,
-    from: u32,
-    to: u32,
-}
-
-impl VuStage {
-    /// k6 moves one VU at a time: the i-th change happens at start + ceil(i·len/|Δ|), so the
-    /// count is `from ± floor(|Δ|·elapsed/len)`, truncated toward the stage's starting count.
-    fn vus_at(&self, elapsed_ns: u64) -> u32 {
-        let diff = u128::from(self.from.abs_diff(self.to));
-        if self.len_ns == 0 {
-            return self.to;
-        }
-        let steps =
-            (diff * u128::from(elapsed_ns.min(self.len_ns)) / u128::from(self.len_ns)) as u32; // <= diff, which fits in u32
-        if self.to >= self.from {
-            self.from + steps
-        } else {
-            self.from - steps
-        }
-    }
-
-    fn step_time_ns(&self, i: u64) -> u64 {
-        let diff = u128::from(self.from.abs_diff(self.to));
-        let t = (u128::from(i) * u128::from(self.len_ns)).div_ceil(diff.max(1));
-        self.start_ns.saturating_add(t as u64)
-    }
-}
-
-/// The closed-model plan of `constant-vus` and `ramping-vus`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct VuPlan {
-    start_vus: u32,
-    stages: Vec<VuStage>,
-    duration: Duration,
-    graceful_ramp_down: Duration,
-    shard: Shard,
-}
-
-impl VuPlan {
-    pub fn new(executor: &Executor) -> Result<VuPlan, PlanError> {
-        let (start_vus, raw, graceful_ramp_down) = match executor {
-            Executor::ConstantVus { vus, duration } => (
-                *vus,
-                vec![Stage {
-                    duration: *duration,
-                    target: f64::from(*vus),
-                }],
-                Duration::ZERO,
-            ),
-            Executor::RampingVus {
-                start_vus,
-                stages,
-                graceful_ramp_down,
-            } => (*start_vus, stages.clone(), *graceful_ramp_down),
-            other => {
-                return Err(PlanError::WrongExecutor {
-                    executor: executor_name(other),
-                    plan: "VU",
-                });
-            }
-        };
-        let mut stages = Vec::with_capacity(raw.len());
-        let mut from = start_vus;
-        let mut start_ns = 0u64;
-        for stage in &raw {
-            let to = vu_count(stage.target)?;
-            let len_ns = nanos(stage.duration).min(u64::MAX - start_ns);
-            stages.push(VuStage {
-                start_ns,
-                len_ns,
-                from,
-                to,
-            });
-            start_ns += len_ns;
-            from = to;
-        }
-        Ok(VuPlan {
-            start_vus,
-            stages,
-            duration: Duration::from_nanos(start_ns),
-            graceful_ramp_down,
-            shard: Shard::WHOLE,
-        })
-    }
-
-    pub fn with_shard(self, index: u32, count: u32) -> Result<VuPlan, PlanError> {
-        Ok(self.sharded(Shard::new(index, count)?))
-    }
-
-    pub fn sharded(mut self, shard: Shard) -> VuPlan {
-        self.shard = shard;
-        self
-    }
-
-    /// Stage index covering `t_ns`. At a boundary the later stage wins, so a zero-length stage
-    /// takes effect at its offset.
-    fn stage_at(&self, t_ns: u64) -> Option<&VuStage> {
-        let i = self.stages.partition_point(|s| s.start_ns <= t_ns);
-        i.checked_sub(1).and_then(|i| self.stages.get(i))
-    }
-
-    fn global_vus_at(&self, t: Duration) -> u32 {
-        let t_ns = nanos(t);
-        if t >= self.duration {
-            return 0;
-        }
-        match self.stage_at(t_ns) {
-            Some(stage) => stage.vus_at(t_ns - stage.start_ns),
-            None => self.start_vus,
-        }
-    }
-
-    /// VUs this shard should run at offset `t`. The plan covers `[0, duration)`; at and after
-    /// `duration` it is 0 (in-flight iterations then get the graceful ramp-down/stop).
-    pub fn vus_at(&self, t: Duration) -> u32 {
-        self.shard.share_u32(self.global_vus_at(t))
-    }
-
-    /// The next offset after `t` at which the whole plan's VU count changes (the runner sleeps
-    /// until then), or `None` if it never changes again. The drop to 0 at `duration()` is not
-    /// reported: the runner ends the plan there anyway.
-    pub fn next_change_after(&self, t: Duration) -> Option<Duration> {
-        let t_ns = nanos(t);
-        let start = self
-            .stages
-            .partition_point(|s| s.start_ns + s.len_ns <= t_ns);
-        for stage in self.stages.iter().skip(start.saturating_sub(1)) {
-            let diff = u64::from(stage.from.abs_diff(stage.to));
-            if diff == 0 {
-                continue;
-            }
-            if stage.len_ns == 0 {
-                if stage.start_ns > t_ns {
-                    return Some(Duration::from_nanos(stage.start_ns));
-                }
-                continue;
-            }
-            let elapsed = t_ns.saturating_sub(stage.start_ns).min(stage.len_ns);
-            let done = (u128::from(diff) * u128::from(elapsed) / u128::from(stage.len_ns)) as u64;
-            // Step `done` happened at or before t (ceil(done·len/Δ) <= elapsed), so the next
-            // one is the candidate.
-            if done < diff {
-                let at = stage.step_time_ns(done + 1);
-                if at > t_ns {
-                    return Some(Duration::from_nanos(at));
-                }
-            }
-        }
-        None
-    }
-
-    pub fn duration(&self) -> Duration {
-        self.duration
-    }
-
-    pub fn graceful_ramp_down(&self) -> Duration {
-        self.graceful_ramp_down
-    }
-
-    /// The most VUs this shard runs at once. Shares are monotone in the total, so this is the
-    /// share of the global maximum.
-    pub fn max_vus(&self) -> u32 {
-        let global = self
-            .stages
-            .iter()
-            .map(|s| s.to)
-            .fold(self.start_vus, u32::max);
-        self.shard.share_u32(global)
-    }
-}
-
-/// Which iteration-count executor an [`IterationPlan`] came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IterationMode {
-    /// `shared-iterations`: VUs take iteration numbers from one pool until it is empty.
-    Shared,
-    /// `per-vu-iterations`: every VU runs the same number of iterations.
-    PerVu,
-}
-
-/// The plan of `shared-iterations` and `per-vu-iterations`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct IterationPlan {
-    mode: IterationMode,
-    global_vus: u32,
-    /// Shared: the pool size; per-VU: iterations per VU.
-    global_iterations: u64,
-    max_duration: Duration,
-    shard: Shard,
-}
-
-impl IterationPlan {
-    pub fn new(executor: &Executor) -> Result<IterationPlan, PlanError> {
-        let (mode, vus, iterations, max_duration) = match executor {
-            Executor::SharedIterations {
-                vus,
-                iterations,
-                max_duration,
-            } => (IterationMode::Shared, *vus, *iterations, *max_duration),
-            Executor::PerVuIterations {
-                vus,
-                iterations,
-                max_duration,
-            } => (IterationMode::PerVu, *vus, *iterations, *max_duration),
-            other => {
-                return Err(PlanError::WrongExecutor {
-                    executor: executor_name(other),
-                    plan: "iteration",
-                });
-            }
-        };
-        Ok(IterationPlan {
-            mode,
-            global_vus: vus,
-            global_iterations: iterations,
-            max_duration,
-            shard: Shard::WHOLE,
-        })
-    }
-
-    pub fn with_shard(self, index: u32, count: u32) -> Result<IterationPlan, PlanError> {
-        Ok(self.sharded(Shard::new(index, count)?))
-    }
-
-    pub fn sharded(mut self, shard: Shard) -> IterationPlan {
-        self.shard = shard;
-        self
-    }
-
-    pub fn mode(&self) -> IterationMode {
-        self.mode
-    }
-
-    pub fn vus(&self) -> u32 {
-        self.shard.share_u32(self.global_vus)
-    }
-
-    pub fn max_duration(&self) -> Duration {
-        self.max_duration
-    }
-
-    /// For shared-iterations, the pool is split only among shards that have at least one VU
-    /// (shards `0..min(vus, N)`), so no iterations are stranded on a shard that cannot run them.
-    fn pool_shard(&self) -> Option<Shard> {
-        let holders = self.global_vus.min(self.shard.count);
-        (self.shard.index < holders).then_some(Shard {
-            index: self.shard.index,
-            count: holders,
-        })
-    }
-
-    /// Iterations each VU of this shard runs (per-vu-iterations only).
-    pub fn iterations_per_vu(&self) -> Option<u64> {
-        (self.mode == IterationMode::PerVu).then_some(self.global_iterations)
-    }
-
-    /// Iterations this shard runs in total if `max_duration` does not cut it short.
-    pub fn total_iterations(&self) -> u64 {
-        match self.mode {
-            IterationMode::Shared => self
-                .pool_shard()
-                .map_or(0, |s| s.share(self.global_iterations)),
-            IterationMode::PerVu => u64::from(self.vus()).saturating_mul(self.global_iterations),
-        }
-    }
-
-    /// The pool VUs draw from. For per-vu-iterations it simply counts all this shard's
-    /// iterations; each VU should still stop after [`Self::iterations_per_vu`].
-    pub fn dispenser(&self) -> IterationDispenser {
-        IterationDispenser {
-            next: AtomicU64::new(0),
-            total: self.total_iterations(),
-        }
-    }
-}
-
-/// Hands out iteration numbers `0..total`, each exactly once, to concurrent VUs without a lock.
-#[derive(Debug)]
-pub struct IterationDispenser {
-    next: AtomicU64,
-    total: u64,
-}
-
-impl IterationDispenser {
-    /// The next iteration number, or `None` once all have been handed out.
-    pub fn claim(&self) -> Option<u64> {
-        // A bounded CAS instead of fetch_add: the counter never runs past `total`, so claims
-        // after exhaustion cannot wrap it around.
-        self.next
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-                (n < self.total).then_some(n + 1)
-            })
-            .ok()
-    }
-
-    pub fn claimed(&self) -> u64 {
-        self.next.load(Ordering::Relaxed)
-    }
-
-    pub fn total(&self) -> u64 {
-        self.total
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::load::spec::Stage;
     use proptest::prelude::*;
 
     fn ms(v: u64) -> Duration {
@@ -775,14 +266,18 @@ mod tests {
 
     #[test]
     fn ramp_from_zero_follows_the_square_root_law() {
-        // 0 -> 100/s over 10s: rate 10·t, integral 5·t², so iteration k starts at √(k/5).
+        // 0 -> 100/s over 10s: rate 10·t, integral 5·t², so iteration k starts where it reaches
+        // k + 1, at √((k + 1)/5): nothing at t = 0, and the 500th would start at the end.
         let plan = ramping_rate(0.0, vec![stage(secs(10), 100.0)]);
-        assert_eq!(plan.total_iterations(), 500);
-        assert_eq!(plan.start_of(0), Some(Duration::ZERO));
-        assert_eq!(plan.start_of(5), Some(secs(1)));
-        assert_eq!(plan.start_of(20), Some(secs(2)));
+        assert_eq!(plan.total_iterations(), 499);
+        assert_eq!(
+            plan.start_of(0),
+            Some(Duration::from_secs_f64(0.2f64.sqrt()))
+        );
+        assert_eq!(plan.start_of(4), Some(secs(1)));
+        assert_eq!(plan.start_of(19), Some(secs(2)));
         let exact = Duration::from_secs_f64((499.0f64 / 5.0).sqrt());
-        let got = plan.start_of(499).unwrap();
+        let got = plan.start_of(498).unwrap();
         assert!(
             got.abs_diff(exact) <= Duration::from_nanos(1),
             "{got:?} vs {exact:?}"
@@ -793,12 +288,12 @@ mod tests {
     fn ramp_down_to_zero_is_exact() {
         // 100 -> 0/s over 10s: integral 100t − 5t² = 500 at t = 10.
         let plan = ramping_rate(100.0, vec![stage(secs(10), 0.0)]);
-        assert_eq!(plan.total_iterations(), 500);
+        assert_eq!(plan.total_iterations(), 499);
         // 100t − 5t² = 320 → t = 4.
-        assert_eq!(plan.start_of(320), Some(secs(4)));
+        assert_eq!(plan.start_of(319), Some(secs(4)));
         // 5t² − 100t + 499 = 0 → t = 10 − √20 / 10.
         let exact = Duration::from_secs_f64(10.0 - 20f64.sqrt() / 10.0);
-        let last = plan.start_of(499).unwrap();
+        let last = plan.start_of(498).unwrap();
         assert!(
             last.abs_diff(exact) <= Duration::from_nanos(1),
             "{last:?} vs {exact:?}"
@@ -818,18 +313,65 @@ mod tests {
             ],
         );
         assert_eq!(plan.duration(), secs(7));
-        assert_eq!(plan.total_iterations(), 20);
-        assert_eq!(plan.start_of(9), Some(ms(900)));
+        assert_eq!(plan.total_iterations(), 19);
+        assert_eq!(plan.start_of(8), Some(ms(900)));
         // Integral reaches 10 at 1s but the next iteration waits for the rate to resume.
-        assert_eq!(plan.start_of(10), Some(secs(6)));
-        assert_eq!(plan.start_of(19), Some(ms(6_900)));
+        assert_eq!(plan.start_of(9), Some(secs(6)));
+        assert_eq!(plan.start_of(18), Some(ms(6_900)));
     }
 
     #[test]
     fn leading_zero_stage_delays_the_first_iteration() {
         let plan = ramping_rate(0.0, vec![stage(secs(2), 0.0), stage(secs(2), 20.0)]);
-        assert_eq!(plan.start_of(0), Some(secs(2)));
-        assert_eq!(plan.total_iterations(), 20);
+        // The ramp's integral 5t² reaches 1 at t = √0.2.
+        assert_eq!(
+            plan.start_of(0),
+            Some(secs(2) + Duration::from_secs_f64(0.2f64.sqrt()))
+        );
+        assert_eq!(plan.total_iterations(), 19);
+    }
+
+    /// The counts k6 1.1 sent for the same stages (issue 34, measured against its
+    /// `ramping-arrival-rate`): the integral rounded down, whatever the start rate; and
+    /// `constant-arrival-rate` starting at t = 0.
+    #[test]
+    fn ramping_arrival_rate_sends_what_k6_sends() {
+        // 0 → 20/s over 1s, 20/s for 1s, 20 → 0/s over 0.98s: 10 + 20 + 9.8 = 39.8.
+        let up_hold_down = ramping_rate(
+            0.0,
+            vec![
+                stage(secs(1), 20.0),
+                stage(secs(1), 20.0),
+                stage(ms(980), 0.0),
+            ],
+        );
+        assert_eq!(up_hold_down.total_iterations(), 39);
+        // From 10/s: 10 → 20/s over 1s (15), 20/s for 1s (20), 20 → 0/s over 0.98s (9.8).
+        let from_ten = ramping_rate(
+            10.0,
+            vec![
+                stage(secs(1), 20.0),
+                stage(secs(1), 20.0),
+                stage(ms(980), 0.0),
+            ],
+        );
+        assert_eq!(from_ten.total_iterations(), 44);
+        assert_eq!(
+            from_ten.start_of(0),
+            Some(Duration::from_secs_f64(
+                // 10t + 5t² = 1
+                (-10.0 + (100.0f64 + 20.0).sqrt()) / 10.0
+            ))
+        );
+        let constant = ArrivalPlan::new(&Executor::ConstantArrivalRate {
+            rate: 20.0,
+            duration: ms(2_990),
+            pre_allocated_vus: 1,
+            max_vus: 1,
+        })
+        .unwrap();
+        assert_eq!(constant.start_of(0), Some(Duration::ZERO));
+        assert_eq!(constant.total_iterations(), 60);
     }
 
     #[test]

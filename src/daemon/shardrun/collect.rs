@@ -1,131 +1,20 @@
-//! One run of a split profile on every shard, with one verdict (issue 31): the shard that was
-//! asked (the Flagger hook, `POST /api/profiles/NAME/run`) is the run's collector.
-//!
-//! - Start barrier: the collector picks an instant [`LEAD`] ahead on the wall clock (unix ms),
-//!   starts its own share for that instant and POSTs the same run id, instant, profile and
-//!   overrides to every peer (`POST /api/shard-runs`); each shard's plan starts at the instant
-//!   ([`super::runs`] turns it into the plan's start time once its set-up is done). A peer
-//!   that refuses, does not answer within [`LEAD`], or is asked after the instant has passed
-//!   has no share: the run is stopped everywhere and the verdict is inconclusive, naming it.
-//! - Results: each shard keeps its finished share (`state::Share`, the last
-//!   [`SHARES_KEPT`](super::state::SHARES_KEPT)); the collector polls
-//!   `GET /api/shard-runs/{run}?scope=local` every [`POLL`] for its figures
-//!   (`load::merge::Shares`: histogram buckets, counts, checks, error classes), adds them to
-//!   its own (never averaging a percentile) and evaluates the profile's thresholds once.
-//! - Abort: a share that ends aborted (an `abort_on_fail` threshold, its guard, the API) or a
-//!   shard that stops answering ([`MISSES`] polls in a row) stops every other share
-//!   (`POST /api/shard-runs/{run}/abort`); the first reason is the run's.
-//! - A shard whose figures are missing (never answered, stopped answering, not finished by the
-//!   deadline, figures of another shape) makes the verdict `inconclusive`, naming it: never
-//!   passed, never failed.
-//!
-//! Every peer call is bounded by a timeout, and the collector runs as one task of the
-//! daemon's tracker; a peer's answer is size-capped (`peers::MAX_ANSWER`) and validated.
+//! The collector on the shard that starts a split run: peers asked to start, each share
+//! polled until it ends, the shares added with `load::merge`, the verdict once, aborts passed on.
 
-use super::peers::{self, PEER_TIMEOUT};
-use super::runs::{Launch, Sharded, StartError, fill, start};
-use super::state::{Ending, RunRecord, Shared, wall_ms};
+use crate::daemon::peers::{self, PEER_TIMEOUT};
+use crate::daemon::runs::fill;
+use crate::daemon::state::{Ending, RunRecord, Shared, wall_ms};
 use crate::http::Client;
 use crate::load::merge::{self, Shares};
-use crate::load::placement::Assignment;
-use crate::load::runner::{Abort, RunReport};
+use crate::load::runner::Abort;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
-/// How far ahead of the asking the shards start: time for every peer to hear of the run and
-/// set up its share.
-pub const LEAD: Duration = Duration::from_millis(1000);
-/// How often the collector asks the peers how their shares are going.
-pub const POLL: Duration = Duration::from_millis(250);
-/// Polls in a row a peer may miss before it counts as gone.
-pub const MISSES: u32 = 3;
-/// How long after its planned end a share may still report before it counts as missing.
-const SLACK: Duration = Duration::from_secs(30);
-/// The longest run id a peer accepts.
-const MAX_RUN_ID: usize = 64;
-
-/// Whether a run of `launch` here should run on every shard: a split profile of a daemon that
-/// is one of several shards and knows its peers.
-pub(super) fn everywhere(shared: &Shared, launch: &Launch) -> bool {
-    peers::peered(shared) && matches!(shared.assignment(&launch.profile), Assignment::Share(_))
-}
-
-/// The request a collector sends to each peer to start its share.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-pub(super) struct StartShare {
-    pub run: String,
-    pub profile: String,
-    pub start_at_ms: u64,
-    /// The hook's overrides (`url`, `rate`, `duration`), applied on every shard alike.
-    #[serde(default)]
-    pub overrides: BTreeMap<String, String>,
-    /// The collector's shard index.
-    pub from: u32,
-}
-
-/// Whether `run` can be a run id: short, letters, digits and `-`.
-pub(super) fn valid_run_id(run: &str) -> bool {
-    !run.is_empty()
-        && run.len() <= MAX_RUN_ID
-        && run.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-}
-
-/// Starts `launch` on every shard: its own share now (for the barrier), the peers' through
-/// their APIs, and a collector task that sends the one verdict to the returned ending.
-/// `overrides` are the metadata the launch was adjusted with, for the peers to do the same.
-pub(super) fn start_everywhere(
-    shared: &Arc<Shared>,
-    mut launch: Launch,
-    overrides: BTreeMap<String, String>,
-    trigger: &str,
-) -> Result<(u64, String, Ending), StartError> {
-    let run = format!("{}-{:016x}", shared.shard.index(), rand::random::<u64>());
-    let start_at_ms = wall_ms().saturating_add(LEAD.as_millis() as u64);
-    launch.sharded = Some(Sharded {
-        run: run.clone(),
-        start_at_ms,
-    });
-    let profile = launch.profile.clone();
-    let (id, own) = start(shared, launch, trigger)?;
-    let (tx, rx) = tokio::sync::watch::channel(None);
-    let ask = StartShare {
-        run,
-        profile: profile.name.clone(),
-        start_at_ms,
-        overrides,
-        from: shared.shard.index(),
-    };
-    let deadline = start_at_ms
-        .saturating_add(planned(&profile, shared).as_millis() as u64)
-        .saturating_add(SLACK.as_millis() as u64);
-    if let Ok(mut kept) = shared.verdicts.lock() {
-        kept.push_back((ask.run.clone(), rx.clone()));
-        while kept.len() > super::state::SHARES_KEPT {
-            kept.pop_front();
-        }
-    }
-    let run = ask.run.clone();
-    let task = collect(shared.clone(), ask, id, own, deadline, tx);
-    shared.tracker.spawn(task);
-    Ok((id, run, rx))
-}
-
-/// The longest a share may run: start time, planned duration, graceful stop.
-fn planned(profile: &crate::config::Profile, shared: &Shared) -> Duration {
-    profile
-        .start_time
-        .saturating_add(crate::load::plan::planned_duration(&profile.executor))
-        .saturating_add(
-            profile
-                .graceful_stop
-                .min(shared.config().server.grace_period),
-        )
-}
+use super::*;
 
 /// A peer's part in one run, as the collector sees it.
-enum Part {
+pub(super) enum Part {
     /// Its share is going; `misses` polls in a row went unanswered.
     Going { url: String, misses: u32 },
     /// Its share ended: how, and its figures.
@@ -139,7 +28,7 @@ enum Part {
 }
 
 /// The collector: peers started, shares polled, aborts passed on, figures added, one verdict.
-async fn collect(
+pub(super) async fn collect(
     shared: Arc<Shared>,
     ask: StartShare,
     id: u64,
@@ -225,7 +114,7 @@ async fn collect(
 
 /// POSTs the share to every peer at once; by shard index, each peer's part (going, or missing
 /// with why). A peer that turns out to be this shard (a `{i}` list names it too) is left out.
-async fn start_peers(
+pub(super) async fn start_peers(
     shared: &Shared,
     client: &Client,
     headers: &http::HeaderMap,
@@ -290,14 +179,14 @@ async fn start_peers(
 }
 
 /// A peer's shard index from its answer, when it is one of this daemon's shards.
-fn shard_of(v: &Value, shards: u32) -> Option<u32> {
+pub(super) fn shard_of(v: &Value, shards: u32) -> Option<u32> {
     let i = v["shard"]["index"].as_u64()?;
     let n = v["shard"]["count"].as_u64()?;
     (n == u64::from(shards) && i < n).then_some(i as u32)
 }
 
 /// Asks every peer whose share is going how it is; a finished one gives its figures.
-async fn poll(
+pub(super) async fn poll(
     client: &Client,
     headers: &http::HeaderMap,
     run: &str,
@@ -350,7 +239,7 @@ async fn poll(
 }
 
 /// A finished share's answer as a part.
-fn finished(mut v: Value, i: u32) -> Part {
+pub(super) fn finished(mut v: Value, i: u32) -> Part {
     let result = v["result"].as_str().unwrap_or("").to_string();
     let reason = v["reason"].as_str().map(str::to_string);
     if result == "error" {
@@ -370,7 +259,7 @@ fn finished(mut v: Value, i: u32) -> Part {
 }
 
 /// Why the whole run should stop, if it should: a share ended aborted, or a peer is gone.
-fn why_stop(own: &Ending, parts: &BTreeMap<u32, Part>) -> Option<String> {
+pub(super) fn why_stop(own: &Ending, parts: &BTreeMap<u32, Part>) -> Option<String> {
     if let Some(r) = own.borrow().as_ref()
         && r.result.starts_with("aborted")
     {
@@ -391,7 +280,7 @@ fn why_stop(own: &Ending, parts: &BTreeMap<u32, Part>) -> Option<String> {
 }
 
 /// Stops this shard's own share and tells every peer whose share is going.
-async fn stop_all(
+pub(super) async fn stop_all(
     shared: &Shared,
     client: &Client,
     headers: &http::HeaderMap,
@@ -422,26 +311,10 @@ async fn stop_all(
     while calls.join_next().await.is_some() {}
 }
 
-/// Stops this shard's share of `run`, if it has one going. Whether it had one.
-pub(super) fn stop_local(shared: &Shared, run: &str, why: &str) -> bool {
-    let Ok(kept) = shared.shares.lock() else {
-        return false;
-    };
-    match kept.iter().find(|(r, _)| r == run) {
-        Some((_, share)) => {
-            share
-                .stopper
-                .stop(Abort::Stopped(format!("stopped on every shard: {why}")));
-            true
-        }
-        None => false,
-    }
-}
-
 /// The one verdict: this shard's figures plus every finished peer's, the thresholds evaluated
 /// on the sum, inconclusive when a shard's figures are missing.
 #[allow(clippy::too_many_arguments)]
-fn verdict_of(
+pub(super) fn verdict_of(
     shared: &Shared,
     ask: &StartShare,
     id: u64,
@@ -530,144 +403,4 @@ fn verdict_of(
         "shares": per_shard,
     }));
     record
-}
-
-/// This shard's own finished report of `run`.
-fn local_report(shared: &Shared, run: &str) -> Option<RunReport> {
-    let kept = shared.shares.lock().ok()?;
-    let (_, share) = kept.iter().find(|(r, _)| r == run)?;
-    share.report.get().cloned()
-}
-
-/// A peer's share as `GET /api/shard-runs/{run}?scope=local` shows it: going, or finished
-/// with its figures. `None` when this shard has no such share.
-pub(super) fn local_view(shared: &Shared, run: &str) -> Option<Value> {
-    let kept = shared.shares.lock().ok()?;
-    let (_, share) = kept.iter().find(|(r, _)| r == run)?;
-    let mut v = json!({
-        "run": run,
-        "scope": "local",
-        "shard": { "index": shared.shard.index(), "count": shared.shard.count() },
-        "profile": share.profile,
-        "local_run": share.id,
-        "start_at_ms": share.start_at_ms,
-    });
-    let ended = share.ending.borrow().clone();
-    match ended {
-        None => v["state"] = json!("running"),
-        Some(r) => {
-            v["state"] = json!("finished");
-            v["result"] = json!(r.result);
-            v["reason"] = json!(r.reason);
-            if let Some(report) = share.report.get() {
-                v["shares"] = serde_json::to_value(Shares::of(&report.stats)).unwrap_or_default();
-            }
-        }
-    }
-    Some(v)
-}
-
-/// `GET /api/shard-runs/{run}` on the collector: the run's one verdict, or that it is going.
-pub(super) fn verdict_view(shared: &Shared, run: &str) -> Option<Value> {
-    let kept = shared.verdicts.lock().ok()?;
-    let (_, ending) = kept.iter().find(|(r, _)| r == run)?;
-    let record = ending.borrow().clone();
-    Some(match record {
-        None => json!({ "run": run, "scope": "whole", "state": "running" }),
-        Some(r) => json!({ "run": run, "scope": "whole", "state": "finished", "verdict": r }),
-    })
-}
-
-/// Whether this shard already holds a share of `run` (a collector's own share, asked again
-/// through a peer list that names every shard, this one included).
-pub(super) fn holds(shared: &Shared, run: &str) -> bool {
-    shared
-        .shares
-        .lock()
-        .map(|kept| kept.iter().any(|(r, _)| r == run))
-        .unwrap_or(false)
-}
-
-/// A peer's side of `POST /api/shard-runs`: starts this shard's share of the collector's run
-/// for the agreed instant. The status and JSON answer.
-pub(super) fn start_share(shared: &Arc<Shared>, ask: StartShare) -> (http::StatusCode, Value) {
-    use http::StatusCode as S;
-    let me = json!({ "index": shared.shard.index(), "count": shared.shard.count() });
-    let refuse = |code: S, why: String| (code, json!({ "error": why, "shard": me }));
-    if !valid_run_id(&ask.run) {
-        return refuse(
-            S::BAD_REQUEST,
-            format!("`run` must be 1 to {MAX_RUN_ID} letters, digits or `-`"),
-        );
-    }
-    if holds(shared, &ask.run) {
-        // Asked twice (a retry, or a collector listed among its own peers): one share.
-        return (
-            S::OK,
-            json!({ "run": ask.run, "joined": true, "shard": me }),
-        );
-    }
-    let now = wall_ms();
-    if ask.start_at_ms < now {
-        return refuse(
-            S::CONFLICT,
-            format!(
-                "the run's start instant passed {} ms ago: its share here would start late",
-                now - ask.start_at_ms
-            ),
-        );
-    }
-    if ask.start_at_ms - now > 10 * LEAD.as_millis() as u64 {
-        return refuse(
-            S::BAD_REQUEST,
-            format!(
-                "`start_at_ms` is {} ms ahead, more than {} ms: are the shards' clocks apart?",
-                ask.start_at_ms - now,
-                10 * LEAD.as_millis()
-            ),
-        );
-    }
-    let launch = match super::runs::launch_of(shared, &ask.profile) {
-        Ok(l) => l,
-        Err(StartError::NotHere { owner, .. }) => {
-            return refuse(
-                S::MISDIRECTED_REQUEST,
-                format!(
-                    "profile `{}` is owned by shard {owner}, not split",
-                    ask.profile
-                ),
-            );
-        }
-        Err(_) => return refuse(S::NOT_FOUND, format!("no profile `{}`", ask.profile)),
-    };
-    if !matches!(shared.assignment(&launch.profile), Assignment::Share(_)) {
-        return refuse(
-            S::CONFLICT,
-            format!(
-                "profile `{}` is not split over the shards here",
-                ask.profile
-            ),
-        );
-    }
-    let mut launch = match super::runs::with_overrides(launch, &ask.overrides) {
-        Ok(l) => l,
-        Err(why) => return refuse(S::BAD_REQUEST, why),
-    };
-    launch.sharded = Some(Sharded {
-        run: ask.run.clone(),
-        start_at_ms: ask.start_at_ms,
-    });
-    let trigger = format!("shard {}", ask.from);
-    match start(shared, launch, &trigger) {
-        Ok((id, _)) => (
-            S::ACCEPTED,
-            json!({ "run": ask.run, "local_run": id, "start_at_ms": ask.start_at_ms, "shard": me }),
-        ),
-        Err(StartError::AlreadyRunning) => refuse(
-            S::CONFLICT,
-            format!("profile `{}` is running already here", ask.profile),
-        ),
-        Err(StartError::ShuttingDown) => refuse(S::SERVICE_UNAVAILABLE, "shutting down".into()),
-        Err(_) => refuse(S::NOT_FOUND, format!("no profile `{}`", ask.profile)),
-    }
 }

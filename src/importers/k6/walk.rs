@@ -1,108 +1,43 @@
-//! `sloburn import k6 SCRIPT`: a k6 script's straight-line subset as a sloburn config, read
-//! through a real JavaScript parser (oxc). Converted:
-//!
-//! - `export const options`: the first scenario (or the top-level `vus`/`duration`, `stages`,
-//!   `iterations`) as the profile's executor; `thresholds` as they are (sloburn reads k6's
-//!   syntax).
-//! - the default function's `http.get|post|put|patch|del|head|options|request` calls, in
-//!   order; `const x = res.json('a.b')` (or `res.json().a.b`) as a capture; `check(res,
-//!   {…})` with `r.status === N`, `r.body.includes('…')` and `r.timings.duration < N`
-//!   predicates; `sleep(s)` as the step's think time; `group()` bodies inline.
-//! - `const` strings at the top (a base URL), template literals, `JSON.stringify({…})`,
-//!   `__VU` and `__ITER`.
-//!
-//! Anything else is listed with its line as not converted, never dropped in silence.
+//! The walk through a script's syntax tree: `options`, the default function's `http.*` calls
+//! as steps, `check`s, `res.json()` captures; everything else noted with its line.
 
+use crate::rules::quote;
+use oxc_ast::ast::*;
+use oxc_span::GetSpan;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use oxc_allocator::Allocator;
-use oxc_ast::ast::*;
-use oxc_parser::Parser;
-use oxc_span::{GetSpan, SourceType};
-
-use crate::rules::quote;
-
-/// A value the script computes, as far as the importer follows it.
-#[derive(Debug, Clone, PartialEq)]
-enum V {
-    /// Text; `${name}` in it are sloburn references (captures, `vu`, `iter`).
-    Str(String),
-    Num(f64),
-    Bool(bool),
-    Obj(Vec<(String, V)>),
-    Arr(Vec<V>),
-    Null,
-}
-
-impl V {
-    fn text(&self) -> Option<String> {
-        match self {
-            V::Str(s) => Some(s.clone()),
-            V::Num(n) => Some(num(*n)),
-            V::Bool(b) => Some(b.to_string()),
-            _ => None,
-        }
-    }
-
-    fn json(&self) -> serde_json::Value {
-        match self {
-            V::Str(s) => serde_json::Value::String(s.clone()),
-            V::Num(n) => serde_json::json!(n),
-            V::Bool(b) => serde_json::Value::Bool(*b),
-            V::Null => serde_json::Value::Null,
-            V::Arr(a) => serde_json::Value::Array(a.iter().map(V::json).collect()),
-            V::Obj(m) => {
-                serde_json::Value::Object(m.iter().map(|(k, v)| (k.clone(), v.json())).collect())
-            }
-        }
-    }
-
-    fn get(&self, key: &str) -> Option<&V> {
-        match self {
-            V::Obj(m) => m.iter().find(|(k, _)| k == key).map(|(_, v)| v),
-            _ => None,
-        }
-    }
-}
-
-fn num(n: f64) -> String {
-    if n.fract() == 0.0 && n.abs() < 1e15 {
-        format!("{}", n as i64)
-    } else {
-        n.to_string()
-    }
-}
+use super::*;
 
 #[derive(Debug, Default)]
-struct Step {
-    method: String,
-    url: String,
-    headers: Vec<(String, String)>,
-    body: Option<String>,
-    checks: Vec<String>,
-    captures: Vec<(String, String)>,
-    think: Option<f64>,
+pub(super) struct Step {
+    pub(super) method: String,
+    pub(super) url: String,
+    pub(super) headers: Vec<(String, String)>,
+    pub(super) body: Option<String>,
+    pub(super) checks: Vec<String>,
+    pub(super) captures: Vec<(String, String)>,
+    pub(super) think: Option<f64>,
 }
 
-struct Walker<'s> {
-    src: &'s str,
-    consts: BTreeMap<String, V>,
+pub(super) struct Walker<'s> {
+    pub(super) src: &'s str,
+    pub(super) consts: BTreeMap<String, V>,
     /// A response variable → its step.
-    responses: BTreeMap<String, usize>,
-    steps: Vec<Step>,
-    notes: Vec<String>,
+    pub(super) responses: BTreeMap<String, usize>,
+    pub(super) steps: Vec<Step>,
+    pub(super) notes: Vec<String>,
 }
 
 impl Walker<'_> {
-    fn line(&self, span: oxc_span::Span) -> usize {
+    pub(super) fn line(&self, span: oxc_span::Span) -> usize {
         self.src[..(span.start as usize).min(self.src.len())]
             .matches('\n')
             .count()
             + 1
     }
 
-    fn skip(&mut self, span: oxc_span::Span, why: &str) {
+    pub(super) fn skip(&mut self, span: oxc_span::Span, why: &str) {
         let text = self
             .src
             .get(span.start as usize..span.end as usize)
@@ -115,7 +50,7 @@ impl Walker<'_> {
         ));
     }
 
-    fn eval(&self, e: &Expression) -> Option<V> {
+    pub(super) fn eval(&self, e: &Expression) -> Option<V> {
         Some(match e {
             Expression::StringLiteral(s) => V::Str(s.value.to_string().replace("${", "$${")),
             Expression::NumericLiteral(n) => V::Num(n.value),
@@ -187,7 +122,7 @@ impl Walker<'_> {
     }
 
     /// `http.METHOD(...)`: the step it sends, or why not.
-    fn request(&self, c: &CallExpression) -> Result<Option<Step>, String> {
+    pub(super) fn request(&self, c: &CallExpression) -> Result<Option<Step>, String> {
         let Expression::StaticMemberExpression(m) = &c.callee else {
             return Ok(None);
         };
@@ -222,7 +157,7 @@ impl Walker<'_> {
         )
     }
 
-    fn finish(
+    pub(super) fn finish(
         &self,
         method: String,
         url: Option<&Expression>,
@@ -277,7 +212,7 @@ impl Walker<'_> {
     }
 
     /// `r.status === 200` and friends, as a sloburn check.
-    fn predicate(&self, e: &Expression) -> Option<String> {
+    pub(super) fn predicate(&self, e: &Expression) -> Option<String> {
         let e = match e {
             Expression::ParenthesizedExpression(p) => &p.expression,
             e => e,
@@ -316,7 +251,7 @@ impl Walker<'_> {
         }
     }
 
-    fn statements(&mut self, stmts: &[Statement]) {
+    pub(super) fn statements(&mut self, stmts: &[Statement]) {
         for s in stmts {
             match s {
                 Statement::VariableDeclaration(d) => {
@@ -338,7 +273,7 @@ impl Walker<'_> {
         }
     }
 
-    fn binding(&mut self, name: &str, init: &Expression, span: oxc_span::Span) {
+    pub(super) fn binding(&mut self, name: &str, init: &Expression, span: oxc_span::Span) {
         if let Expression::CallExpression(c) = init {
             match self.request(c) {
                 Ok(Some(step)) => {
@@ -368,7 +303,7 @@ impl Walker<'_> {
         }
     }
 
-    fn expression(&mut self, e: &Expression, span: oxc_span::Span) {
+    pub(super) fn expression(&mut self, e: &Expression, span: oxc_span::Span) {
         let Expression::CallExpression(c) = e else {
             return self.skip(span, "not a call");
         };
@@ -438,13 +373,15 @@ impl Walker<'_> {
 }
 
 /// `__ENV.NAME`.
-fn is_env(e: &Expression) -> bool {
+pub(super) fn is_env(e: &Expression) -> bool {
     matches!(e, Expression::StaticMemberExpression(m)
         if matches!(&m.object, Expression::Identifier(o) if o.name == "__ENV"))
 }
 
 /// The expression an arrow function returns: its body, or its one `return`.
-fn arrow_expression<'b, 'a>(f: &'b ArrowFunctionExpression<'a>) -> Option<&'b Expression<'a>> {
+pub(super) fn arrow_expression<'b, 'a>(
+    f: &'b ArrowFunctionExpression<'a>,
+) -> Option<&'b Expression<'a>> {
     match &f.body {
         ArrowFunctionBody::FunctionBody(b) => match b.statements.as_slice() {
             [Statement::ReturnStatement(r)] => r.argument.as_ref(),
@@ -456,7 +393,7 @@ fn arrow_expression<'b, 'a>(f: &'b ArrowFunctionExpression<'a>) -> Option<&'b Ex
 }
 
 /// `r.status` → `status`, `r.timings.duration` → `timings.duration` (the parameter dropped).
-fn member_path(e: &Expression) -> Option<String> {
+pub(super) fn member_path(e: &Expression) -> Option<String> {
     match e {
         Expression::StaticMemberExpression(m) => match &m.object {
             Expression::Identifier(_) => Some(m.property.name.to_string()),
@@ -467,7 +404,7 @@ fn member_path(e: &Expression) -> Option<String> {
 }
 
 /// A capture's response variable and source (`json: "$.a.b"` or `header: "X"`).
-fn capture_of(e: &Expression) -> Option<(String, String)> {
+pub(super) fn capture_of(e: &Expression) -> Option<(String, String)> {
     // Outer member accesses after `res.json()`.
     let mut path: Vec<String> = Vec::new();
     let mut cur = e;
@@ -526,302 +463,5 @@ fn capture_of(e: &Expression) -> Option<(String, String)> {
             Some((var.name.to_string(), format!("header: {}", quote(&path[1]))))
         }
         _ => None,
-    }
-}
-
-/// The profile's executor lines from k6's `options`.
-fn executor(opts: &V, notes: &mut Vec<String>) -> Result<Vec<String>, String> {
-    let dur = |v: &V| {
-        v.text().map(|t| {
-            if t.chars().all(|c| c.is_ascii_digit() || c == '.') {
-                format!("{t}ms")
-            } else {
-                t
-            }
-        })
-    };
-    let int = |v: Option<&V>| {
-        v.and_then(|v| match v {
-            V::Num(n) => Some(*n as u64),
-            _ => None,
-        })
-    };
-    let mut out = Vec::new();
-    let scenario = match opts.get("scenarios") {
-        Some(V::Obj(s)) if !s.is_empty() => {
-            if s.len() > 1 {
-                notes.push(format!(
-                    "options.scenarios: only the first ({}) is converted; {} more left out",
-                    s[0].0,
-                    s.len() - 1
-                ));
-            }
-            Some(s[0].1.clone())
-        }
-        _ => None,
-    };
-    let src = scenario.as_ref().unwrap_or(opts);
-    let executor = src.get("executor").and_then(V::text).unwrap_or_else(|| {
-        if src.get("stages").is_some() {
-            "ramping-vus".into()
-        } else if src.get("iterations").is_some() {
-            "shared-iterations".into()
-        } else {
-            "constant-vus".into()
-        }
-    });
-    let unit = src
-        .get("timeUnit")
-        .and_then(&dur)
-        .unwrap_or_else(|| "1s".into());
-    let rate = |v: &V| v.text().map(|n| format!("{n}/{unit}"));
-    out.push(format!("executor: {executor}"));
-    let arrival = executor.ends_with("arrival-rate");
-    for (k6, ours) in [
-        ("vus", "vus"),
-        ("startVUs", "start_vus"),
-        ("iterations", "iterations"),
-        ("preAllocatedVUs", "pre_allocated_vus"),
-        ("maxVUs", "max_vus"),
-    ] {
-        if let Some(n) = int(src.get(k6)) {
-            out.push(format!("{ours}: {n}"));
-        }
-    }
-    for (k6, ours) in [
-        ("duration", "duration"),
-        ("maxDuration", "max_duration"),
-        ("gracefulRampDown", "graceful_ramp_down"),
-    ] {
-        if let Some(d) = src.get(k6).and_then(&dur) {
-            out.push(format!("{ours}: {d}"));
-        }
-    }
-    if let Some(r) = src.get("rate").and_then(rate) {
-        out.push(format!("rate: {r}"));
-    }
-    if let Some(r) = src.get("startRate").and_then(rate) {
-        out.push(format!("start_rate: {r}"));
-    }
-    if let Some(V::Arr(stages)) = src.get("stages") {
-        out.push("stages:".into());
-        for s in stages {
-            let d = s
-                .get("duration")
-                .and_then(&dur)
-                .ok_or("a stage without a duration")?;
-            let t = s.get("target").ok_or("a stage without a target")?;
-            let t = if arrival { rate(t) } else { t.text() }.ok_or("a stage's target")?;
-            out.push(format!("  - {{ duration: {d}, target: {t} }}"));
-        }
-    }
-    Ok(out)
-}
-
-pub fn import(
-    text: &str,
-    file: &str,
-    opts: &super::har::Options,
-) -> Result<super::openapi::Imported, String> {
-    let allocator = Allocator::default();
-    let parsed = Parser::new(&allocator, text, SourceType::mjs()).parse();
-    if let Some(d) = parsed.diagnostics.first() {
-        let at = d
-            .labels
-            .as_ref()
-            .first()
-            .map(|l| {
-                text[..(l.offset() as usize).min(text.len())]
-                    .matches('\n')
-                    .count()
-                    + 1
-            })
-            .unwrap_or(1);
-        return Err(format!(
-            "{file}:{at}: not JavaScript the importer can read: {d}"
-        ));
-    }
-    let mut w = Walker {
-        src: text,
-        consts: BTreeMap::new(),
-        responses: BTreeMap::new(),
-        steps: Vec::new(),
-        notes: Vec::new(),
-    };
-    let mut options = None;
-    let mut body: Option<&[Statement]> = None;
-    for s in &parsed.program.body {
-        match s {
-            Statement::ImportDeclaration(_) => {}
-            Statement::VariableDeclaration(d) => {
-                for decl in &d.declarations {
-                    let (Some(name), Some(init)) = (decl.id.get_identifier_name(), &decl.init)
-                    else {
-                        continue;
-                    };
-                    match w.eval(init) {
-                        Some(v) => {
-                            w.consts.insert(name.to_string(), v);
-                        }
-                        None => w.skip(decl.span, "a value the importer cannot compute"),
-                    }
-                }
-            }
-            Statement::ExportDeclaration(e) => match &e.declaration {
-                Declaration::VariableDeclaration(d) => {
-                    for decl in &d.declarations {
-                        let name = decl.id.get_identifier_name().map(|n| n.to_string());
-                        match (name.as_deref(), &decl.init) {
-                            (Some("options"), Some(init)) => {
-                                options = Some(w.eval(init).ok_or_else(|| {
-                                    format!(
-                                        "{file}:{}: `options` is not a literal object",
-                                        w.line(decl.span)
-                                    )
-                                })?);
-                            }
-                            _ => w.skip(decl.span, "an export the importer does not use"),
-                        }
-                    }
-                }
-                Declaration::FunctionDeclaration(f) => {
-                    w.skip(f.span, "a named function (only the default one runs)")
-                }
-                other => w.skip(other.span(), "an export the importer does not use"),
-            },
-            Statement::ExportDefaultDeclaration(e) => match &e.declaration {
-                ExportDefaultDeclarationKind::FunctionDeclaration(f) => {
-                    body = f.body.as_ref().map(|b| b.statements.as_slice());
-                }
-                ExportDefaultDeclarationKind::ArrowFunctionExpression(f) => {
-                    if let ArrowFunctionBody::FunctionBody(b) = &f.body {
-                        body = Some(b.statements.as_slice());
-                    }
-                }
-                _ => w.skip(e.span, "a default export that is no function"),
-            },
-            other => w.skip(
-                other.span(),
-                "a top-level statement the importer does not follow",
-            ),
-        }
-    }
-    let body = body.ok_or_else(|| format!("{file}: no `export default function`"))?;
-    w.statements(body);
-    if w.steps.is_empty() {
-        return Err(format!(
-            "{file}: the default function sends no http.* request the importer can follow{}",
-            w.notes
-                .iter()
-                .map(|n| format!("\n  {n}"))
-                .collect::<String>()
-        ));
-    }
-    let options = options.unwrap_or(V::Obj(Vec::new()));
-    let mut notes = w.notes;
-    let exec = executor(&options, &mut notes).map_err(|e| format!("{file}: options: {e}"))?;
-    let name = super::config_name(&opts.journey);
-    let first: http::Uri = w.steps[0]
-        .url
-        .parse()
-        .map_err(|e| format!("{file}: the first request's URL `{}`: {e}", w.steps[0].url))?;
-    let origin = format!(
-        "{}://{}/",
-        first.scheme_str().unwrap_or("http"),
-        first.authority().map(|a| a.as_str()).unwrap_or_default()
-    );
-    let single = w.steps.len() == 1 && w.steps[0].think.is_none() && !w.steps[0].url.contains("${");
-    let mut out = format!(
-        "# Imported by `sloburn import k6` from {file}.\ntargets:\n  {}:\n",
-        quote(&name)
-    );
-    if single {
-        let s = &w.steps[0];
-        let _ = writeln!(out, "    url: {}", quote(&s.url.replace("$${", "${")));
-        let _ = writeln!(out, "    method: {}", s.method);
-        write_parts(&mut out, "    ", s, false);
-        let _ = writeln!(
-            out,
-            "profiles:\n  {}:\n    target: {}",
-            quote(&name),
-            quote(&name)
-        );
-    } else {
-        let _ = writeln!(out, "    url: {}", quote(&origin));
-        let _ = writeln!(
-            out,
-            "journeys:\n  {}:\n    target: {}\n    steps:",
-            quote(&name),
-            quote(&name)
-        );
-        for (i, s) in w.steps.iter().enumerate() {
-            let _ = writeln!(
-                out,
-                "      - name: {}",
-                quote(&format!("{}-{}", s.method.to_ascii_lowercase(), i + 1))
-            );
-            let _ = writeln!(out, "        method: {}", s.method);
-            let _ = writeln!(out, "        url: {}", quote(&s.url));
-            write_parts(&mut out, "        ", s, true);
-            if !s.captures.is_empty() {
-                let _ = writeln!(out, "        capture:");
-                for (n, src) in &s.captures {
-                    let _ = writeln!(out, "          {n}: {{ {src} }}");
-                }
-            }
-            if let Some(t) = s.think {
-                let _ = writeln!(out, "        think: {}ms", (t * 1000.0).round() as u64);
-            }
-        }
-        let _ = writeln!(
-            out,
-            "profiles:\n  {}:\n    journey: {}",
-            quote(&name),
-            quote(&name)
-        );
-    }
-    for line in exec {
-        let _ = writeln!(out, "    {line}");
-    }
-    if let Some(V::Obj(ts)) = options.get("thresholds") {
-        out.push_str("    thresholds:\n");
-        for (metric, v) in ts {
-            let list: Vec<String> = match v {
-                V::Arr(items) => items
-                    .iter()
-                    .filter_map(|i| i.text().or_else(|| i.get("threshold").and_then(V::text)))
-                    .map(|t| quote(&t))
-                    .collect(),
-                other => other.text().map(|t| vec![quote(&t)]).unwrap_or_default(),
-            };
-            let _ = writeln!(out, "      {}: [{}]", quote(metric), list.join(", "));
-        }
-    }
-    Ok(super::openapi::Imported { yaml: out, notes })
-}
-
-/// Headers, body and checks; a target's (not templated) values keep `${` as it is.
-fn write_parts(out: &mut String, pad: &str, s: &Step, templated: bool) {
-    let t = |v: &str| {
-        if templated {
-            v.to_string()
-        } else {
-            v.replace("$${", "${")
-        }
-    };
-    if !s.headers.is_empty() {
-        let _ = writeln!(out, "{pad}headers:");
-        for (k, v) in &s.headers {
-            let _ = writeln!(out, "{pad}  {}: {}", quote(k), quote(&t(v)));
-        }
-    }
-    if let Some(b) = &s.body {
-        let _ = writeln!(out, "{pad}body: {}", quote(&t(b)));
-    }
-    if !s.checks.is_empty() {
-        let _ = writeln!(out, "{pad}checks:");
-        for c in &s.checks {
-            let _ = writeln!(out, "{pad}  - {{ {c} }}");
-        }
     }
 }

@@ -15,7 +15,7 @@ use tokio::task::JoinSet;
 /// What the sampler calls once a second.
 pub type OnSample = Arc<dyn Fn(Sample) + Send + Sync>;
 
-pub struct Capture {
+pub struct Recording {
     scatter: Arc<Scatter>,
     evidence: Option<Arc<super::evidence::Evidence>>,
     sampler: Arc<Mutex<Sampler>>,
@@ -23,9 +23,9 @@ pub struct Capture {
     task: JoinSet<()>,
 }
 
-impl Capture {
+impl Recording {
     /// Starts sampling `stats` now. Call from inside a tokio runtime.
-    pub fn start(stats: Arc<RunStats>, on_sample: Option<OnSample>) -> Capture {
+    pub fn start(stats: Arc<RunStats>, on_sample: Option<OnSample>) -> Recording {
         let started_at = unix_now();
         let sampler = Arc::new(Mutex::new(Sampler::new(stats.clone(), started_at)));
         let mut task = JoinSet::new();
@@ -45,7 +45,7 @@ impl Capture {
                 }
             }
         });
-        Capture {
+        Recording {
             scatter: Arc::new(Scatter::new(stats)),
             evidence: None,
             sampler,
@@ -55,7 +55,7 @@ impl Capture {
     }
 
     /// Keeps the last failing responses of each step too (`evidence.rs`).
-    pub fn with_evidence(mut self, evidence: super::evidence::Evidence) -> Capture {
+    pub fn with_evidence(mut self, evidence: super::evidence::Evidence) -> Recording {
         self.evidence = Some(Arc::new(evidence));
         self
     }

@@ -1,0 +1,186 @@
+//! An OpenSLO SLO's `timeWindow` (rolling or calendar) and its `objectives`.
+
+use crate::config::walk::{self, Ctx};
+use crate::config::yaml::Node;
+use crate::slo::{Calendar, CalendarUnit};
+use std::time::Duration;
+
+use super::*;
+
+pub(super) fn time_window(ctx: &mut Ctx, node: &Node, path: &str) -> Option<Period> {
+    let items = walk::seq(ctx, node, path);
+    if items.len() != 1 {
+        ctx.error(
+            node.pos,
+            path,
+            format!("timeWindow holds exactly one window, found {}", items.len()),
+        );
+        return None;
+    }
+    let p = format!("{path}[0]");
+    let f = walk::fields(ctx, &items[0], &p, &["duration", "isRolling", "calendar"])?;
+    let Some(dn) = f.get("duration") else {
+        ctx.error(items[0].pos, &p, "missing `duration`");
+        return None;
+    };
+    let duration = walk::string(ctx, dn, &f.path_of("duration"))?;
+    let rolling = match f.get("isRolling") {
+        Some(n) => walk::boolean(ctx, n, &f.path_of("isRolling"))?,
+        None => !f.has("calendar"),
+    };
+    if rolling {
+        if let Some(n) = f.get("calendar") {
+            ctx.error(
+                n.pos,
+                &f.path_of("calendar"),
+                "a rolling window has no calendar",
+            );
+            return None;
+        }
+        if duration.ends_with(['M', 'Q', 'Y']) {
+            ctx.error(dn.pos, &f.path_of("duration"), format!("a rolling `{duration}` has no fixed length: write days (`30d`) or use a calendar window"));
+            return None;
+        }
+        let d = walk::duration(ctx, dn, &f.path_of("duration"))?;
+        if d < Duration::from_secs(60) || d.as_secs() % 60 != 0 {
+            ctx.error(
+                dn.pos,
+                &f.path_of("duration"),
+                "the window must be whole minutes, at least 1m",
+            );
+            return None;
+        }
+        return Some(Period::Rolling(d));
+    }
+    let unit = match duration.as_str() {
+        "1w" => CalendarUnit::Week,
+        "1M" => CalendarUnit::Month,
+        "1Q" => CalendarUnit::Quarter,
+        other => {
+            ctx.error(dn.pos, &f.path_of("duration"), format!("a calendar window of `{other}` does not map: sloburn's calendar periods are `1w`, `1M` and `1Q`"));
+            return None;
+        }
+    };
+    let mut tz = chrono_tz::UTC;
+    if let Some(c) = f.get("calendar") {
+        let cp = f.path_of("calendar");
+        let cf = walk::fields(ctx, c, &cp, &["startTime", "timeZone"])?;
+        if let Some(n) = cf.get("timeZone") {
+            let s = walk::string(ctx, n, &cf.path_of("timeZone"))?;
+            match s.parse::<chrono_tz::Tz>() {
+                Ok(t) => tz = t,
+                Err(_) => {
+                    let hint = ctx.hint(&s, chrono_tz::TZ_VARIANTS.iter().map(|t| t.name()));
+                    ctx.error(
+                        n.pos,
+                        &cf.path_of("timeZone"),
+                        format!("unknown time zone `{s}`{hint}"),
+                    );
+                    return None;
+                }
+            }
+        }
+        if let Some(n) = cf.get("startTime") {
+            let sp = cf.path_of("startTime");
+            let s = walk::string(ctx, n, &sp)?;
+            let Ok(t) = chrono::NaiveDateTime::parse_from_str(&s, "%Y-%m-%d %H:%M:%S") else {
+                ctx.error(n.pos, &sp, "write the start as `2024-01-01 00:00:00`");
+                return None;
+            };
+            use chrono::{Datelike, Timelike};
+            let aligned = t.hour() == 0
+                && t.minute() == 0
+                && t.second() == 0
+                && match unit {
+                    CalendarUnit::Week => t.weekday() == chrono::Weekday::Mon,
+                    CalendarUnit::Month => t.day() == 1,
+                    CalendarUnit::Quarter => t.day() == 1 && t.month0() % 3 == 0,
+                };
+            if !aligned {
+                ctx.error(
+                    n.pos,
+                    &sp,
+                    format!("a start of `{s}` does not map: sloburn's calendar {} starts at local midnight of its first day (a Monday, the 1st, or the 1st of January, April, July or October)", unit.as_str()),
+                );
+                return None;
+            }
+        }
+    }
+    Some(Period::Calendar(Calendar { unit, tz }))
+}
+
+pub(super) fn objectives(
+    ctx: &mut Ctx,
+    node: &Node,
+    path: &str,
+    description: &mut Vec<String>,
+) -> Option<f64> {
+    let items = walk::seq(ctx, node, path);
+    if items.len() != 1 {
+        let pos = items.get(1).map_or(node.pos, |n| n.pos);
+        ctx.error(
+            pos,
+            path,
+            format!(
+                "a sloburn SLO has one objective, found {}: write one SLO per objective",
+                items.len()
+            ),
+        );
+        return None;
+    }
+    let p = format!("{path}[0]");
+    let f = walk::fields(
+        ctx,
+        &items[0],
+        &p,
+        &[
+            "displayName",
+            "target",
+            "targetPercent",
+            "op",
+            "value",
+            "timeSliceTarget",
+            "timeSliceWindow",
+        ],
+    )?;
+    for key in ["op", "value", "timeSliceTarget", "timeSliceWindow"] {
+        if let Some(n) = f.get(key) {
+            ctx.error(n.pos, &f.path_of(key), format!("`{key}` does not map: it belongs to threshold metrics or time slices, and sloburn counts good and bad events"));
+            return None;
+        }
+    }
+    if let Some(d) = f
+        .get("displayName")
+        .and_then(|n| walk::string(ctx, n, &f.path_of("displayName")))
+    {
+        description.push(d);
+    }
+    let percent = match (f.get("target"), f.get("targetPercent")) {
+        (Some(n), None) => walk::number(ctx, n, &f.path_of("target")).map(|v| (v * 100.0, n)),
+        (None, Some(n)) => walk::number(ctx, n, &f.path_of("targetPercent")).map(|v| (v, n)),
+        (Some(_), Some(n)) => {
+            ctx.error(
+                n.pos,
+                &f.path_of("targetPercent"),
+                "give `target` or `targetPercent`, not both",
+            );
+            None
+        }
+        (None, None) => {
+            ctx.error(items[0].pos, &p, "missing `target` or `targetPercent`");
+            None
+        }
+    };
+    let (v, n) = percent?;
+    // Rounded to what a percentage is written with, so 0.9995 is 99.95, not 99.94999….
+    let v = (v * 1e9).round() / 1e9;
+    if !(v > 0.0 && v < 100.0) {
+        ctx.error(
+            n.pos,
+            &p,
+            format!("the objective must be strictly between 0 and 100 %, found {v}"),
+        );
+        return None;
+    }
+    Some(v)
+}

@@ -1,0 +1,119 @@
+//! `/metrics` (encoded on a blocking thread, streamed, a stalled reader cut off) and
+//! `/readyz` with its local-error and overload lines.
+
+use crate::daemon::state::{Shared, unix_now};
+use crate::metrics::Metrics;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use std::convert::Infallible;
+use tokio_stream::StreamExt;
+use tokio_stream::wrappers::ReceiverStream;
+
+use super::*;
+
+/// How long a scrape may take to read its exposition: past it, the encoding stops and the
+/// response ends short (a reader that stalls must not hold its encoding thread for ever).
+pub(super) const SCRAPE_WRITE_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// The exposition, encoded on a blocking thread in chunks ([`crate::metrics::CHUNK`]) that go
+/// out while the rest is written: a scrape of 1,000 profiles holds a few chunks, not 21 MB, at
+/// the moment the runs peak, and no runtime worker (where the runs' requests are timed) stalls
+/// for the tens of milliseconds the encoding takes.
+pub(super) async fn metrics(State(shared): State<AppState>, headers: HeaderMap) -> Response {
+    let format = Metrics::negotiate(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(2);
+    let metrics = shared.metrics.clone();
+    let runtime = tokio::runtime::Handle::current();
+    shared.tracker.spawn_blocking(move || {
+        let deadline = tokio::time::Instant::now() + SCRAPE_WRITE_LIMIT;
+        let sink = move |chunk: Vec<u8>| {
+            let sent = runtime.block_on(tokio::time::timeout_at(
+                deadline,
+                tx.send(Bytes::from(chunk)),
+            ));
+            matches!(sent, Ok(Ok(())))
+        };
+        metrics.encode_format_streamed(format, Box::new(sink));
+    });
+    let body = Body::from_stream(ReceiverStream::new(rx).map(Ok::<_, Infallible>));
+    let content_type = Metrics::format_content_type(format);
+    ([(header::CONTENT_TYPE, content_type)], body).into_response()
+}
+
+/// The status for anyone; the details (the reason, which may name the store's path, and the
+/// local errors) only where reads are open or with the token.
+pub(super) async fn readyz(State(shared): State<AppState>, headers: HeaderMap) -> Response {
+    let status = shared.readiness();
+    let code = if status.is_ok() {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    // A probe without a token (the kubelet's) is no failed login: only a token sent is checked.
+    let probe =
+        shared.config().server.protect_reads && !headers.contains_key(header::AUTHORIZATION);
+    let details = !probe && authorize(&shared, &headers, false).is_ok();
+    if !details {
+        let short = if status.is_ok() {
+            "ready\n"
+        } else {
+            "not ready\n"
+        };
+        return (code, format!("{short}{}", overload_line(&shared, false))).into_response();
+    }
+    let head = match status {
+        Ok(()) => "ready".to_string(),
+        Err(why) => format!("not ready: {why}"),
+    };
+    let overload = overload_line(&shared, true);
+    let restore = shared
+        .budget
+        .restore_status()
+        .map(|r| format!("{}\n", crate::daemon::restore::readyz_line(&r)))
+        .unwrap_or_default();
+    (
+        code,
+        format!(
+            "{head}\n{overload}{restore}{}\n",
+            local_errors_line(&shared)
+        ),
+    )
+        .into_response()
+}
+
+/// Requests that failed because of sloburn itself since the daemon started, by class: they
+/// are no SLO event, so this is where an operator sees the generator's own limits.
+pub(super) fn local_errors_line(shared: &Shared) -> String {
+    let counts: Vec<String> = shared
+        .metrics
+        .local_errors()
+        .iter()
+        .map(|(class, n)| format!("{class} {n}"))
+        .collect();
+    format!("local errors since start: {}", counts.join(", "))
+}
+
+/// How long `/readyz` keeps saying "generator overloaded" after the last late arrival.
+pub(super) const OVERLOAD_SHOWN_FOR: u64 = 10;
+
+/// While the generator falls behind on some profile (it dropped late arrivals in the last
+/// [`OVERLOAD_SHOWN_FOR`] seconds) a line saying so, else nothing; the daemon stays ready,
+/// since its own surface still works and nothing of this counts against an SLO. Profile names
+/// only with the details (reads open, or the token).
+pub(super) fn overload_line(shared: &Shared, details: bool) -> String {
+    let since = (unix_now() as u64).saturating_sub(OVERLOAD_SHOWN_FOR);
+    let profiles = shared.metrics.overloaded_since(since);
+    if profiles.is_empty() {
+        String::new()
+    } else if details {
+        format!(
+            "generator overloaded: {} (late arrivals dropped in the last {OVERLOAD_SHOWN_FOR} s, not counted against any SLO)\n",
+            profiles.join(", ")
+        )
+    } else {
+        "generator overloaded\n".into()
+    }
+}

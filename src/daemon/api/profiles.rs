@@ -1,0 +1,171 @@
+//! The read side of profiles and runs: `/api/profiles`, `/api/runs`, `/api/runs/{id}`,
+//! `/api/series` with the SLO burn-downs.
+
+use crate::daemon::state::Shared;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+use std::sync::Arc;
+
+use super::*;
+
+pub(super) async fn profiles(
+    State(shared): State<AppState>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    authorize(&shared, &headers, false)?;
+    Ok(axum::Json(json!({ "profiles": shared.profiles() })).into_response())
+}
+
+#[derive(serde::Deserialize)]
+pub(super) struct RunsQuery {
+    pub(super) profile: Option<String>,
+}
+
+pub(super) async fn runs(
+    State(shared): State<AppState>,
+    headers: HeaderMap,
+    Query(q): Query<RunsQuery>,
+) -> Result<Response, ApiError> {
+    authorize(&shared, &headers, false)?;
+    Ok(axum::Json(json!({ "runs": shared.recent_runs(q.profile.as_deref()) })).into_response())
+}
+
+/// One run's record and its detail view (none while it runs, or when it ended in an error).
+pub(super) async fn run_detail(
+    State(shared): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    authorize(&shared, &headers, false)?;
+    let not_found = || ApiError(StatusCode::NOT_FOUND, format!("no run `{id}` is kept"));
+    let n: u64 = id.parse().map_err(|_| not_found())?;
+    let record = shared.run_record(n).ok_or_else(not_found)?;
+    let cached = shared
+        .details
+        .lock()
+        .ok()
+        .and_then(|d| d.iter().find(|(i, _)| *i == n).map(|(_, d)| d.clone()));
+    let detail: Option<Arc<str>> = match cached {
+        Some(d) => Some(d),
+        None => {
+            let s = shared.clone();
+            tokio::task::spawn_blocking(move || s.budget.with_store(|st| st.run_detail(n)))
+                .await
+                .ok()
+                .flatten()
+                .and_then(Result::ok)
+                .flatten()
+                .map(Arc::from)
+        }
+    };
+    let detail = detail
+        .and_then(|d| serde_json::from_str::<serde_json::Value>(&d).ok())
+        .unwrap_or(serde_json::Value::Null);
+    Ok(axum::Json(json!({ "run": record, "detail": detail })).into_response())
+}
+
+/// Each profile's last hour (10 s points from its ring), its run in progress, and each SLO's
+/// budget burn-down. Nothing is computed here but the JSON: the rings are filled by the runs'
+/// samplers, and the burn-downs are redrawn at most once a minute.
+pub(super) async fn series(
+    State(shared): State<AppState>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    authorize(&shared, &headers, false)?;
+    let now = unix_now_secs();
+    let last_runs: std::collections::BTreeMap<String, crate::daemon::state::RunRecord> = {
+        let mut m = std::collections::BTreeMap::new();
+        for r in shared.recent_runs(None) {
+            if r.result != "running" {
+                m.entry(r.profile.clone()).or_insert(r);
+            }
+        }
+        m
+    };
+    let profiles: Vec<serde_json::Value> = {
+        let views = shared.profiles();
+        let series = shared.series.lock().ok();
+        views
+            .iter()
+            .map(|p| {
+                let s = series.as_ref().and_then(|s| s.get(&p.name));
+                let live = s.and_then(|s| s.live.as_ref()).map(|(id, l)| {
+                    let mut v = json!(l);
+                    v["run"] = json!(id);
+                    v
+                });
+                let points = s.map_or_else(
+                    || crate::web::Ring::default().columns(now),
+                    |s| s.ring.columns(now),
+                );
+                json!({
+                    "name": p.name,
+                    "target": p.target,
+                    "schedule": p.schedule,
+                    "paused": p.paused,
+                    "running": p.running,
+                    "next_run": p.next_run,
+                    "last_run": last_runs.get(&p.name).map(|r| json!({
+                        "id": r.id, "result": r.result, "finished_at": r.finished_at,
+                    })),
+                    "live": live,
+                    "points": points,
+                })
+            })
+            .collect()
+    };
+    let slos: Vec<serde_json::Value> = burn_downs(&shared, now)
+        .iter()
+        .map(|(name, b)| {
+            json!({
+                "name": name,
+                "burn_down": { "t": b.t, "budget_remaining": b.remaining },
+            })
+        })
+        .collect();
+    Ok(axum::Json(json!({
+        "now": now,
+        "resolution_seconds": crate::web::recorder::SLOT_SECONDS,
+        "window_seconds": crate::web::series::WINDOW_SECONDS,
+        "profiles": profiles,
+        "slos": slos,
+    }))
+    .into_response())
+}
+
+pub(super) fn unix_now_secs() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+/// The SLOs' burn-downs, redrawn when the minute has changed since the last drawing.
+pub(super) fn burn_downs(shared: &Shared, now: i64) -> Arc<Vec<(String, crate::web::BurnDown)>> {
+    let minute = crate::slo::minute_of(now);
+    let Ok(mut cache) = shared.burn_downs.lock() else {
+        return Arc::default();
+    };
+    if let Some((at, drawn)) = cache.as_ref()
+        && *at == minute
+    {
+        return drawn.clone();
+    }
+    let drawn: Vec<(String, crate::web::BurnDown)> = shared
+        .config()
+        .slos
+        .keys()
+        .filter_map(|name| {
+            let (minutes, period, budget) = shared.budget.period_minutes(name)?;
+            Some((
+                name.clone(),
+                crate::web::burn_down(&minutes, minute, period, budget),
+            ))
+        })
+        .collect();
+    let drawn = Arc::new(drawn);
+    *cache = Some((minute, drawn.clone()));
+    drawn
+}

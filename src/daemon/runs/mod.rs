@@ -1,0 +1,364 @@
+//! Run wiring: start a profile's run now, feed its events to `/metrics`, the SLO budgets and
+//! the dashboard's recorder (scatter, live figures, the profile's series ring), stop it when
+//! its budget guard trips, and record how it ended (in memory and in the store).
+
+use super::state::{Ending, ProfileState, RunRecord, Share, ShareResult, Shared, unix_now};
+use crate::config::{self, Profile};
+use crate::load::observe::Observers;
+use crate::load::placement::Assignment;
+use crate::load::runner::{self, RunSpec, Stopper};
+use crate::load::stats::RunStats;
+use crate::load::walk::Work;
+use crate::metrics::StepLayout;
+use crate::web::{Recording, RunDetail};
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+mod finish;
+mod guard;
+mod observer;
+mod overrides;
+pub(crate) use finish::*;
+use guard::*;
+use observer::*;
+pub(crate) use overrides::*;
+
+/// Why a run did not start.
+#[derive(Debug, PartialEq)]
+pub enum StartError {
+    UnknownProfile,
+    AlreadyRunning,
+    ShuttingDown,
+    /// A `placement: owned` profile whose owner is another shard: it never runs here.
+    NotHere {
+        owner: u32,
+        shards: u32,
+    },
+}
+
+impl StartError {
+    /// The refusal of a profile owned by another shard, naming that shard.
+    pub fn not_here_message(name: &str, owner: u32, shards: u32) -> String {
+        format!(
+            "profile `{name}` is owned by shard {owner}/{shards} (placement: owned) and runs only \
+             there; send this to that shard"
+        )
+    }
+}
+
+/// A run to start: a profile and its target, as configured or as a hook adjusted them.
+pub(super) struct Launch {
+    pub profile: Profile,
+    pub target: config::Target,
+    /// Whether its requests are SLO events (not when a hook sent them to another URL).
+    pub slo_events: bool,
+    /// Its share of a run on every shard (`daemon::shardrun`), if it is one.
+    pub sharded: Option<Sharded>,
+}
+
+/// What makes a run a share of a run on every shard.
+pub(super) struct Sharded {
+    /// The run's id, the same on every shard.
+    pub run: String,
+    /// When every shard starts its share (unix ms, wall clock).
+    pub start_at_ms: u64,
+}
+
+/// Starts a run of `name` now. Returns its id.
+pub fn start_run(shared: &Arc<Shared>, name: &str, trigger: &str) -> Result<u64, StartError> {
+    let launch = launch_of(shared, name)?;
+    start(shared, launch, trigger).map(|(id, _)| id)
+}
+
+/// Profile `name` of the current config and its target.
+pub(super) fn launch_of(shared: &Shared, name: &str) -> Result<Launch, StartError> {
+    let cfg = shared.config();
+    let profile = cfg
+        .profiles
+        .get(name)
+        .ok_or(StartError::UnknownProfile)?
+        .clone();
+    if let Assignment::Elsewhere { owner } = shared.assignment(&profile) {
+        return Err(StartError::NotHere {
+            owner,
+            shards: shared.shard.count(),
+        });
+    }
+    let Some(target) = cfg.targets.get(&profile.target).cloned() else {
+        return Err(StartError::UnknownProfile);
+    };
+    Ok(Launch {
+        profile,
+        target,
+        slo_events: true,
+        sharded: None,
+    })
+}
+
+/// Starts `launch` now (one run per profile at a time): its id, and how it ended once it has.
+pub(super) fn start(
+    shared: &Arc<Shared>,
+    launch: Launch,
+    trigger: &str,
+) -> Result<(u64, Ending), StartError> {
+    if shared.shutdown.is_cancelled() {
+        return Err(StartError::ShuttingDown);
+    }
+    let Launch {
+        profile,
+        target,
+        slo_events,
+        sharded,
+    } = launch;
+    let name = profile.name.as_str();
+    let cfg = shared.config();
+    // The one gate every start passes (schedule, API, hook): never a second copy of an owned run.
+    if let Assignment::Elsewhere { owner } = shared.assignment(&profile) {
+        return Err(StartError::NotHere {
+            owner,
+            shards: shared.shard.count(),
+        });
+    }
+    // A hook may have sent a single-request profile elsewhere: its request is the target's.
+    let work = if profile.mix.is_empty() {
+        Work::single(target.request(), target.checks.clone(), &target.display_url)
+    } else {
+        cfg.work(&profile).ok_or(StartError::UnknownProfile)?
+    };
+    let id = shared.next_id.fetch_add(1, Relaxed) + 1;
+    let stopper = Stopper::new();
+    {
+        let Ok(mut states) = shared.profiles.lock() else {
+            return Err(StartError::ShuttingDown);
+        };
+        let st = states
+            .entry(name.to_string())
+            .or_insert_with(|| ProfileState::new(profile.overlap));
+        if st.active.is_some() {
+            return Err(StartError::AlreadyRunning);
+        }
+        st.active = Some((id, stopper.clone()));
+        st.last_started = id;
+    }
+    let record = RunRecord::new(id, name, &target.name, trigger, unix_now(), "running", None);
+    // Saved to the store when it ends (one write per run, so a slow start-of-run write can
+    // never overwrite the finished record).
+    shared.remember(&record);
+    let (ended, ending) = tokio::sync::watch::channel(None);
+    let report = ShareResult::default();
+    let start_at_ms = sharded.as_ref().map(|s| s.start_at_ms);
+    if let Some(s) = sharded {
+        shared.keep_share(
+            s.run,
+            Share {
+                id,
+                profile: name.to_string(),
+                start_at_ms: s.start_at_ms,
+                stopper: stopper.clone(),
+                ending: ending.clone(),
+                report: report.clone(),
+            },
+        );
+    }
+    let shared2 = shared.clone();
+    let span = tracing::info_span!("run", profile = %name, run = id, trigger, trace_id = tracing::field::Empty);
+    crate::telemetry::daemon::stamp(&span);
+    let task = async move {
+        // Every run due at this instant is admitted (and its record stamped) before any sets
+        // up: the set-ups (client, stats, recorder) queue behind the other schedules' starts
+        // instead of delaying them. The plan's time zero stays the end of the run's own
+        // set-up, so the queue is never iteration lateness, which a corrected latency SLI
+        // would count against the target.
+        tokio::task::yield_now().await;
+        let (result, detail) = execute(
+            &shared2,
+            &profile,
+            &target,
+            Running {
+                work,
+                slo_events,
+                stopper,
+                start_at_ms,
+                report,
+            },
+            record,
+        )
+        .await;
+        finish(&shared2, &profile.name, id, result, detail, &ended);
+    };
+    shared
+        .tracker
+        .spawn(tracing::Instrument::instrument(task, span));
+    Ok((id, ending))
+}
+
+/// The load tracer, when `serve` started an exporter from `telemetry:`.
+fn tracer(shared: &Shared) -> Option<crate::telemetry::Tracer> {
+    let exporter = crate::telemetry::daemon::exporter()?;
+    let cfg = shared.config();
+    let traces = &cfg.telemetry.as_ref()?.traces;
+    Some(crate::telemetry::Tracer::new(
+        exporter.tracer(crate::telemetry::spans::SCOPE),
+        traces,
+    ))
+}
+
+/// What one run carries into its execution besides its profile and target.
+struct Running {
+    work: Work,
+    slo_events: bool,
+    stopper: Stopper,
+    /// A share's barrier: the plan's time zero is this instant (unix ms), not the end of set-up.
+    start_at_ms: Option<u64>,
+    /// Where a share leaves its report for the shard that collects it.
+    report: ShareResult,
+}
+
+async fn execute(
+    shared: &Arc<Shared>,
+    profile: &Profile,
+    target: &config::Target,
+    running: Running,
+    mut record: RunRecord,
+) -> (RunRecord, Option<RunDetail>) {
+    let Running {
+        work,
+        slo_events,
+        stopper,
+        start_at_ms,
+        report: share,
+    } = running;
+    let work = Arc::new(work);
+    let steps = work.steps();
+    let journeys = work.journey_names();
+    let layout: Vec<StepLayout> = steps
+        .iter()
+        .map(|s| StepLayout {
+            journey: s.journey.clone(),
+            step: s.name.clone(),
+            checks: s.checks.iter().map(|c| c.name.clone()).collect(),
+        })
+        .collect();
+    let pm = shared.metrics.profile_steps(
+        &target.name,
+        &profile.name,
+        &target.buckets,
+        &layout,
+        &journeys,
+    );
+    pm.set_vus(0);
+    pm.set_vus_max(0);
+    let live = Live {
+        metrics: pm,
+        watchers: if slo_events {
+            shared
+                .budget
+                .watchers_of(&target.name, &profile.name, &steps, &journeys)
+        } else {
+            Vec::new()
+        },
+        checks: steps.iter().map(|s| s.checks.clone()).collect(),
+        step_journey: steps
+            .iter()
+            .map(|s| {
+                s.journey
+                    .as_ref()
+                    .and_then(|j| journeys.iter().position(|n| n == j))
+                    .unwrap_or(0)
+            })
+            .collect(),
+    };
+    let stats = Arc::new(RunStats::for_work(
+        &steps,
+        &journeys,
+        &profile.thresholds,
+        &profile.name,
+    ));
+    let capture = Recording::start(
+        stats.clone(),
+        Some(on_sample(shared, &profile.name, record.id)),
+    )
+    .with_evidence(crate::web::evidence::Evidence::for_work(
+        stats.clone(),
+        &work,
+        &target.headers,
+    ));
+    let mut observers: Vec<Arc<dyn crate::load::observe::Observer>> = vec![Arc::new(live)];
+    observers.extend(capture.observers());
+    let events = Observers::new(stats, observers);
+    let mut executor = profile.executor.clone();
+    // Its share of a split profile; the whole of an owned one (`start` refused the others).
+    let shard = shared
+        .assignment(profile)
+        .run_shard()
+        .unwrap_or(shared.shard);
+    // A defaulted pool past the open-file limit is capped (the config load logged it).
+    let _ = crate::config::capacity::cap_default_pool(
+        &mut executor,
+        profile.vu_hold,
+        shard,
+        crate::limits::nofile().ok(),
+    );
+    let spec = RunSpec {
+        profile: profile.name.clone(),
+        executor,
+        work,
+        thresholds: profile.thresholds.clone(),
+        graceful_stop: profile
+            .graceful_stop
+            .min(shared.config().server.grace_period),
+        shard,
+        global: Some(shared.in_flight.clone()),
+        start_time: profile.start_time,
+        max_lateness: profile.max_lateness,
+        tracer: tracer(shared),
+    };
+    let client = target.client(shared.resolver.clone());
+    // The barrier: set-up done, the plan waits for the instant every shard starts at (a share
+    // whose instant has passed starts at once; the collecting shard sees its start time).
+    let mut spec = spec;
+    if let Some(at) = start_at_ms {
+        let wait = Duration::from_millis(at.saturating_sub(super::state::wall_ms()));
+        spec.start_time = spec.start_time.saturating_add(wait);
+    }
+    shared.metrics.run_started(&profile.name);
+    // The guard lives exactly as long as the run: dropping the set aborts it.
+    let mut guards = tokio::task::JoinSet::new();
+    if let Some(g) = profile.guard.clone() {
+        guards.spawn(guard(shared.clone(), g, stopper.clone()));
+    }
+    let outcome = runner::run(&spec, &client, events, stopper).await;
+    guards.abort_all();
+    record.finished_at = Some(unix_now());
+    let detail = match outcome {
+        Ok(report) => {
+            fill(&mut record, &report);
+            set_threshold_gauges(shared, &profile.name, &report);
+            let (mut detail, slot) = capture.finish(&report);
+            detail.id = record.id;
+            detail.profile = record.profile.clone();
+            detail.target = record.target.clone();
+            detail.result = record.result.clone();
+            detail.reason = record.reason.clone();
+            if let Ok(mut series) = shared.series.lock() {
+                let s = series.entry(profile.name.clone()).or_default();
+                s.ring.extend(slot);
+                s.live = None;
+            }
+            let _ = share.set(report);
+            Some(detail)
+        }
+        Err(e) => {
+            record.result = "error".into();
+            record.reason = Some(e.to_string());
+            None
+        }
+    };
+    if let Ok(mut series) = shared.series.lock()
+        && let Some(s) = series.get_mut(&profile.name)
+    {
+        s.live = None;
+    }
+    (record, detail)
+}

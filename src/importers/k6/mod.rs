@@ -1,0 +1,239 @@
+//! `sloburn import k6 SCRIPT`: a k6 script's straight-line subset as a sloburn config, read
+//! through a real JavaScript parser (oxc). Converted:
+//!
+//! - `export const options`: the first scenario (or the top-level `vus`/`duration`, `stages`,
+//!   `iterations`) as the profile's executor; `thresholds` as they are (sloburn reads k6's
+//!   syntax).
+//! - the default function's `http.get|post|put|patch|del|head|options|request` calls, in
+//!   order; `const x = res.json('a.b')` (or `res.json().a.b`) as a capture; `check(res,
+//!   {…})` with `r.status === N`, `r.body.includes('…')` and `r.timings.duration < N`
+//!   predicates; `sleep(s)` as the step's think time; `group()` bodies inline.
+//! - `const` strings at the top (a base URL), template literals, `JSON.stringify({…})`,
+//!   `__VU` and `__ITER`.
+//!
+//! Anything else is listed with its line as not converted, never dropped in silence.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use oxc_allocator::Allocator;
+use oxc_ast::ast::*;
+use oxc_parser::Parser;
+use oxc_span::{GetSpan, SourceType};
+
+use crate::rules::quote;
+
+mod executor;
+mod values;
+mod walk;
+use executor::*;
+use values::*;
+use walk::*;
+
+pub fn import(
+    text: &str,
+    file: &str,
+    opts: &super::har::Options,
+) -> Result<super::openapi::Imported, String> {
+    let allocator = Allocator::default();
+    let parsed = Parser::new(&allocator, text, SourceType::mjs()).parse();
+    if let Some(d) = parsed.diagnostics.first() {
+        let at = d
+            .labels
+            .as_ref()
+            .first()
+            .map(|l| {
+                text[..(l.offset() as usize).min(text.len())]
+                    .matches('\n')
+                    .count()
+                    + 1
+            })
+            .unwrap_or(1);
+        return Err(format!(
+            "{file}:{at}: not JavaScript the importer can read: {d}"
+        ));
+    }
+    let mut w = Walker {
+        src: text,
+        consts: BTreeMap::new(),
+        responses: BTreeMap::new(),
+        steps: Vec::new(),
+        notes: Vec::new(),
+    };
+    let mut options = None;
+    let mut body: Option<&[Statement]> = None;
+    for s in &parsed.program.body {
+        match s {
+            Statement::ImportDeclaration(_) => {}
+            Statement::VariableDeclaration(d) => {
+                for decl in &d.declarations {
+                    let (Some(name), Some(init)) = (decl.id.get_identifier_name(), &decl.init)
+                    else {
+                        continue;
+                    };
+                    match w.eval(init) {
+                        Some(v) => {
+                            w.consts.insert(name.to_string(), v);
+                        }
+                        None => w.skip(decl.span, "a value the importer cannot compute"),
+                    }
+                }
+            }
+            Statement::ExportDeclaration(e) => match &e.declaration {
+                Declaration::VariableDeclaration(d) => {
+                    for decl in &d.declarations {
+                        let name = decl.id.get_identifier_name().map(|n| n.to_string());
+                        match (name.as_deref(), &decl.init) {
+                            (Some("options"), Some(init)) => {
+                                options = Some(w.eval(init).ok_or_else(|| {
+                                    format!(
+                                        "{file}:{}: `options` is not a literal object",
+                                        w.line(decl.span)
+                                    )
+                                })?);
+                            }
+                            _ => w.skip(decl.span, "an export the importer does not use"),
+                        }
+                    }
+                }
+                Declaration::FunctionDeclaration(f) => {
+                    w.skip(f.span, "a named function (only the default one runs)")
+                }
+                other => w.skip(other.span(), "an export the importer does not use"),
+            },
+            Statement::ExportDefaultDeclaration(e) => match &e.declaration {
+                ExportDefaultDeclarationKind::FunctionDeclaration(f) => {
+                    body = f.body.as_ref().map(|b| b.statements.as_slice());
+                }
+                ExportDefaultDeclarationKind::ArrowFunctionExpression(f) => {
+                    if let ArrowFunctionBody::FunctionBody(b) = &f.body {
+                        body = Some(b.statements.as_slice());
+                    }
+                }
+                _ => w.skip(e.span, "a default export that is no function"),
+            },
+            other => w.skip(
+                other.span(),
+                "a top-level statement the importer does not follow",
+            ),
+        }
+    }
+    let body = body.ok_or_else(|| format!("{file}: no `export default function`"))?;
+    w.statements(body);
+    if w.steps.is_empty() {
+        return Err(format!(
+            "{file}: the default function sends no http.* request the importer can follow{}",
+            w.notes
+                .iter()
+                .map(|n| format!("\n  {n}"))
+                .collect::<String>()
+        ));
+    }
+    let options = options.unwrap_or(V::Obj(Vec::new()));
+    let mut notes = w.notes;
+    let exec = executor(&options, &mut notes).map_err(|e| format!("{file}: options: {e}"))?;
+    let name = super::config_name(&opts.journey);
+    let first: http::Uri = w.steps[0]
+        .url
+        .parse()
+        .map_err(|e| format!("{file}: the first request's URL `{}`: {e}", w.steps[0].url))?;
+    let origin = format!(
+        "{}://{}/",
+        first.scheme_str().unwrap_or("http"),
+        first.authority().map(|a| a.as_str()).unwrap_or_default()
+    );
+    let single = w.steps.len() == 1 && w.steps[0].think.is_none() && !w.steps[0].url.contains("${");
+    let mut out = format!(
+        "# Imported by `sloburn import k6` from {file}.\ntargets:\n  {}:\n",
+        quote(&name)
+    );
+    if single {
+        let s = &w.steps[0];
+        let _ = writeln!(out, "    url: {}", quote(&s.url.replace("$${", "${")));
+        let _ = writeln!(out, "    method: {}", s.method);
+        write_parts(&mut out, "    ", s, false);
+        let _ = writeln!(
+            out,
+            "profiles:\n  {}:\n    target: {}",
+            quote(&name),
+            quote(&name)
+        );
+    } else {
+        let _ = writeln!(out, "    url: {}", quote(&origin));
+        let _ = writeln!(
+            out,
+            "journeys:\n  {}:\n    target: {}\n    steps:",
+            quote(&name),
+            quote(&name)
+        );
+        for (i, s) in w.steps.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "      - name: {}",
+                quote(&format!("{}-{}", s.method.to_ascii_lowercase(), i + 1))
+            );
+            let _ = writeln!(out, "        method: {}", s.method);
+            let _ = writeln!(out, "        url: {}", quote(&s.url));
+            write_parts(&mut out, "        ", s, true);
+            if !s.captures.is_empty() {
+                let _ = writeln!(out, "        capture:");
+                for (n, src) in &s.captures {
+                    let _ = writeln!(out, "          {n}: {{ {src} }}");
+                }
+            }
+            if let Some(t) = s.think {
+                let _ = writeln!(out, "        think: {}ms", (t * 1000.0).round() as u64);
+            }
+        }
+        let _ = writeln!(
+            out,
+            "profiles:\n  {}:\n    journey: {}",
+            quote(&name),
+            quote(&name)
+        );
+    }
+    for line in exec {
+        let _ = writeln!(out, "    {line}");
+    }
+    if let Some(V::Obj(ts)) = options.get("thresholds") {
+        out.push_str("    thresholds:\n");
+        for (metric, v) in ts {
+            let list: Vec<String> = match v {
+                V::Arr(items) => items
+                    .iter()
+                    .filter_map(|i| i.text().or_else(|| i.get("threshold").and_then(V::text)))
+                    .map(|t| quote(&t))
+                    .collect(),
+                other => other.text().map(|t| vec![quote(&t)]).unwrap_or_default(),
+            };
+            let _ = writeln!(out, "      {}: [{}]", quote(metric), list.join(", "));
+        }
+    }
+    Ok(super::openapi::Imported { yaml: out, notes })
+}
+
+/// Headers, body and checks; a target's (not templated) values keep `${` as it is.
+fn write_parts(out: &mut String, pad: &str, s: &Step, templated: bool) {
+    let t = |v: &str| {
+        if templated {
+            v.to_string()
+        } else {
+            v.replace("$${", "${")
+        }
+    };
+    if !s.headers.is_empty() {
+        let _ = writeln!(out, "{pad}headers:");
+        for (k, v) in &s.headers {
+            let _ = writeln!(out, "{pad}  {}: {}", quote(k), quote(&t(v)));
+        }
+    }
+    if let Some(b) = &s.body {
+        let _ = writeln!(out, "{pad}body: {}", quote(&t(b)));
+    }
+    if !s.checks.is_empty() {
+        let _ = writeln!(out, "{pad}checks:");
+        for c in &s.checks {
+            let _ = writeln!(out, "{pad}  - {{ {c} }}");
+        }
+    }
+}

@@ -1,0 +1,296 @@
+//! `sloburn import openapi FILE`: an OpenAPI 3.0 or 3.1 document (JSON or YAML) as a sloburn
+//! config. Each operation becomes a target (URL with its path and required query parameters
+//! filled from the document's examples, a JSON body from the request body's example or schema,
+//! a `status` check on its documented 2xx/3xx codes) and a profile; or, with `--journey`, the
+//! chosen operations become the steps of one journey over one target.
+//!
+//! Values come from, in order: the parameter's or media type's `example`/`examples`, the
+//! schema's `example`, `default`, first `enum` value, then one made from the type and format.
+//! `$ref`s inside the document are followed (at most 32 deep); an operation that needs
+//! something that cannot be made (an external `$ref`, a binary upload) is listed on stderr
+//! and left out, never dropped in silence.
+
+use serde_json::Value as J;
+
+mod values;
+mod write;
+use values::*;
+pub(crate) use write::*;
+
+/// What `sloburn import openapi` was asked for.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Scheme, host and port the requests go to; the server URL's path is kept.
+    pub base_url: Option<String>,
+    /// Each profile's (or the journey profile's) arrival rate, e.g. `1/s`.
+    pub rate: String,
+    /// One journey of this name over `operations` (all, in document order, when empty).
+    pub journey: Option<String>,
+    pub operations: Vec<String>,
+}
+
+/// The config, and what was not converted (each a line for stderr).
+#[derive(Debug)]
+pub struct Imported {
+    pub yaml: String,
+    pub notes: Vec<String>,
+}
+
+const METHODS: [&str; 8] = [
+    "get", "put", "post", "delete", "options", "head", "patch", "trace",
+];
+const MAX_REF_HOPS: usize = 32;
+const MAX_DEPTH: usize = 8;
+
+/// One operation, made concrete.
+#[derive(Debug)]
+struct Op {
+    name: String,
+    id: String,
+    method: String,
+    /// The path after the server's, parameters filled, query appended.
+    path: String,
+    headers: Vec<(String, String)>,
+    body: Option<(String, String)>,
+    statuses: Vec<u16>,
+    summary: String,
+}
+
+pub fn import(text: &str, file: &str, opts: &Options) -> Result<Imported, String> {
+    let document = crate::config::Document::parse(text).map_err(|e| {
+        format!(
+            "{file}:{}:{}: not JSON or YAML: {}",
+            e.line, e.col, e.message
+        )
+    })?;
+    let doc = &document.value;
+    match doc.get("openapi").and_then(J::as_str) {
+        Some(v) if v.starts_with("3.") => {}
+        Some(v) => {
+            return Err(format!(
+                "{file}: OpenAPI {v} is not supported: give a 3.x document"
+            ));
+        }
+        None if doc.get("swagger").is_some() => {
+            return Err(format!(
+                "{file}: a Swagger 2.0 document: convert it to OpenAPI 3 first (e.g. swagger2openapi)"
+            ));
+        }
+        None => {
+            return Err(format!(
+                "{file}: no `openapi` field: not an OpenAPI document"
+            ));
+        }
+    }
+    let base = base_url(doc, opts.base_url.as_deref())?;
+    let mut notes = Vec::new();
+    let mut ops = Vec::new();
+    let paths = doc
+        .get("paths")
+        .and_then(J::as_object)
+        .ok_or_else(|| format!("{file}: no `paths`"))?;
+    // In document order (the JSON value's map is sorted).
+    let order: Vec<&str> = document.keys("/paths").iter().map(String::as_str).collect();
+    for path in order {
+        let Some(item) = paths.get(path) else {
+            continue;
+        };
+        let item = resolve(doc, item);
+        let shared = item.get("parameters").and_then(J::as_array);
+        for method in METHODS {
+            let Some(op) = item.get(method) else { continue };
+            let mut left_out = Vec::new();
+            match operation(doc, path, method, op, shared, &mut left_out) {
+                Ok(op) => {
+                    notes.extend(left_out.into_iter().map(|why| {
+                        format!("{} {path} ({}): {why}", method.to_ascii_uppercase(), op.id)
+                    }));
+                    ops.push(op)
+                }
+                Err(why) => notes.push(format!(
+                    "not converted: {} {path}: {why}",
+                    method.to_ascii_uppercase()
+                )),
+            }
+        }
+    }
+    // Names are unique: a second operation of the same name gets a number.
+    let mut seen = std::collections::BTreeMap::<String, usize>::new();
+    for op in &mut ops {
+        let n = seen.entry(op.name.clone()).or_default();
+        *n += 1;
+        if *n > 1 {
+            op.name = format!("{}-{n}", op.name);
+        }
+    }
+    let title = doc
+        .pointer("/info/title")
+        .and_then(J::as_str)
+        .unwrap_or("an OpenAPI document");
+    let mut out = format!(
+        "# Imported by `sloburn import openapi` from {file} ({title}).\n# Review the example values and the rates, then add schedules and SLOs.\n"
+    );
+    match &opts.journey {
+        Some(journey) => {
+            let chosen: Vec<&Op> = if opts.operations.is_empty() {
+                ops.iter().collect()
+            } else {
+                let mut v = Vec::new();
+                for want in &opts.operations {
+                    match ops.iter().find(|o| &o.id == want || &o.name == want) {
+                        Some(o) => v.push(o),
+                        None => {
+                            return Err(format!(
+                                "--operations: no operation `{want}` in {file} (there are {})",
+                                ops.iter()
+                                    .map(|o| o.id.as_str())
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            ));
+                        }
+                    }
+                }
+                v
+            };
+            if chosen.is_empty() {
+                return Err(format!("{file}: no operation to put in a journey"));
+            }
+            write_journey(&mut out, journey, &base, &chosen, &opts.rate);
+        }
+        None => {
+            if !opts.operations.is_empty() {
+                ops.retain(|o| opts.operations.iter().any(|w| w == &o.id || w == &o.name));
+            }
+            if ops.is_empty() {
+                return Err(format!("{file}: no operation to import"));
+            }
+            write_profiles(&mut out, &base, &ops, &opts.rate);
+        }
+    }
+    Ok(Imported { yaml: out, notes })
+}
+
+/// The server URL (its variables at their defaults) with `--base-url`'s scheme, host and port.
+fn base_url(doc: &J, given: Option<&str>) -> Result<String, String> {
+    let server = doc.pointer("/servers/0");
+    let mut url = server
+        .and_then(|s| s.get("url"))
+        .and_then(J::as_str)
+        .unwrap_or("/")
+        .to_string();
+    if let Some(vars) = server
+        .and_then(|s| s.get("variables"))
+        .and_then(J::as_object)
+    {
+        for (name, v) in vars {
+            let default = v.get("default").and_then(J::as_str).unwrap_or_default();
+            url = url.replace(&format!("{{{name}}}"), default);
+        }
+    }
+    let (scheme_host, path) = match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let slash = rest.find('/').unwrap_or(rest.len());
+            (
+                Some(format!("{scheme}://{}", &rest[..slash])),
+                rest[slash..].to_string(),
+            )
+        }
+        None => (None, url.clone()),
+    };
+    let origin = match (given, scheme_host) {
+        (Some(g), _) => {
+            let g = g.trim_end_matches('/');
+            let parsed: http::Uri = g
+                .parse()
+                .map_err(|e| format!("--base-url `{g}` is not a URL: {e}"))?;
+            if !matches!(parsed.scheme_str(), Some("http" | "https")) || parsed.host().is_none() {
+                return Err(format!(
+                    "--base-url `{g}`: give http://HOST[:PORT] or https://…"
+                ));
+            }
+            g.to_string()
+        }
+        (None, Some(o)) => o,
+        (None, None) => {
+            return Err(format!(
+                "the server URL `{url}` is relative: give --base-url http://HOST[:PORT]"
+            ));
+        }
+    };
+    Ok(format!("{origin}{}", path.trim_end_matches('/')))
+}
+
+/// Follows `$ref`s inside the document (`#/…`); an unresolvable one stays as it is.
+fn resolve<'a>(doc: &'a J, mut v: &'a J) -> &'a J {
+    for _ in 0..MAX_REF_HOPS {
+        match v.get("$ref").and_then(J::as_str) {
+            Some(r) if r.starts_with('#') => match doc.pointer(&r[1..]) {
+                Some(next) => v = next,
+                None => return v,
+            },
+            _ => return v,
+        }
+    }
+    v
+}
+
+fn external_ref(v: &J) -> Option<&str> {
+    v.get("$ref")
+        .and_then(J::as_str)
+        .filter(|r| !r.starts_with('#'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schemas_give_values_of_their_type() {
+        let doc = serde_json::json!({
+            "components": {"schemas": {
+                "Pet": {"required": ["name"], "properties": {
+                    "id": {"type": "integer", "readOnly": true},
+                    "name": {"type": "string", "example": "doggie"},
+                    "tags": {"type": "array", "items": {"$ref": "#/components/schemas/Tag"}},
+                    "born": {"type": "string", "format": "date"},
+                    "status": {"type": "string", "enum": ["available", "sold"]},
+                    "code": {"type": "string", "example": 12345}
+                }},
+                "Tag": {"type": "object", "properties": {"name": {"type": "string"}}},
+                "Loop": {"type": "object", "properties": {"next": {"$ref": "#/components/schemas/Loop"}}}
+            }}
+        });
+        let pet = example(
+            &doc,
+            &serde_json::json!({"$ref": "#/components/schemas/Pet"}),
+            0,
+        );
+        assert_eq!(
+            pet,
+            serde_json::json!({
+                "name": "doggie", "tags": [{"name": "example"}], "born": "2026-01-01",
+                "status": "available", "code": "12345"
+            })
+        );
+        // A schema that holds itself ends at the depth bound.
+        let l = example(
+            &doc,
+            &serde_json::json!({"$ref": "#/components/schemas/Loop"}),
+            0,
+        );
+        assert!(l.to_string().len() < 200, "{l}");
+    }
+
+    #[test]
+    fn the_base_keeps_the_servers_path() {
+        let doc = serde_json::json!({"servers": [{"url": "/v3"}]});
+        assert_eq!(
+            base_url(&doc, Some("http://127.0.0.1:9/")).unwrap(),
+            "http://127.0.0.1:9/v3"
+        );
+        assert!(base_url(&doc, None).unwrap_err().contains("--base-url"));
+        let doc = serde_json::json!({"servers": [{"url": "https://{host}/api", "variables": {"host": {"default": "x.example"}}}]});
+        assert_eq!(base_url(&doc, None).unwrap(), "https://x.example/api");
+        assert_eq!(encode("a b/${x}"), "a%20b%2F%24%7Bx%7D");
+    }
+}

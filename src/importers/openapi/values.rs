@@ -1,0 +1,294 @@
+//! An operation's request: parameters and bodies from examples, defaults, enums, then types.
+
+use serde_json::{Map, Value as J};
+
+use super::*;
+
+pub(super) fn operation(
+    doc: &J,
+    path: &str,
+    method: &str,
+    op: &J,
+    shared: Option<&Vec<J>>,
+    left_out: &mut Vec<String>,
+) -> Result<Op, String> {
+    let id = op
+        .get("operationId")
+        .and_then(J::as_str)
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("{method} {path}"));
+    let mut params: Vec<&J> = Vec::new();
+    for p in shared.into_iter().flatten().chain(
+        op.get("parameters")
+            .and_then(J::as_array)
+            .into_iter()
+            .flatten(),
+    ) {
+        if let Some(r) = external_ref(p) {
+            return Err(format!("parameter `$ref: {r}` is in another file"));
+        }
+        let p = resolve(doc, p);
+        // An operation's parameter replaces the path item's of the same name and place.
+        params.retain(|q| !(q.get("name") == p.get("name") && q.get("in") == p.get("in")));
+        params.push(p);
+    }
+    let mut filled = path.to_string();
+    let mut query = Vec::new();
+    let mut headers = Vec::new();
+    for p in params {
+        let name = p.get("name").and_then(J::as_str).unwrap_or_default();
+        let place = p.get("in").and_then(J::as_str).unwrap_or_default();
+        let required = p.get("required").and_then(J::as_bool).unwrap_or(false);
+        let explicit = p.get("example").is_some() || p.get("examples").is_some();
+        let value = param_value(doc, p);
+        match place {
+            "path" => filled = filled.replace(&format!("{{{name}}}"), &encode(&text_of(&value))),
+            "query" if required || explicit => match &value {
+                J::Array(items) => {
+                    for i in items {
+                        query.push(format!("{}={}", encode(name), encode(&text_of(i))));
+                    }
+                }
+                v => query.push(format!("{}={}", encode(name), encode(&text_of(v)))),
+            },
+            "header" if required => headers.push((name.to_string(), text_of(&value))),
+            "cookie" if required => {
+                return Err(format!("required cookie parameter `{name}`"));
+            }
+            _ => {}
+        }
+    }
+    if filled.contains('{') {
+        return Err(format!("path parameters of `{path}` are not declared"));
+    }
+    if !query.is_empty() {
+        filled = format!("{filled}?{}", query.join("&"));
+    }
+    let body = match op.get("requestBody") {
+        None => None,
+        Some(rb) => {
+            if let Some(r) = external_ref(rb) {
+                return Err(format!("request body `$ref: {r}` is in another file"));
+            }
+            let rb = resolve(doc, rb);
+            let required = rb.get("required").and_then(J::as_bool).unwrap_or(false);
+            match request_body(doc, rb) {
+                Ok(b) => Some(b),
+                Err(why) if required => return Err(why),
+                Err(why) => {
+                    left_out.push(format!("{why}: sent without a body"));
+                    None
+                }
+            }
+        }
+    };
+    let mut statuses: Vec<u16> = op
+        .get("responses")
+        .and_then(J::as_object)
+        .map(|r| {
+            r.keys()
+                .filter_map(|k| k.parse::<u16>().ok())
+                .filter(|s| (200..400).contains(s))
+                .collect()
+        })
+        .unwrap_or_default();
+    statuses.sort_unstable();
+    let summary = op
+        .get("summary")
+        .and_then(J::as_str)
+        .unwrap_or_default()
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    Ok(Op {
+        name: crate::importers::config_name(&id),
+        id,
+        method: method.to_ascii_uppercase(),
+        path: filled,
+        headers,
+        body,
+        statuses,
+        summary,
+    })
+}
+
+/// A parameter's value: its `example`, the first of its `examples`, else its schema's.
+pub(super) fn param_value(doc: &J, p: &J) -> J {
+    if let Some(e) = p.get("example") {
+        return e.clone();
+    }
+    if let Some(e) = first_example(doc, p) {
+        return e;
+    }
+    let schema = p.get("schema").map_or(&J::Null, |s| resolve(doc, s));
+    example(doc, schema, 0)
+}
+
+pub(super) fn first_example(doc: &J, v: &J) -> Option<J> {
+    let examples = v.get("examples")?.as_object()?;
+    let (_, e) = examples.iter().next()?;
+    resolve(doc, e).get("value").cloned()
+}
+
+/// The body to send and its content type: JSON when the operation takes it, else a form.
+pub(super) fn request_body(doc: &J, rb: &J) -> Result<(String, String), String> {
+    let content = rb
+        .get("content")
+        .and_then(J::as_object)
+        .ok_or("a request body without `content`")?;
+    let pick = content
+        .iter()
+        .find(|(t, _)| t.starts_with("application/json") || t.ends_with("+json"))
+        .or_else(|| {
+            content
+                .iter()
+                .find(|(t, _)| *t == "application/x-www-form-urlencoded")
+        });
+    let Some((ctype, media)) = pick else {
+        let types: Vec<&str> = content.keys().map(String::as_str).collect();
+        return Err(format!("a request body only in {}", types.join(", ")));
+    };
+    let value = match media.get("example") {
+        Some(e) => e.clone(),
+        None => match first_example(doc, media) {
+            Some(e) => e,
+            None => {
+                let schema = media.get("schema").map_or(&J::Null, |s| resolve(doc, s));
+                example(doc, schema, 0)
+            }
+        },
+    };
+    let text = if ctype.starts_with("application/x-www-form-urlencoded") {
+        match &value {
+            J::Object(m) => m
+                .iter()
+                .filter(|(_, v)| !v.is_object() && !v.is_array())
+                .map(|(k, v)| format!("{}={}", encode(k), encode(&text_of(v))))
+                .collect::<Vec<_>>()
+                .join("&"),
+            v => text_of(v),
+        }
+    } else {
+        value.to_string()
+    };
+    Ok((ctype.clone(), text))
+}
+
+/// A value for `schema`: its example, default or first enum value, else one made from its type
+/// and format (objects with every property, arrays of one item).
+pub(super) fn example(doc: &J, schema: &J, depth: usize) -> J {
+    let schema = resolve(doc, schema);
+    for key in ["example", "default", "const"] {
+        if let Some(v) = schema.get(key) {
+            return coerce(schema, v.clone());
+        }
+    }
+    if let Some(v) = schema
+        .get("examples")
+        .and_then(J::as_array)
+        .and_then(|a| a.first())
+    {
+        return coerce(schema, v.clone());
+    }
+    if let Some(v) = schema
+        .get("enum")
+        .and_then(J::as_array)
+        .and_then(|a| a.first())
+    {
+        return v.clone();
+    }
+    if depth >= MAX_DEPTH {
+        return J::Null;
+    }
+    if let Some(all) = schema.get("allOf").and_then(J::as_array) {
+        let mut merged = Map::new();
+        for part in all {
+            if let J::Object(m) = example(doc, part, depth + 1) {
+                merged.extend(m);
+            }
+        }
+        return J::Object(merged);
+    }
+    for key in ["oneOf", "anyOf"] {
+        if let Some(first) = schema
+            .get(key)
+            .and_then(J::as_array)
+            .and_then(|a| a.first())
+        {
+            return example(doc, first, depth + 1);
+        }
+    }
+    let ty = match schema.get("type") {
+        Some(J::String(t)) => t.as_str(),
+        // 3.1: `type: [string, "null"]`.
+        Some(J::Array(ts)) => ts
+            .iter()
+            .filter_map(J::as_str)
+            .find(|t| *t != "null")
+            .unwrap_or("null"),
+        _ if schema.get("properties").is_some() => "object",
+        _ if schema.get("items").is_some() => "array",
+        _ => "",
+    };
+    let format = schema.get("format").and_then(J::as_str).unwrap_or_default();
+    match ty {
+        "object" => {
+            let mut m = Map::new();
+            if let Some(props) = schema.get("properties").and_then(J::as_object) {
+                for (k, v) in props {
+                    let r = resolve(doc, v);
+                    if r.get("readOnly").and_then(J::as_bool) == Some(true) {
+                        continue;
+                    }
+                    m.insert(k.clone(), example(doc, r, depth + 1));
+                }
+            }
+            J::Object(m)
+        }
+        "array" => {
+            let item = schema.get("items").map_or(&J::Null, |i| resolve(doc, i));
+            J::Array(vec![example(doc, item, depth + 1)])
+        }
+        "integer" => J::from(
+            schema
+                .get("minimum")
+                .and_then(J::as_i64)
+                .unwrap_or(1)
+                .max(1),
+        ),
+        "number" => J::from(schema.get("minimum").and_then(J::as_f64).unwrap_or(1.0)),
+        "boolean" => J::Bool(true),
+        "string" => J::String(
+            match format {
+                "date-time" => "2026-01-01T00:00:00Z",
+                "date" => "2026-01-01",
+                "email" => "user@example.com",
+                "uuid" => "00000000-0000-4000-8000-000000000000",
+                "uri" | "url" => "https://example.com/",
+                "ipv4" => "192.0.2.1",
+                _ => "example",
+            }
+            .to_string(),
+        ),
+        _ => J::Null,
+    }
+}
+
+/// A schema typed `string` keeps its example a string (`example: 12345` in YAML is a number).
+pub(super) fn coerce(schema: &J, v: J) -> J {
+    match (schema.get("type").and_then(J::as_str), &v) {
+        (Some("string"), J::Number(n)) => J::String(n.to_string()),
+        (Some("string"), J::Bool(b)) => J::String(b.to_string()),
+        _ => v,
+    }
+}
+
+pub(super) fn text_of(v: &J) -> String {
+    match v {
+        J::String(s) => s.clone(),
+        J::Null => String::new(),
+        J::Array(items) => items.iter().map(text_of).collect::<Vec<_>>().join(","),
+        other => other.to_string(),
+    }
+}

@@ -1,0 +1,258 @@
+//! The open model (arrival-rate executors): the scheduler releasing arrivals at their intended
+//! times, the LIFO stack of idle VUs each with its own task and one-slot inbox, and drops by
+//! reason as `load::pacing` decides them.
+
+use crate::http::Client;
+use crate::load::pacing::{DropReason, Pacing};
+use crate::load::plan::ArrivalPlan;
+use crate::load::walk::Vu;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use super::*;
+
+/// How early an arrival may be released: one tick of tokio's timer wheel.
+pub(super) const DISPATCH_WINDOW: Duration = Duration::from_millis(1);
+
+/// How many arrivals the scheduler handles in a row without a wait before it yields, so that
+/// VU tasks on the same worker finish and hand their connections back while it catches up.
+pub(super) const YIELD_EVERY: u32 = 64;
+
+pub(super) async fn open_model(
+    plan: ArrivalPlan,
+    client: &Client,
+    ctx: &Arc<VuCtx>,
+    stopper: &Stopper,
+    grace: Duration,
+    start: Instant,
+    pacing: Pacing,
+) {
+    let max_vus = plan.max_vus().max(1);
+    let permits = Arc::new(tokio::sync::Semaphore::new(max_vus as usize));
+    // LIFO keeps the warmest connections busy; pre-allocated VUs are idle connection slots
+    // (with no connection open and no task until their first request).
+    let pool = Arc::new(Mutex::new(Idle {
+        vus: (0..plan.pre_allocated_vus().min(max_vus))
+            .map(|i| IdleVu {
+                vu: Vu::new(client.conn(), u64::from(i) + 1),
+                inbox: None,
+            })
+            .collect(),
+        closed: false,
+    }));
+    let allocated = Arc::new(std::sync::atomic::AtomicU32::new(
+        plan.pre_allocated_vus().min(max_vus),
+    ));
+    ctx.events.vus_allocated(allocated.load(Relaxed));
+    // Without keep-alive every request opens a connection by the user's choice: nothing to pace.
+    let paced = client.options().keep_alive;
+    let mut connects = pacing.connects();
+    // How long a spawned VU task waits to be polled (ns, smoothed): the runtime's own lag.
+    let lag = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mut set = JoinSet::new();
+    let mut j = 0u64;
+    let mut prev_due = start;
+    let mut unbroken = 0u32;
+    let cancel = stopper.token();
+    while let Some(offset) = plan.start_of(j) {
+        let k = j;
+        j += 1;
+        let due = start + offset;
+        // Starts are released in batches once per timer tick: everything due within the next
+        // tick goes now (at most one tick early), so the scheduler wakes at most 1000 times a
+        // second whatever the rate, and a start is never late by more than the runtime's own
+        // delay, which is measured as lateness.
+        // At low rates (gaps of 2 ms and more) a precise sleep to the exact start costs little
+        // and keeps lateness near zero.
+        let now = Instant::now();
+        let gap = due.saturating_duration_since(prev_due);
+        prev_due = due;
+        if gap >= crate::timer::FINE_WINDOW && due > now {
+            unbroken = 0;
+            tokio::select! {
+                _ = crate::timer::sleep_until(due) => {}
+                _ = cancel.cancelled() => break,
+            }
+        } else if due > now + DISPATCH_WINDOW {
+            unbroken = 0;
+            tokio::select! {
+                _ = tokio::time::sleep_until(due - DISPATCH_WINDOW) => {}
+                _ = cancel.cancelled() => break,
+            }
+        } else if cancel.is_cancelled() {
+            break;
+        } else {
+            unbroken += 1;
+            if unbroken >= YIELD_EVERY {
+                unbroken = 0;
+                tokio::task::yield_now().await;
+            }
+        }
+        // Reap finished tasks so the set's memory stays bounded by max_vus.
+        while set.try_join_next().is_some() {}
+        let now = Instant::now();
+        let late = now.saturating_duration_since(due);
+        let lagging = Duration::from_nanos(lag.load(Relaxed));
+        // A VU, and the daemon-wide cap. No VU free: every VU waits on the target (its
+        // failure), unless the generator is the one behind (`Pacing::admit`). The cap full:
+        // a limit of sloburn's own configuration, never the target's doing.
+        let permit = permits.clone().try_acquire_owned().ok();
+        let (permit, global) = match (pacing.admit(late, lagging, permit.is_some()), permit) {
+            (Ok(()), Some(permit)) => match &ctx.global {
+                Some(g) => match g.clone().try_acquire_owned() {
+                    Ok(g) => (permit, Some(g)),
+                    Err(_) => {
+                        ctx.dropped(k, DropReason::InFlightCap);
+                        continue;
+                    }
+                },
+                None => (permit, None),
+            },
+            (Err(reason), _) => {
+                ctx.dropped(k, reason);
+                continue;
+            }
+            (Ok(()), None) => {
+                ctx.dropped(k, DropReason::Saturated);
+                continue;
+            }
+        };
+        // An idle open connection first; a new one freely on schedule, behind it only within
+        // the connect budget (`Connects::may_open`). Behind means the scheduler is late; the
+        // runtime's lag counts only past the pool a healthy target needs, as a target sharing
+        // the machine (or, in tests, the runtime) makes it lag without any backlog to replay.
+        let behind = late;
+        let elapsed = now - start;
+        let busy = max_vus.saturating_sub(permits.available_permits() as u32);
+        let conn = match pool.lock() {
+            Ok(mut idle) => match idle.vus.pop() {
+                Some(c) if !paced || c.vu.conn.is_open() => Some(c),
+                Some(c) if connects.may_open(behind, lagging, busy, elapsed) => Some(c),
+                Some(c) => {
+                    idle.vus.push(c);
+                    None
+                }
+                None if !paced || connects.may_open(behind, lagging, busy, elapsed) => {
+                    let n = allocated.fetch_add(1, Relaxed) + 1;
+                    ctx.events.vus_allocated(n);
+                    Some(IdleVu {
+                        vu: Vu::new(client.conn(), u64::from(n)),
+                        inbox: None,
+                    })
+                }
+                None => None,
+            },
+            Err(_) => None,
+        };
+        let Some(IdleVu { vu, inbox }) = conn else {
+            ctx.dropped(k, DropReason::ConnectPaced);
+            continue;
+        };
+        let job = Job {
+            vu,
+            k,
+            due,
+            handed: now,
+            permit,
+            global,
+            reply: None,
+        };
+        // A VU on the idle stack has an idle task, whose one slot is free; a VU without a task
+        // (new, or its task aborted) gets one.
+        let unsent = match &inbox {
+            Some(tx) => hand(tx, job),
+            None => Some(job),
+        };
+        if let Some(job) = unsent {
+            let (tx, rx) = tokio::sync::mpsc::channel(1);
+            // A new channel's one slot is free.
+            let _ = hand(&tx, job);
+            set.spawn(vu_task(rx, ctx.clone(), pool.clone(), lag.clone()));
+        }
+    }
+    // Idle VUs drop their connections and their task's only sender, so idle tasks end now;
+    // busy ones end when their iteration does.
+    if let Ok(mut idle) = pool.lock() {
+        idle.closed = true;
+        idle.vus.clear();
+    }
+    drain(&mut set, grace).await;
+}
+
+/// The open model's idle VUs (LIFO), each with the inbox of its task once it has one.
+pub(super) struct Idle {
+    pub(super) vus: Vec<IdleVu>,
+    /// The scheduler is done: a VU that finishes is dropped, not put back.
+    pub(super) closed: bool,
+}
+
+pub(super) struct IdleVu {
+    pub(super) vu: Vu,
+    pub(super) inbox: Option<tokio::sync::mpsc::Sender<Job>>,
+}
+
+/// One arrival handed to a VU's task, with everything the iteration holds while it runs.
+pub(super) struct Job {
+    pub(super) vu: Vu,
+    pub(super) k: u64,
+    pub(super) due: Instant,
+    /// When the scheduler handed it over: the task's wait to be polled is the runtime's lag.
+    pub(super) handed: Instant,
+    pub(super) permit: tokio::sync::OwnedSemaphorePermit,
+    pub(super) global: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// The task's own inbox, which goes back to the idle stack with the VU (set by [`hand`]).
+    /// The task holds no other sender, so it ends once the idle stack drops this one.
+    pub(super) reply: Option<tokio::sync::mpsc::Sender<Job>>,
+}
+
+/// Hands `job` to the task behind `inbox`, with the inbox to return to; gives the job back
+/// when the task is gone.
+pub(super) fn hand(inbox: &tokio::sync::mpsc::Sender<Job>, mut job: Job) -> Option<Job> {
+    job.reply = Some(inbox.clone());
+    inbox.try_send(job).err().map(|e| e.into_inner())
+}
+
+/// A VU's task in the open model: runs the arrivals handed to it one at a time, and after
+/// each puts its VU back on the idle stack before releasing the VU's slot. One task per VU
+/// rather than one per arrival: handing an arrival over a one-slot channel costs a fraction of
+/// spawning a task.
+pub(super) async fn vu_task(
+    mut inbox: tokio::sync::mpsc::Receiver<Job>,
+    ctx: Arc<VuCtx>,
+    pool: Arc<Mutex<Idle>>,
+    lag: Arc<std::sync::atomic::AtomicU64>,
+) {
+    while let Some(job) = inbox.recv().await {
+        let Job {
+            mut vu,
+            k,
+            due,
+            handed,
+            permit,
+            global,
+            reply,
+        } = job;
+        let polled = Instant::now();
+        let waited = u64::try_from(polled.saturating_duration_since(handed).as_nanos());
+        lag.store(
+            crate::load::pacing::smooth_lag(lag.load(Relaxed), waited.unwrap_or(u64::MAX)),
+            Relaxed,
+        );
+        {
+            let _busy = ctx.events.busy();
+            let lateness = Instant::now().saturating_duration_since(due);
+            ctx.iteration(&mut vu, Some(k), lateness, true).await;
+        }
+        // Back on the stack before the slot is released: a free slot always finds its VU.
+        if let Ok(mut idle) = pool.lock()
+            && !idle.closed
+        {
+            idle.vus.push(IdleVu { vu, inbox: reply });
+        }
+        drop(global);
+        drop(permit);
+    }
+}
