@@ -681,8 +681,9 @@ profiles:
 /// Issue 32's mixed journey: a journey over an HTTP target logs in over HTTP (real axum on
 /// loopback), captures the token, calls gRPC with it in `authorization` metadata (the server
 /// refuses a call without exactly that token UNAUTHENTICATED), captures from the gRPC reply's
-/// JSON and trailers, and hands both back over HTTP. Every iteration is green, and the gRPC
-/// server saw the token on every call.
+/// JSON and trailers, checks a second gRPC server's health (a `grpc://` step without `grpc:`),
+/// and hands the captures back over HTTP. Every iteration is green, and the gRPC server saw the
+/// token on every call.
 #[test]
 fn a_mixed_journey_logs_in_over_http_and_calls_grpc_with_the_token_in_metadata() {
     use axum::{Json, Router, routing::post};
@@ -698,6 +699,9 @@ fn a_mixed_journey_logs_in_over_http_and_calls_grpc_with_the_token_in_metadata()
             &seen,
         ],
     );
+    // A second server, whose health the journey checks between the token's calls: a user's
+    // gRPC connection follows the step's server.
+    let other = Server::start("none");
     let handed_back = Arc::new(std::sync::Mutex::new(Vec::<Value>::new()));
     let app = {
         let (token, handed_back) = (token.clone(), handed_back.clone());
@@ -758,6 +762,11 @@ journeys:
         capture:
           echoed: {{ json: "$.text" }}
           trailer: {{ header: x-trailer }}
+      - name: other
+        url: grpc://127.0.0.1:{other}
+        checks:
+          - name: other serving
+            json: {{ path: "$.status", equals: SERVING }}
       - name: done
         method: POST
         path: /done
@@ -775,6 +784,7 @@ profiles:
         data = dir.path().join("data").display(),
         http = http.addr,
         port = server.port,
+        other = other.port,
         protos = protos().display(),
     );
     let d = rt.block_on(crate::support::serve_in_process(&text, dir.path()));
@@ -807,7 +817,7 @@ profiles:
     // The gRPC step's calls counted by gRPC status (0 OK), beside the HTTP steps'.
     let say = "sloburn_http_reqs_total{target=\"shop\",profile=\"mixed\",journey=\"mixed\",step=\"say\",status=\"0\",error=\"none\"} 20";
     assert!(metrics.lines().any(|l| l == say), "{metrics}");
-    for check in ["token seen", "trailer"] {
+    for check in ["token seen", "trailer", "other serving"] {
         assert_eq!(
             checks_of(&metrics, "shop", check, "pass"),
             20.0,
