@@ -11,11 +11,11 @@ use std::time::Duration;
 use super::Env;
 use super::checks::yaml_to_json;
 use super::secrets::expand;
-use super::walk::{self, Ctx, join};
+use super::walk::{self, Ctx, Fields, join};
 use super::yaml::{Node, Value};
 use crate::http::grpc::{GrpcSpec, GrpcTarget, HEALTH_CHECK, PrepareError, Source};
 
-const FIELDS: &[&str] = &[
+pub(super) const FIELDS: &[&str] = &[
     "method",
     "message",
     "messages",
@@ -46,16 +46,13 @@ pub fn grpc(
     path: &str,
     base: &Path,
     env: &Env,
-    (timeout, max_body): (Duration, usize),
+    limits: (Duration, usize),
 ) -> Option<GrpcSpec> {
     let Some(node) = node else {
-        return health_check((timeout, max_body));
+        return health_check(limits);
     };
     let f = walk::fields(ctx, node, path, FIELDS)?;
-    let method = match f.get("method") {
-        Some(n) => walk::string(ctx, n, &f.path_of("method"))?,
-        None => HEALTH_CHECK.to_string(),
-    };
+    let method = method(ctx, &f)?;
     let messages = match (f.get("message"), f.get("messages")) {
         (Some(n), Some(_)) => {
             ctx.error(
@@ -91,11 +88,41 @@ pub fn grpc(
             ctx.error(n.pos, &p, format!("expected a mapping, found {}", n.kind()));
         }
     }
-    let authority = match f.get("authority") {
-        Some(n) => Some(walk::string(ctx, n, &f.path_of("authority"))?),
-        None => None,
+    let schema = schema(ctx, &f, base)?;
+    let call = Parts {
+        method,
+        messages,
+        metadata,
+        authority: authority(ctx, &f)?,
     };
-    let reflection = walk::opt_bool(ctx, &f, "reflection", false);
+    target(ctx, &f, &schema, call, limits, false)
+}
+
+/// `method`, the health check's when there is none.
+pub(super) fn method(ctx: &mut Ctx, f: &Fields<'_>) -> Option<String> {
+    match f.get("method") {
+        Some(n) => walk::string(ctx, n, &f.path_of("method")),
+        None => Some(HEALTH_CHECK.to_string()),
+    }
+}
+
+/// `authority`, when given.
+pub(super) fn authority(ctx: &mut Ctx, f: &Fields<'_>) -> Option<Option<String>> {
+    match f.get("authority") {
+        Some(n) => Some(Some(walk::string(ctx, n, &f.path_of("authority"))?)),
+        None => Some(None),
+    }
+}
+
+/// Where the message types come from, and whether only the bundled health service is known.
+pub(super) struct Schema {
+    source: Source,
+    health_only: bool,
+}
+
+/// `protos` + `import_paths` compiled now, `reflection: true`, or the health service.
+pub(super) fn schema(ctx: &mut Ctx, f: &Fields<'_>, base: &Path) -> Option<Schema> {
+    let reflection = walk::opt_bool(ctx, f, "reflection", false);
     let strings = |ctx: &mut Ctx, key: &str| -> Vec<PathBuf> {
         let Some(n) = f.get(key) else {
             return Vec::new();
@@ -131,49 +158,96 @@ pub fn grpc(
         (false, true) => Source::Pool(crate::http::grpc::health()),
     };
     let health_only = matches!(source, Source::Pool(_)) && protos.is_empty();
-    match GrpcTarget::new(
-        &source, method, messages, metadata, authority, timeout, max_body,
-    ) {
+    Some(Schema {
+        source,
+        health_only,
+    })
+}
+
+/// What one call sends.
+pub(super) struct Parts {
+    pub method: String,
+    pub messages: Vec<serde_json::Value>,
+    pub metadata: Vec<(String, String)>,
+    pub authority: Option<String>,
+}
+
+/// The target of `parts`: with a schema known now, a wrong method, message or metadata is an
+/// error at the field that holds it. `templated`: the messages hold `${...}` templates, sent
+/// rendered by each call; a message the schema refuses with its templates as text (a number
+/// field's `${n}`) is then checked by each call instead.
+pub(super) fn target(
+    ctx: &mut Ctx,
+    f: &Fields<'_>,
+    schema: &Schema,
+    parts: Parts,
+    (timeout, max_body): (Duration, usize),
+    templated: bool,
+) -> Option<GrpcSpec> {
+    let Parts {
+        method,
+        messages,
+        metadata,
+        authority,
+    } = parts;
+    let make = |messages| {
+        GrpcTarget::new(
+            &schema.source,
+            method.clone(),
+            messages,
+            metadata.clone(),
+            authority.clone(),
+            timeout,
+            max_body,
+        )
+    };
+    let made = match make(messages) {
+        Err(PrepareError::Call(_)) if templated => make(vec![serde_json::json!({})]),
+        made => made,
+    };
+    match made {
         Ok(t) => Some(GrpcSpec(Arc::new(t))),
         Err(e) => {
-            // Each mistake at the field that holds it: the method, the message, the metadata.
-            use crate::http::grpc::CallError;
-            let key = match &e {
-                PrepareError::Schema(_) => "method",
-                PrepareError::Call(CallError::Message { .. } | CallError::OneMessage { .. }) => {
-                    if f.has("messages") {
-                        "messages"
-                    } else {
-                        "message"
-                    }
-                }
-                PrepareError::Call(_) => "metadata",
-            };
-            let hint = match &e {
-                PrepareError::Schema(_) if health_only => {
-                    " (without `protos` or `reflection: true` only the health service is known)"
-                }
-                _ => "",
-            };
-            let (pos, p) = match (f.get(key), &e) {
-                (Some(n), PrepareError::Call(CallError::Message { index, .. }))
-                    if key == "messages" =>
-                {
-                    let items = walk::seq(ctx, n, &f.path_of(key));
-                    let at = items.get(*index).map_or(n.pos, |item| item.pos);
-                    (at, format!("{}[{index}]", f.path_of(key)))
-                }
-                (Some(n), _) => (n.pos, f.path_of(key)),
-                (None, _) => (node.pos, path.to_string()),
-            };
-            ctx.error(pos, &p, format!("{e}{hint}"));
+            report(ctx, f, schema.health_only, &e);
             None
         }
     }
 }
 
+/// Each mistake at the field that holds it: the method, the message, the metadata.
+pub(super) fn report(ctx: &mut Ctx, f: &Fields<'_>, health_only: bool, e: &PrepareError) {
+    use crate::http::grpc::CallError;
+    let key = match e {
+        PrepareError::Schema(_) => "method",
+        PrepareError::Call(CallError::Message { .. } | CallError::OneMessage { .. }) => {
+            if f.has("messages") {
+                "messages"
+            } else {
+                "message"
+            }
+        }
+        PrepareError::Call(_) => "metadata",
+    };
+    let hint = match e {
+        PrepareError::Schema(_) if health_only => {
+            " (without `protos` or `reflection: true` only the health service is known)"
+        }
+        _ => "",
+    };
+    let (pos, p) = match (f.get(key), e) {
+        (Some(n), PrepareError::Call(CallError::Message { index, .. })) if key == "messages" => {
+            let items = walk::seq(ctx, n, &f.path_of(key));
+            let at = items.get(*index).map_or(n.pos, |item| item.pos);
+            (at, format!("{}[{index}]", f.path_of(key)))
+        }
+        (Some(n), _) => (n.pos, f.path_of(key)),
+        (None, _) => (f.node.pos, f.path.clone()),
+    };
+    ctx.error(pos, &p, format!("{e}{hint}"));
+}
+
 /// The health check of a `grpc://` target without a `grpc:` section.
-fn health_check((timeout, max_body): (Duration, usize)) -> Option<GrpcSpec> {
+pub(super) fn health_check((timeout, max_body): (Duration, usize)) -> Option<GrpcSpec> {
     GrpcTarget::new(
         &Source::Pool(crate::http::grpc::health()),
         HEALTH_CHECK.to_string(),
@@ -188,7 +262,7 @@ fn health_check((timeout, max_body): (Duration, usize)) -> Option<GrpcSpec> {
 }
 
 /// A message in YAML (a mapping) or JSON (a string holding an object).
-fn message(ctx: &mut Ctx, node: &Node, path: &str) -> Option<serde_json::Value> {
+pub(super) fn message(ctx: &mut Ctx, node: &Node, path: &str) -> Option<serde_json::Value> {
     match &node.value {
         Value::Map(_) | Value::Null => Some(if node.is_null() {
             serde_json::json!({})

@@ -107,6 +107,13 @@ impl Conn {
         out
     }
 
+    /// Sends one call of `spec`, a journey step's own gRPC call, to `req.uri` (`grpc://` or
+    /// `grpcs://`) over this user's gRPC connection, whatever the target's protocol: the
+    /// target's client dials it (its resolver, timeout and TLS options).
+    pub async fn send_grpc(&mut self, spec: &super::grpc::GrpcSpec, req: &RequestSpec) -> Outcome {
+        super::grpc::target::send_with(&self.client, spec, &mut self.grpc, req).await
+    }
+
     /// The endpoint of `uri`: the last one when it matches, else parsed and kept.
     pub(super) fn endpoint_of(&mut self, uri: &Uri) -> Option<Arc<Endpoint>> {
         match &self.endpoint {

@@ -37,6 +37,19 @@ pub struct Step {
     /// The URL as written (the target's as written, then the step's path, references and
     /// templates kept): what a span's `url.full` is made from.
     pub display_url: String,
+    /// A step's own gRPC call (its `grpc:` block, or a `grpc://` URL in a journey over another
+    /// target): the URL is the server, the headers its metadata, a body its message(s).
+    pub grpc: Option<crate::http::grpc::GrpcSpec>,
+}
+
+impl Step {
+    /// Sends `req`, the step's request, on `conn`: as the step's own gRPC call when it has one.
+    async fn send(&self, conn: &mut Conn, req: &RequestSpec) -> Outcome {
+        match &self.grpc {
+            Some(spec) => conn.send_grpc(spec, req).await,
+            None => conn.send(req).await,
+        }
+    }
 }
 
 /// A journey, compiled.
@@ -425,18 +438,18 @@ impl RunWork {
             };
             let span = traced.as_mut().map(|it| it.request(base + i));
             let outcome = match (&step.fixed, &span) {
-                (Some(req), None) => vu.conn.send(req).await,
+                (Some(req), None) => step.send(&mut vu.conn, req).await,
                 (Some(req), Some(s)) => {
                     let mut req = RequestSpec::clone(req);
                     s.inject(&mut req.headers);
-                    vu.conn.send(&req).await
+                    step.send(&mut vu.conn, &req).await
                 }
                 (None, _) => match build(step, &values) {
                     Some(mut req) => {
                         if let Some(s) = &span {
                             s.inject(&mut req.headers);
                         }
-                        vu.conn.send(&req).await
+                        step.send(&mut vu.conn, &req).await
                     }
                     // A rendered URL that does not parse, or a header value with a control
                     // character: never sent as something else (a header left out), the

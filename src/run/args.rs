@@ -20,9 +20,21 @@ pub struct RunArgs {
     /// Request header `Name: value` (repeatable).
     #[arg(short = 'H', long = "header")]
     pub headers: Vec<String>,
-    /// Request body.
+    /// Request body (with a grpc:// --url: the message in JSON, an array of them for a
+    /// client-streaming method).
     #[arg(long)]
     pub body: Option<String>,
+    /// With a grpc:// or grpcs:// --url: the method, `package.Service/Method` (default: the
+    /// standard health check, grpc.health.v1.Health/Check). -H adds metadata.
+    #[arg(long, value_name = "package.Service/Method")]
+    pub grpc_method: Option<String>,
+    /// gRPC: a .proto file defining --grpc-method (repeatable); without any, the server's
+    /// reflection is asked at the first call.
+    #[arg(long = "proto", value_name = "FILE.proto")]
+    pub protos: Vec<PathBuf>,
+    /// gRPC: a folder --proto's imports are found in (repeatable).
+    #[arg(long = "import-path", value_name = "DIR")]
+    pub import_paths: Vec<PathBuf>,
     /// Virtual users (closed model), or pre-allocated VUs with --rate.
     #[arg(long)]
     pub vus: Option<u32>,

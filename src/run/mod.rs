@@ -20,6 +20,7 @@ use std::io::Write;
 mod args;
 mod collect;
 mod execute;
+mod grpc;
 mod otlp_metrics;
 mod outputs;
 mod remote_write;

@@ -208,8 +208,12 @@ pub(super) fn ad_hoc(args: &RunArgs, url: &str) -> anyhow::Result<(Target, Execu
     let uri: http::Uri = expanded
         .parse()
         .map_err(|e| anyhow!("--url `{url}` is not a URL: {e}"))?;
-    if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
-        bail!("--url `{url}` must be an absolute http:// or https:// URL");
+    let grpc = matches!(uri.scheme_str(), Some("grpc" | "grpcs"));
+    if !(grpc || matches!(uri.scheme_str(), Some("http" | "https"))) || uri.host().is_none() {
+        bail!("--url `{url}` must be an absolute http://, https://, grpc:// or grpcs:// URL");
+    }
+    if !grpc && (args.grpc_method.is_some() || !args.protos.is_empty()) {
+        bail!("--grpc-method and --proto are for a grpc:// or grpcs:// --url");
     }
     let method_name = if args.method.is_empty() {
         "GET"
@@ -276,6 +280,10 @@ pub(super) fn ad_hoc(args: &RunArgs, url: &str) -> anyhow::Result<(Target, Execu
             duration,
         },
     };
+    if grpc {
+        let target = super::grpc::target(args, url, uri, headers, timeout)?;
+        return Ok((target, executor));
+    }
     let target = Target {
         name: "adhoc".into(),
         uri,

@@ -662,25 +662,27 @@ tests:
     crate::support::promtool_test_rules(dir.path(), &rules);
 }
 
-/// A journey over an HTTP target cannot send a step to a `grpc://` URL (a step names no gRPC
-/// method): `check` says so where the step is, instead of the step failing as `other`.
+/// A journey over an HTTP target may send a step to a `grpc://` URL (issue 32: without a
+/// `grpc:` block, the health check); an HTTP field on that step is an error where it is.
 #[test]
-fn a_grpc_step_in_an_http_journey_is_a_positioned_error() {
+fn a_grpc_step_in_an_http_journey_checks_and_its_http_fields_are_positioned_errors() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("j.yaml");
-    std::fs::write(
-        &cfg,
-        "targets:\n  api:\n    url: http://127.0.0.1:1/\njourneys:\n  j:\n    target: api\n    steps:\n      - name: login\n        path: /login\n      - name: call\n        url: grpc://127.0.0.1:2\n",
-    )
-    .unwrap();
-    let out = crate::support::sloburn()
-        .args(["check", cfg.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let text = crate::support::all_output(&out);
-    assert_eq!(out.status.code(), Some(78), "{text}");
+    let text = "targets:\n  api:\n    url: http://127.0.0.1:1/\njourneys:\n  j:\n    target: api\n    steps:\n      - name: login\n        path: /login\n      - name: call\n        url: grpc://127.0.0.1:2\n";
+    let check = |text: &str| {
+        std::fs::write(&cfg, text).unwrap();
+        let out = crate::support::sloburn()
+            .args(["check", cfg.to_str().unwrap()])
+            .output()
+            .unwrap();
+        (out.status.code(), crate::support::all_output(&out))
+    };
+    let (code, out) = check(text);
+    assert_eq!(code, Some(0), "{out}");
+    let (code, out) = check(&format!("{text}        method: POST\n"));
+    assert_eq!(code, Some(78), "{out}");
     assert!(
-        text.contains("j.yaml:11:14: journeys.j.steps[1].url: a step cannot call gRPC"),
-        "{text}"
+        out.contains("j.yaml:12:17: journeys.j.steps[1].method: a gRPC step has no `method`"),
+        "{out}"
     );
 }

@@ -102,28 +102,48 @@ impl PartialEq for GrpcSpec {
 
 impl Eq for GrpcSpec {}
 
-/// The user's gRPC connection, made at its first call.
-pub(crate) type Slot = Option<super::GrpcConn>;
+/// The user's gRPC connection, made at its first call, with the URI it was made for (a
+/// journey's steps may call more than one server: a call to another one opens its own).
+pub(crate) type Slot = Option<(http::Uri, super::GrpcConn)>;
 
 /// One call of `req`'s target: `req.uri` is `grpc://host:port` (`grpcs://` for TLS), its
 /// headers extra metadata, a non-empty body the request message as JSON (an array of them for
 /// a client-streaming method).
 pub(crate) async fn send(client: &Client, slot: &mut Slot, req: &RequestSpec) -> Outcome {
-    let mut out = send_inner(client, slot, req).await;
+    match client.options().grpc.clone() {
+        Some(spec) => send_with(client, &spec, slot, req).await,
+        None => Outcome {
+            error: Some(ErrorClass::Other),
+            protocol: Protocol::Grpc,
+            ..Outcome::default()
+        },
+    }
+}
+
+/// One call of `spec` (a journey step's own gRPC call, or the target's) to `req.uri`.
+pub(crate) async fn send_with(
+    client: &Client,
+    spec: &GrpcSpec,
+    slot: &mut Slot,
+    req: &RequestSpec,
+) -> Outcome {
+    let mut out = send_inner(client, spec, slot, req).await;
     out.protocol = Protocol::Grpc;
     out
 }
 
-async fn send_inner(client: &Client, slot: &mut Slot, req: &RequestSpec) -> Outcome {
+async fn send_inner(
+    client: &Client,
+    spec: &GrpcSpec,
+    slot: &mut Slot,
+    req: &RequestSpec,
+) -> Outcome {
     let failed = |class| Outcome {
         error: Some(class),
         ..Outcome::default()
     };
-    let Some(spec) = client.options().grpc.clone() else {
-        return failed(ErrorClass::Other);
-    };
     let target = &spec.0;
-    if slot.is_none() {
+    if slot.as_ref().is_none_or(|(uri, _)| *uri != req.uri) {
         let tls = req.uri.scheme_str() == Some("grpcs");
         let Some(address) = req.uri.authority() else {
             return failed(ErrorClass::Template);
@@ -134,11 +154,11 @@ async fn send_inner(client: &Client, slot: &mut Slot, req: &RequestSpec) -> Outc
             tls,
             target.authority.as_deref(),
         ) {
-            Ok(c) => *slot = Some(c.conn()),
+            Ok(c) => *slot = Some((req.uri.clone(), c.conn())),
             Err(_) => return failed(ErrorClass::Template),
         }
     }
-    let Some(conn) = slot.as_mut() else {
+    let Some((_, conn)) = slot.as_mut() else {
         return failed(ErrorClass::Other);
     };
     let call = match target.call.get() {

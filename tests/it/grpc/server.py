@@ -2,12 +2,15 @@
 stdout's first line.
 
     server.py DESCRIPTORS [--reflection both|v1|v1alpha|none] [--tls CERT.pem KEY.pem]
+              [--token TOKEN --seen FILE]
 
 DESCRIPTORS is a serialized FileDescriptorSet of sloburn/test/echo.proto and its imports (the
 test compiles it with protox; no protoc here either). Serves sloburn.test.Echo, the standard
 health service (grpcio-health-checking) and server reflection (grpcio-reflection, which serves
 v1alpha; v1 is the same servicer under v1's name, as the two speak the same messages).
-Installed by scripts/install-otel-test-tools.sh.
+With --token, every Echo call without the metadata `authorization: Bearer TOKEN` is refused
+UNAUTHENTICATED, and each call let in appends its authorization value to FILE (a line each), so
+a test knows what the server saw. Installed by scripts/install-otel-test-tools.sh.
 """
 
 import sys
@@ -44,7 +47,18 @@ def main():
     def metadata_of(context):
         return {k: v for k, v in context.invocation_metadata() if isinstance(v, str)}
 
+    token = sys.argv[sys.argv.index("--token") + 1] if "--token" in sys.argv else None
+    seen = sys.argv[sys.argv.index("--seen") + 1] if "--seen" in sys.argv else None
+    seen_lock = threading.Lock()
+
     def answer(req, context):
+        if token is not None:
+            given = metadata_of(context).get("authorization")
+            if given != "Bearer " + token:
+                context.abort(grpc.StatusCode.UNAUTHENTICATED, "no valid token")
+            if seen:
+                with seen_lock, open(seen, "a") as f:
+                    f.write(given + "\n")
         if req.delay_ms:
             # Bounded: the test's deadlines are far below this.
             time.sleep(min(req.delay_ms, 10_000) / 1000)

@@ -1,17 +1,21 @@
 //! The `journeys` section: ordered steps over one target, with captures, `${...}` templates
 //! (compiled here, once), a data file and think times. Every unknown variable, capture used
-//! before it is set and malformed field is an error at its position.
+//! before it is set and malformed field is an error at its position. A step is read in
+//! `step.rs`; a step's own gRPC call (a mixed HTTP and gRPC journey) in `grpc_step.rs`.
 
-use super::checks::checks;
+mod grpc_step;
+mod step;
+
 use super::secrets;
 use super::walk::{self, Ctx, join, reference};
 use super::yaml::{Node, Value};
 use super::{Env, Target};
-use crate::journey::{Capture, DataSet, Escape, Order, Scope, Source, Template, Think};
-use crate::load::walk::{Journey, Step, fixed_request};
+use crate::journey::{DataSet, Escape, Order, Scope, Source, Template};
+use crate::load::walk::Journey;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use step::step;
 
 /// The largest data file read: its rows are held in memory for the whole run, at most about
 /// four times the file's size, and five while it is parsed (`journey::data`).
@@ -20,20 +24,6 @@ pub const MAX_DATA_FILE_BYTES: u64 = 64 << 20;
 /// The data files one config has loaded, by canonical path and format: journeys that name the
 /// same file share one copy of its rows.
 type Loaded = HashMap<(PathBuf, bool), Arc<DataSet>>;
-
-const STEP_FIELDS: &[&str] = &[
-    "name",
-    "method",
-    "path",
-    "url",
-    "headers",
-    "body",
-    "json",
-    "checks",
-    "capture",
-    "think",
-    "on_failure",
-];
 
 pub fn journeys(
     ctx: &mut Ctx,
@@ -247,268 +237,6 @@ fn compile(
             None
         }
     }
-}
-
-fn step(
-    ctx: &mut Ctx,
-    node: &Node,
-    path: &str,
-    scope: &Scope<'_>,
-    target: Option<&Target>,
-    site: Site<'_>,
-    new: &mut Vec<String>,
-) -> Option<Step> {
-    let f = walk::fields(ctx, node, path, STEP_FIELDS)?;
-    let name = match f.get("name") {
-        Some(n) => {
-            let p = f.path_of("name");
-            let name = walk::string(ctx, n, &p)?;
-            if !walk::is_label_safe(&name) {
-                ctx.error(
-                    n.pos,
-                    &p,
-                    "a step name is a metric label value: letters, digits, `-`, `_`, `.`; at most 64",
-                );
-                return None;
-            }
-            name
-        }
-        None => {
-            ctx.error(node.pos, path, "missing `name`");
-            return None;
-        }
-    };
-    let path = &join(path.rsplit_once('[').map_or(path, |(a, _)| a), &name);
-    let method = match f.get("method") {
-        Some(n) => {
-            let p = f.path_of("method");
-            let m = walk::string(ctx, n, &p)?.to_ascii_uppercase();
-            match http::Method::from_bytes(m.as_bytes()) {
-                Ok(m) => m,
-                Err(_) => {
-                    ctx.error(n.pos, &p, format!("`{m}` is not an HTTP method"));
-                    return None;
-                }
-            }
-        }
-        None => http::Method::GET,
-    };
-    let url = match (f.get("path"), f.get("url")) {
-        (Some(n), Some(_)) => {
-            ctx.error(n.pos, &f.path_of("path"), "set `path` or `url`, not both");
-            None
-        }
-        (Some(n), None) => {
-            let p = f.path_of("path");
-            let text = walk::string(ctx, n, &p)?;
-            let tpl = compile(ctx, n, &p, &text, scope, Escape::Url, site);
-            target.zip(tpl).map(|(t, tpl)| {
-                let mut url = Template::literal(&base_for(&t.uri, text.starts_with('/')));
-                url.sensitive = t.display_url.contains("${");
-                url.append(tpl);
-                url
-            })
-        }
-        (None, Some(n)) => {
-            let p = f.path_of("url");
-            let text = walk::string(ctx, n, &p)?;
-            let scheme = text.split_once("://").map(|(s, _)| s).unwrap_or_default();
-            if crate::http::Protocol::of_scheme(scheme).is_none() {
-                ctx.error(
-                    n.pos,
-                    &p,
-                    "a step's `url` is absolute: http://, https://, ws://, wss://, tcp://, tls:// or dns://",
-                );
-                None
-            } else if crate::http::Protocol::of_scheme(scheme) == Some(crate::http::Protocol::Grpc)
-                && target.is_some_and(|t| t.protocol != crate::http::Protocol::Grpc)
-            {
-                // A step names no gRPC method of its own yet: it would be sent as nothing.
-                ctx.error(
-                    n.pos,
-                    &p,
-                    "a step cannot call gRPC from a journey over an HTTP target yet: give the gRPC calls a journey over a grpc:// target",
-                );
-                None
-            } else {
-                compile(ctx, n, &p, &text, scope, Escape::Url, site)
-            }
-        }
-        (None, None) => target.map(|t| Template::literal(&t.uri.to_string())),
-    };
-    let mut headers: Vec<(http::HeaderName, Template)> = Vec::new();
-    if let Some(t) = target {
-        for (k, v) in &t.headers {
-            let mut tpl = Template::literal(&String::from_utf8_lossy(v.as_bytes()));
-            tpl.sensitive = v.is_sensitive();
-            headers.push((k.clone(), tpl));
-        }
-    }
-    if let Some(n) = f.get("headers") {
-        let hp = f.path_of("headers");
-        match &n.value {
-            Value::Map(entries) => {
-                for (key, value) in entries {
-                    let p = join(&hp, &key.name);
-                    let Ok(hname) = http::HeaderName::from_bytes(key.name.as_bytes()) else {
-                        ctx.error(key.pos, &p, "not a valid header name");
-                        continue;
-                    };
-                    let Some(text) = walk::string(ctx, value, &p) else {
-                        continue;
-                    };
-                    if let Some(mut tpl) = compile(ctx, value, &p, &text, scope, Escape::Raw, site)
-                    {
-                        if tpl.is_static()
-                            && http::HeaderValue::from_str(&tpl.static_text()).is_err()
-                        {
-                            ctx.error(
-                                value.pos,
-                                &p,
-                                "the header value holds characters HTTP does not allow",
-                            );
-                            continue;
-                        }
-                        tpl.sensitive |= super::targets::is_sensitive_header(&hname);
-                        headers.retain(|(k, _)| *k != hname);
-                        headers.push((hname, tpl));
-                    }
-                }
-            }
-            _ => ctx.error(
-                n.pos,
-                &hp,
-                format!("expected a mapping, found {}", n.kind()),
-            ),
-        }
-    }
-    let body = match (f.get("body"), f.get("json")) {
-        (Some(n), Some(_)) => {
-            ctx.error(n.pos, &f.path_of("body"), "set `body` or `json`, not both");
-            None
-        }
-        (Some(n), None) => {
-            let p = f.path_of("body");
-            let text = walk::string(ctx, n, &p)?;
-            Some(compile(ctx, n, &p, &text, scope, Escape::Raw, site)?)
-        }
-        (None, Some(n)) => {
-            let mut t = Template::default();
-            json(ctx, n, &f.path_of("json"), scope, site, &mut t)?;
-            if !headers
-                .iter()
-                .any(|(k, _)| *k == http::header::CONTENT_TYPE)
-            {
-                headers.push((
-                    http::header::CONTENT_TYPE,
-                    Template::literal("application/json"),
-                ));
-            }
-            Some(t)
-        }
-        (None, None) => None,
-    };
-    let step_checks = f
-        .get("checks")
-        .map(|n| checks(ctx, n, &f.path_of("checks")))
-        .unwrap_or_default();
-    let mut captures = Vec::new();
-    if let Some(n) = f.get("capture") {
-        let cp = f.path_of("capture");
-        match &n.value {
-            Value::Map(entries) => {
-                for (key, value) in entries {
-                    let p = join(&cp, &key.name);
-                    if let Some(source) = capture(ctx, value, &p) {
-                        // A name set again keeps its slot; a new one takes the next free one
-                        // (the journey adds it to `captures` after this step).
-                        let slot = match scope.captures.get(&key.name) {
-                            Some(slot) => *slot,
-                            None => {
-                                new.push(key.name.clone());
-                                scope.captures.len() + new.len() - 1
-                            }
-                        };
-                        captures.push(Capture {
-                            name: key.name.clone(),
-                            slot,
-                            source,
-                        });
-                    }
-                }
-            }
-            _ => ctx.error(
-                n.pos,
-                &cp,
-                format!("expected a mapping, found {}", n.kind()),
-            ),
-        }
-    }
-    let think = match f.get("think") {
-        Some(n) => {
-            let p = f.path_of("think");
-            let text = walk::string(ctx, n, &p)?;
-            match Think::parse(&text) {
-                Ok(t) => Some(t),
-                Err(e) => {
-                    ctx.error(n.pos, &p, e);
-                    return None;
-                }
-            }
-        }
-        None => None,
-    };
-    let keep_going = match f.get("on_failure") {
-        Some(n) => {
-            let p = f.path_of("on_failure");
-            match walk::string(ctx, n, &p)?.as_str() {
-                "stop" => false,
-                "continue" => true,
-                other => {
-                    ctx.error(
-                        n.pos,
-                        &p,
-                        format!("unknown `{other}`: use stop or continue"),
-                    );
-                    return None;
-                }
-            }
-        }
-        None => false,
-    };
-    let written = f
-        .get("path")
-        .or(f.get("url"))
-        .and_then(|n| n.as_scalar())
-        .unwrap_or("");
-    let display_url = match (f.has("url"), target) {
-        (true, _) => written.to_string(),
-        (false, Some(t)) => display_for(&t.display_url, written),
-        (false, None) => String::new(),
-    };
-    let mut step = Step {
-        display_url,
-        name,
-        method,
-        url: url?,
-        headers,
-        body,
-        checks: step_checks,
-        captures,
-        think,
-        keep_going,
-        fixed: None,
-    };
-    if step.url.is_static() {
-        let text = step.url.static_text();
-        if text.parse::<http::Uri>().is_err() {
-            let pos = f.get("path").or(f.get("url")).map_or(node.pos, |n| n.pos);
-            ctx.error(pos, path, "the step's URL does not parse");
-            return None;
-        }
-    }
-    step.fixed = fixed_request(&step).map(Arc::new);
-    Some(step)
 }
 
 /// A step's URL as written, for spans: the target's URL as written (references kept) with the
