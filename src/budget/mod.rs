@@ -11,7 +11,7 @@
 //! nobody on the request path takes.
 
 use crate::config::{Config, Sli};
-use crate::load::walk::StepInfo;
+use crate::load::iteration::StepInfo;
 use crate::metrics::{Metrics, SloMetrics};
 use crate::slo::{self, SloDef, SloReport, Windows};
 use crate::store::{PendingBatch, Store};
@@ -229,7 +229,7 @@ impl Budget {
     }
 
     /// The SLOs that count traffic from `profile` on `target`, whose iterations walk
-    /// `journeys` over `steps` (`load::walk` numbering; both empty for one request): a journey
+    /// `journeys` over `steps` (`load::iteration` numbering; both empty for one request): a journey
     /// SLO watches only a run of its journey, and a step SLO only that step's requests.
     pub fn watchers_of(
         &self,
@@ -309,7 +309,7 @@ impl Budget {
 mod tests {
     use super::*;
     use crate::http::{ErrorClass, Outcome};
-    use crate::load::walk::IterationResult;
+    use crate::load::iteration::IterationResult;
     use std::time::Duration;
 
     /// A config from YAML text, without environment.

@@ -146,7 +146,7 @@ pub fn config(ctx: &mut Ctx, root: &Node, base: &Path, env: &Env) -> Option<Conf
 fn size_default_pools(
     profiles: &mut BTreeMap<String, Profile>,
     targets: &BTreeMap<String, super::Target>,
-    journeys: &BTreeMap<String, std::sync::Arc<crate::load::walk::Journey>>,
+    journeys: &BTreeMap<String, std::sync::Arc<crate::load::iteration::Journey>>,
     slos: &BTreeMap<String, Slo>,
 ) {
     for p in profiles.values_mut() {
@@ -176,7 +176,7 @@ pub fn longest_iteration(
     target: &str,
     mix: &[(String, u32)],
     targets: &BTreeMap<String, super::Target>,
-    journeys: &BTreeMap<String, std::sync::Arc<crate::load::walk::Journey>>,
+    journeys: &BTreeMap<String, std::sync::Arc<crate::load::iteration::Journey>>,
 ) -> Duration {
     let timeout_of = |t: &str| {
         targets

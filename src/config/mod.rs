@@ -141,7 +141,7 @@ pub struct Config {
     pub profiles: BTreeMap<String, Profile>,
     pub slos: BTreeMap<String, Slo>,
     /// Multi-step iterations, compiled (`journeys:`).
-    pub journeys: BTreeMap<String, std::sync::Arc<crate::load::walk::Journey>>,
+    pub journeys: BTreeMap<String, std::sync::Arc<crate::load::iteration::Journey>>,
     /// `telemetry:`; `None` when absent (nothing traced, nothing exported).
     pub telemetry: Option<crate::telemetry::TelemetryConfig>,
 }

@@ -41,7 +41,7 @@ pub fn profile(
     name: &str,
     node: &Node,
     targets: &walk::Names,
-    journeys: &std::collections::BTreeMap<String, std::sync::Arc<crate::load::walk::Journey>>,
+    journeys: &std::collections::BTreeMap<String, std::sync::Arc<crate::load::iteration::Journey>>,
     journey_names: &walk::Names,
 ) -> Option<Profile> {
     let path = join("profiles", name);
@@ -333,7 +333,7 @@ fn mix_target(
     ctx: &mut Ctx,
     f: &walk::Fields,
     mix: &[(String, u32)],
-    journeys: &std::collections::BTreeMap<String, std::sync::Arc<crate::load::walk::Journey>>,
+    journeys: &std::collections::BTreeMap<String, std::sync::Arc<crate::load::iteration::Journey>>,
     journey_names: &walk::Names,
 ) -> Option<String> {
     let mut target: Option<&str> = None;

@@ -4,7 +4,7 @@
 use super::{Config, Profile, Target};
 use crate::http::{Client, ClientOptions, RequestSpec, Resolver};
 use crate::journey::Mix;
-use crate::load::walk::Work;
+use crate::load::iteration::Work;
 use std::sync::Arc;
 
 impl Config {

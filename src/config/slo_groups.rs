@@ -10,7 +10,7 @@
 use super::walk::{self, Ctx, Fields, join};
 use super::yaml::{Node, Value};
 use super::{Slo, Target};
-use crate::load::walk::Journey;
+use crate::load::iteration::Journey;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

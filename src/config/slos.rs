@@ -14,7 +14,7 @@ pub fn slos(
     node: &Node,
     targets: &BTreeMap<String, super::Target>,
     target_names: &walk::Names,
-    journeys: &BTreeMap<String, std::sync::Arc<crate::load::walk::Journey>>,
+    journeys: &BTreeMap<String, std::sync::Arc<crate::load::iteration::Journey>>,
     journey_names: &walk::Names,
 ) -> Vec<Slo> {
     let path = join("slos", name);
@@ -48,7 +48,7 @@ fn slo(
     name: &str,
     f: &walk::Fields,
     targets: &walk::Names,
-    journeys: &BTreeMap<String, std::sync::Arc<crate::load::walk::Journey>>,
+    journeys: &BTreeMap<String, std::sync::Arc<crate::load::iteration::Journey>>,
     journey_names: &walk::Names,
 ) -> Option<Slo> {
     let journey = f

@@ -1,6 +1,6 @@
 //! The pure parts of journeys (multi-step iterations): templates, data files, captures, the
 //! weighted mix and think times. No I/O and no clock: the runner passes time and values in.
-//! The steps themselves, which hold checks, live in `load::walk`.
+//! The steps themselves, which hold checks, live in `load::iteration`.
 
 pub mod capture;
 pub mod data;

@@ -1,9 +1,9 @@
 //! Journeys in a run's summary, as k6 shows groups: a block per journey with its steps in the
 //! text summary, and `::journey::step` groups in the summary-export's `root_group`.
 
+use super::iteration::StepFailure;
 use super::stats::StatsSnapshot;
 use super::summary::{WIDTH, by_name, check_json, fmt_rate, k6_id, row, trend_line};
-use super::walk::StepFailure;
 use serde_json::{Map, Value, json};
 use std::fmt::Write as _;
 

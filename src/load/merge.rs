@@ -9,10 +9,10 @@
 //! config) is refused, never added in the wrong place.
 
 use super::hist::HistSnapshot;
+use super::iteration::{IterationResult, StepFailure};
 use super::pacing::DropReason;
 use super::snapshot::{JourneySnapshot, StatsSnapshot, StepSnapshot};
 use super::subs::SubValue;
-use super::walk::{IterationResult, StepFailure};
 use crate::http::ErrorClass;
 use crate::thresholds::RateValue;
 use serde::{Deserialize, Serialize};

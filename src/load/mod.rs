@@ -2,6 +2,7 @@
 
 mod groups;
 pub mod hist;
+pub mod iteration;
 pub mod merge;
 pub mod ndjson;
 pub mod observe;
@@ -15,4 +16,3 @@ pub mod spec;
 pub mod stats;
 pub mod subs;
 pub mod summary;
-pub mod walk;

@@ -18,9 +18,9 @@
 //! slowed down to feed a file), and `finish` reports how many. `sample` keeps a fraction of the
 //! requests, evenly spread (every k-th, not at random).
 
+use super::iteration::{IterationResult, StepInfo};
 use super::observe::Observer;
 use super::stats::RunStats;
-use super::walk::{IterationResult, StepInfo};
 use crate::http::{ErrorClass, Outcome, Phase};
 use serde_json::{Value, json};
 use std::io::Write;
@@ -38,7 +38,7 @@ const MAX_CHECKS: usize = 64;
 enum Record {
     Request {
         time: SystemTime,
-        /// The request's step (`load::walk`'s `StepId`).
+        /// The request's step (`load::iteration`'s `StepId`).
         step: u32,
         status: u16,
         error: Option<ErrorClass>,
@@ -555,7 +555,7 @@ mod tests {
             scenario: "canary".into(),
             steps: vec![StepInfo {
                 journey: None,
-                name: super::super::walk::SINGLE_STEP.into(),
+                name: super::super::iteration::SINGLE_STEP.into(),
                 checks: vec![crate::checks::Check {
                     name: "ok".into(),
                     kind: crate::checks::CheckKind::Status(vec![(200, 200)]),

@@ -7,16 +7,16 @@
 //! Events are called on the request path: an observer does atomics only, never a lock or an
 //! allocation.
 
+use super::iteration::{IterationResult, StepFailure};
 use super::pacing::DropReason;
 use super::stats::RunStats;
-use super::walk::{IterationResult, StepFailure};
 use crate::http::Outcome;
 use std::sync::Arc;
 use std::time::Duration;
 
 /// Someone who watches a run.
 pub trait Observer: Send + Sync {
-    /// A request finished. `step` is its step in the run (`load::walk`; 0 for a single-request
+    /// A request finished. `step` is its step in the run (`load::iteration`; 0 for a single-request
     /// profile); `lateness` is how far behind its intended start it began (zero in
     /// closed-model executors and after a journey's first step); `checks` are its step's check
     /// results, in check order.

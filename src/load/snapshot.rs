@@ -3,9 +3,9 @@
 //! progress line shows. Plain data: no atomics.
 
 use super::hist::HistSnapshot;
+use super::iteration::{IterationResult, StepFailure};
 use super::pacing::DropReason;
 use super::subs::{SubSnapshot, SubValue};
-use super::walk::{IterationResult, StepFailure};
 use crate::http::{ErrorClass, Phase};
 use crate::thresholds::{CounterValue, MetricSource, RateValue, Trend};
 use std::time::Duration;

@@ -15,13 +15,13 @@
 //! read as, in `load::snapshot`.
 
 use super::hist::{HistSnapshot, Histogram};
+use super::iteration::{IterationResult, StepFailure, StepInfo};
 use super::observe::Observer;
 use super::pacing::DropReason;
 pub use super::snapshot::{JourneySnapshot, StatsSnapshot, StepSnapshot};
 use super::spec::Executor;
 use super::subs::Subs;
 pub use super::subs::{EXPECTED_DURATION, SubSnapshot, SubValue};
-use super::walk::{IterationResult, StepFailure, StepInfo};
 use crate::checks::{Check, CheckKind};
 use crate::http::{ErrorClass, Outcome, Phase};
 use crate::thresholds::ThresholdSpec;
@@ -67,7 +67,7 @@ pub struct RunStats {
     errors: [AtomicU64; ErrorClass::ALL.len()],
     check_names: Vec<String>,
     checks: Vec<(AtomicU64, AtomicU64)>,
-    /// Per step (`load::walk`): statuses that count as success for `http_req_failed` (k6:
+    /// Per step (`load::iteration`): statuses that count as success for `http_req_failed` (k6:
     /// 200-399 unless a status check says otherwise).
     expected: Vec<Vec<(u16, u16)>>,
     /// Per step: where its checks start in `checks`.
@@ -139,7 +139,7 @@ impl RunStats {
     ) -> RunStats {
         let step = StepInfo {
             journey: None,
-            name: super::walk::SINGLE_STEP.into(),
+            name: super::iteration::SINGLE_STEP.into(),
             checks: checks.to_vec(),
             method: method.into(),
             url: String::new(),
@@ -181,7 +181,7 @@ impl RunStats {
                 .collect(),
             expected,
             check_base: vec![0],
-            steps: vec![StepStats::new(None, super::walk::SINGLE_STEP.into())],
+            steps: vec![StepStats::new(None, super::iteration::SINGLE_STEP.into())],
             journeys: Vec::new(),
             data_sent: AtomicU64::new(0),
             data_received: AtomicU64::new(0),

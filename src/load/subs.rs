@@ -6,9 +6,9 @@
 //! when a snapshot is.
 
 use super::hist::{HistSnapshot, Histogram};
+use super::iteration::StepInfo;
 use super::pacing::DropReason;
 use super::stats::k6_phase;
-use super::walk::StepInfo;
 use crate::http::{Outcome, Phase};
 use crate::thresholds::{MetricKind, MetricRef, RateValue, Tag, ThresholdSpec};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};

@@ -99,7 +99,7 @@ pub fn resolve(args: &RunArgs, out: &mut impl Write) -> anyhow::Result<Option<Re
                 // A defaulted `--max-vus` holds every arrival for the timeout.
                 let hold = (args.max_vus.is_none() && executor.is_arrival_rate())
                     .then_some(target.timeout);
-                let work = crate::load::walk::Work::single(
+                let work = crate::load::iteration::Work::single(
                     target.request(),
                     target.checks.clone(),
                     &target.display_url,

@@ -93,10 +93,10 @@ impl Evidence {
     /// The evidence recorder of a run of `work`, whose target sends `target_headers`.
     pub fn for_work(
         stats: Arc<RunStats>,
-        work: &crate::load::walk::Work,
+        work: &crate::load::iteration::Work,
         target_headers: &http::HeaderMap,
     ) -> Evidence {
-        use crate::load::walk::Work;
+        use crate::load::iteration::Work;
         let steps = work
             .steps()
             .into_iter()

@@ -11,7 +11,7 @@ use super::walk::{self, Ctx, join, reference};
 use super::yaml::{Node, Value};
 use super::{Env, Target};
 use crate::journey::{DataSet, Escape, Order, Scope, Source, Template};
-use crate::load::walk::Journey;
+use crate::load::iteration::Journey;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -9,7 +9,7 @@ use super::super::yaml::{Node, Value};
 use super::{Site, Target, base_for, capture, compile, display_for, json};
 use crate::http::Protocol;
 use crate::journey::{Capture, Escape, Scope, Template, Think};
-use crate::load::walk::{Step, fixed_request};
+use crate::load::iteration::{Step, fixed_request};
 use std::sync::Arc;
 
 const STEP_FIELDS: &[&str] = &[

@@ -4,11 +4,11 @@
 
 use super::state::{Ending, ProfileState, RunRecord, Share, ShareResult, Shared};
 use crate::config::{self, Profile};
+use crate::load::iteration::Work;
 use crate::load::observe::Observers;
 use crate::load::placement::Assignment;
 use crate::load::runner::{self, RunSpec, Stopper};
 use crate::load::stats::RunStats;
-use crate::load::walk::Work;
 use crate::metrics::StepLayout;
 use crate::web::{Recording, RunDetail};
 use std::sync::Arc;

@@ -5,9 +5,9 @@ use crate::budget::{Scope, Watcher};
 use crate::checks::Check;
 use crate::daemon::state::Shared;
 use crate::http::Outcome;
+use crate::load::iteration::{IterationResult, StepFailure};
 use crate::load::observe::Observer;
 use crate::load::pacing::DropReason;
-use crate::load::walk::{IterationResult, StepFailure};
 use crate::metrics::ProfileMetrics;
 use crate::web::Sample;
 use std::sync::Arc;
@@ -18,7 +18,7 @@ pub(super) struct Live {
     pub(super) clock: crate::clock::Clock,
     pub(super) metrics: Arc<ProfileMetrics>,
     pub(super) watchers: Vec<Watcher>,
-    /// Each step's checks (`load::walk` numbering).
+    /// Each step's checks (`load::iteration` numbering).
     pub(super) checks: Vec<Vec<Check>>,
     /// Each step's journey, by its index in the mix's journeys (0 for a single request).
     pub(super) step_journey: Vec<usize>,

@@ -2,8 +2,8 @@
 //! executors (`shared-iterations`, `per-vu-iterations`).
 
 use crate::http::Client;
+use crate::load::iteration::Vu;
 use crate::load::plan::{IterationMode, IterationPlan, VuPlan};
-use crate::load::walk::Vu;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinSet;

@@ -12,12 +12,12 @@
 //! One [`CancellationToken`] stops everything; in-flight requests get `graceful_stop` to finish.
 //! Thresholds with `abort_on_fail` are evaluated every [`EVAL_INTERVAL`].
 
+use super::iteration::{RunWork, Vu, Walked, Work};
 use super::observe::Observers;
 use super::pacing::{DropReason, Pacing};
 use super::plan::{Plan, Shard};
 use super::spec::Executor;
 use super::stats::{RunStats, StatsSnapshot};
-use super::walk::{RunWork, Vu, Walked, Work};
 use crate::http::Client;
 use crate::thresholds::{ThresholdResult, ThresholdSpec};
 use std::sync::atomic::Ordering::Relaxed;
@@ -246,7 +246,7 @@ impl VuCtx {
             self.events.iteration_finished(
                 j,
                 row,
-                super::walk::IterationResult::Dropped,
+                super::iteration::IterationResult::Dropped,
                 Duration::ZERO,
             );
         }

@@ -3,9 +3,9 @@
 //! reason as `load::pacing` decides them.
 
 use crate::http::Client;
+use crate::load::iteration::Vu;
 use crate::load::pacing::{DropReason, Pacing};
 use crate::load::plan::ArrivalPlan;
-use crate::load::walk::Vu;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -38,7 +38,7 @@ pub struct ProfileMetrics {
     /// `target="..",profile=".."`, escaped once.
     pub(super) labels: Labels,
     pub(super) bounds: Bounds,
-    /// Per step (`load::walk` numbering): one, `step="request"`, for a single request.
+    /// Per step (`load::iteration` numbering): one, `step="request"`, for a single request.
     pub(super) steps: Vec<StepSeries>,
     /// Per journey of the mix; empty for a single request.
     pub(super) journeys: Vec<JourneySeries>,
@@ -202,7 +202,7 @@ impl ProfileMetrics {
         self.observe_step(0, outcome, lateness, check_results);
     }
 
-    /// A request of step `step` (`load::walk` numbering); `lateness` is how late its
+    /// A request of step `step` (`load::iteration` numbering); `lateness` is how late its
     /// iteration started (zero after a journey's first step).
     pub fn observe_step(
         &self,

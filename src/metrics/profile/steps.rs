@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
 use super::*;
 
-/// One step of a profile (`load::walk`): what its series are called and which checks it has.
+/// One step of a profile (`load::iteration`): what its series are called and which checks it has.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StepLayout {
     /// The journey; `None` for a single-request profile (its series carry no `journey`).
