@@ -78,17 +78,6 @@ const STATUS_CLASSES: [(&str, u16); 6] = [
     ("none", 0),
 ];
 
-/// Labels a group may not take: sloburn's own, and those the SLO's rules set themselves.
-const RESERVED: [&str; 7] = [
-    "slo",
-    "sloth_id",
-    "sloth_service",
-    "sloth_slo",
-    "sloth_window",
-    "severity",
-    "journey",
-];
-
 enum By {
     Step,
     StatusClass,
@@ -192,7 +181,9 @@ pub fn expand(
                 .collect()
         }
         By::Column { name, label } => {
-            if RESERVED.contains(&label.as_str()) || label == "step" {
+            if super::slos::RESERVED_LABELS.contains(&label.as_str())
+                || matches!(label.as_str(), "journey" | "step")
+            {
                 ctx.error(
                     node.pos,
                     &path,

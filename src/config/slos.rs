@@ -134,32 +134,7 @@ fn slo(
         .unwrap_or_default();
     let mut labels = BTreeMap::new();
     if let Some(n) = f.get("labels") {
-        let lp = f.path_of("labels");
-        if let Value::Map(entries) = &n.value {
-            for (k, v) in entries {
-                let p = join(&lp, &k.name);
-                if !crate::rules::label_name_is_valid(&k.name) {
-                    ctx.error(k.pos, &p, "not a valid Prometheus label name");
-                } else if matches!(
-                    k.name.as_str(),
-                    "slo" | "sloth_id" | "sloth_service" | "sloth_slo" | "severity"
-                ) {
-                    ctx.error(
-                        k.pos,
-                        &p,
-                        format!("`{}` is set by sloburn; pick another label name", k.name),
-                    );
-                } else if let Some(v) = walk::string(ctx, v, &p) {
-                    labels.insert(k.name.clone(), v);
-                }
-            }
-        } else {
-            ctx.error(
-                n.pos,
-                &lp,
-                format!("expected a mapping, found {}", n.kind()),
-            );
-        }
+        read_labels(ctx, n, &f.path_of("labels"), &mut labels);
     }
     let tiers = f
         .get("alerting")
@@ -361,4 +336,46 @@ fn alerting(ctx: &mut Ctx, node: &Node, path: &str) -> Option<Vec<TierSpec>> {
         }
     }
     Some(out)
+}
+
+/// Labels sloburn's rules set themselves: an SLO's own labels may not take them.
+pub(super) const RESERVED_LABELS: [&str; 6] = [
+    "slo",
+    "sloth_id",
+    "sloth_service",
+    "sloth_slo",
+    "sloth_window",
+    "severity",
+];
+
+/// An SLO's `labels` (sloburn's or OpenSLO's `metadata.labels`): Prometheus label names that
+/// sloburn does not set itself, string values.
+pub(super) fn read_labels(
+    ctx: &mut Ctx,
+    n: &Node,
+    path: &str,
+    labels: &mut BTreeMap<String, String>,
+) {
+    let Value::Map(entries) = &n.value else {
+        ctx.error(
+            n.pos,
+            path,
+            format!("expected a mapping of label values, found {}", n.kind()),
+        );
+        return;
+    };
+    for (k, v) in entries {
+        let p = join(path, &k.name);
+        if !crate::rules::label_name_is_valid(&k.name) {
+            ctx.error(k.pos, &p, "not a valid Prometheus label name");
+        } else if RESERVED_LABELS.contains(&k.name.as_str()) {
+            ctx.error(
+                k.pos,
+                &p,
+                format!("`{}` is set by sloburn; pick another label name", k.name),
+            );
+        } else if let Some(v) = walk::string(ctx, v, &p) {
+            labels.insert(k.name.clone(), v);
+        }
+    }
 }

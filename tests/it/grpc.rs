@@ -1002,7 +1002,10 @@ fn sloburn_and_k6_grpc_agree_on_calls_and_p95_at_the_same_arrival_rate() {
     let k6 = crate::k6::k6();
     let server = Server::start("none");
     let dir = tempfile::tempdir().unwrap();
-    let (rate, duration) = (40, "5s");
+    // The duration ends between two starts (the 200th at 4.975 s, the next due at 5 s): on a
+    // start, k6 races its duration timer against its ticker and sometimes starts one more
+    // (grafana/k6#3052), as the k6 importer's arrival script avoids the same way.
+    let (rate, duration) = (40, "4990ms");
     let address = format!("127.0.0.1:{}", server.port);
     let script = dir.path().join("grpc.js");
     std::fs::write(&script, k6_grpc_script(&address, rate, duration)).unwrap();
@@ -1041,15 +1044,15 @@ fn sloburn_and_k6_grpc_agree_on_calls_and_p95_at_the_same_arrival_rate() {
     );
     assert_eq!(code, Some(0), "{all}");
 
-    let planned = f64::from(rate) * 5.0;
+    let planned = 200.0;
     let (k6_calls, our_calls) = (
         figure(&k6, "iterations", "count"),
         figure(&ours, "iterations", "count"),
     );
     assert_eq!(our_calls, planned, "{all}");
-    assert!(
-        k6_calls == planned || k6_calls == planned + 1.0,
-        "k6 made {k6_calls} calls, {planned} planned:\n{k6_all}"
+    assert_eq!(
+        k6_calls, planned,
+        "k6 made {k6_calls} calls, sloburn {our_calls}:\n{k6_all}"
     );
     assert_eq!(figure(&k6, "checks", "fails"), 0.0, "{k6_all}");
     assert_eq!(figure(&ours, "http_req_failed", "passes"), 0.0, "{all}");

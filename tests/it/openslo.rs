@@ -382,3 +382,26 @@ fn export_round_trips_the_slos_sloburn_defines() {
     }
     assert_eq!(a.slos.len(), b.slos.len());
 }
+
+/// An OpenSLO SLO's `metadata.labels` are read as sloburn's own `labels` are: a label the rules
+/// set themselves (`severity`, `sloth_*`, `slo`) or that is no Prometheus label name is an
+/// error at its key.
+#[test]
+fn openslo_labels_sloburn_sets_itself_are_errors_at_their_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = INLINE_SLI.replace(
+        "  displayName: Foo SLO\n",
+        "  displayName: Foo SLO\n  labels:\n    team: checkout\n    severity: page\n    9lives: x\n",
+    );
+    let out = import(dir.path(), "labels.yaml", &text);
+    assert_eq!(out.status.code(), Some(78), "{}", all_output(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for want in [
+        "labels.yaml:8:5: foo-slo.metadata.labels.severity: `severity` is set by sloburn; pick another label name",
+        "labels.yaml:9:5: foo-slo.metadata.labels.9lives: not a valid Prometheus label name",
+    ] {
+        assert!(err.contains(want), "missing {want:?} in:\n{err}");
+    }
+    assert!(!err.contains("team"), "{err}");
+    assert_eq!(err.matches("9lives").count(), 1, "each error once:\n{err}");
+}

@@ -49,7 +49,7 @@ pub(super) fn alert_policy<'a>(
     ) else {
         return;
     };
-    if metadata(ctx, &f, &path, &mut BTreeMap::new()).is_none() {
+    if metadata(ctx, &f, &path, None).is_none() {
         return;
     }
     let Some(spec) = f.get("spec") else {
@@ -186,7 +186,7 @@ pub(super) fn alert_policy<'a>(
 
 fn condition(ctx: &mut Ctx, node: &Node, path: &str) -> Option<ImportedTier> {
     let f = walk::fields(ctx, node, path, &["apiVersion", "kind", "metadata", "spec"])?;
-    let (name, _) = metadata(ctx, &f, path, &mut BTreeMap::new())?;
+    let (name, _) = metadata(ctx, &f, path, None)?;
     let Some(spec) = f.get("spec") else {
         ctx.error(node.pos, path, "missing `spec`");
         return None;

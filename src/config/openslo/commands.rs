@@ -167,22 +167,6 @@ pub(in crate::config) fn load_into(
             );
             continue;
         }
-        if let Some(k) = s.labels.keys().find(|k| {
-            matches!(
-                k.as_str(),
-                "slo" | "sloth_id" | "sloth_service" | "sloth_slo" | "severity"
-            )
-        }) {
-            ctx.error(
-                item.pos,
-                path,
-                format!(
-                    "{shown}: SLO `{}`: the label `{k}` is set by sloburn",
-                    s.name
-                ),
-            );
-            continue;
-        }
         let (period, calendar) = match s.period {
             None => (Duration::from_secs(30 * 86400), None),
             Some(Period::Rolling(d)) => (d, None),

@@ -16,7 +16,7 @@
 //! page or ticket); a policy's notification target → the label `openslo_notification_target`,
 //! which Alertmanager can route on.
 
-use super::walk::{self, Ctx, Fields, join};
+use super::walk::{self, Ctx, Fields};
 use super::yaml::{self, Node, Pos, Value};
 use super::{ConfigError, Diagnostic};
 use crate::slo::{Calendar, CalendarUnit};
@@ -124,7 +124,7 @@ pub fn import(text: &str, file: &str) -> Result<(Vec<ImportedSlo>, Vec<Diagnosti
             );
             continue;
         }
-        let Some((name, _)) = metadata(&mut ctx, &f, &path, &mut BTreeMap::new()) else {
+        let Some((name, _)) = metadata(&mut ctx, &f, &path, None) else {
             continue;
         };
         objects.push((kind, name, doc, doc.pos));
@@ -164,12 +164,13 @@ pub fn import(text: &str, file: &str) -> Result<(Vec<ImportedSlo>, Vec<Diagnosti
     }
 }
 
-/// `metadata`: name (required), displayName, labels (into `labels`).
-fn metadata(
+/// `metadata`: name (required), displayName, and labels: read into `labels` when given (an
+/// SLO's, which become its rules' labels), otherwise left unread.
+pub(super) fn metadata(
     ctx: &mut Ctx,
     f: &Fields,
     path: &str,
-    labels: &mut BTreeMap<String, String>,
+    labels: Option<&mut BTreeMap<String, String>>,
 ) -> Option<(String, Option<String>)> {
     let Some(m) = f.get("metadata") else {
         ctx.error(f.node.pos, path, "missing `metadata.name`");
@@ -181,24 +182,8 @@ fn metadata(
     let display = mf
         .get("displayName")
         .and_then(|n| walk::string(ctx, n, &mf.path_of("displayName")));
-    if let Some(n) = mf.get("labels") {
-        let lp = mf.path_of("labels");
-        if let Value::Map(entries) = &n.value {
-            for (k, v) in entries {
-                let p = join(&lp, &k.name);
-                if !crate::rules::label_name_is_valid(&k.name) {
-                    ctx.error(k.pos, &p, "not a valid Prometheus label name");
-                } else if let Some(v) = walk::string(ctx, v, &p) {
-                    labels.insert(k.name.clone(), v);
-                }
-            }
-        } else {
-            ctx.error(
-                n.pos,
-                &lp,
-                format!("expected a mapping of label values, found {}", n.kind()),
-            );
-        }
+    if let (Some(n), Some(labels)) = (mf.get("labels"), labels) {
+        super::slos::read_labels(ctx, n, &mf.path_of("labels"), labels);
     }
     Some((name?, display))
 }
@@ -208,7 +193,7 @@ type Find<'a> = dyn Fn(&str, &str) -> Option<&'a Node> + 'a;
 fn slo<'a>(ctx: &mut Ctx, doc: &'a Node, path: &str, find: &Find<'a>) -> Option<ImportedSlo> {
     let f = walk::fields(ctx, doc, path, &["apiVersion", "kind", "metadata", "spec"])?;
     let mut labels = BTreeMap::new();
-    let (name, display) = metadata(ctx, &f, path, &mut labels)?;
+    let (name, display) = metadata(ctx, &f, path, Some(&mut labels))?;
     let Some(spec) = f.get("spec") else {
         ctx.error(doc.pos, path, "missing `spec`");
         return None;

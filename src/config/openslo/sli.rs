@@ -3,7 +3,6 @@
 
 use crate::config::walk::{self, Ctx, join};
 use crate::config::yaml::Node;
-use std::collections::BTreeMap;
 
 use super::*;
 
@@ -20,7 +19,7 @@ pub(super) fn indicator(
     let Some(f) = walk::fields(ctx, node, path, &["apiVersion", "kind", "metadata", "spec"]) else {
         return false;
     };
-    if metadata(ctx, &f, path, &mut BTreeMap::new()).is_none() {
+    if metadata(ctx, &f, path, None).is_none() {
         return false;
     }
     let Some(spec) = f.get("spec") else {
