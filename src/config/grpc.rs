@@ -80,6 +80,17 @@ pub fn grpc(
         if let Value::Map(entries) = &n.value {
             for (key, value) in entries {
                 let kp = join(&p, &key.name);
+                if crate::http::grpc::is_reserved_metadata(&key.name) {
+                    ctx.error(
+                        key.pos,
+                        &kp,
+                        format!(
+                            "`{}` is set by gRPC itself: it cannot be metadata",
+                            key.name
+                        ),
+                    );
+                    continue;
+                }
                 let raw = walk::string(ctx, value, &kp)?;
                 let text = expand(ctx, &raw, value.pos, &kp, base, env)?;
                 metadata.push((key.name.clone(), text));

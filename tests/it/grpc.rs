@@ -586,6 +586,9 @@ fn grpc_config_errors_are_positioned() {
   e:
     url: http://127.0.0.1:1
     grpc: {{ reflection: true }}
+  f:
+    url: grpc://127.0.0.1:1
+    grpc: {{ reflection: true, metadata: {{ te: trailers }} }}
 profiles:
   p:
     target: a
@@ -606,6 +609,7 @@ profiles:
         "t.yaml:20:10: targets.d.url: a gRPC target's URL has no path",
         "t.yaml:21:14: targets.d.headers: a gRPC target has no `headers` (metadata goes in `grpc.metadata`)",
         "t.yaml:24:11: targets.e.grpc: `grpc` is for a grpc:// or grpcs:// target",
+        "t.yaml:27:43: targets.f.grpc.metadata.te: `te` is set by gRPC itself: it cannot be metadata",
     ] {
         assert!(err.contains(expected), "missing {expected:?} in:\n{err}");
     }
@@ -1107,7 +1111,7 @@ journeys:
         url: http://127.0.0.1:1/
         grpc: {{ method: sloburn.test.Echo/Say }}
       - name: d
-        grpc: {{ metadata: {{ authorization: "Bearer ${{nope}}" }} }}
+        grpc: {{ metadata: {{ authorization: "Bearer ${{nope}}", grpc-timeout: 1S }} }}
 profiles:
   p:
     journey: j
@@ -1127,6 +1131,7 @@ profiles:
         "t.yaml:23:14: journeys.j.steps[2].url: a step with `grpc` calls a grpc:// or grpcs:// URL",
         "t.yaml:25:9: journeys.j.steps[3]: a gRPC step over an HTTP target needs `url: grpc://HOST:PORT` (or grpcs://)",
         "t.yaml:26:44: journeys.j.steps[3].grpc.metadata.authorization: unknown variable `${nope}`",
+        "t.yaml:26:62: journeys.j.steps[3].grpc.metadata.grpc-timeout: `grpc-timeout` is set by gRPC itself: it cannot be metadata",
     ] {
         assert!(err.contains(expected), "missing {expected:?} in:\n{err}");
     }

@@ -5,7 +5,7 @@
 //! calls the standard health check.
 
 use super::super::grpc::{self, Parts};
-use super::super::walk::{self, Ctx, Fields};
+use super::super::walk::{self, Ctx, Fields, join};
 use super::super::yaml::{Node, Value};
 use super::step::{Headers, header_map};
 use super::{Site, Target, compile, json};
@@ -66,7 +66,23 @@ pub(super) fn call(
     let authority = grpc::authority(ctx, &g)?;
     let mut metadata = Vec::new();
     if let Some(n) = g.get("metadata") {
-        header_map(ctx, n, &g.path_of("metadata"), scope, site, &mut metadata);
+        let p = g.path_of("metadata");
+        // gRPC sets these itself: a step's would be dropped at every call.
+        if let Value::Map(entries) = &n.value {
+            for (key, _) in entries {
+                if crate::http::grpc::is_reserved_metadata(&key.name) {
+                    ctx.error(
+                        key.pos,
+                        &join(&p, &key.name),
+                        format!(
+                            "`{}` is set by gRPC itself: it cannot be metadata",
+                            key.name
+                        ),
+                    );
+                }
+            }
+        }
+        header_map(ctx, n, &p, scope, site, &mut metadata);
     }
     let (raw, body) = messages(ctx, &g, scope, site)?;
     let schema = grpc::schema(ctx, &g, site.base)?;

@@ -175,11 +175,17 @@ const RESERVED: &[&str] = &[
     "host",
 ];
 
+/// Whether gRPC (or HTTP/2) sets this metadata name itself, so a user's would be refused.
+pub fn is_reserved_metadata(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    RESERVED.contains(&lower.as_str()) || lower.starts_with(':')
+}
+
 fn metadata_map(pairs: &[(String, String)]) -> Result<HeaderMap, CallError> {
     let mut map = HeaderMap::new();
     for (name, value) in pairs {
         let lower = name.to_ascii_lowercase();
-        if RESERVED.contains(&lower.as_str()) || lower.starts_with(':') {
+        if is_reserved_metadata(name) {
             return Err(CallError::Reserved(name.clone()));
         }
         let header = HeaderName::from_bytes(lower.as_bytes())

@@ -10,7 +10,7 @@ pub mod reflection;
 pub mod schema;
 pub mod target;
 
-pub use call::{Call, CallError};
+pub use call::{Call, CallError, is_reserved_metadata};
 pub use conn::{AddressError, GrpcClient, GrpcConn};
 pub use reflection::reflect;
 pub use schema::{HEALTH_CHECK, SchemaError, compile, find_method, health};
