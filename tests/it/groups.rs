@@ -13,8 +13,7 @@ use axum::http::StatusCode;
 use axum::routing::get;
 
 use crate::support::{
-    ADMIN_TOKEN, all_output, metric_sum, request, runtime, serve_in_process, serve_on_thread,
-    sloburn, stdout_of,
+    all_output, metric_sum, request, runtime, serve_in_process, serve_on_thread, sloburn, stdout_of,
 };
 
 /// Each tenant's requests, counted apart; `beta`'s every 20th answers 500 (exactly 5 %).
@@ -97,26 +96,8 @@ fn one_failing_tenant_burns_its_own_slo_and_no_other() {
         let text = grouped_config(&server.addr.to_string(), data.to_str().unwrap(), "99");
         let d = serve_in_process(&text, dir.path()).await;
         let base = format!("http://{}", d.addr);
-        let (code, body) = request(
-            "POST",
-            &format!("{base}/api/profiles/tenants/run"),
-            Some(ADMIN_TOKEN),
-        )
-        .await;
-        assert_eq!(code, 202, "{body}");
-        let mut finished = false;
-        for _ in 0..600 {
-            let (_, runs) = request("GET", &format!("{base}/api/runs"), None).await;
-            let v: serde_json::Value = serde_json::from_str(&runs).unwrap();
-            let result = &v["runs"][0]["result"];
-            if result.is_string() && result != "running" {
-                assert_eq!(result, "passed", "{v}");
-                finished = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        assert!(finished, "the run never finished");
+        let runs = crate::support::run_and_wait(&base, "tenants", 1).await;
+        assert_eq!(runs[0]["result"], "passed", "{runs}");
         // The counters are folded into the windows on the next one-second tick.
         tokio::time::sleep(Duration::from_millis(1500)).await;
         assert_eq!(

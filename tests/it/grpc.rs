@@ -44,18 +44,7 @@ impl Server {
 
     /// With more arguments: `--tls CERT KEY`.
     fn start_with(reflection: &str, args: &[&std::path::Path]) -> Server {
-        let status = Command::new("bash")
-            .arg(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/scripts/install-otel-test-tools.sh"
-            ))
-            .stdout(Stdio::null())
-            .status()
-            .expect("install script runs");
-        assert!(
-            status.success(),
-            "scripts/install-otel-test-tools.sh failed"
-        );
+        crate::support::install_otel_test_tools();
         let dir = tempfile::tempdir().unwrap();
         let fds = dir.path().join("echo.fds");
         std::fs::write(&fds, echo_pool().encode_to_vec()).unwrap();

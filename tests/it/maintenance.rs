@@ -50,32 +50,6 @@ async fn slo_period(base: &str) -> (u64, u64, bool) {
     )
 }
 
-/// Runs `burst` once and waits for its record.
-async fn run_burst(base: &str, n: usize) {
-    let (code, body) = request(
-        "POST",
-        &format!("{base}/api/profiles/burst/run"),
-        Some(ADMIN_TOKEN),
-    )
-    .await;
-    assert_eq!(code, 202, "{body}");
-    for _ in 0..200 {
-        let (_, runs) = request("GET", &format!("{base}/api/runs"), None).await;
-        let v: serde_json::Value = serde_json::from_str(&runs).unwrap();
-        let done = v["runs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|r| r["result"] != "running")
-            .count();
-        if done >= n {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("run {n} never finished");
-}
-
 #[test]
 fn errors_inside_a_window_spend_no_budget_and_errors_outside_do() {
     let rt = runtime();
@@ -110,7 +84,7 @@ fn errors_inside_a_window_spend_no_budget_and_errors_outside_do() {
             .as_u64()
             .unwrap();
         assert_eq!(slo_period(&base).await, (0, 0, true));
-        run_burst(&base, 1).await;
+        crate::support::run_and_wait(&base, "burst", 1).await;
         tokio::time::sleep(Duration::from_millis(1500)).await;
         let (_, metrics) = request("GET", &format!("{base}/metrics"), None).await;
         assert_eq!(
@@ -141,7 +115,7 @@ fn errors_inside_a_window_spend_no_budget_and_errors_outside_do() {
         )
         .await;
         assert_eq!(code, 404);
-        run_burst(&base, 2).await;
+        crate::support::run_and_wait(&base, "burst", 2).await;
         tokio::time::sleep(Duration::from_millis(1500)).await;
         let (_, metrics) = request("GET", &format!("{base}/metrics"), None).await;
         assert_eq!(

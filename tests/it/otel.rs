@@ -45,18 +45,7 @@ impl Receiver {
 
     /// `args` after the output file: `--grpc` for OTLP/gRPC.
     fn start_with(args: &[&str]) -> Receiver {
-        let status = Command::new("bash")
-            .arg(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/scripts/install-otel-test-tools.sh"
-            ))
-            .stdout(Stdio::null())
-            .status()
-            .expect("install script runs");
-        assert!(
-            status.success(),
-            "scripts/install-otel-test-tools.sh failed"
-        );
+        crate::support::install_otel_test_tools();
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("spans.jsonl");
         let mut child = Command::new("python3")

@@ -255,15 +255,7 @@ impl OtlpReceiver {
     fn start() -> OtlpReceiver {
         use std::io::BufRead;
         let root = env!("CARGO_MANIFEST_DIR");
-        let status = std::process::Command::new("bash")
-            .arg(format!("{root}/scripts/install-otel-test-tools.sh"))
-            .stdout(std::process::Stdio::null())
-            .status()
-            .unwrap();
-        assert!(
-            status.success(),
-            "scripts/install-otel-test-tools.sh failed"
-        );
+        crate::support::install_otel_test_tools();
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("points.jsonl");
         let mut child = std::process::Command::new("python3")

@@ -34,6 +34,50 @@ pub fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
+/// Installs the Python parts the OTLP receiver and the gRPC test server need (PyPI's
+/// `opentelemetry-proto` and `grpcio`), once per machine; idempotent.
+pub fn install_otel_test_tools() {
+    let status = Command::new("bash")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/scripts/install-otel-test-tools.sh"
+        ))
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("install script runs");
+    assert!(
+        status.success(),
+        "scripts/install-otel-test-tools.sh failed"
+    );
+}
+
+/// Starts profile `profile` through the admin API and waits (at most a minute) until the
+/// daemon has `n` finished runs; the runs list, newest first.
+pub async fn run_and_wait(base: &str, profile: &str, n: usize) -> serde_json::Value {
+    let (code, body) = request(
+        "POST",
+        &format!("{base}/api/profiles/{profile}/run"),
+        Some(ADMIN_TOKEN),
+    )
+    .await;
+    assert_eq!(code, 202, "{body}");
+    for _ in 0..600 {
+        let (_, runs) = request("GET", &format!("{base}/api/runs"), None).await;
+        let v: serde_json::Value = serde_json::from_str(&runs).unwrap();
+        let done = v["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["result"].is_string() && r["result"] != "running")
+            .count();
+        if done >= n {
+            return v["runs"].clone();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("run {n} of `{profile}` never finished");
+}
+
 /// A one-shot HTTP request with the crate's own client: (status, body).
 pub async fn request(method: &str, url: &str, token: Option<&str>) -> (u16, String) {
     let mut headers = http::HeaderMap::new();
