@@ -26,7 +26,7 @@ mod secrets;
 mod send;
 mod server;
 mod slo_groups;
-pub use slo_groups::{GroupFilter, SloGroup, status_class};
+pub use slo_groups::{GroupFilter, SloGroup};
 mod slos;
 mod storage;
 mod targets;

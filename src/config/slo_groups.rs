@@ -55,7 +55,7 @@ impl GroupFilter {
 }
 
 /// `1`–`5` for an HTTP status 100–599, `0` for no response (or a status outside them).
-pub fn status_class(status: Option<u16>) -> u16 {
+fn status_class(status: Option<u16>) -> u16 {
     match status {
         Some(s @ 100..=599) => s / 100,
         _ => 0,

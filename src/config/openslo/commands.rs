@@ -221,14 +221,11 @@ fn shorthand(d: Duration) -> String {
 /// out) as inline alert policies.
 pub fn export(cfg: &super::super::Config) -> String {
     let mut out = String::from("# Exported by `sloburn openslo export`.\n");
+    let mut grouped = std::collections::BTreeSet::new();
     for s in cfg.slos.values() {
         // OpenSLO has no per-label split: a grouped SLO is named in a comment, once.
         if let Some(g) = &s.group {
-            let first = cfg
-                .slos
-                .values()
-                .find(|o| o.group.as_ref().is_some_and(|og| og.parent == g.parent));
-            if first.is_some_and(|f| f.name == s.name) {
+            if grouped.insert(g.parent.as_str()) {
                 let _ = writeln!(
                     out,
                     "# SLO `{}` is grouped by `{}` (`group_by`), which OpenSLO cannot say: left out.",
