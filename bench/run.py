@@ -45,8 +45,9 @@ from pathlib import Path
 from common import free_port  # bench/ is on sys.path when run as a script
 
 HOST = "127.0.0.1"  # the only address this benchmark ever sends traffic to
-ALL_TOOLS = ["wrk", "hey", "oha", "k6", "vegeta", "sloburn"]
-DEFAULT_TOOLS = ALL_TOOLS
+ALL_TOOLS = ["wrk", "hey", "oha", "k6", "vegeta", "sloburn", "sloburn-before"]
+# `sloburn-before` runs only when --sloburn-before names a second binary (a before/after table).
+DEFAULT_TOOLS = [t for t in ALL_TOOLS if t != "sloburn-before"]
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BODY = b"sloburn bench: hello from nginx\n" * 4  # 128 bytes, a small static file
 
@@ -429,8 +430,8 @@ class Bench:
         if tool == "vegeta":
             b = find_binary("vegeta", [Path.home() / "go" / "bin" / "vegeta"])
             return b, tool_version([b, "-version"]) if b else ""
-        if tool == "sloburn":
-            p = Path(self.args.sloburn)
+        if tool in ("sloburn", "sloburn-before"):
+            p = Path(self.args.sloburn if tool == "sloburn" else (self.args.sloburn_before or ""))
             if not p.is_absolute() and not p.exists():
                 p = REPO_ROOT / p
             if p.is_file() and os.access(p, os.X_OK):
@@ -490,7 +491,7 @@ class Bench:
                                      capture_output=True, text=True, timeout=60)
                 return parse_vegeta_report(rep.stdout)
             return cmd, parse
-        if tool == "sloburn":
+        if tool in ("sloburn", "sloburn-before"):
             summary = self.dir / f"{tag}.summary.json"
             summary.unlink(missing_ok=True)
             cmd = [binary, "run", "--url", url, "--duration", dur,
@@ -503,7 +504,7 @@ class Bench:
         tr = ToolResult(tool=tool)
         binary, version = self.locate(tool)
         tr.binary, tr.version = binary, version
-        if binary and tool == "sloburn":
+        if binary and tool in ("sloburn", "sloburn-before"):
             # The load engine's `run --url` CLI may not be merged yet in the binary given.
             try:
                 h = subprocess.run([binary, "run", "--help"], capture_output=True, text=True,
@@ -523,6 +524,8 @@ class Bench:
         if not binary:
             if tool == "sloburn":
                 tr.skipped = f"binary not found at {self.args.sloburn} (build it: cargo build --release)"
+            elif tool == "sloburn-before":
+                tr.skipped = f"binary not found at {self.args.sloburn_before} (give --sloburn-before PATH)"
             elif tool == "vegeta":
                 tr.skipped = "not installed (optional; not packaged in Debian bookworm)"
             else:
@@ -652,6 +655,9 @@ def main() -> int:
                     help=f"comma-separated subset of {','.join(ALL_TOOLS)}")
     ap.add_argument("--sloburn", default=os.environ.get("SLOBURN", "target/release/sloburn"),
                     help="sloburn binary (env SLOBURN; default target/release/sloburn)")
+    ap.add_argument("--sloburn-before", metavar="PATH",
+                    help="a second sloburn binary (e.g. the previous commit's release build): "
+                         "its row `sloburn-before` runs the same commands, interleaved")
     ap.add_argument("--json", metavar="FILE", help="also write results as JSON")
     ap.add_argument("--connections", type=int, default=50, help="connections / VUs (default 50)")
     ap.add_argument("--rate", type=int, default=5000, help="fixed rate, req/s (default 5000)")
@@ -663,10 +669,14 @@ def main() -> int:
     args = ap.parse_args()
     # Tools run with the scratch dir as cwd: make the binary path absolute first.
     args.sloburn = str(Path(args.sloburn).resolve())
+    if args.sloburn_before:
+        args.sloburn_before = str(Path(args.sloburn_before).resolve())
 
     if not 0 < args.duration <= 60:
         ap.error("--duration must be in (0, 60] seconds: load runs stay short")
     tools = [t.strip() for t in args.tools.split(",") if t.strip()]
+    if args.sloburn_before and "sloburn-before" not in tools:
+        tools.append("sloburn-before")
     bad = [t for t in tools if t not in ALL_TOOLS]
     if bad:
         ap.error(f"unknown tools: {','.join(bad)} (known: {','.join(ALL_TOOLS)})")

@@ -57,7 +57,7 @@ fn main() {
             .map(|_| {
                 let start = sloburn::clock::instant();
                 std::hint::black_box(m.encode(om));
-                start.elapsed().as_secs_f64() * 1e3
+                sloburn::clock::elapsed(start).as_secs_f64() * 1e3
             })
             .collect();
         println!(
@@ -72,7 +72,7 @@ fn main() {
             .map(|_| {
                 let start = sloburn::clock::instant();
                 std::hint::black_box(m.encode_protobuf());
-                start.elapsed().as_secs_f64() * 1e3
+                sloburn::clock::elapsed(start).as_secs_f64() * 1e3
             })
             .collect();
         println!(
@@ -96,7 +96,7 @@ fn main() {
                 });
             }
         });
-        let elapsed = start.elapsed().as_secs_f64();
+        let elapsed = sloburn::clock::elapsed(start).as_secs_f64();
         println!(
             "observe, {threads} thread(s) on one profile: {:.0} ns each, {:.1} M/s in total",
             elapsed * 1e9 / n as f64,

@@ -175,7 +175,10 @@ fn main() {
             .map(|_| {
                 let (start, cpu) = (sloburn::clock::instant(), thread_cpu_ms());
                 std::hint::black_box(encode());
-                (start.elapsed().as_secs_f64() * 1e3, thread_cpu_ms() - cpu)
+                (
+                    sloburn::clock::elapsed(start).as_secs_f64() * 1e3,
+                    thread_cpu_ms() - cpu,
+                )
             })
             .unzip();
         let (min, med, max) = median(wall);

@@ -38,34 +38,117 @@ pub fn since_epoch() -> Duration {
         .unwrap_or(Duration::ZERO)
 }
 
-/// A wall clock in unix seconds: the system clock plus a fixed offset, zero unless a test
-/// started it elsewhere ([`Clock::starting_at`]).
+/// The system clock now in unix seconds, never shifted.
+#[inline]
+pub fn unix_secs() -> f64 {
+    since_epoch().as_secs_f64()
+}
+
+/// The system clock now in whole unix milliseconds, never shifted.
+#[inline]
+pub fn unix_ms() -> u64 {
+    u64::try_from(since_epoch().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// How long ago `since` was, on its own clock (std's or tokio's monotonic instant).
+#[inline]
+pub fn elapsed<I: Monotonic>(since: I) -> Duration {
+    since.elapsed_now()
+}
+
+/// The wall clock now as a UTC date-time (the system clock, never shifted).
+pub fn utc_now() -> chrono::DateTime<chrono::Utc> {
+    Clock::system().utc()
+}
+
+/// A monotonic instant type this module reads: std's and tokio's.
+pub trait Monotonic: Copy {
+    fn elapsed_now(self) -> Duration;
+}
+
+impl Monotonic for std::time::Instant {
+    #[inline]
+    fn elapsed_now(self) -> Duration {
+        self.elapsed()
+    }
+}
+
+impl Monotonic for tokio::time::Instant {
+    #[inline]
+    fn elapsed_now(self) -> Duration {
+        self.elapsed()
+    }
+}
+
+/// A wall clock: the system clock plus a fixed offset (zero unless a test started it elsewhere,
+/// [`Clock::starting_at`]), or, for tests under paused tokio time, a clock that starts at a
+/// given instant and advances with tokio's clock ([`Clock::on_tokio`]). The daemon keeps one in
+/// its shared state; the schedule's ticker reads it.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Clock {
-    offset_secs: f64,
+    offset_ns: i64,
+    /// Unix nanoseconds at a tokio instant: the wall time advances with tokio's clock from it.
+    tokio_origin: Option<(i64, tokio::time::Instant)>,
 }
 
 impl Clock {
     /// The system clock as it is.
     pub const fn system() -> Clock {
-        Clock { offset_secs: 0.0 }
+        Clock {
+            offset_ns: 0,
+            tokio_origin: None,
+        }
     }
 
     /// A clock that reads `start` (unix seconds) now and then runs at real speed.
     pub fn starting_at(start: i64) -> Clock {
         Clock {
-            offset_secs: start as f64 - since_epoch().as_secs_f64(),
+            offset_ns: start.saturating_mul(1_000_000_000) - system_nanos(),
+            tokio_origin: None,
         }
+    }
+
+    /// A clock that reads `start` now and then advances with tokio's clock, so a test under
+    /// `#[tokio::test(start_paused = true)]` sees days pass instantly and deterministically.
+    pub fn on_tokio(start: chrono::DateTime<chrono::Utc>) -> Clock {
+        Clock {
+            offset_ns: 0,
+            tokio_origin: Some((
+                start.timestamp_nanos_opt().unwrap_or(0),
+                tokio::time::Instant::now(),
+            )),
+        }
+    }
+
+    /// Steps this clock's wall time by `by` (negative: backwards), as NTP or a suspend would.
+    pub fn step(&mut self, by: chrono::TimeDelta) {
+        let ns = by.num_nanoseconds().unwrap_or(0);
+        self.offset_ns = self.offset_ns.saturating_add(ns);
+    }
+
+    fn unix_nanos(&self) -> i64 {
+        let base = match self.tokio_origin {
+            Some((origin, at)) => {
+                origin.saturating_add(i64::try_from(at.elapsed().as_nanos()).unwrap_or(i64::MAX))
+            }
+            None => system_nanos(),
+        };
+        base.saturating_add(self.offset_ns)
     }
 
     /// Now in unix seconds.
     pub fn unix_secs(&self) -> f64 {
-        since_epoch().as_secs_f64() + self.offset_secs
+        self.unix_nanos() as f64 / 1e9
     }
 
     /// Now in whole unix seconds.
     pub fn unix_secs_i64(&self) -> i64 {
-        self.unix_secs().floor() as i64
+        self.unix_nanos().div_euclid(1_000_000_000)
+    }
+
+    /// Now as a UTC date-time.
+    pub fn utc(&self) -> chrono::DateTime<chrono::Utc> {
+        chrono::DateTime::from_timestamp_nanos(self.unix_nanos())
     }
 
     /// The system clock in unix milliseconds, never shifted: shards agree on start instants
@@ -73,6 +156,10 @@ impl Clock {
     pub fn wall_ms(&self) -> u64 {
         u64::try_from(since_epoch().as_millis()).unwrap_or(u64::MAX)
     }
+}
+
+fn system_nanos() -> i64 {
+    i64::try_from(since_epoch().as_nanos()).unwrap_or(i64::MAX)
 }
 
 #[cfg(test)]
@@ -87,5 +174,19 @@ mod tests {
         assert!(c.wall_ms() > 1_600_000_000_000, "wall_ms is never shifted");
         let s = Clock::system().unix_secs();
         assert!((s - since_epoch().as_secs_f64()).abs() < 1.0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_tokio_clock_advances_with_tokio_time_and_steps() {
+        let start = chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap();
+        let mut c = Clock::on_tokio(start);
+        assert_eq!(c.utc(), start);
+        tokio::time::advance(Duration::from_secs(90)).await;
+        assert_eq!(c.unix_secs_i64(), 1_800_000_090);
+        c.step(chrono::TimeDelta::minutes(-3));
+        assert_eq!(c.unix_secs_i64(), 1_800_000_090 - 180);
+        let t = tokio_instant();
+        tokio::time::advance(Duration::from_millis(5)).await;
+        assert_eq!(elapsed(t), Duration::from_millis(5));
     }
 }

@@ -8,7 +8,8 @@
 //! - start-time jitter ([`jittered`]) and the overlap policy state machine ([`Slot`]);
 //! - [`Ticker`], the only async part: it sleeps until the next firing on an injected [`Clock`].
 //!
-//! Everything except [`Ticker`] and [`SystemClock`] is pure: `now` is always an argument.
+//! Everything except [`Ticker`] is pure: `now` is always an argument; the ticker reads the one
+//! [`Clock`](crate::clock::Clock) it is given.
 //!
 //! # Daylight-saving time (Vixie cron semantics)
 //! Cron fields describe local wall-clock times, and a DST transition makes some wall-clock
@@ -31,6 +32,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+use crate::clock::Clock;
 use chrono::{DateTime, LocalResult, NaiveDateTime, Offset, TimeDelta, TimeZone, Utc};
 use chrono_tz::Tz;
 use croner::Cron;
@@ -510,47 +512,6 @@ impl Slot {
     }
 }
 
-/// The source of "now" for [`Ticker`]. Sleeping always goes through tokio time.
-pub trait Clock {
-    fn now(&self) -> DateTime<Utc>;
-}
-
-/// The real wall clock.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now(&self) -> DateTime<Utc> {
-        Utc::now()
-    }
-}
-
-/// A wall clock that advances with tokio time from a fixed origin, so that tests under
-/// `#[tokio::test(start_paused = true)]` see days pass instantly and deterministically.
-#[derive(Debug, Clone, Copy)]
-pub struct TokioClock {
-    origin: DateTime<Utc>,
-    started: tokio::time::Instant,
-}
-
-impl TokioClock {
-    pub fn starting_at(origin: DateTime<Utc>) -> TokioClock {
-        TokioClock {
-            origin,
-            started: crate::clock::tokio_instant(),
-        }
-    }
-}
-
-impl Clock for TokioClock {
-    fn now(&self) -> DateTime<Utc> {
-        TimeDelta::from_std(self.started.elapsed())
-            .ok()
-            .and_then(|d| self.origin.checked_add_signed(d))
-            .unwrap_or(self.origin)
-    }
-}
-
 /// One firing: the scheduled instant, and the jittered instant the run was released at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tick {
@@ -566,10 +527,10 @@ pub struct Tick {
 /// load tests helps nobody), and a scheduled instant is never returned twice, even if the wall
 /// clock steps backwards.
 #[derive(Debug)]
-pub struct Ticker<C> {
+pub struct Ticker {
     schedule: Schedule,
     max_jitter: Duration,
-    clock: C,
+    clock: Clock,
     last: Option<DateTime<Utc>>,
 }
 
@@ -577,8 +538,8 @@ pub struct Ticker<C> {
 /// within this bound instead of after the whole monotonic sleep.
 const MAX_SLEEP: Duration = Duration::from_secs(60);
 
-impl<C: Clock> Ticker<C> {
-    pub fn new(schedule: Schedule, max_jitter: Duration, clock: C) -> Ticker<C> {
+impl Ticker {
+    pub fn new(schedule: Schedule, max_jitter: Duration, clock: Clock) -> Ticker {
         Ticker {
             schedule,
             max_jitter,
@@ -591,15 +552,20 @@ impl<C: Clock> Ticker<C> {
         &self.schedule
     }
 
+    /// The wall clock it sleeps on (a test steps it as NTP would).
+    pub fn clock_mut(&mut self) -> &mut Clock {
+        &mut self.clock
+    }
+
     /// Waits for the next firing and returns it, or `None` when the schedule has no further
     /// firing. Cancel-safe: dropping the future loses nothing but the jitter draw.
     pub async fn tick(&mut self, rng: &mut impl rand::Rng) -> Option<Tick> {
-        let now = self.clock.now();
+        let now = self.clock.utc();
         let from = self.last.map_or(now, |last| last.max(now));
         let scheduled = self.schedule.next_after(from)?;
         let released = jittered(scheduled, self.max_jitter, rng);
         loop {
-            let now = self.clock.now();
+            let now = self.clock.utc();
             let Ok(remaining) = (released - now).to_std() else {
                 break;
             };
@@ -621,7 +587,6 @@ mod tests {
     use super::*;
     use rand::SeedableRng;
     use rand::rngs::StdRng;
-    use std::sync::{Arc, Mutex};
 
     fn utc(s: &str) -> DateTime<Utc> {
         DateTime::parse_from_rfc3339(s)
@@ -1249,23 +1214,9 @@ mod tests {
         assert!(!slot.on_finished());
     }
 
-    /// A tokio-driven clock whose wall time a test can step, as NTP would.
-    #[derive(Clone)]
-    struct SteppedClock {
-        base: TokioClock,
-        step: Arc<Mutex<TimeDelta>>,
-    }
-
-    impl Clock for SteppedClock {
-        fn now(&self) -> DateTime<Utc> {
-            let step = *self.step.lock().unwrap_or_else(|e| e.into_inner());
-            self.base.now() + step
-        }
-    }
-
     #[tokio::test(start_paused = true)]
     async fn ticker_sleeps_until_each_firing() {
-        let clock = TokioClock::starting_at(utc(NOW));
+        let clock = Clock::on_tokio(utc(NOW));
         let mut ticker = Ticker::new(sched("*/5 * * * *", None), Duration::ZERO, clock);
         let mut rng = StdRng::seed_from_u64(3);
         for expected in [
@@ -1276,7 +1227,7 @@ mod tests {
             let tick = ticker.tick(&mut rng).await.expect("fires");
             assert_eq!(tick.scheduled, utc(expected));
             assert_eq!(tick.released, tick.scheduled);
-            let late = clock.now() - tick.scheduled;
+            let late = ticker.clock_mut().utc() - tick.scheduled;
             assert!(
                 late >= TimeDelta::zero() && late < TimeDelta::milliseconds(2),
                 "{late}"
@@ -1286,7 +1237,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn ticker_waits_for_the_jittered_release() {
-        let clock = TokioClock::starting_at(utc(NOW));
+        let clock = Clock::on_tokio(utc(NOW));
         let max = Duration::from_secs(20);
         let mut ticker = Ticker::new(
             Schedule::every(Duration::from_secs(60)).expect("valid"),
@@ -1299,26 +1250,22 @@ mod tests {
             assert_eq!(tick.scheduled.timestamp() % 60, 0);
             assert!(tick.released >= tick.scheduled);
             assert!(tick.released - tick.scheduled <= TimeDelta::seconds(20));
-            assert!(clock.now() >= tick.released);
+            assert!(ticker.clock_mut().utc() >= tick.released);
         }
     }
 
     #[tokio::test(start_paused = true)]
     async fn ticker_never_repeats_a_firing_when_the_clock_steps_back_and_skips_missed_ones() {
-        let step = Arc::new(Mutex::new(TimeDelta::zero()));
-        let clock = SteppedClock {
-            base: TokioClock::starting_at(utc(NOW)),
-            step: step.clone(),
-        };
-        let mut ticker = Ticker::new(sched("*/5 * * * *", None), Duration::ZERO, clock.clone());
+        let clock = Clock::on_tokio(utc(NOW));
+        let mut ticker = Ticker::new(sched("*/5 * * * *", None), Duration::ZERO, clock);
         let mut rng = StdRng::seed_from_u64(5);
         let first = ticker.tick(&mut rng).await.expect("fires");
         assert_eq!(first.scheduled, utc("2026-01-15T10:20:00Z"));
-        *step.lock().unwrap_or_else(|e| e.into_inner()) = TimeDelta::minutes(-3);
+        ticker.clock_mut().step(TimeDelta::minutes(-3));
         let second = ticker.tick(&mut rng).await.expect("fires");
         assert_eq!(second.scheduled, utc("2026-01-15T10:25:00Z"));
-        assert!(clock.now() >= second.scheduled);
-        *step.lock().unwrap_or_else(|e| e.into_inner()) = TimeDelta::hours(1);
+        assert!(ticker.clock_mut().utc() >= second.scheduled);
+        ticker.clock_mut().step(TimeDelta::hours(1));
         let third = ticker.tick(&mut rng).await.expect("fires");
         assert_eq!(third.scheduled, utc("2026-01-15T11:30:00Z"));
     }

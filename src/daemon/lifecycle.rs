@@ -222,12 +222,12 @@ async fn budget_loop(shared: Arc<Shared>, flush_every: Duration) {
                 "SLO store still unusable; counts and runs kept in memory"
             );
         }
-        if last_flush.elapsed() >= flush_every {
+        if crate::clock::elapsed(last_flush) >= flush_every {
             last_flush = crate::clock::tokio_instant();
             let s = shared.clone();
             let _ = tokio::task::spawn_blocking(move || s.budget.flush()).await;
         }
-        if last_prune.elapsed() >= Duration::from_secs(600) {
+        if crate::clock::elapsed(last_prune) >= Duration::from_secs(600) {
             last_prune = crate::clock::tokio_instant();
             let s = shared.clone();
             let _ = tokio::task::spawn_blocking(move || {

@@ -16,7 +16,7 @@ use super::shardrun;
 use super::state::{ProfileState, Shared};
 use crate::config::{Config, Profile};
 use crate::load::placement::{Assignment, Placement};
-use crate::schedule::{Decision, Slot, SystemClock, Ticker};
+use crate::schedule::{Decision, Slot, Ticker};
 use rand::SeedableRng;
 use std::sync::Arc;
 use std::time::Duration;
@@ -162,9 +162,9 @@ async fn profile_loop(
         return;
     };
     let mut rng = rand::rngs::SmallRng::seed_from_u64(rand::random());
-    let mut ticker = Ticker::new(schedule.clone(), profile.jitter, SystemClock);
+    let mut ticker = Ticker::new(schedule.clone(), profile.jitter, shared.clock);
     loop {
-        let next = schedule.next_after(chrono::Utc::now());
+        let next = schedule.next_after(shared.clock.utc());
         let next_unix = next.map(|t| t.timestamp_millis() as f64 / 1000.0);
         shared.metrics.set_next_run(&profile.name, next_unix);
         if let Ok(mut states) = shared.profiles.lock()

@@ -240,7 +240,7 @@ impl Client {
         };
         let t = crate::clock::tokio_instant();
         let resolved = timeout_at(deadline, self.resolve(host)).await;
-        phases.dns = t.elapsed();
+        phases.dns = crate::clock::elapsed(t);
         let mut addrs = match resolved {
             Ok(Ok(addrs)) if !addrs.is_empty() => addrs,
             // No socket for the nameserver: sloburn's own limit, not the name's fault.
@@ -265,12 +265,12 @@ impl Client {
                 }
                 Ok(Err(e)) => last_err = classify_io(&e, true),
                 Err(_) => {
-                    phases.connecting = t.elapsed();
+                    phases.connecting = crate::clock::elapsed(t);
                     return Err(ErrorClass::ConnectTimeout);
                 }
             }
         }
-        phases.connecting = t.elapsed();
+        phases.connecting = crate::clock::elapsed(t);
         let tcp = tcp.ok_or(last_err)?;
         // Nagle would hold back a request body written after its head.
         let _ = tcp.set_nodelay(true);
@@ -289,7 +289,7 @@ impl Client {
         let t = crate::clock::tokio_instant();
         let name = server_name(&opts.tls, target.host).ok_or(ErrorClass::Tls)?;
         let handshake = timeout_at(deadline, self.tls().connect(name, tcp)).await;
-        phases.tls_handshaking = t.elapsed();
+        phases.tls_handshaking = crate::clock::elapsed(t);
         let tls = match handshake {
             Ok(Ok(tls)) => tls,
             Ok(Err(_)) => return Err(ErrorClass::Tls),

@@ -167,14 +167,14 @@ impl Conn {
                 // Closed while idle: noticed before sending, so just reconnect.
                 Ok(Err(_)) => self.live = None,
                 Err(_) => {
-                    out.phases.blocked = start.elapsed();
+                    out.phases.blocked = crate::clock::elapsed(start);
                     out.error = Some(ErrorClass::Timeout);
                     return Attempt::Done;
                 }
             }
         }
         if !fresh {
-            out.phases.blocked = start.elapsed();
+            out.phases.blocked = crate::clock::elapsed(start);
         }
         if !reused && !fresh {
             let client = &self.client;

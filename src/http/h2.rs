@@ -163,7 +163,7 @@ pub(crate) async fn send(
     for retrying in [false, true] {
         out = Outcome::default();
         let Ok(mut guard) = timeout_at(deadline, slot.lock()).await else {
-            out.phases.blocked = start.elapsed();
+            out.phases.blocked = crate::clock::elapsed(start);
             out.error = Some(ErrorClass::Timeout);
             return Sent::Done(out);
         };
@@ -179,7 +179,7 @@ pub(crate) async fn send(
             *guard = None;
         }
         let reused = guard.is_some();
-        out.phases.blocked = start.elapsed();
+        out.phases.blocked = crate::clock::elapsed(start);
         if !reused {
             let dialed = match client.dial(target, deadline, &mut out.phases).await {
                 Ok(d) => d,

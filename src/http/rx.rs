@@ -129,12 +129,6 @@ pub(crate) fn stamp_instant(stamp: Duration, wall_now: Duration, now: Instant) -
     }
 }
 
-fn wall_now() -> Duration {
-    crate::clock::system_time()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-}
-
 impl AsyncRead for RxTcp {
     fn poll_read(
         self: Pin<&mut Self>,
@@ -169,7 +163,8 @@ impl AsyncRead for RxTcp {
                 Ok((n, stamp)) => {
                     if n > 0 {
                         let now = crate::clock::tokio_instant();
-                        let at = stamp.map_or(now, |s| stamp_instant(s, wall_now(), now));
+                        let at = stamp
+                            .map_or(now, |s| stamp_instant(s, crate::clock::since_epoch(), now));
                         this.stats.on_rx(at);
                     }
                     return Poll::Ready(Ok(()));

@@ -113,7 +113,8 @@ impl IoStats {
     }
 
     fn stamp(&self) -> u64 {
-        let nanos = u64::try_from(self.base.elapsed().as_nanos()).unwrap_or(u64::MAX - 1);
+        let nanos =
+            u64::try_from(crate::clock::elapsed(self.base).as_nanos()).unwrap_or(u64::MAX - 1);
         nanos.saturating_add(1)
     }
 

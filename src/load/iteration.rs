@@ -432,7 +432,7 @@ impl RunWork {
             let values = Values {
                 vu: vu.id,
                 iter: k,
-                now_ms: unix_ms(),
+                now_ms: crate::clock::unix_ms(),
                 row,
                 captures: &vu.captures,
             };
@@ -489,7 +489,7 @@ impl RunWork {
                 }
             }
             // k6's group of the step ends here: its think time is in the journey's group only.
-            events.step_finished(base + i, step_started.elapsed());
+            events.step_finished(base + i, crate::clock::elapsed(step_started));
             if let Some(f) = failure {
                 events.step_failed(base + i, f);
                 result = IterationResult::FailedStep;
@@ -506,7 +506,7 @@ impl RunWork {
             }
         }
         events.iteration_data(j, sent, received);
-        events.iteration_finished(j, row_index, result, started.elapsed());
+        events.iteration_finished(j, row_index, result, crate::clock::elapsed(started));
         if let Some(it) = traced {
             it.finish();
         }
@@ -533,12 +533,6 @@ fn finish_span(
         .find(|(_, ok)| !**ok)
         .map(|(c, _)| c.name.as_str());
     span.finish(outcome, failed);
-}
-
-fn unix_ms() -> u64 {
-    crate::clock::system_time()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Renders a templated step into a request; `None` when the URL does not parse or a header's

@@ -419,7 +419,7 @@ fn write_all(
             Err(RecvTimeoutError::Timeout) => None,
             Err(RecvTimeoutError::Disconnected) => break,
         };
-        if last_gauge.elapsed() >= Duration::from_secs(1) {
+        if crate::clock::elapsed(last_gauge) >= Duration::from_secs(1) {
             last_gauge = crate::clock::instant();
             let now = rfc3339(crate::clock::system_time());
             let vus = stats.vus.load(Relaxed);

@@ -23,10 +23,6 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn unix_now() -> f64 {
-    crate::clock::Clock::system().unix_secs()
-}
-
 /// Per SLO, the minutes a start-up restore filled and the minutes it found no data for.
 pub type RestoreCoverage = BTreeMap<String, (u64, u64)>;
 
@@ -203,7 +199,7 @@ impl Metrics {
         let key = (profile.to_string(), result.to_string());
         *st.runs.entry(key.clone()).or_insert(0) += 1;
         st.run_active.insert(profile.to_string(), false);
-        st.last_run.insert(key, unix_now());
+        st.last_run.insert(key, crate::clock::unix_secs());
     }
 
     /// Pre-creates `sloburn_runs_total{result="passed"|"failed"}` at 0 and `run_active` at 0.
@@ -249,7 +245,7 @@ impl Metrics {
         st.reloads[usize::from(!ok)] += 1;
         st.last_reload_ok = Some(ok);
         if ok {
-            st.last_reload_success = Some(unix_now());
+            st.last_reload_success = Some(crate::clock::unix_secs());
         }
     }
 

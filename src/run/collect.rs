@@ -84,12 +84,6 @@ pub enum Collected {
     Share { delivered: Result<(), String> },
 }
 
-pub(super) fn wall_ms() -> u64 {
-    crate::clock::system_time()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
 /// The collector URL's `http://host:port` (no path), checked.
 pub fn collector_url(s: &str) -> anyhow::Result<(String, u16)> {
     let uri: http::Uri = s
@@ -163,7 +157,7 @@ async fn collect_joins(
         }
         tokio::time::sleep(RETRY / 4).await;
     }
-    let start_at_ms = wall_ms().saturating_add(LEAD.as_millis() as u64);
+    let start_at_ms = crate::clock::unix_ms().saturating_add(LEAD.as_millis() as u64);
     let absent: Vec<u32> = {
         let mut at = room.start_at_ms.lock().map_err(|_| anyhow!("poisoned"))?;
         *at = Some(start_at_ms);
@@ -393,7 +387,7 @@ impl Collect {
                 let expected: Vec<u32> = (1..room.count).filter(|i| !absent.contains(i)).collect();
                 loop {
                     let have = room.shares.lock().map(|s| s.len()).unwrap_or(0);
-                    if have >= expected.len() || wall_ms() > deadline {
+                    if have >= expected.len() || crate::clock::unix_ms() > deadline {
                         break;
                     }
                     tokio::time::sleep(RETRY / 4).await;

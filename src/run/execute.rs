@@ -105,7 +105,7 @@ pub async fn execute(
             };
             let c = super::collect::join(url, args.collect_listen, r.spec.shard, &r.name, timeout)
                 .await?;
-            let wait = c.start_at_ms.saturating_sub(super::collect::wall_ms());
+            let wait = c.start_at_ms.saturating_sub(crate::clock::unix_ms());
             spec.start_time = spec.start_time.saturating_add(Duration::from_millis(wait));
             Some(c)
         }
@@ -212,7 +212,12 @@ pub async fn execute(
         );
     }
     if let Some(Ok((Some(mut file), prev))) = progress.join_next().await {
-        let line = summary::last_bucket_json(&report.stats, &prev, unix_now(), interrupted_by);
+        let line = summary::last_bucket_json(
+            &report.stats,
+            &prev,
+            crate::clock::unix_secs(),
+            interrupted_by,
+        );
         // The results matter more than this file: a failed write costs its last line only.
         if let Err(e) = writeln!(file, "{line}").and_then(|()| file.sync_all()) {
             let _ = writeln!(
@@ -347,25 +352,18 @@ pub(super) async fn report_progress(
             _ = tick.tick() => {}
             () = done.cancelled() => return (file, prev),
         }
-        let now = stats.snapshot(start.elapsed());
+        let now = stats.snapshot(crate::clock::elapsed(start));
         if tty {
             let mut stdout = std::io::stdout().lock();
             let _ = write!(stdout, "\r\x1b[2K{}", summary::progress(&now, planned))
                 .and_then(|()| stdout.flush());
         }
         if let Some(f) = file.as_mut() {
-            let line = summary::bucket_json(&now, &prev, unix_now());
+            let line = summary::bucket_json(&now, &prev, crate::clock::unix_secs());
             if writeln!(f, "{line}").is_err() {
                 file = None;
             }
         }
         prev = now;
     }
-}
-
-pub(super) fn unix_now() -> f64 {
-    crate::clock::system_time()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
 }

@@ -312,7 +312,7 @@ async fn tick(
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
         interval.tick().await;
-        let batch = source.batch(&stats.snapshot(start.elapsed()));
+        let batch = source.batch(&stats.snapshot(crate::clock::elapsed(start)));
         let samples = batch.samples;
         counts.queued.fetch_add(samples, Relaxed);
         if tx.try_send(batch).is_err() {

@@ -174,7 +174,7 @@ impl Store {
             Err(OpenFailure::Corrupt(reason)) => {
                 let moved_to = move_aside(
                     &path,
-                    unix_seconds(),
+                    crate::clock::since_epoch().as_secs(),
                     &format!("it is corrupt: {reason}"),
                     Journal::Move,
                 )?;
@@ -224,7 +224,7 @@ impl Store {
         if now.is_some() && now == self.identity {
             return Ok(None);
         }
-        let secs = unix_seconds();
+        let secs = crate::clock::since_epoch().as_secs();
         let mut what = format!(
             "the state database {} was {} while sloburn ran",
             self.path.display(),
@@ -329,11 +329,6 @@ fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
     let mut s: OsString = path.as_os_str().to_owned();
     s.push(suffix);
     PathBuf::from(s)
-}
-
-fn unix_seconds() -> u64 {
-    // A clock before 1970 only affects the name of the moved-aside file.
-    crate::clock::since_epoch().as_secs()
 }
 
 /// Opens and validates the database; every step that could meet a damaged file classifies its

@@ -160,7 +160,7 @@ pub(crate) struct Shared {
 impl Shared {
     /// Time left in the current stall, if one is on now.
     fn stall_left(&self) -> Option<Duration> {
-        self.stall?.remaining(self.started.elapsed())
+        self.stall?.remaining(crate::clock::elapsed(self.started))
     }
 
     async fn wait_out_stall(&self) {

@@ -181,7 +181,7 @@ impl Observer for Evidence {
         let cut = outcome.body.len().min(BODY_BYTES);
         let failure = Failure {
             step: name.clone(),
-            at: self.started.elapsed().as_secs_f64(),
+            at: crate::clock::elapsed(self.started).as_secs_f64(),
             status: outcome.status,
             error: outcome.error.map(|e| e.as_str().to_string()),
             failed_checks,

@@ -15,7 +15,3 @@ pub use detail::RunDetail;
 pub use recorder::{LiveFigures, Point, Sample};
 pub use recording::Recording;
 pub use series::{BurnDown, Ring, burn_down};
-
-pub(crate) fn unix_now() -> f64 {
-    crate::clock::Clock::system().unix_secs()
-}

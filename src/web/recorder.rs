@@ -60,7 +60,7 @@ impl Scatter {
         Scatter {
             stats,
             started,
-            seed: mix(std::process::id() as u64 ^ started.elapsed().as_nanos() as u64),
+            seed: mix(std::process::id() as u64 ^ crate::clock::elapsed(started).as_nanos() as u64),
             seen: AtomicU64::new(0),
             chunks: (0..RESERVOIR / CHUNK).map(|_| OnceBox::new()).collect(),
         }
@@ -120,7 +120,7 @@ impl Observer for Scatter {
             p.blocked + p.dns + p.connecting + p.tls_handshaking + p.duration() + lateness
         };
         // Plotted at its intended start, as vegeta plots by attack time.
-        let start = self.started.elapsed().saturating_sub(latency);
+        let start = crate::clock::elapsed(self.started).saturating_sub(latency);
         let t_ms = (start.as_millis() as u64).min(MAX_T_MS);
         let us = (latency.as_micros() as u64).min(MAX_LATENCY_US);
         let failed = u64::from(self.stats.is_failed(outcome));

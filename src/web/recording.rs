@@ -4,7 +4,6 @@
 
 use super::detail::RunDetail;
 use super::recorder::{Point, Sample, Sampler, Scatter};
-use super::unix_now;
 use crate::load::observe::Observer;
 use crate::load::runner::RunReport;
 use crate::load::stats::RunStats;
@@ -26,7 +25,7 @@ pub struct Recording {
 impl Recording {
     /// Starts sampling `stats` now. Call from inside a tokio runtime.
     pub fn start(stats: Arc<RunStats>, on_sample: Option<OnSample>) -> Recording {
-        let started_at = unix_now();
+        let started_at = crate::clock::unix_secs();
         let sampler = Arc::new(Mutex::new(Sampler::new(stats.clone(), started_at)));
         let mut task = JoinSet::new();
         let s = sampler.clone();
@@ -37,7 +36,7 @@ impl Recording {
             loop {
                 tick.tick().await;
                 let sample = match s.lock() {
-                    Ok(mut s) => s.tick(unix_now()),
+                    Ok(mut s) => s.tick(crate::clock::unix_secs()),
                     Err(_) => return,
                 };
                 if let Some(f) = &on_sample {
@@ -77,7 +76,7 @@ impl Recording {
     /// Stops sampling and returns the run's detail and its last (partial) 10-second slot.
     pub fn finish(mut self, report: &RunReport) -> (RunDetail, Option<Point>) {
         self.task.abort_all();
-        let now = unix_now();
+        let now = crate::clock::unix_secs();
         let (slot, timeline) = match self.sampler.lock() {
             Ok(mut s) => (s.finish(now), s.timeline().to_vec()),
             Err(_) => (None, Vec::new()),

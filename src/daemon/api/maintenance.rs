@@ -1,6 +1,6 @@
 //! `/api/maintenance`: list, open and close maintenance windows (the budget keeps them).
 
-use super::{ApiError, AppState, authorize, unix_now_secs};
+use super::{ApiError, AppState, authorize};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -12,7 +12,9 @@ pub(super) async fn maintenance(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     authorize(&shared, &headers, false)?;
-    let windows = shared.budget.maintenance(unix_now_secs());
+    let windows = shared
+        .budget
+        .maintenance(crate::clock::since_epoch().as_secs() as i64);
     Ok(axum::Json(json!({ "windows": windows })).into_response())
 }
 
@@ -49,7 +51,7 @@ pub(super) async fn open_maintenance(
     if d.is_zero() {
         return Err(bad("duration must be above zero".into()));
     }
-    let now = unix_now_secs();
+    let now = crate::clock::since_epoch().as_secs() as i64;
     let end = now + d.as_secs().max(1) as i64;
     let reason: String = req.reason.chars().take(200).collect();
     let id = shared
@@ -70,7 +72,10 @@ pub(super) async fn close_maintenance(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     authorize(&shared, &headers, true)?;
-    if shared.budget.close_maintenance(id, unix_now_secs()) {
+    if shared
+        .budget
+        .close_maintenance(id, crate::clock::since_epoch().as_secs() as i64)
+    {
         tracing::info!(id, "maintenance window closed");
         Ok(StatusCode::NO_CONTENT.into_response())
     } else {

@@ -74,7 +74,7 @@ pub(super) async fn series(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     authorize(&shared, &headers, false)?;
-    let now = unix_now_secs();
+    let now = crate::clock::since_epoch().as_secs() as i64;
     let last_runs: std::collections::BTreeMap<String, crate::daemon::state::RunRecord> = {
         let mut m = std::collections::BTreeMap::new();
         for r in shared.recent_runs(None) {
@@ -133,12 +133,6 @@ pub(super) async fn series(
         "slos": slos,
     }))
     .into_response())
-}
-
-/// The system clock in whole unix seconds (maintenance windows and burn-downs have always read
-/// it unshifted by the test hook).
-pub(super) fn unix_now_secs() -> i64 {
-    crate::clock::since_epoch().as_secs() as i64
 }
 
 /// The SLOs' burn-downs, redrawn when the minute has changed since the last drawing.

@@ -165,7 +165,7 @@ async fn send_inner(
         Some(call) => call,
         None => {
             let recent = |failed: &Option<(tokio::time::Instant, ErrorClass)>| {
-                failed.filter(|(at, _)| at.elapsed() < RETRY_AFTER)
+                failed.filter(|(at, _)| crate::clock::elapsed(*at) < RETRY_AFTER)
             };
             if let Some((_, class)) = target.failed.lock().ok().and_then(|f| recent(&f)) {
                 return failed(class);

@@ -98,7 +98,7 @@ pub(super) async fn probe(client: &Client, req: &RequestSpec) -> Outcome {
         Err(_) => {
             let t = crate::clock::tokio_instant();
             let looked = timeout_at(deadline, client.resolve(host)).await;
-            out.phases.dns = t.elapsed();
+            out.phases.dns = crate::clock::elapsed(t);
             match looked {
                 Ok(Ok(addrs)) if !addrs.is_empty() => addrs[0],
                 _ => {
@@ -192,7 +192,7 @@ async fn udp(
     out.local_port = sock.local_addr().ok().map(|a| a.port());
     let t = crate::clock::tokio_instant();
     sock.send(query).await.map_err(|e| classify_io(&e, false))?;
-    out.phases.sending = t.elapsed();
+    out.phases.sending = crate::clock::elapsed(t);
     out.bytes_sent = query.len() as u64;
     let mut buf = vec![0u8; 4096];
     loop {

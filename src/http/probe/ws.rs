@@ -49,7 +49,7 @@ pub(super) async fn session(client: &Client, req: &RequestSpec, tls: bool) -> Ou
         tokio_tungstenite::client_async(request, dialed.stream),
     )
     .await;
-    out.phases.sending = t.elapsed();
+    out.phases.sending = crate::clock::elapsed(t);
     let mut ws = match upgrade {
         Ok(Ok((ws, response))) => {
             out.status = Some(response.status().as_u16());

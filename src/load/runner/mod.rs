@@ -203,7 +203,11 @@ pub async fn run(
     }
     monitors.abort_all();
     // Per-second figures divide by the test's duration, as k6's do.
-    let window = super::stats::rate_window(&spec.executor, start.elapsed(), stopper.is_stopped());
+    let window = super::stats::rate_window(
+        &spec.executor,
+        crate::clock::elapsed(start),
+        stopper.is_stopped(),
+    );
     let snapshot = stats.snapshot(window);
     let thresholds: Vec<_> = spec
         .thresholds
@@ -287,7 +291,7 @@ async fn monitor(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let elapsed = start.elapsed();
+        let elapsed = crate::clock::elapsed(start);
         let snapshot = stats.snapshot(elapsed);
         for t in &thresholds {
             let result = t.threshold.evaluate(&snapshot);
