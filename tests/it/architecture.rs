@@ -1,8 +1,11 @@
-//! The crate's layers, checked: a module imports only from layers below its own, so the
+//! The crate's shape, checked: a module imports only from layers below its own, so the
 //! module graph has no circle. The order is written once, here, and ARCHITECTURE.md's
-//! "Layers" table must say the same. Test code (`#[cfg(test)]` modules) may use anything.
+//! "Layers" table must say the same. Inside a folder no two files (or sub-folders) import each
+//! other, a file holds at most 500 code lines, and a function spans at most 100 lines unless
+//! ARCHITECTURE.md's `## Long functions` names it (at most 10). Test code (`#[cfg(test)]`
+//! modules) may do anything.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Top-level modules of `src/`, lowest layer first. A module may import from strictly lower
@@ -617,6 +620,775 @@ fn after_tests() {}
     ];
     assert_eq!(oversized(&files, 2, &[]), vec!["src/big.rs: 3 code lines"]);
     assert!(oversized(&files, 2, &["big.rs"]).is_empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// No circle between the files of one folder.
+//
+// Per folder of `src/`, the nodes are its files and its sub-folders (a sub-folder is one node:
+// any file inside it), and an edge `a → b` says a file of `a` names something of `b`. A `mod.rs`
+// is the folder's face, not a node: a path to an item it defines is no edge, and a path to an
+// item it brings in from a child (`pub use x::Item`, `use x::Item`) is an edge to that child.
+// Paths counted: `super::x`, `crate::folder::x`, `self::x` and a bare `x::` naming a child (in a
+// `mod.rs`). A glob `use super::*` is no edge by itself (it imports the face); after one, a bare
+// `x::` naming a sibling counts as an import of `x`, and so does the name of an item the parent's
+// `mod.rs` brings in from a sibling, used anywhere in the file. Comments, literals and
+// `#[cfg(test)]` modules do not count. The folder `src/` itself is held by `LAYERS`.
+// ---------------------------------------------------------------------------------------------
+
+/// Circles still being broken (issue 42): (folder under `src/`, the circle's files and
+/// sub-folders, as stems). A circle found must lie within one entry (a circle that shrinks
+/// still passes); an entry that no longer holds a circle is stale and fails: take it off when
+/// yours is broken, and add none. The comment names the helper breaking it.
+const CIRCLES_ALLOWED: &[(&str, &[&str])] = &[
+    ("config", &["slo_groups", "slos"]),                  // config
+    ("config/journeys", &["grpc_step", "step"]),          // config
+    ("http", &["client", "conn", "grpc", "h2", "probe"]), // transport
+    // record
+    (
+        "load",
+        &["iteration", "observe", "snapshot", "stats", "subs"],
+    ),
+    ("load", &["groups", "summary"]), // arch
+    // hist
+    (
+        "metrics",
+        &["exemplar", "families", "profile", "protobuf", "text"],
+    ),
+    ("metrics", &["encode", "registry", "slo"]), // hist
+    ("run", &["otlp_metrics", "remote_write"]),  // output
+];
+
+/// A source with comments, literals and `#[cfg(test)]` modules blanked to spaces; newlines
+/// stay, so offsets and line numbers are the file's.
+fn blank(text: &str) -> String {
+    let kinds = lex(text);
+    let mut b = text.as_bytes().to_vec();
+    for (c, k) in b.iter_mut().zip(&kinds) {
+        if *k != Lex::Code && *c != b'\n' {
+            *c = b' ';
+        }
+    }
+    for (s, e) in test_modules(text, &kinds) {
+        for c in &mut b[s..e] {
+            if *c != b'\n' {
+                *c = b' ';
+            }
+        }
+    }
+    String::from_utf8_lossy(&b).into_owned()
+}
+
+/// `load/stats.rs` → `[load, stats]`, `load/summary/mod.rs` → `[load, summary]`, the crate
+/// roots → `[]`.
+fn module_path(rel: &str) -> Vec<String> {
+    let mut parts: Vec<String> = rel
+        .strip_suffix(".rs")
+        .unwrap_or(rel)
+        .split('/')
+        .map(String::from)
+        .collect();
+    if parts.last().is_some_and(|p| p == "mod") || matches!(rel, "lib.rs" | "main.rs") {
+        parts.pop();
+    }
+    parts
+}
+
+fn is_ident(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_'
+}
+
+fn skip_space(s: &[u8], mut i: usize) -> usize {
+    while s.get(i).is_some_and(u8::is_ascii_whitespace) {
+        i += 1;
+    }
+    i
+}
+
+fn word_at(s: &[u8], i: usize) -> Option<(String, usize)> {
+    let end = i + s[i.min(s.len())..]
+        .iter()
+        .take_while(|&&c| is_ident(c))
+        .count();
+    (end > i).then(|| (String::from_utf8_lossy(&s[i..end]).into_owned(), end))
+}
+
+/// A path as written: its segments (a glob ends in `*`) and the `as` name it is given.
+struct Spelled {
+    segs: Vec<String>,
+    alias: Option<String>,
+}
+
+/// Reads the path or use tree at `i` (`a::{b, c::{d as e}, *}` spells a::b, a::c::d as e,
+/// a::*) into `out`; returns where it ends.
+fn path_tree(s: &[u8], mut i: usize, mut segs: Vec<String>, out: &mut Vec<Spelled>) -> usize {
+    loop {
+        i = skip_space(s, i);
+        match s.get(i) {
+            Some(b'{') => {
+                i += 1;
+                loop {
+                    while s
+                        .get(i)
+                        .is_some_and(|c| c.is_ascii_whitespace() || *c == b',')
+                    {
+                        i += 1;
+                    }
+                    match s.get(i) {
+                        None => return i,
+                        Some(b'}') => return i + 1,
+                        _ => {}
+                    }
+                    let before = i;
+                    i = path_tree(s, i, segs.clone(), out);
+                    if i == before {
+                        i += 1;
+                    }
+                }
+            }
+            Some(b'*') => {
+                segs.push("*".into());
+                out.push(Spelled { segs, alias: None });
+                return i + 1;
+            }
+            Some(_) => {
+                let Some((w, end)) = word_at(s, i) else {
+                    return i;
+                };
+                segs.push(w);
+                let j = skip_space(s, end);
+                if s[j..].starts_with(b"::") && !s[j..].starts_with(b"::<") {
+                    i = j + 2;
+                    continue;
+                }
+                let mut alias = None;
+                let mut end = end;
+                if s[j..].starts_with(b"as")
+                    && !s.get(j + 2).copied().is_some_and(is_ident)
+                    && let Some((a, e)) = word_at(s, skip_space(s, j + 2))
+                {
+                    alias = Some(a);
+                    end = e;
+                }
+                out.push(Spelled { segs, alias });
+                return end;
+            }
+            None => return i,
+        }
+    }
+}
+
+/// Every path of (blanked) code with at least one `::`: use trees and inline paths alike.
+fn paths_in(code: &str) -> Vec<Spelled> {
+    let s = code.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < s.len() {
+        if !is_ident(s[i]) || (i > 0 && is_ident(s[i - 1])) || s[i].is_ascii_digit() {
+            i += 1;
+            continue;
+        }
+        let (_, end) = word_at(s, i).expect("an identifier starts here");
+        let j = skip_space(s, end);
+        let after_colons = s[..i]
+            .iter()
+            .rposition(|c| !c.is_ascii_whitespace())
+            .is_some_and(|p| s[p] == b':');
+        if !after_colons && s[j..].starts_with(b"::") && !s[j..].starts_with(b"::<") {
+            i = path_tree(s, i, Vec::new(), &mut out).max(end);
+        } else {
+            i = end;
+        }
+    }
+    out
+}
+
+/// The crate's modules, and for each folder module what its `mod.rs` brings in by name from
+/// its children (name → child).
+struct ModuleTree {
+    modules: BTreeSet<Vec<String>>,
+    faces: BTreeMap<Vec<String>, BTreeMap<String, String>>,
+}
+
+impl ModuleTree {
+    fn new(files: &[(String, String, String)]) -> ModuleTree {
+        let modules: BTreeSet<Vec<String>> =
+            files.iter().map(|(rel, _, _)| module_path(rel)).collect();
+        let mut faces = BTreeMap::new();
+        for (rel, _, code) in files {
+            if !(rel.ends_with("/mod.rs") || rel == "lib.rs") {
+                continue;
+            }
+            let me = module_path(rel);
+            let mut names = BTreeMap::new();
+            for p in paths_in(code) {
+                let segs: Vec<&String> = p.segs.iter().skip_while(|s| *s == "self").collect();
+                if segs.len() < 2 || segs.last().is_some_and(|s| *s == "*") {
+                    continue;
+                }
+                let mut child = me.clone();
+                child.push(segs[0].clone());
+                if modules.contains(&child) {
+                    let name = p
+                        .alias
+                        .clone()
+                        .unwrap_or_else(|| segs[segs.len() - 1].clone());
+                    names.insert(name, segs[0].clone());
+                }
+            }
+            faces.insert(me, names);
+        }
+        ModuleTree { modules, faces }
+    }
+
+    /// The module a path names, from module `me` (`glob`: `me` has `use super::*`), through
+    /// one re-export of a folder's face; `None` for a path outside the crate.
+    fn resolve(&self, me: &[String], glob: bool, segs: &[String]) -> Option<Vec<String>> {
+        let segs: Vec<String> = segs.iter().filter(|s| *s != "*").cloned().collect();
+        let first = segs.first()?;
+        let mut t: Vec<String> = match first.as_str() {
+            "crate" => segs[1..].to_vec(),
+            "super" | "self" => {
+                let mut cur = me.to_vec();
+                let mut k = 0;
+                while k < segs.len() && matches!(segs[k].as_str(), "super" | "self") {
+                    if segs[k] == "super" {
+                        cur.pop()?;
+                    }
+                    k += 1;
+                }
+                cur.extend(segs[k..].iter().cloned());
+                cur
+            }
+            _ => {
+                let child: Vec<String> = me.iter().chain([first]).cloned().collect();
+                let sibling: Vec<String> = me[..me.len().saturating_sub(1)]
+                    .iter()
+                    .chain([first])
+                    .cloned()
+                    .collect();
+                if segs.len() > 1 && self.modules.contains(&child) {
+                    me.iter().chain(&segs).cloned().collect()
+                } else if glob
+                    && !me.is_empty()
+                    && segs.len() > 1
+                    && self.modules.contains(&sibling)
+                {
+                    me[..me.len() - 1].iter().chain(&segs).cloned().collect()
+                } else {
+                    return None;
+                }
+            }
+        };
+        if t.last().is_some_and(|s| s == "self") {
+            t.pop();
+        }
+        let mut n = t.len();
+        while n > 0 && !self.modules.contains(&t[..n]) {
+            n -= 1;
+        }
+        let mut target = t[..n].to_vec();
+        if let Some(child) = t.get(n).and_then(|next| self.faces.get(&target)?.get(next)) {
+            target.push(child.clone());
+        }
+        Some(target)
+    }
+}
+
+/// Per folder (as `a/b`), its edges `from → to` between nodes, each with a path that makes it.
+type FolderGraphs = BTreeMap<String, BTreeMap<(String, String), String>>;
+
+fn folder_graphs(files: &[(String, String)]) -> FolderGraphs {
+    let files: Vec<(String, String, String)> = files
+        .iter()
+        .map(|(rel, text)| (rel.clone(), text.clone(), blank(text)))
+        .collect();
+    let tree = ModuleTree::new(&files);
+    let mut graphs = FolderGraphs::new();
+    let mut add = |me: &[String], target: &[String], why: String| {
+        let p = me.iter().zip(target).take_while(|(a, b)| a == b).count();
+        if let (Some(a), Some(b)) = (me.get(p), target.get(p))
+            && p > 0
+            && a != b
+        {
+            graphs
+                .entry(me[..p].join("/"))
+                .or_default()
+                .entry((a.clone(), b.clone()))
+                .or_insert(why);
+        }
+    };
+    for (rel, _, code) in &files {
+        let me = module_path(rel);
+        let glob = paths_in(code).iter().any(|p| p.segs == ["super", "*"]);
+        for p in paths_in(code) {
+            if let Some(target) = tree.resolve(&me, glob, &p.segs) {
+                let shown = p
+                    .segs
+                    .strip_suffix(&["self".to_string()])
+                    .unwrap_or(&p.segs);
+                add(&me, &target, format!("`{}`", shown.join("::")));
+            }
+        }
+        let Some(parent) = me.len().checked_sub(1).map(|n| &me[..n]) else {
+            continue;
+        };
+        let face = tree.faces.get(parent).filter(|_| glob);
+        for (name, child) in face.into_iter().flatten() {
+            let used = code.match_indices(name.as_str()).any(|(i, _)| {
+                let b = code.as_bytes();
+                (i == 0 || !is_ident(b[i - 1]))
+                    && !b.get(i + name.len()).copied().is_some_and(is_ident)
+            });
+            if used {
+                let target: Vec<String> = parent.iter().chain([child]).cloned().collect();
+                add(&me, &target, format!("`{name}` through `use super::*`"));
+            }
+        }
+    }
+    graphs
+}
+
+/// A circle: its folder (as `a/b`), its nodes (stems) and the edges between them.
+struct Circle {
+    folder: String,
+    nodes: Vec<String>,
+    edges: Vec<String>,
+}
+
+/// The strongly connected components of more than one node, per folder (Tarjan).
+fn circles(files: &[(String, String)]) -> Vec<Circle> {
+    let mut out = Vec::new();
+    for (folder, edges) in folder_graphs(files) {
+        let mut next: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for (a, b) in edges.keys() {
+            next.entry(a).or_default().push(b);
+            next.entry(b).or_default();
+        }
+        for comp in strongly_connected(&next) {
+            if comp.len() < 2 {
+                continue;
+            }
+            let inside = |n: &str| comp.contains(&n);
+            let shown: Vec<String> = edges
+                .iter()
+                .filter(|((a, b), _)| inside(a) && inside(b))
+                .map(|((a, b), why)| format!("{a} → {b} ({why})"))
+                .collect();
+            out.push(Circle {
+                folder: folder.clone(),
+                nodes: comp.iter().map(|s| s.to_string()).collect(),
+                edges: shown,
+            });
+        }
+    }
+    out
+}
+
+fn strongly_connected<'a>(next: &BTreeMap<&'a str, Vec<&'a str>>) -> Vec<Vec<&'a str>> {
+    struct Tarjan<'a, 'g> {
+        next: &'g BTreeMap<&'a str, Vec<&'a str>>,
+        index: BTreeMap<&'a str, usize>,
+        low: BTreeMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        out: Vec<Vec<&'a str>>,
+    }
+    impl<'a> Tarjan<'a, '_> {
+        fn visit(&mut self, v: &'a str) {
+            let n = self.index.len();
+            self.index.insert(v, n);
+            self.low.insert(v, n);
+            self.stack.push(v);
+            for &w in &self.next[v] {
+                if !self.index.contains_key(w) {
+                    self.visit(w);
+                    let lw = self.low[w];
+                    let lv = self.low.get_mut(v).unwrap();
+                    *lv = (*lv).min(lw);
+                } else if self.stack.contains(&w) {
+                    let iw = self.index[w];
+                    let lv = self.low.get_mut(v).unwrap();
+                    *lv = (*lv).min(iw);
+                }
+            }
+            if self.low[v] == self.index[v] {
+                let mut comp = Vec::new();
+                while let Some(w) = self.stack.pop() {
+                    comp.push(w);
+                    if w == v {
+                        break;
+                    }
+                }
+                comp.sort();
+                self.out.push(comp);
+            }
+        }
+    }
+    let mut t = Tarjan {
+        next,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        out: Vec::new(),
+    };
+    for &v in next.keys() {
+        if !t.index.contains_key(v) {
+            t.visit(v);
+        }
+    }
+    t.out
+}
+
+/// The circles not within an entry of `allowed`, and the entries holding no circle.
+fn circle_violations(found: &[Circle], allowed: &[(&str, &[&str])]) -> Vec<String> {
+    let within = |c: &Circle, (folder, nodes): &(&str, &[&str])| {
+        c.folder == *folder && c.nodes.iter().all(|n| nodes.contains(&n.as_str()))
+    };
+    let mut bad: Vec<String> = found
+        .iter()
+        .filter(|c| !allowed.iter().any(|a| within(c, a)))
+        .map(|c| {
+            format!(
+                "src/{}/: a circle between {}:\n      {}",
+                c.folder,
+                c.nodes.join(", "),
+                c.edges.join("\n      ")
+            )
+        })
+        .collect();
+    for a in allowed {
+        if !found.iter().any(|c| within(c, a)) {
+            bad.push(format!(
+                "CIRCLES_ALLOWED holds ({:?}, {:?}), which is no longer a circle: take it off",
+                a.0, a.1
+            ));
+        }
+    }
+    bad
+}
+
+#[test]
+fn no_circle_between_files_of_a_folder() {
+    let bad = circle_violations(&circles(&sources()), CIRCLES_ALLOWED);
+    assert!(
+        bad.is_empty(),
+        "files of one folder import each other (one concept in two places: move it):\n  {}",
+        bad.join("\n  ")
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// No function over 100 lines, unless ARCHITECTURE.md names it (at most 10) with why.
+// ---------------------------------------------------------------------------------------------
+
+/// The most lines a function may span, from the line of its `fn` to its closing brace.
+const MAX_FN_LINES: usize = 100;
+
+/// The most functions `## Long functions` of ARCHITECTURE.md may name.
+const MAX_NAMED_LONG: usize = 10;
+
+/// Functions still over `MAX_FN_LINES`, each being split by the helper in its comment (issue
+/// 42). Take yours off when it is split (a stale entry fails), and add none.
+const LONG_FUNCTIONS_ALLOWED: &[&str] = &[
+    "run::execute::execute",                 // output
+    "run::resolve::resolve",                 // output
+    "run::resolve::ad_hoc",                  // output
+    "load::ndjson::write_all",               // output
+    "config::targets::target",               // config
+    "config::profiles::profile",             // config
+    "config::openslo::sli::indicator",       // config
+    "config::openslo::alerts::alert_policy", // config
+    "config::slo_groups::expand",            // config
+    "config::openslo::slo",                  // config
+    "config::build::config",                 // config
+    "config::slos::slo",                     // config
+    "config::slo_groups::column_groups",     // config
+    "config::openslo::commands::export",     // config
+    "config::server::server",                // config
+    "config::openslo::window::time_window",  // config
+    "http::h2::send",                        // transport
+    "http::conn::attempt",                   // transport
+    "http::probe::ws::session",              // transport
+    "load::iteration::iteration",            // transport
+    "metrics::encode::source",               // hist
+    "metrics::protobuf::histograms",         // hist
+    "daemon::server::serve",                 // server
+    "cli::main",                             // arch
+    "load::summary::text::text_with",        // arch
+    "load::summary::export::export_json",    // arch
+    "importers::k6::import",                 // arch
+    "importers::openapi::import",            // arch
+    "importers::openapi::values::operation", // arch
+    "importers::har::correlate",             // arch
+    "rules::slo::slo_group",                 // arch
+    "rules::daemon::daemon_group",           // arch
+    "load::runner::open::open_model",        // arch
+    "daemon::runs::execute",                 // arch
+    "daemon::runs::start",                   // arch
+    "daemon::hooks::run_profile",            // arch
+];
+
+/// A function over the limit: `module::path::name`, where it starts, how many lines it spans.
+struct LongFn {
+    name: String,
+    file: String,
+    line: usize,
+    lines: usize,
+}
+
+/// Every `fn` with a body spanning over `limit` lines, outside `#[cfg(test)]` modules; braces
+/// in comments and literals do not count.
+fn long_functions(files: &[(String, String)], limit: usize) -> Vec<LongFn> {
+    let mut out = Vec::new();
+    for (rel, text) in files {
+        let code = blank(text);
+        let s = code.as_bytes();
+        let line_of = |i: usize| s[..i].iter().filter(|&&c| c == b'\n').count() + 1;
+        let mut from = 0;
+        while let Some(n) = code[from..].find("fn") {
+            let at = from + n;
+            from = at + 2;
+            if (at > 0 && is_ident(s[at - 1]))
+                || s.get(at + 2).is_some_and(|c| !c.is_ascii_whitespace())
+            {
+                continue; // part of a word, or `fn(..)`, a pointer type
+            }
+            let Some((name, mut i)) = word_at(s, skip_space(s, at + 2)) else {
+                continue;
+            };
+            // The body opens at the first `{` outside the signature's brackets; a `;` first
+            // means no body (a trait's declaration).
+            let mut depth = 0i32;
+            while i < s.len() {
+                match s[i] {
+                    b'(' | b'[' => depth += 1,
+                    b')' | b']' => depth -= 1,
+                    b'{' | b';' if depth == 0 => break,
+                    _ => {}
+                }
+                i += 1;
+            }
+            if s.get(i) != Some(&b'{') {
+                continue;
+            }
+            let mut depth = 0usize;
+            let mut end = s.len();
+            for (j, &c) in s.iter().enumerate().skip(i) {
+                match c {
+                    b'{' => depth += 1,
+                    b'}' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            end = j;
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            let (first, last) = (line_of(at), line_of(end));
+            if last - first + 1 > limit {
+                let mut path = module_path(rel);
+                path.push(name);
+                out.push(LongFn {
+                    name: path.join("::"),
+                    file: rel.clone(),
+                    line: first,
+                    lines: last - first + 1,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The functions ARCHITECTURE.md's `## Long functions` names: the first `code` span of each
+/// `- ` item; `None` without the section.
+fn named_long_functions(md: &str) -> Option<Vec<String>> {
+    let section = md.split("\n## Long functions").nth(1)?;
+    Some(
+        section
+            .lines()
+            .take_while(|l| !l.starts_with("## "))
+            .filter_map(|l| l.strip_prefix("- "))
+            .filter_map(|l| l.split('`').nth(1))
+            .map(String::from)
+            .collect(),
+    )
+}
+
+fn long_function_violations(found: &[LongFn], md: &str, allowed: &[&str]) -> Vec<String> {
+    let Some(named) = named_long_functions(md) else {
+        return vec!["ARCHITECTURE.md has no `## Long functions` section".into()];
+    };
+    let mut bad = Vec::new();
+    if named.len() > MAX_NAMED_LONG {
+        bad.push(format!(
+            "ARCHITECTURE.md names {} long functions; at most {MAX_NAMED_LONG} may stay long: \
+             split the others into named steps",
+            named.len()
+        ));
+    }
+    for f in found {
+        if !named.contains(&f.name) && !allowed.contains(&f.name.as_str()) {
+            bad.push(format!(
+                "src/{}:{}: `{}` spans {} lines (over {MAX_FN_LINES}): split it into named steps, \
+                 or name it in ARCHITECTURE.md's `## Long functions` with why a long match reads \
+                 better there",
+                f.file, f.line, f.name, f.lines
+            ));
+        }
+    }
+    let long = |name: &str| found.iter().any(|f| f.name == name);
+    for n in &named {
+        if !long(n) {
+            bad.push(format!(
+                "ARCHITECTURE.md's `## Long functions` names `{n}`, which is no function over \
+                 {MAX_FN_LINES} lines: take it off"
+            ));
+        }
+    }
+    for a in allowed {
+        if !long(a) {
+            bad.push(format!(
+                "`{a}` is no longer over {MAX_FN_LINES} lines: take it off LONG_FUNCTIONS_ALLOWED"
+            ));
+        } else if named.iter().any(|n| n == a) {
+            bad.push(format!(
+                "`{a}` is named in ARCHITECTURE.md: take it off LONG_FUNCTIONS_ALLOWED"
+            ));
+        }
+    }
+    bad
+}
+
+#[test]
+fn no_function_over_100_lines_that_architecture_md_does_not_name() {
+    let md = std::fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap();
+    let found = long_functions(&sources(), MAX_FN_LINES);
+    let bad = long_function_violations(&found, &md, LONG_FUNCTIONS_ALLOWED);
+    assert!(
+        bad.is_empty(),
+        "functions should read on one screen:\n  {}",
+        bad.join("\n  ")
+    );
+}
+
+/// A function `name` spanning `lines` lines, with braces in a string and a comment that must
+/// not count.
+fn function_of(name: &str, lines: usize) -> String {
+    let mut f = format!("pub fn {name}(x: [u8; 2]) -> usize {{\n    let s = \"}}\"; // }}\n");
+    for _ in 0..lines - 3 {
+        f.push_str("    let _ = x;\n");
+    }
+    f.push_str("}\n");
+    f
+}
+
+#[test]
+fn the_checker_catches_circles_and_unnamed_long_functions() {
+    // Two files of a folder naming each other, through `super::` and `crate::`.
+    let two = vec![
+        ("a/mod.rs".to_string(), "mod x;\nmod y;\n".to_string()),
+        ("a/x.rs".into(), "use super::y::Y;\npub struct X;\n".into()),
+        ("a/y.rs".into(), "pub struct Y(crate::a::x::X);\n".into()),
+    ];
+    let bad = circle_violations(&circles(&two), &[]);
+    assert_eq!(bad.len(), 1, "{bad:?}");
+    assert!(
+        bad[0].starts_with("src/a/: a circle between x, y"),
+        "{bad:?}"
+    );
+    assert!(bad[0].contains("x → y (`super::y::Y`)"), "{bad:?}");
+    // Allowed while it is being broken; the entry fails once the circle is gone.
+    assert!(circle_violations(&circles(&two), &[("a", &["x", "y"])]).is_empty());
+    let broken = &two[..2];
+    let bad = circle_violations(&circles(broken), &[("a", &["x", "y"])]);
+    assert_eq!(bad.len(), 1, "{bad:?}");
+    assert!(bad[0].contains("no longer a circle"), "{bad:?}");
+
+    // Three files, through a re-export of the face, a glob and a sub-folder; tests and
+    // comments do not count.
+    let three = vec![
+        (
+            "b/mod.rs".to_string(),
+            "mod p;\nmod q;\nmod r;\npub use q::Q;\n".to_string(),
+        ),
+        (
+            "b/p.rs".into(),
+            "use super::Q; // super::r::R is said, not used\n".into(),
+        ),
+        (
+            "b/q.rs".into(),
+            "use super::*;\npub struct Q;\nfn f() { r::go() }\n".into(),
+        ),
+        (
+            "b/r/mod.rs".into(),
+            "pub fn go() { crate::b::p::run() }\n".into(),
+        ),
+        (
+            "b/s.rs".into(),
+            "#[cfg(test)]\nmod tests { use super::super::p::run; }\n".into(),
+        ),
+    ];
+    let bad = circle_violations(&circles(&three), &[]);
+    assert_eq!(bad.len(), 1, "{bad:?}");
+    assert!(
+        bad[0].starts_with("src/b/: a circle between p, q, r"),
+        "{bad:?}"
+    );
+    // A shrunk circle stays allowed by its entry; a bigger one is not.
+    assert!(circle_violations(&circles(&three), &[("b", &["p", "q", "r", "s"])]).is_empty());
+    assert_eq!(
+        circle_violations(&circles(&three), &[("b", &["p", "q"])]).len(),
+        2
+    );
+
+    // A 101-line function fails until ARCHITECTURE.md names it; 100 lines pass.
+    let long = vec![(
+        "rules/long.rs".to_string(),
+        format!("{}{}", function_of("big", 101), function_of("fits", 100)),
+    )];
+    let found = long_functions(&long, MAX_FN_LINES);
+    assert_eq!(found.len(), 1);
+    assert_eq!(
+        (found[0].name.as_str(), found[0].lines),
+        ("rules::long::big", 101)
+    );
+    let md = |names: &[&str]| {
+        let items: String = names
+            .iter()
+            .map(|n| format!("- `{n}` — a long match\n"))
+            .collect();
+        format!("# A\n\n## Long functions\n\n{items}\n## Next\n- `rules::long::other`\n")
+    };
+    let bad = long_function_violations(&found, &md(&[]), &[]);
+    assert_eq!(bad.len(), 1, "{bad:?}");
+    assert!(bad[0].starts_with("src/rules/long.rs:1: `rules::long::big` spans 101 lines"));
+    assert!(long_function_violations(&found, &md(&["rules::long::big"]), &[]).is_empty());
+    assert!(long_function_violations(&found, &md(&[]), &["rules::long::big"]).is_empty());
+    assert_eq!(
+        long_function_violations(&found, "# no section\n", &[]),
+        ["ARCHITECTURE.md has no `## Long functions` section"]
+    );
+    // A name that is not long, or an allowance no longer needed, is stale.
+    let bad = long_function_violations(&[], &md(&["rules::long::big"]), &["rules::long::fits"]);
+    assert_eq!(bad.len(), 2, "{bad:?}");
+
+    // An eleventh named function is over the cap.
+    let eleven: Vec<(String, String)> = (0..11)
+        .map(|k| (format!("f{k}.rs"), function_of("go", 101)))
+        .collect();
+    let found = long_functions(&eleven, MAX_FN_LINES);
+    let names: Vec<String> = found.iter().map(|f| f.name.clone()).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let bad = long_function_violations(&found, &md(&names), &[]);
+    assert_eq!(bad.len(), 1, "{bad:?}");
+    assert!(
+        bad[0].contains("names 11 long functions; at most 10"),
+        "{bad:?}"
+    );
+    assert!(long_function_violations(&found[..10], &md(&names[..10]), &[]).is_empty());
 }
 
 /// A merge left undone once reached README on main: no tracked text file may hold a conflict
