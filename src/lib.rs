@@ -11,6 +11,7 @@ pub mod config;
 pub mod daemon;
 pub mod demo;
 pub mod exit;
+pub mod hist;
 pub mod http;
 pub mod importers;
 pub mod journey;

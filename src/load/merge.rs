@@ -8,11 +8,11 @@
 //! sub-metrics come in the same order with the same names, and a share that differs (another
 //! config) is refused, never added in the wrong place.
 
-use super::hist::HistSnapshot;
 use super::iteration::{IterationResult, StepFailure};
 use super::pacing::DropReason;
 use super::snapshot::{JourneySnapshot, StatsSnapshot, StepSnapshot};
 use super::subs::SubValue;
+use crate::hist::HistSnapshot;
 use crate::http::ErrorClass;
 use crate::thresholds::RateValue;
 use serde::{Deserialize, Serialize};
@@ -324,7 +324,7 @@ fn add_journey(a: &mut JourneySnapshot, b: &JourneyShare) -> Result<(), String> 
 mod tests {
     use super::*;
     use crate::checks::Check;
-    use crate::load::hist::Histogram;
+    use crate::hist::Histogram;
     use crate::load::stats::RunStats;
 
     fn hist(values_ms: impl IntoIterator<Item = u64>) -> HistSnapshot {

@@ -1,7 +1,6 @@
 //! The load engine: executor specs, pure plans, histograms and the runner.
 
 mod groups;
-pub mod hist;
 pub mod iteration;
 pub mod merge;
 pub mod ndjson;

@@ -2,10 +2,10 @@
 //! thresholds evaluate (k6's metric names, sub-metrics included), the summaries print and the
 //! progress line shows. Plain data: no atomics.
 
-use super::hist::HistSnapshot;
 use super::iteration::{IterationResult, StepFailure};
 use super::pacing::DropReason;
 use super::subs::{SubSnapshot, SubValue};
+use crate::hist::HistSnapshot;
 use crate::http::{ErrorClass, Phase};
 use crate::thresholds::{CounterValue, MetricSource, RateValue, Trend};
 use std::time::Duration;

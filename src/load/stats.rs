@@ -14,7 +14,6 @@
 //! Sub-metrics (`http_req_duration{status:200}`) live in `load::subs`; the figures a run is
 //! read as, in `load::snapshot`.
 
-use super::hist::{HistSnapshot, Histogram};
 use super::iteration::{IterationResult, StepFailure, StepInfo};
 use super::observe::Observer;
 use super::pacing::DropReason;
@@ -23,6 +22,7 @@ use super::spec::Executor;
 use super::subs::Subs;
 pub use super::subs::{EXPECTED_DURATION, SubSnapshot, SubValue};
 use crate::checks::{Check, CheckKind};
+use crate::hist::{HistSnapshot, Histogram};
 use crate::http::{ErrorClass, Outcome, Phase};
 use crate::thresholds::ThresholdSpec;
 use once_cell::race::OnceBox;
@@ -524,6 +524,28 @@ impl Observer for RunStats {
 
     fn vus_allocated(&self, n: u32) {
         self.vus_max.fetch_max(n, Relaxed);
+    }
+}
+
+/// A trend as the thresholds read it (k6's aggregations), from the one histogram.
+impl crate::thresholds::Trend for HistSnapshot {
+    fn count(&self) -> u64 {
+        HistSnapshot::count(self)
+    }
+    fn mean(&self) -> Duration {
+        HistSnapshot::mean(self)
+    }
+    fn min(&self) -> Duration {
+        HistSnapshot::min(self)
+    }
+    fn max(&self) -> Duration {
+        HistSnapshot::max(self)
+    }
+    fn median(&self) -> Duration {
+        HistSnapshot::median(self)
+    }
+    fn quantile(&self, q: f64) -> Duration {
+        HistSnapshot::quantile(self, q)
     }
 }
 

@@ -5,10 +5,10 @@
 //! allocation. `checks` and `group_duration` filters are sums of the run's own counters, taken
 //! when a snapshot is.
 
-use super::hist::{HistSnapshot, Histogram};
 use super::iteration::StepInfo;
 use super::pacing::DropReason;
 use super::stats::k6_phase;
+use crate::hist::{HistSnapshot, Histogram};
 use crate::http::{Outcome, Phase};
 use crate::thresholds::{MetricKind, MetricRef, RateValue, Tag, ThresholdSpec};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};

@@ -10,7 +10,7 @@
 //! `NumberDataPoint.value`, `AnyValue.value`) are optional fields: the same bytes on the wire.
 
 use super::remote_write::{RunLabels, native_buckets};
-use crate::load::hist::HistSnapshot;
+use crate::hist::HistSnapshot;
 use crate::load::snapshot::StatsSnapshot;
 use crate::names;
 

@@ -21,8 +21,8 @@
 //! `otlp_metrics`.
 
 use super::rw_proto::{Histogram, Label, Sample, TimeSeries, WriteRequest};
+use crate::hist::HistSnapshot;
 use crate::http::{Client, ClientOptions, RequestSpec, Resolver};
-use crate::load::hist::HistSnapshot;
 use crate::load::snapshot::StatsSnapshot;
 use crate::load::stats::RunStats;
 use crate::metrics::NativeRead;
@@ -573,7 +573,7 @@ mod tests {
 
     #[test]
     fn native_buckets_hold_every_value_within_a_bucket_of_its_own() {
-        let h = crate::load::hist::Histogram::new();
+        let h = crate::hist::Histogram::new();
         let values_ns = [
             0u64,
             1_000,

@@ -158,12 +158,12 @@ impl ThresholdSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load::hist::Histogram;
+    use crate::hist::Histogram;
     use std::collections::HashMap;
 
     #[derive(Default)]
     struct Source {
-        trends: HashMap<&'static str, crate::load::hist::HistSnapshot>,
+        trends: HashMap<&'static str, crate::hist::HistSnapshot>,
         rates: HashMap<&'static str, RateValue>,
         counters: HashMap<&'static str, CounterValue>,
         gauges: HashMap<&'static str, f64>,

@@ -4,8 +4,8 @@
 //! points (rate, percentiles, errors by class, VUs, drops) and into the 10-second points of a
 //! profile's series ring. Nothing here stores every sample: memory is fixed per run.
 
+use crate::hist::HistSnapshot;
 use crate::http::{ErrorClass, Outcome};
-use crate::load::hist::HistSnapshot;
 use crate::load::observe::Observer;
 use crate::load::stats::RunStats;
 use once_cell::race::OnceBox;

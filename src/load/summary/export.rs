@@ -1,7 +1,7 @@
 //! k6's `--summary-export` JSON (vus, sub-metrics, MD5 ids) and the `--out json-agg` lines.
 
+use crate::hist::HistSnapshot;
 use crate::http::Phase;
-use crate::load::hist::HistSnapshot;
 use crate::load::runner::RunReport;
 use crate::load::stats::{EXPECTED_DURATION, StatsSnapshot, SubValue};
 use crate::thresholds::MetricKind;

@@ -3,7 +3,7 @@
 //! `--summary-export` JSON shape, and the live progress line. Pure formatting of a
 //! [`RunReport`]; no I/O.
 
-use crate::load::hist::HistSnapshot;
+use crate::hist::HistSnapshot;
 use crate::thresholds::{MetricKind, ThresholdResult, ThresholdSpec};
 use std::fmt::Write;
 use std::time::Duration;

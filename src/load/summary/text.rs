@@ -2,8 +2,8 @@
 //! and NETWORK, journeys as groups, then vegeta's report.
 
 use super::*;
+use crate::hist::HistSnapshot;
 use crate::http::Phase;
-use crate::load::hist::HistSnapshot;
 use crate::load::runner::{Abort, RunReport};
 use crate::load::spec::Executor;
 use crate::load::stats::StatsSnapshot;

@@ -1,0 +1,229 @@
+//! [`Histogram`]: the recording side, written by many tasks at once without a lock.
+//!
+//! Memory: a fixed 80 bytes, then what values need. The exponential counters are allocated
+//! where values fall, in three levels of one-pointer slots ([`OnceBox`]): a table of the 42
+//! powers of two (336 bytes) at the first value above 0 ns, a table of 8 blocks (64 bytes) per
+//! power of two at its first value, and blocks of 16 counters (128 bytes) at theirs. A 0 ns
+//! value (a phase that did not happen) allocates nothing. Latencies cluster, so a series holds
+//! about a kilobyte, never more than 45 KB. Classic counters, when the histogram has bounds,
+//! are one counter per bound and one for `+Inf`, made with the histogram.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use once_cell::race::OnceBox;
+
+use super::bounds::Bounds;
+use super::layout::{OCTAVES, PER_OCTAVE, slot_of};
+use super::snapshot::{ClassicCounts, HistSnapshot};
+use super::views::NativeRead;
+
+/// Counters per lazily allocated block.
+const BLOCK: usize = 16;
+/// Blocks per power of two.
+const BLOCKS: usize = PER_OCTAVE / BLOCK;
+type Block = [AtomicU64; BLOCK];
+type Octave = [OnceBox<Block>; BLOCKS];
+type Octaves = [OnceBox<Octave>; OCTAVES];
+// `Histogram::made` has a bit per power of two.
+const _: () = assert!(OCTAVES <= 64);
+
+/// A histogram many tasks record into concurrently: exponential buckets, exact count, sum,
+/// min and max, and classic counts when built [`Histogram::with_bounds`].
+#[derive(Debug)]
+pub struct Histogram {
+    octaves: OnceBox<Octaves>,
+    /// Bit `o` set once power of two `o` is allocated: a read visits those alone.
+    made: AtomicU64,
+    zero: AtomicU64,
+    count: AtomicU64,
+    sum_ns: AtomicU64,
+    min_ns: AtomicU64,
+    max_ns: AtomicU64,
+    classic: Option<Classic>,
+}
+
+#[derive(Debug)]
+struct Classic {
+    bounds: Arc<Bounds>,
+    /// Per bound, then `+Inf`; not cumulative.
+    counts: Box<[AtomicU64]>,
+}
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn nanos(v: Duration) -> u64 {
+    u64::try_from(v.as_nanos()).unwrap_or(u64::MAX)
+}
+
+impl Histogram {
+    /// A histogram without classic bounds.
+    pub fn new() -> Histogram {
+        Histogram {
+            octaves: OnceBox::new(),
+            made: AtomicU64::new(0),
+            zero: AtomicU64::new(0),
+            count: AtomicU64::new(0),
+            sum_ns: AtomicU64::new(0),
+            min_ns: AtomicU64::new(u64::MAX),
+            max_ns: AtomicU64::new(0),
+            classic: None,
+        }
+    }
+
+    /// A histogram that also counts each value under the first of `bounds` at or above it.
+    pub fn with_bounds(bounds: Arc<Bounds>) -> Histogram {
+        let counts = (0..=bounds.nanos.len())
+            .map(|_| AtomicU64::new(0))
+            .collect();
+        Histogram {
+            classic: Some(Classic { bounds, counts }),
+            ..Histogram::new()
+        }
+    }
+
+    /// The classic bounds this histogram counts under, if any.
+    pub fn bounds(&self) -> Option<&Arc<Bounds>> {
+        self.classic.as_ref().map(|c| &c.bounds)
+    }
+
+    /// Record one value. Relaxed ordering suffices: each counter is independent and readers
+    /// only need eventual totals, not a consistent cut (see [`Histogram::snapshot`]).
+    pub fn record(&self, v: Duration) {
+        let ns = nanos(v);
+        let slot = slot_of(ns);
+        if slot == 0 {
+            self.zero.fetch_add(1, Relaxed);
+        } else {
+            self.counter(slot - 1).fetch_add(1, Relaxed);
+        }
+        if let Some(c) = &self.classic
+            && let Some(n) = c.counts.get(c.bounds.index(ns))
+        {
+            n.fetch_add(1, Relaxed);
+        }
+        self.count.fetch_add(1, Relaxed);
+        // The sum wraps only after 584 years of cumulative latency.
+        self.sum_ns.fetch_add(ns, Relaxed);
+        self.min_ns.fetch_min(ns, Relaxed);
+        self.max_ns.fetch_max(ns, Relaxed);
+    }
+
+    /// The counter of key index `i` (slot − 1), made with its block if it is the first.
+    fn counter(&self, i: usize) -> &AtomicU64 {
+        let octaves = self
+            .octaves
+            .get_or_init(|| Box::new(std::array::from_fn(|_| OnceBox::new())));
+        let o = i / PER_OCTAVE;
+        let blocks = octaves[o].get_or_init(|| {
+            self.made.fetch_or(1 << o, Relaxed);
+            Box::new(std::array::from_fn(|_| OnceBox::new()))
+        });
+        let block = blocks[i % PER_OCTAVE / BLOCK]
+            .get_or_init(|| Box::new(std::array::from_fn(|_| AtomicU64::new(0))));
+        &block[i % BLOCK]
+    }
+
+    /// Values recorded so far (may run ahead of a concurrent snapshot's bucket total).
+    pub fn count(&self) -> u64 {
+        self.count.load(Relaxed)
+    }
+
+    /// The sum of the values in seconds.
+    pub fn sum_seconds(&self) -> f64 {
+        self.sum_ns.load(Relaxed) as f64 / 1e9
+    }
+
+    /// Bytes allocated beyond the struct: the tables and blocks values made, and the classic
+    /// counters.
+    pub fn allocated_bytes(&self) -> usize {
+        let classic = self.classic.as_ref().map_or(0, |c| c.counts.len() * 8);
+        let Some(octaves) = self.octaves.get() else {
+            return classic;
+        };
+        let made = octaves.iter().filter_map(OnceBox::get).map(|blocks| {
+            let held = blocks.iter().filter(|b| b.get().is_some()).count();
+            size_of::<Octave>() + held * size_of::<Block>()
+        });
+        classic + size_of::<Octaves>() + made.sum::<usize>()
+    }
+
+    /// Calls `f(slot, count)` for every non-empty slot, ascending, reading only the blocks made
+    /// (the zero bucket first).
+    fn each_slot(&self, mut f: impl FnMut(usize, u64)) {
+        let zero = self.zero.load(Relaxed);
+        if zero > 0 {
+            f(0, zero);
+        }
+        let Some(octaves) = self.octaves.get() else {
+            return;
+        };
+        // The bit is set inside the table's initialisation: a power of two whose bit is seen
+        // is there (one made concurrently is read at the next read, like any later value).
+        let mut made = self.made.load(Relaxed);
+        while made != 0 {
+            let o = made.trailing_zeros() as usize;
+            made &= made - 1;
+            let Some(blocks) = octaves.get(o).and_then(OnceBox::get) else {
+                continue;
+            };
+            for (b, block) in blocks.iter().enumerate() {
+                let Some(counters) = block.get() else {
+                    continue;
+                };
+                for (i, counter) in counters.iter().enumerate() {
+                    let n = counter.load(Relaxed);
+                    if n > 0 {
+                        f(1 + o * PER_OCTAVE + b * BLOCK + i, n);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A plain copy to compute statistics from. Taken while tasks record, the copy is not an
+    /// atomic cut: its `count` is the sum of the copied buckets (so quantiles are consistent),
+    /// while `sum`/`min`/`max` and the classic counts may include a few values recorded during
+    /// the copy.
+    pub fn snapshot(&self) -> HistSnapshot {
+        let mut buckets = Vec::new();
+        self.each_slot(|slot, n| buckets.push((slot as u32, n)));
+        let classic = self.classic.as_ref().map(|c| ClassicCounts {
+            bounds_ns: c.bounds.nanos.clone(),
+            counts: c.counts.iter().map(|n| n.load(Relaxed)).collect(),
+        });
+        HistSnapshot::from_parts(
+            buckets,
+            self.sum_ns.load(Relaxed),
+            self.min_ns.load(Relaxed),
+            self.max_ns.load(Relaxed),
+            classic,
+        )
+    }
+
+    /// The cumulative classic counts (one per bound, then `+Inf`) into `cumulative`, replacing
+    /// what it held (a scrape reuses one buffer); empty without bounds.
+    pub fn classic_into(&self, cumulative: &mut Vec<u64>) {
+        cumulative.clear();
+        let Some(c) = &self.classic else {
+            return;
+        };
+        let mut total = 0u64;
+        cumulative.extend(c.counts.iter().map(|n| {
+            total = total.wrapping_add(n.load(Relaxed));
+            total
+        }));
+    }
+
+    /// The native buckets at `schema` (clamped to the readable range) into `out`, its buffer
+    /// reused: the exact merge of the recorded buckets, read in place.
+    pub fn native_into(&self, schema: i32, out: &mut NativeRead) {
+        out.begin(schema);
+        self.each_slot(|slot, n| out.add_slot(slot, n));
+    }
+}
