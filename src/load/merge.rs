@@ -1,193 +1,158 @@
-//! One run's figures as shards exchange them ([`Shares`]), and their sum: a sharded run's
-//! verdict is the profile's thresholds evaluated once on every shard's figures added together
-//! (histogram buckets, counts, check passes and fails, error classes), never on averaged
-//! percentiles. Pure: no I/O.
+//! The sum of a run's records across shards: a sharded run's verdict is the profile's
+//! thresholds evaluated once on every shard's figures added together (histogram buckets,
+//! counts, check passes and fails, error classes), never on averaged percentiles. Pure: no I/O.
 //!
-//! The wire form is the [`StatsSnapshot`] minus what a shard can rebuild from its own config
-//! (the sub-metrics' parsed names): every shard runs the same profile, so its steps, checks and
-//! sub-metrics come in the same order with the same names, and a share that differs (another
-//! config) is refused, never added in the wrong place.
+//! A shard sends its collector its [`RunRecord`] whole. Every shard runs the same profile, so
+//! its checks, sub-metrics, steps and journeys come in the same order with the same names; a
+//! record that differs (another config) is refused, never added in the wrong place, and so is
+//! one holding a histogram no `Histogram` makes.
 
-use super::iteration::{IterationResult, StepFailure};
-use super::pacing::DropReason;
-use super::snapshot::{JourneySnapshot, StatsSnapshot, StepSnapshot};
-use super::subs::SubValue;
 use crate::hist::HistSnapshot;
+use super::record::{JourneyRecord, RunRecord, StepRecord, SubValue};
 use crate::http::ErrorClass;
 use crate::thresholds::RateValue;
-use serde::{Deserialize, Serialize};
-use std::time::Duration;
 
-/// A finished share of a run, as one shard reports it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Shares {
-    pub elapsed_ns: u64,
-    pub duration: HistSnapshot,
-    pub corrected: HistSnapshot,
-    pub phases: Vec<HistSnapshot>,
-    pub iteration_duration: HistSnapshot,
-    pub group_duration: HistSnapshot,
-    pub lateness: HistSnapshot,
-    pub requests: u64,
-    pub failed: u64,
-    pub no_response: u64,
-    pub statuses: Vec<(u16, u64)>,
-    /// By the error class's name (`ErrorClass::as_str`).
-    pub errors: Vec<(String, u64)>,
-    pub checks: Vec<(String, u64, u64)>,
-    pub data_sent: u64,
-    pub data_received: u64,
-    pub iterations: u64,
-    pub dropped: u64,
-    pub dropped_by: Vec<u64>,
-    pub vus: u32,
-    pub vus_low: u32,
-    pub vus_high: u32,
-    pub vus_max: u32,
-    /// Each sub-metric's key and figures, in the snapshot's order.
-    pub subs: Vec<(String, SubShare)>,
-    pub steps: Vec<StepShare>,
-    pub journeys: Vec<JourneyShare>,
-}
+impl RunRecord {
+    /// Adds `other`, another shard's record of the same run, to this one (this shard's own).
+    /// Nothing is added when it does not fit.
+    pub fn merge(&mut self, other: &RunRecord) -> Result<(), String> {
+        self.fits(other)?;
+        self.add(other);
+        Ok(())
+    }
 
-/// A sub-metric's figures.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub enum SubShare {
-    Trend(HistSnapshot),
-    Rate { hits: u64, total: u64 },
-    Counter(u64),
-    Whole,
-    Empty,
-}
+    /// Whether `other` is the same run's shape, with histograms a `Histogram` could make.
+    fn fits(&self, other: &RunRecord) -> Result<(), String> {
+        same_checks(&self.checks, &other.checks, "the run")?;
+        if self.subs.len() != other.subs.len()
+            || self.steps.len() != other.steps.len()
+            || self.journeys.len() != other.journeys.len()
+        {
+            return Err(differ("sub-metrics, steps or journeys"));
+        }
+        for (a, b) in self.subs.iter().zip(&other.subs) {
+            if a.key != b.key || !same_kind(&a.value, &b.value) {
+                return Err(differ(&format!("sub-metric `{}`", b.key)));
+            }
+        }
+        for (a, b) in self.steps.iter().zip(&other.steps) {
+            if a.name != b.name || a.journey != b.journey {
+                return Err(differ(&format!("step `{}`", b.name)));
+            }
+            same_checks(&a.checks, &b.checks, &format!("step `{}`", b.name))?;
+        }
+        for (a, b) in self.journeys.iter().zip(&other.journeys) {
+            if a.name != b.name {
+                return Err(differ(&format!("journey `{}`", b.name)));
+            }
+        }
+        for (what, h) in histograms(other) {
+            h.check()
+                .map_err(|e| format!("its `{what}` histogram is broken: {e}"))?;
+        }
+        Ok(())
+    }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct StepShare {
-    pub name: String,
-    pub journey: Option<String>,
-    pub checks: Vec<(String, u64, u64)>,
-    pub requests: u64,
-    pub failed: u64,
-    pub duration: HistSnapshot,
-    pub group_duration: HistSnapshot,
-    pub failures: Vec<u64>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct JourneyShare {
-    pub name: String,
-    pub results: Vec<u64>,
-    pub duration: HistSnapshot,
-}
-
-impl Shares {
-    /// The wire form of a finished snapshot.
-    pub fn of(s: &StatsSnapshot) -> Shares {
-        Shares {
-            elapsed_ns: u64::try_from(s.elapsed.as_nanos()).unwrap_or(u64::MAX),
-            duration: s.duration.clone(),
-            corrected: s.corrected.clone(),
-            phases: s.phases.to_vec(),
-            iteration_duration: s.iteration_duration.clone(),
-            group_duration: s.group_duration.clone(),
-            lateness: s.lateness.clone(),
-            requests: s.requests,
-            failed: s.failed,
-            no_response: s.no_response,
-            statuses: s.statuses.clone(),
-            errors: s
-                .errors
-                .iter()
-                .map(|(e, n)| (e.as_str().to_string(), *n))
-                .collect(),
-            checks: s.checks.clone(),
-            data_sent: s.data_sent,
-            data_received: s.data_received,
-            iterations: s.iterations,
-            dropped: s.dropped,
-            dropped_by: s.dropped_by.to_vec(),
-            vus: s.vus,
-            vus_low: s.vus_low,
-            vus_high: s.vus_high,
-            vus_max: s.vus_max,
-            subs: s
-                .subs
-                .iter()
-                .map(|sub| {
-                    let v = match &sub.value {
-                        SubValue::Trend(h) => SubShare::Trend(h.clone()),
-                        SubValue::Rate(r) => SubShare::Rate {
-                            hits: r.hits,
-                            total: r.total,
-                        },
-                        SubValue::Counter(n) => SubShare::Counter(*n),
-                        SubValue::Whole => SubShare::Whole,
-                        SubValue::Empty => SubShare::Empty,
-                    };
-                    (sub.key.clone(), v)
-                })
-                .collect(),
-            steps: s
-                .steps
-                .iter()
-                .map(|st| StepShare {
-                    name: st.name.clone(),
-                    journey: st.journey.clone(),
-                    checks: st.checks.clone(),
-                    requests: st.requests,
-                    failed: st.failed,
-                    duration: st.duration.clone(),
-                    group_duration: st.group_duration.clone(),
-                    failures: st.failures.to_vec(),
-                })
-                .collect(),
-            journeys: s
-                .journeys
-                .iter()
-                .map(|j| JourneyShare {
-                    name: j.name.clone(),
-                    results: j.results.to_vec(),
-                    duration: j.duration.clone(),
-                })
-                .collect(),
+    /// Adds a record that [`Self::fits`].
+    fn add(&mut self, other: &RunRecord) {
+        // A run that lasted longer reads rates over its own window; the shards ran the same plan.
+        self.elapsed = self.elapsed.max(other.elapsed);
+        self.duration.merge(&other.duration);
+        self.corrected.merge(&other.corrected);
+        for (a, b) in self.phases.iter_mut().zip(&other.phases) {
+            a.merge(b);
+        }
+        self.iteration_duration.merge(&other.iteration_duration);
+        self.group_duration.merge(&other.group_duration);
+        self.lateness.merge(&other.lateness);
+        for (a, b) in [
+            (&mut self.requests, other.requests),
+            (&mut self.failed, other.failed),
+            (&mut self.no_response, other.no_response),
+            (&mut self.data_sent, other.data_sent),
+            (&mut self.data_received, other.data_received),
+            (&mut self.iterations, other.iterations),
+            (&mut self.dropped, other.dropped),
+        ] {
+            *a = a.saturating_add(b);
+        }
+        add_keyed(&mut self.statuses, &other.statuses);
+        add_errors(&mut self.errors, &other.errors);
+        add_checks(&mut self.checks, &other.checks);
+        add_counts(&mut self.dropped_by, &other.dropped_by);
+        // Every shard's users at once: the run's VUs are the shards' sum.
+        self.vus = self.vus.saturating_add(other.vus);
+        self.vus_low = self.vus_low.saturating_add(other.vus_low);
+        self.vus_high = self.vus_high.saturating_add(other.vus_high);
+        self.vus_max = self.vus_max.saturating_add(other.vus_max);
+        for (a, b) in self.subs.iter_mut().zip(&other.subs) {
+            add_sub(&mut a.value, &b.value);
+        }
+        for (a, b) in self.steps.iter_mut().zip(&other.steps) {
+            add_step(a, b);
+        }
+        for (a, b) in self.journeys.iter_mut().zip(&other.journeys) {
+            add_journey(a, b);
         }
     }
 }
 
-/// Why a share cannot be added: it is not the same run's shape, or not a histogram's data.
+/// Why a record cannot be added: it is not the same run's shape.
 fn differ(what: &str) -> String {
     format!("its figures do not fit this run ({what}): is it running another config?")
 }
 
-fn add_hist(into: &mut HistSnapshot, from: &HistSnapshot, what: &str) -> Result<(), String> {
-    from.check()
-        .map_err(|e| format!("its `{what}` histogram is broken: {e}"))?;
-    into.merge(from);
+/// Every histogram of a record, named for a message.
+fn histograms(r: &RunRecord) -> impl Iterator<Item = (&str, &HistSnapshot)> {
+    let run = [
+        ("http_req_duration", &r.duration),
+        ("http_req_corrected_duration", &r.corrected),
+        ("iteration_duration", &r.iteration_duration),
+        ("group_duration", &r.group_duration),
+        ("iteration_lateness", &r.lateness),
+    ];
+    let subs = r.subs.iter().filter_map(|s| match &s.value {
+        SubValue::Trend(h) => Some((s.key.as_str(), h)),
+        _ => None,
+    });
+    run.into_iter()
+        .chain(r.phases.iter().map(|h| ("phase", h)))
+        .chain(subs)
+        .chain(r.steps.iter().map(|s| ("step duration", &s.duration)))
+        .chain(
+            r.steps
+                .iter()
+                .map(|s| ("step group_duration", &s.group_duration)),
+        )
+        .chain(r.journeys.iter().map(|j| ("journey duration", &j.duration)))
+}
+
+fn same_checks(
+    a: &[(String, u64, u64)],
+    b: &[(String, u64, u64)],
+    what: &str,
+) -> Result<(), String> {
+    if a.len() != b.len() || a.iter().zip(b).any(|(x, y)| x.0 != y.0) {
+        return Err(differ(&format!("the checks of {what}")));
+    }
     Ok(())
 }
 
-fn add_checks(
-    into: &mut [(String, u64, u64)],
-    from: &[(String, u64, u64)],
-    what: &str,
-) -> Result<(), String> {
-    if into.len() != from.len() || into.iter().zip(from).any(|(a, b)| a.0 != b.0) {
-        return Err(differ(&format!("the checks of {what}")));
-    }
+fn same_kind(a: &SubValue, b: &SubValue) -> bool {
+    std::mem::discriminant(a) == std::mem::discriminant(b)
+}
+
+fn add_checks(into: &mut [(String, u64, u64)], from: &[(String, u64, u64)]) {
     for (a, b) in into.iter_mut().zip(from) {
         a.1 = a.1.saturating_add(b.1);
         a.2 = a.2.saturating_add(b.2);
     }
-    Ok(())
 }
 
-fn add_counts(into: &mut [u64], from: &[u64], what: &str) -> Result<(), String> {
-    if into.len() != from.len() {
-        return Err(differ(what));
-    }
+fn add_counts(into: &mut [u64], from: &[u64]) {
     for (a, b) in into.iter_mut().zip(from) {
         *a = a.saturating_add(*b);
     }
-    Ok(())
 }
 
 /// Adds `(key, count)` lists, keyed by `key`, kept in ascending key order.
@@ -200,124 +165,45 @@ fn add_keyed<K: Ord + Clone>(into: &mut Vec<(K, u64)>, from: &[(K, u64)]) {
     }
 }
 
-/// Adds another shard's share of the same run to `into` (this shard's own, which knows the
-/// sub-metrics' parsed names). On an error `into` may hold part of the share: the caller
-/// merges into a copy and keeps it only on success.
-pub fn add(into: &mut StatsSnapshot, from: &Shares) -> Result<(), String> {
-    let s = into;
-    if from.phases.len() != s.phases.len()
-        || from.dropped_by.len() != DropReason::ALL.len()
-        || from.subs.len() != s.subs.len()
-        || from.steps.len() != s.steps.len()
-        || from.journeys.len() != s.journeys.len()
-    {
-        return Err(differ(
-            "phases, drop reasons, sub-metrics, steps or journeys",
-        ));
-    }
-    // A run that lasted longer reads rates over its own window; the shards ran the same plan.
-    s.elapsed = s.elapsed.max(Duration::from_nanos(from.elapsed_ns));
-    add_hist(&mut s.duration, &from.duration, "http_req_duration")?;
-    add_hist(
-        &mut s.corrected,
-        &from.corrected,
-        "http_req_corrected_duration",
-    )?;
-    for (a, b) in s.phases.iter_mut().zip(&from.phases) {
-        add_hist(a, b, "phase")?;
-    }
-    add_hist(
-        &mut s.iteration_duration,
-        &from.iteration_duration,
-        "iteration_duration",
-    )?;
-    add_hist(
-        &mut s.group_duration,
-        &from.group_duration,
-        "group_duration",
-    )?;
-    add_hist(&mut s.lateness, &from.lateness, "iteration_lateness")?;
-    for (a, b) in [
-        (&mut s.requests, from.requests),
-        (&mut s.failed, from.failed),
-        (&mut s.no_response, from.no_response),
-        (&mut s.data_sent, from.data_sent),
-        (&mut s.data_received, from.data_received),
-        (&mut s.iterations, from.iterations),
-        (&mut s.dropped, from.dropped),
-    ] {
-        *a = a.saturating_add(b);
-    }
-    add_keyed(&mut s.statuses, &from.statuses);
-    let mut errors = Vec::with_capacity(from.errors.len());
-    for (name, n) in &from.errors {
-        let class = ErrorClass::ALL
-            .into_iter()
-            .find(|e| e.as_str() == name)
-            .ok_or_else(|| differ(&format!("error class `{name}`")))?;
-        errors.push((class, *n));
-    }
-    for (class, n) in errors {
-        match s.errors.iter_mut().find(|(e, _)| *e == class) {
-            Some(e) => e.1 = e.1.saturating_add(n),
-            None => s.errors.push((class, n)),
+/// Adds requests per error class, kept in `ErrorClass as usize` order (as `load::stats` lists
+/// them).
+fn add_errors(into: &mut Vec<(ErrorClass, u64)>, from: &[(ErrorClass, u64)]) {
+    for (class, n) in from {
+        match into.iter_mut().find(|(e, _)| e == class) {
+            Some(e) => e.1 = e.1.saturating_add(*n),
+            None => into.push((*class, *n)),
         }
     }
-    add_checks(&mut s.checks, &from.checks, "the run")?;
-    add_counts(&mut s.dropped_by, &from.dropped_by, "drop reasons")?;
-    // Every shard's users at once: the run's VUs are the shards' sum.
-    s.vus = s.vus.saturating_add(from.vus);
-    s.vus_low = s.vus_low.saturating_add(from.vus_low);
-    s.vus_high = s.vus_high.saturating_add(from.vus_high);
-    s.vus_max = s.vus_max.saturating_add(from.vus_max);
-    for (a, (key, b)) in s.subs.iter_mut().zip(&from.subs) {
-        if &a.key != key {
-            return Err(differ(&format!("sub-metric `{key}`")));
-        }
-        match (&mut a.value, b) {
-            (SubValue::Trend(h), SubShare::Trend(o)) => add_hist(h, o, key)?,
-            (SubValue::Rate(r), SubShare::Rate { hits, total }) => {
-                *r = RateValue {
-                    hits: r.hits.saturating_add(*hits),
-                    total: r.total.saturating_add(*total),
-                };
-            }
-            (SubValue::Counter(n), SubShare::Counter(o)) => *n = n.saturating_add(*o),
-            (SubValue::Whole, SubShare::Whole) | (SubValue::Empty, SubShare::Empty) => {}
-            _ => return Err(differ(&format!("sub-metric `{key}`"))),
-        }
-    }
-    for (a, b) in s.steps.iter_mut().zip(&from.steps) {
-        add_step(a, b)?;
-    }
-    for (a, b) in s.journeys.iter_mut().zip(&from.journeys) {
-        add_journey(a, b)?;
-    }
-    Ok(())
+    into.sort_by_key(|(e, _)| *e as usize);
 }
 
-fn add_step(a: &mut StepSnapshot, b: &StepShare) -> Result<(), String> {
-    if a.name != b.name || a.journey != b.journey || b.failures.len() != StepFailure::ALL.len() {
-        return Err(differ(&format!("step `{}`", b.name)));
+fn add_sub(into: &mut SubValue, from: &SubValue) {
+    match (into, from) {
+        (SubValue::Trend(h), SubValue::Trend(o)) => h.merge(o),
+        (SubValue::Rate(r), SubValue::Rate(o)) => {
+            *r = RateValue {
+                hits: r.hits.saturating_add(o.hits),
+                total: r.total.saturating_add(o.total),
+            };
+        }
+        (SubValue::Counter(n), SubValue::Counter(o)) => *n = n.saturating_add(*o),
+        // The same kind ([`RunRecord::fits`]): nothing to add to a whole or an empty one.
+        _ => {}
     }
-    add_checks(&mut a.checks, &b.checks, &format!("step `{}`", b.name))?;
+}
+
+fn add_step(a: &mut StepRecord, b: &StepRecord) {
+    add_checks(&mut a.checks, &b.checks);
     a.requests = a.requests.saturating_add(b.requests);
     a.failed = a.failed.saturating_add(b.failed);
-    add_hist(&mut a.duration, &b.duration, "step duration")?;
-    add_hist(
-        &mut a.group_duration,
-        &b.group_duration,
-        "step group_duration",
-    )?;
-    add_counts(&mut a.failures, &b.failures, "step failures")
+    a.duration.merge(&b.duration);
+    a.group_duration.merge(&b.group_duration);
+    add_counts(&mut a.failures, &b.failures);
 }
 
-fn add_journey(a: &mut JourneySnapshot, b: &JourneyShare) -> Result<(), String> {
-    if a.name != b.name || b.results.len() != IterationResult::ALL.len() {
-        return Err(differ(&format!("journey `{}`", b.name)));
-    }
-    add_counts(&mut a.results, &b.results, "journey results")?;
-    add_hist(&mut a.duration, &b.duration, "journey duration")
+fn add_journey(a: &mut JourneyRecord, b: &JourneyRecord) {
+    add_counts(&mut a.results, &b.results);
+    a.duration.merge(&b.duration);
 }
 
 #[cfg(test)]
@@ -326,6 +212,7 @@ mod tests {
     use crate::checks::Check;
     use crate::hist::Histogram;
     use crate::load::stats::RunStats;
+    use std::time::Duration;
 
     fn hist(values_ms: impl IntoIterator<Item = u64>) -> HistSnapshot {
         let h = Histogram::new();
@@ -335,21 +222,25 @@ mod tests {
         h.snapshot()
     }
 
-    fn snapshot(values_ms: &[u64]) -> StatsSnapshot {
+    fn record(values_ms: &[u64]) -> RunRecord {
         let mut s = RunStats::new(&[] as &[Check]).snapshot(Duration::from_secs(1));
         s.duration = hist(values_ms.iter().copied());
         s.requests = values_ms.len() as u64;
         s
     }
 
+    /// What a shard sends its collector: the record, through its serde form.
+    fn wire(r: &RunRecord) -> RunRecord {
+        serde_json::from_str(&serde_json::to_string(r).unwrap()).unwrap()
+    }
+
     #[test]
     fn the_sum_of_shares_has_the_p95_of_every_value_not_the_average_of_p95s() {
         // Three shards, each with its own latency: 10 ms, 20 ms and 100 ms.
         let parts: Vec<Vec<u64>> = vec![vec![10; 100], vec![20; 100], vec![100; 100]];
-        let mut whole = snapshot(&parts[0]);
+        let mut whole = record(&parts[0]);
         for p in &parts[1..] {
-            let wire = serde_json::to_string(&Shares::of(&snapshot(p))).unwrap();
-            add(&mut whole, &serde_json::from_str(&wire).unwrap()).unwrap();
+            whole.merge(&wire(&record(p))).unwrap();
         }
         let all = hist(parts.concat());
         assert_eq!(whole.duration, all);
@@ -360,19 +251,17 @@ mod tests {
 
     #[test]
     fn a_share_of_another_shape_or_a_broken_histogram_is_refused() {
-        let mut whole = snapshot(&[10]);
-        let mut other = Shares::of(&snapshot(&[10]));
+        let mut whole = record(&[10]);
+        let mut other = record(&[10]);
         other.checks.push(("status".into(), 1, 0));
-        assert!(
-            add(&mut whole.clone(), &other)
-                .unwrap_err()
-                .contains("checks")
-        );
-        let mut broken = Shares::of(&snapshot(&[10, 20]));
+        assert!(whole.clone().merge(&other).unwrap_err().contains("checks"));
+        let mut broken = record(&[10, 20]);
         broken.duration = serde_json::from_value(serde_json::json!({
             "buckets": [[5, 1]], "count": 7, "sum_ns": 5, "min_ns": 5, "max_ns": 5
         }))
         .unwrap();
-        assert!(add(&mut whole, &broken).unwrap_err().contains("broken"));
+        assert!(whole.merge(&broken).unwrap_err().contains("broken"));
+        // Nothing of a refused share was added.
+        assert_eq!((whole.requests, whole.duration.count()), (1, 1));
     }
 }

@@ -186,7 +186,7 @@ impl Observer for NdjsonOut {
             status: outcome.status.unwrap_or(0),
             error: outcome.error,
             failed: self.stats.is_failed_at(step, outcome),
-            phases: Phase::ALL.map(|p| super::stats::k6_phase(&outcome.phases, p)),
+            phases: Phase::ALL.map(|p| super::record::k6_phase(&outcome.phases, p)),
             duration: outcome.duration(),
             corrected: outcome.phases.total(),
             sent: outcome.bytes_sent,

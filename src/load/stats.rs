@@ -17,10 +17,12 @@
 use super::iteration::{IterationResult, StepFailure, StepInfo};
 use super::observe::Observer;
 use super::pacing::DropReason;
-pub use super::snapshot::{JourneySnapshot, StatsSnapshot, StepSnapshot};
+pub use super::record::RunRecord as StatsSnapshot;
+pub use super::record::SubValue;
+use super::record::{JourneyRecord, StepRecord, k6_phase};
 use super::spec::Executor;
+pub use super::subs::EXPECTED_DURATION;
 use super::subs::Subs;
-pub use super::subs::{EXPECTED_DURATION, SubSnapshot, SubValue};
 use crate::checks::{Check, CheckKind};
 use crate::hist::{HistSnapshot, Histogram};
 use crate::http::{ErrorClass, Outcome, Phase};
@@ -324,6 +326,7 @@ impl RunStats {
             .collect();
         let low = self.vus_low.load(Relaxed);
         StatsSnapshot {
+            version: StatsSnapshot::VERSION,
             elapsed,
             duration: self.duration.snapshot(),
             corrected: self.corrected.snapshot(),
@@ -421,8 +424,8 @@ impl StepStats {
         }
     }
 
-    fn snapshot(&self, checks: Vec<(String, u64, u64)>) -> StepSnapshot {
-        StepSnapshot {
+    fn snapshot(&self, checks: Vec<(String, u64, u64)>) -> StepRecord {
+        StepRecord {
             checks,
             journey: self.journey.clone(),
             name: self.name.clone(),
@@ -450,21 +453,12 @@ impl JourneyStats {
         }
     }
 
-    fn snapshot(&self) -> JourneySnapshot {
-        JourneySnapshot {
+    fn snapshot(&self) -> JourneyRecord {
+        JourneyRecord {
             name: self.name.clone(),
             results: std::array::from_fn(|i| self.results[i].load(Relaxed)),
             duration: self.duration.snapshot(),
         }
-    }
-}
-
-/// A phase as its k6 metric means it: k6's `http_req_blocked` holds the DNS lookup (k6 has no
-/// DNS phase), so sloburn's does too; `http_req_dns` shows the lookup alone.
-pub fn k6_phase(p: &crate::http::Phases, phase: Phase) -> Duration {
-    match phase {
-        Phase::Blocked => p.blocked + p.dns,
-        other => p.get(other),
     }
 }
 

@@ -3,11 +3,11 @@
 //! request has from its step (`method`, `group`, `step`, `name`, `scenario`) is decided once per
 //! step when the run starts; `status` and `expected_response` per request, without a lock or an
 //! allocation. `checks` and `group_duration` filters are sums of the run's own counters, taken
-//! when a snapshot is.
+//! when a record is.
 
 use super::iteration::StepInfo;
 use super::pacing::DropReason;
-use super::stats::k6_phase;
+use super::record::{SubRecord, SubValue, k6_phase};
 use crate::hist::{HistSnapshot, Histogram};
 use crate::http::{Outcome, Phase};
 use crate::thresholds::{MetricKind, MetricRef, RateValue, Tag, ThresholdSpec};
@@ -111,26 +111,6 @@ struct Sub {
     metric: MetricRef,
     matcher: Matcher,
     store: SubStore,
-}
-
-/// A sub-metric's figures in a snapshot.
-#[derive(Debug, Clone)]
-pub enum SubValue {
-    Trend(HistSnapshot),
-    Rate(RateValue),
-    Counter(u64),
-    /// Same figures as the base metric.
-    Whole,
-    /// Nothing matched it (a static tag differs, or an unknown check).
-    Empty,
-}
-
-/// One sub-metric of a snapshot: its k6 name, what it filters, and its figures.
-#[derive(Debug, Clone)]
-pub struct SubSnapshot {
-    pub key: String,
-    pub metric: MetricRef,
-    pub value: SubValue,
 }
 
 /// The sub-metrics a run records.
@@ -284,10 +264,10 @@ impl Subs {
         checks: &[(String, u64, u64)],
         groups: &[HistSnapshot],
         dropped_by: &[u64],
-    ) -> Vec<SubSnapshot> {
+    ) -> Vec<SubRecord> {
         self.0
             .iter()
-            .map(|sub| SubSnapshot {
+            .map(|sub| SubRecord {
                 key: sub.key.clone(),
                 metric: sub.metric.clone(),
                 value: match &sub.store {

@@ -8,7 +8,7 @@
 //!   have not joined within `--collect-timeout` get no share: the collector starts without them
 //!   and the verdict is inconclusive, naming them. A shard waits for the start up to twice
 //!   the timeout (the collector may come up late, then wait the timeout for the rest).
-//! - Verdict: each shard POSTs its finished figures (`load::merge::Shares`, at most
+//! - Verdict: each shard POSTs its finished figures (its `load::record::RunRecord`, at most
 //!   [`MAX_SHARE`]) to `/v1/shares/{i}`; the collector adds them to its own (histogram buckets,
 //!   never averaged percentiles), evaluates the thresholds once, prints the merged summary,
 //!   writes the merged `--summary-export` and exits 0, 99 or 75 for the whole run. A shard whose
@@ -20,8 +20,8 @@
 //! join and one share per shard index, each checked.
 
 use crate::http::{Client, ClientOptions, RequestSpec, Resolver};
-use crate::load::merge::{self, Shares};
 use crate::load::plan::Shard;
+use crate::load::record::RunRecord;
 use crate::load::runner::RunReport;
 use anyhow::{Context, anyhow, bail};
 use axum::extract::{DefaultBodyLimit, Path, State};
@@ -50,7 +50,7 @@ struct Room {
     profile: String,
     joined: Mutex<BTreeSet<u32>>,
     start_at_ms: Mutex<Option<u64>>,
-    shares: Mutex<BTreeMap<u32, Shares>>,
+    shares: Mutex<BTreeMap<u32, RunRecord>>,
 }
 
 /// A run's part in a collected run, between the barrier and the verdict.
@@ -244,7 +244,7 @@ async fn on_share(
             format!("shard {shard} is not in this run"),
         );
     }
-    let shares: Shares = match serde_json::from_slice(&body) {
+    let shares: RunRecord = match serde_json::from_slice(&body) {
         Ok(s) => s,
         Err(e) => {
             return refuse(
@@ -350,7 +350,7 @@ impl Collect {
     pub async fn finish(self, report: &mut RunReport, planned: Duration) -> Collected {
         match self.role {
             Role::Share { url, shard, client } => {
-                let body = serde_json::to_vec(&Shares::of(&report.stats)).unwrap_or_default();
+                let body = serde_json::to_vec(&report.stats).unwrap_or_default();
                 let mut last = String::new();
                 // A few tries: the collector is up (it started this run) unless it died.
                 for _ in 0..10 {
@@ -407,10 +407,8 @@ impl Collect {
                     match shares.get(i) {
                         None => missing.push((*i, "its figures did not come in time".into())),
                         Some(s) => {
-                            let mut sum = report.stats.clone();
-                            match merge::add(&mut sum, s) {
-                                Ok(()) => report.stats = sum,
-                                Err(why) => missing.push((*i, why)),
+                            if let Err(why) = report.stats.merge(s) {
+                                missing.push((*i, why));
                             }
                         }
                     }

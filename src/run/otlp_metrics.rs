@@ -11,7 +11,7 @@
 
 use super::remote_write::{RunLabels, native_buckets};
 use crate::hist::HistSnapshot;
-use crate::load::snapshot::StatsSnapshot;
+use crate::load::record::RunRecord;
 use crate::names;
 
 /// The exponential histograms' scale (OTLP's name for Prometheus' schema).
@@ -218,7 +218,7 @@ fn sum_metric(name: &str, unit: &str, points: Vec<NumberDataPoint>) -> Metric {
 /// One export of `snap`'s figures at `now` (ns since the epoch), cumulative since `start`;
 /// with the number of data points it holds.
 pub fn export_request(
-    snap: &StatsSnapshot,
+    snap: &RunRecord,
     run: &RunLabels,
     start: u64,
     now: u64,

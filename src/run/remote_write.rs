@@ -23,7 +23,7 @@
 use super::rw_proto::{Histogram, Label, Sample, TimeSeries, WriteRequest};
 use crate::hist::HistSnapshot;
 use crate::http::{Client, ClientOptions, RequestSpec, Resolver};
-use crate::load::snapshot::StatsSnapshot;
+use crate::load::record::RunRecord;
 use crate::load::stats::RunStats;
 use crate::metrics::NativeRead;
 use crate::names;
@@ -181,7 +181,7 @@ impl Source {
         }
     }
 
-    fn batch(&self, snap: &StatsSnapshot) -> Batch {
+    fn batch(&self, snap: &RunRecord) -> Batch {
         if self.wire == Wire::Otlp {
             let now = u64::try_from(self.timestamp()).unwrap_or(0) * 1_000_000;
             let (req, points) =
@@ -271,7 +271,7 @@ impl Pusher {
 
     /// Pushes the run's final figures and waits up to [`FINAL_WAIT`] for what is queued;
     /// returns the samples sent and dropped.
-    pub async fn finish(self, last: &StatsSnapshot) -> (u64, u64) {
+    pub async fn finish(self, last: &RunRecord) -> (u64, u64) {
         self.ticker.abort();
         let batch = self.source.batch(last);
         let samples = batch.samples;
@@ -424,7 +424,7 @@ fn series(name: &str, run: &RunLabels, extra: &[(&str, &str)], value: f64, ts: i
 
 /// One push of `snap`'s figures at `ts` (ms since the epoch).
 pub fn write_request(
-    snap: &StatsSnapshot,
+    snap: &RunRecord,
     run: &RunLabels,
     buckets: &[f64],
     native: bool,

@@ -1,11 +1,11 @@
 //! The collector on the shard that starts a split run: peers asked to start, each share
-//! polled until it ends, the shares added with `load::merge`, the verdict once, aborts passed on.
+//! polled until it ends, their records added (`RunRecord::merge`), the verdict once, aborts passed on.
 
 use crate::daemon::peers::{self, PEER_TIMEOUT};
 use crate::daemon::runs::fill;
 use crate::daemon::state::{Ending, RunRecord, Shared};
 use crate::http::Client;
-use crate::load::merge::{self, Shares};
+use crate::load::record;
 use crate::load::runner::Abort;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -21,7 +21,7 @@ pub(super) enum Part {
     Done {
         result: String,
         reason: Option<String>,
-        shares: Box<Shares>,
+        shares: Box<record::RunRecord>,
     },
     /// No figures will come, and why.
     Missing(String),
@@ -248,7 +248,7 @@ pub(super) fn finished(mut v: Value, i: u32) -> Part {
             reason.unwrap_or_default()
         ));
     }
-    match serde_json::from_value::<Shares>(v["shares"].take()) {
+    match serde_json::from_value::<record::RunRecord>(v["shares"].take()) {
         Ok(shares) => Part::Done {
             result,
             reason,
@@ -339,10 +339,8 @@ pub(super) fn verdict_of(
             let Part::Done { result, shares, .. } = p else {
                 continue;
             };
-            let mut sum = report.stats.clone();
-            match merge::add(&mut sum, shares) {
+            match report.stats.merge(shares) {
                 Ok(()) => {
-                    report.stats = sum;
                     per_shard
                         .push(json!({ "index": i, "result": result, "requests": shares.requests }));
                 }

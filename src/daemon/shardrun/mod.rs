@@ -10,7 +10,8 @@
 //! - Results: each shard keeps its finished share (`state::Share`, the last
 //!   [`SHARES_KEPT`](super::state::SHARES_KEPT)); the collector polls
 //!   `GET /api/shard-runs/{run}?scope=local` every [`POLL`] for its figures
-//!   (`load::merge::Shares`: histogram buckets, counts, checks, error classes), adds them to
+//!   (its `load::record::RunRecord`, under `shares`: histogram buckets, counts, checks, error
+//!   classes), adds them to
 //!   its own (never averaging a percentile) and evaluates the profile's thresholds once.
 //! - Abort: a share that ends aborted (an `abort_on_fail` threshold, its guard, the API) or a
 //!   shard that stops answering ([`MISSES`] polls in a row) stops every other share

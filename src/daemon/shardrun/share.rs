@@ -3,7 +3,6 @@
 
 use crate::daemon::runs::{Sharded, StartError, start};
 use crate::daemon::state::Shared;
-use crate::load::merge::Shares;
 use crate::load::placement::Assignment;
 use crate::load::runner::{Abort, RunReport};
 use serde_json::{Value, json};
@@ -55,7 +54,7 @@ pub(crate) fn local_view(shared: &Shared, run: &str) -> Option<Value> {
             v["result"] = json!(r.result);
             v["reason"] = json!(r.reason);
             if let Some(report) = share.report.get() {
-                v["shares"] = serde_json::to_value(Shares::of(&report.stats)).unwrap_or_default();
+                v["shares"] = serde_json::to_value(&report.stats).unwrap_or_default();
             }
         }
     }
