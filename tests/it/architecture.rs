@@ -645,10 +645,7 @@ const CIRCLES_ALLOWED: &[(&str, &[&str])] = &[
     ("config/journeys", &["grpc_step", "step"]),          // config
     ("http", &["client", "conn", "grpc", "h2", "probe"]), // transport
     // record
-    (
-        "load",
-        &["iteration", "observe", "snapshot", "stats", "subs"],
-    ),
+    ("load", &["iteration", "observe", "record", "stats", "subs"]),
     ("load", &["groups", "summary"]), // arch
     // hist
     (
