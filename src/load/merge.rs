@@ -7,8 +7,8 @@
 //! record that differs (another config) is refused, never added in the wrong place, and so is
 //! one holding a histogram no `Histogram` makes.
 
-use crate::hist::HistSnapshot;
 use super::record::{JourneyRecord, RunRecord, StepRecord, SubValue};
+use crate::hist::HistSnapshot;
 use crate::http::ErrorClass;
 use crate::thresholds::RateValue;
 

@@ -13,9 +13,9 @@
 //! histogram is `HistSnapshot`'s own serde form: changing that layout is a new version of the
 //! record. `tests/it/golden/record-v1.json` is a version 1 record that every build must read.
 
-use crate::hist::HistSnapshot;
 use super::iteration::{IterationResult, StepFailure};
 use super::pacing::DropReason;
+use crate::hist::HistSnapshot;
 use crate::http::{ErrorClass, Phase, Phases};
 use crate::thresholds::{CounterValue, MetricRef, MetricSource, RateValue, Trend};
 use serde::de::Error as _;
