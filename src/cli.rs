@@ -217,6 +217,13 @@ pub fn main() -> i32 {
             };
         }
     };
+    prepare(&cli);
+    dispatch(cli.command)
+}
+
+/// What every command needs before it starts: the daemon's malloc settings, logging, and every
+/// file descriptor the process may have.
+fn prepare(cli: &Cli) {
     // The daemon's malloc settings that glibc reads only at exec: before any thread exists.
     let daemon = matches!(cli.command, Command::Serve { .. } | Command::Demo { .. });
     let not_reexecuted = daemon
@@ -238,89 +245,31 @@ pub fn main() -> i32 {
     if let Err(e) = crate::limits::raise_nofile() {
         tracing::warn!(error = %e, "cannot raise the open-file limit");
     }
-    match cli.command {
+}
+
+/// Runs one command: a line per subcommand, its flags handed to the library.
+fn dispatch(command: Command) -> i32 {
+    match command {
         Command::Demo { listen } => crate::demo::command(listen),
         Command::Serve {
             config,
             listen,
             shard,
             no_watch,
-        } => {
-            let shard = match shard.as_deref().map(crate::run::parse_shard).transpose() {
-                Ok(s) => s.unwrap_or(crate::load::plan::Shard::WHOLE),
-                Err(e) => {
-                    eprintln!("error: {e:#}");
-                    return exit::USAGE;
-                }
-            };
-            crate::daemon::command(crate::daemon::Options {
+        } => match shard_flag(shard.as_deref()) {
+            Ok(shard) => crate::daemon::command(crate::daemon::Options {
                 source: crate::daemon::Source::File(config),
                 listen,
-                shard,
+                shard: shard.unwrap_or(crate::load::plan::Shard::WHOLE),
                 watch: !no_watch,
-            })
-        }
-        Command::Check { file, shard } => {
-            let shard = match shard.as_deref().map(crate::run::parse_shard).transpose() {
-                Ok(s) => s,
-                Err(e) => {
-                    eprintln!("error: {e:#}");
-                    return exit::USAGE;
-                }
-            };
-            check(&file, shard, &mut std::io::stdout())
-        }
-        Command::Import {
-            kind: Import::K6 { file, name },
-        } => import_with(&file, "1/s", |text, shown| {
-            crate::importers::k6::import(
-                text,
-                shown,
-                &crate::importers::har::Options {
-                    journey: name.clone(),
-                    ..Default::default()
-                },
-            )
-        }),
-        Command::Import {
-            kind:
-                Import::Har {
-                    file,
-                    journey,
-                    rate,
-                    hosts,
-                    keep_assets,
-                },
-        } => import_with(&file, &rate, |text, name| {
-            crate::importers::har::import(
-                text,
-                name,
-                &crate::importers::har::Options {
-                    journey: journey.clone(),
-                    rate: rate.clone(),
-                    hosts: hosts.clone(),
-                    keep_assets,
-                },
-            )
-        }),
-        Command::Import {
-            kind:
-                Import::Openapi {
-                    file,
-                    base_url,
-                    rate,
-                    journey,
-                    operations,
-                },
-        } => import_openapi(
-            &file,
-            &crate::importers::openapi::Options {
-                base_url,
-                rate,
-                journey,
-                operations,
-            },
-        ),
+            }),
+            Err(code) => code,
+        },
+        Command::Check { file, shard } => match shard_flag(shard.as_deref()) {
+            Ok(shard) => check(&file, shard, &mut std::io::stdout()),
+            Err(code) => code,
+        },
+        Command::Import { kind } => import(kind),
         Command::Openslo {
             action: Openslo::Import { file },
         } => crate::config::openslo::import_command(
@@ -362,42 +311,112 @@ pub fn main() -> i32 {
                     return exit::CONFIG;
                 }
             };
-            let mut meta = crate::rules::K8sMeta {
-                name,
-                namespace,
-                labels: Default::default(),
+            let meta = match k8s_meta(name, namespace, labels) {
+                Ok(meta) => meta,
+                Err(code) => return code,
             };
-            for l in labels {
-                match l.split_once('=') {
-                    Some((k, v)) => {
-                        meta.labels.insert(k.to_string(), v.to_string());
-                    }
-                    None => {
-                        eprintln!("error: --label `{l}`: write it as key=value");
-                        return exit::USAGE;
-                    }
-                }
-            }
             let how = RulesHow {
                 k8s,
                 native_histograms,
             };
-            match rules(&cfg, how, &meta, runbook_base, output.as_deref()) {
-                Ok(()) => exit::OK,
-                Err(e) => {
-                    eprintln!("error: {e:#}");
-                    exit::ERROR
-                }
+            exit_code(rules(&cfg, how, &meta, runbook_base, output.as_deref()))
+        }
+        Command::Target(opts) => exit_code(crate::target::run_blocking(opts)),
+    }
+}
+
+/// `--shard i/N`, when given; a bad one is printed and is exit 2.
+fn shard_flag(shard: Option<&str>) -> Result<Option<crate::load::plan::Shard>, i32> {
+    shard.map(crate::run::parse_shard).transpose().map_err(|e| {
+        eprintln!("error: {e:#}");
+        exit::USAGE
+    })
+}
+
+/// Exit 0, or the error printed and exit 1.
+fn exit_code(result: anyhow::Result<()>) -> i32 {
+    match result {
+        Ok(()) => exit::OK,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            exit::ERROR
+        }
+    }
+}
+
+/// `sloburn import k6|har|openapi`.
+fn import(kind: Import) -> i32 {
+    match kind {
+        Import::K6 { file, name } => import_with(&file, "1/s", |text, shown| {
+            crate::importers::k6::import(
+                text,
+                shown,
+                &crate::importers::har::Options {
+                    journey: name.clone(),
+                    ..Default::default()
+                },
+            )
+        }),
+        Import::Har {
+            file,
+            journey,
+            rate,
+            hosts,
+            keep_assets,
+        } => import_with(&file, &rate, |text, name| {
+            crate::importers::har::import(
+                text,
+                name,
+                &crate::importers::har::Options {
+                    journey: journey.clone(),
+                    rate: rate.clone(),
+                    hosts: hosts.clone(),
+                    keep_assets,
+                },
+            )
+        }),
+        Import::Openapi {
+            file,
+            base_url,
+            rate,
+            journey,
+            operations,
+        } => import_openapi(
+            &file,
+            &crate::importers::openapi::Options {
+                base_url,
+                rate,
+                journey,
+                operations,
+            },
+        ),
+    }
+}
+
+/// The `PrometheusRule`'s metadata from `--name`, `--namespace` and `--label key=value`s; a
+/// label without `=` is printed and is exit 2.
+fn k8s_meta(
+    name: String,
+    namespace: Option<String>,
+    labels: Vec<String>,
+) -> Result<crate::rules::K8sMeta, i32> {
+    let mut meta = crate::rules::K8sMeta {
+        name,
+        namespace,
+        labels: Default::default(),
+    };
+    for l in labels {
+        match l.split_once('=') {
+            Some((k, v)) => {
+                meta.labels.insert(k.to_string(), v.to_string());
+            }
+            None => {
+                eprintln!("error: --label `{l}`: write it as key=value");
+                return Err(exit::USAGE);
             }
         }
-        Command::Target(opts) => match crate::target::run_blocking(opts) {
-            Ok(()) => exit::OK,
-            Err(e) => {
-                eprintln!("error: {e:#}");
-                exit::ERROR
-            }
-        },
     }
+    Ok(meta)
 }
 
 /// `sloburn check`: errors first (one per line), then warnings, then a one-line verdict.

@@ -140,93 +140,9 @@ async fn run_profile(
     profile: &str,
     header_timeout: Option<&str>,
 ) -> Answer {
-    let launch = match launch_of(shared, profile) {
-        Ok(l) => l,
-        Err(StartError::NotHere { owner, shards }) => return not_here(profile, owner, shards),
-        Err(_) => {
-            let known: Vec<String> = shared.config().profiles.keys().cloned().collect();
-            return refuse(
-                StatusCode::NOT_FOUND,
-                format!("no profile `{profile}` (profiles: {})", known.join(", ")),
-            );
-        }
-    };
-    let launch = match with_overrides(launch, &payload.metadata) {
-        Ok(l) => l,
-        Err(why) => return refuse(StatusCode::BAD_REQUEST, why),
-    };
-    let timeout = match call_timeout(payload.metadata.get("timeout"), header_timeout) {
-        Ok(t) => t,
-        Err(why) => return refuse(StatusCode::BAD_REQUEST, why),
-    };
-    let worst = {
-        let cfg = shared.config();
-        let iteration = crate::config::longest_iteration(
-            &launch.profile.target,
-            &launch.profile.mix,
-            &cfg.targets,
-            &cfg.journeys,
-        );
-        let lead = if super::shardrun::everywhere(shared, &launch) {
-            super::shardrun::LEAD
-        } else {
-            Duration::ZERO
-        };
-        worst_case(&launch, iteration, cfg.server.grace_period).saturating_add(lead)
-    };
-    if worst > timeout {
-        return refuse(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            format!(
-                "profile `{profile}` may take up to {} (start time, planned duration and the \
-                 rest of its last iterations: steps' timeouts and think times, or the graceful \
-                 stop), longer than the webhook's timeout of \
-                 {}: raise the webhook's `timeout` and set the same in metadata `timeout`",
-                crate::units::format_duration(worst),
-                crate::units::format_duration(timeout)
-            ),
-        );
-    }
-    let key = serde_json::to_string(&(
-        &payload.namespace,
-        &payload.name,
-        &payload.phase,
-        &payload.checksum,
-        &payload.metadata,
-    ))
-    .unwrap_or_default();
-    let (id, mut ending, joined) = {
-        let Ok(mut runs) = shared.hook_runs.lock() else {
-            return refuse(StatusCode::SERVICE_UNAVAILABLE, "shutting down");
-        };
-        runs.retain(|_, (_, e)| e.borrow().is_none());
-        match runs.get(&key) {
-            Some((id, e)) => (*id, e.clone(), true),
-            None => match start_one(shared, launch, &payload.metadata) {
-                Ok((id, e)) => {
-                    runs.insert(key, (id, e.clone()));
-                    (id, e, false)
-                }
-                Err(StartError::AlreadyRunning) => {
-                    return refuse(
-                        StatusCode::CONFLICT,
-                        format!(
-                            "profile `{profile}` is running already (started by its schedule, \
-                             the API or another webhook); retry when it ends"
-                        ),
-                    );
-                }
-                Err(StartError::UnknownProfile) => {
-                    return refuse(StatusCode::NOT_FOUND, format!("no profile `{profile}`"));
-                }
-                Err(StartError::ShuttingDown) => {
-                    return refuse(StatusCode::SERVICE_UNAVAILABLE, "shutting down");
-                }
-                Err(StartError::NotHere { owner, shards }) => {
-                    return not_here(profile, owner, shards);
-                }
-            },
-        }
+    let (id, mut ending, joined) = match admit(shared, payload, profile, header_timeout) {
+        Ok(started) => started,
+        Err(refused) => return refused,
     };
     tracing::info!(
         profile,
@@ -246,6 +162,118 @@ async fn run_profile(
             StatusCode::SERVICE_UNAVAILABLE,
             format!("run {id} did not finish: the daemon is shutting down"),
         ),
+    }
+}
+
+/// The call's run, started or joined: its id, how it ends, and whether it was joined; or the
+/// answer refusing the call.
+fn admit(
+    shared: &Arc<Shared>,
+    payload: &Payload,
+    profile: &str,
+    header_timeout: Option<&str>,
+) -> Result<(u64, super::state::Ending, bool), Answer> {
+    let launch = match launch_of(shared, profile) {
+        Ok(l) => l,
+        Err(StartError::NotHere { owner, shards }) => return Err(not_here(profile, owner, shards)),
+        Err(_) => {
+            let known: Vec<String> = shared.config().profiles.keys().cloned().collect();
+            return Err(refuse(
+                StatusCode::NOT_FOUND,
+                format!("no profile `{profile}` (profiles: {})", known.join(", ")),
+            ));
+        }
+    };
+    let launch = with_overrides(launch, &payload.metadata)
+        .map_err(|why| refuse(StatusCode::BAD_REQUEST, why))?;
+    let timeout = call_timeout(payload.metadata.get("timeout"), header_timeout)
+        .map_err(|why| refuse(StatusCode::BAD_REQUEST, why))?;
+    fits(shared, &launch, profile, timeout)?;
+    start_or_join(shared, payload, launch, profile)
+}
+
+/// Refuses a run that may outlast the webhook's `timeout`: start time, planned duration and
+/// the rest of its last iterations (and a split run's lead).
+fn fits(
+    shared: &Arc<Shared>,
+    launch: &Launch,
+    profile: &str,
+    timeout: Duration,
+) -> Result<(), Answer> {
+    let worst = {
+        let cfg = shared.config();
+        let iteration = crate::config::longest_iteration(
+            &launch.profile.target,
+            &launch.profile.mix,
+            &cfg.targets,
+            &cfg.journeys,
+        );
+        let lead = if super::shardrun::everywhere(shared, launch) {
+            super::shardrun::LEAD
+        } else {
+            Duration::ZERO
+        };
+        worst_case(launch, iteration, cfg.server.grace_period).saturating_add(lead)
+    };
+    if worst > timeout {
+        return Err(refuse(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!(
+                "profile `{profile}` may take up to {} (start time, planned duration and the \
+                 rest of its last iterations: steps' timeouts and think times, or the graceful \
+                 stop), longer than the webhook's timeout of \
+                 {}: raise the webhook's `timeout` and set the same in metadata `timeout`",
+                crate::units::format_duration(worst),
+                crate::units::format_duration(timeout)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Joins the run an identical call (same canary, phase, checksum and metadata) started and
+/// that has not ended, else starts one.
+fn start_or_join(
+    shared: &Arc<Shared>,
+    payload: &Payload,
+    launch: Launch,
+    profile: &str,
+) -> Result<(u64, super::state::Ending, bool), Answer> {
+    let key = serde_json::to_string(&(
+        &payload.namespace,
+        &payload.name,
+        &payload.phase,
+        &payload.checksum,
+        &payload.metadata,
+    ))
+    .unwrap_or_default();
+    let Ok(mut runs) = shared.hook_runs.lock() else {
+        return Err(refuse(StatusCode::SERVICE_UNAVAILABLE, "shutting down"));
+    };
+    runs.retain(|_, (_, e)| e.borrow().is_none());
+    if let Some((id, e)) = runs.get(&key) {
+        return Ok((*id, e.clone(), true));
+    }
+    match start_one(shared, launch, &payload.metadata) {
+        Ok((id, e)) => {
+            runs.insert(key, (id, e.clone()));
+            Ok((id, e, false))
+        }
+        Err(StartError::AlreadyRunning) => Err(refuse(
+            StatusCode::CONFLICT,
+            format!(
+                "profile `{profile}` is running already (started by its schedule, \
+                 the API or another webhook); retry when it ends"
+            ),
+        )),
+        Err(StartError::UnknownProfile) => Err(refuse(
+            StatusCode::NOT_FOUND,
+            format!("no profile `{profile}`"),
+        )),
+        Err(StartError::ShuttingDown) => {
+            Err(refuse(StatusCode::SERVICE_UNAVAILABLE, "shutting down"))
+        }
+        Err(StartError::NotHere { owner, shards }) => Err(not_here(profile, owner, shards)),
     }
 }
 

@@ -305,15 +305,36 @@ fn name_for(from: &From, taken: &mut BTreeMap<String, usize>) -> String {
 }
 
 fn correlate(entries: Vec<Entry>) -> Vec<Step> {
-    // Values some request sent before any response gave them are constants (a user name
-    // typed in, then echoed back): never correlated.
-    let mut sent_before: Vec<String> = Vec::new();
-    // value → (step, source, capture name once used)
-    let mut known: Vec<(String, usize, From, Option<String>)> = Vec::new();
-    let mut taken = BTreeMap::new();
+    let mut known = Known::default();
     let mut steps: Vec<Step> = Vec::new();
     for (i, e) in entries.into_iter().enumerate() {
-        let mut path = e
+        let mut request = Request::recorded(&e);
+        known.refer(&mut request, &mut steps);
+        known.learn(i, &e);
+        steps.push(Step {
+            entry: e,
+            path: request.path,
+            headers: request.headers,
+            body: request.body,
+            captures: Vec::new(),
+            think_ms: None,
+        });
+    }
+    steps
+}
+
+/// What a step sends: path and query, headers, body.
+struct Request {
+    path: String,
+    headers: Vec<(String, String)>,
+    body: Option<String>,
+}
+
+impl Request {
+    /// As recorded, less the headers a client sets itself; `${` in it is text, not a
+    /// reference.
+    fn recorded(e: &Entry) -> Request {
+        let path = e
             .url
             .path_and_query()
             .map_or("/".to_string(), |p| p.as_str().to_string());
@@ -323,58 +344,82 @@ fn correlate(entries: Vec<Entry>) -> Vec<Step> {
             .filter(|(k, _)| !DROPPED_HEADERS.contains(&k.to_ascii_lowercase().as_str()))
             .cloned()
             .collect();
-        let mut body = e.body.clone();
-        // `${` in what was recorded is text, not a reference.
-        path = path.replace("${", "$${");
         for (_, v) in &mut headers {
             *v = v.replace("${", "$${");
         }
-        if let Some(b) = &mut body {
-            *b = b.replace("${", "$${");
+        Request {
+            path: path.replace("${", "$${"),
+            headers,
+            body: e.body.as_ref().map(|b| b.replace("${", "$${")),
         }
+    }
+}
+
+/// What the walk over the recording has learnt so far.
+#[derive(Default)]
+struct Known {
+    /// Values some request sent before any response gave them are constants (a user name
+    /// typed in, then echoed back): never correlated.
+    sent_before: Vec<String>,
+    /// value → (step, source, capture name once used)
+    values: Vec<(String, usize, From, Option<String>)>,
+    /// Capture names given, for `name_for`.
+    taken: BTreeMap<String, usize>,
+}
+
+impl Known {
+    /// Replaces each value a response gave with a reference to its capture, adding the
+    /// capture to the step it came from the first time it is used.
+    fn refer(&mut self, r: &mut Request, steps: &mut [Step]) {
         // Longest first, so a value holding another is replaced whole.
-        known.sort_by_key(|k| std::cmp::Reverse(k.0.len()));
-        for (value, from_step, from, name) in &mut known {
+        self.values.sort_by_key(|k| std::cmp::Reverse(k.0.len()));
+        for (value, from_step, from, name) in &mut self.values {
             let encoded = super::openapi::encode_component(value);
-            let in_path = path.contains(value.as_str()) || path.contains(encoded.as_str());
-            let in_headers = headers.iter().any(|(_, v)| v.contains(value.as_str()));
-            let in_body = body.as_ref().is_some_and(|b| b.contains(value.as_str()));
+            let in_path = r.path.contains(value.as_str()) || r.path.contains(encoded.as_str());
+            let in_headers = r.headers.iter().any(|(_, v)| v.contains(value.as_str()));
+            let in_body = r.body.as_ref().is_some_and(|b| b.contains(value.as_str()));
             if !(in_path || in_headers || in_body) {
                 continue;
             }
             let n = name
                 .get_or_insert_with(|| {
-                    let n = name_for(from, &mut taken);
+                    let n = name_for(from, &mut self.taken);
                     steps[*from_step].captures.push((n.clone(), from.clone()));
                     n
                 })
                 .clone();
             let reference = format!("${{{n}}}");
-            path = path
+            r.path = r
+                .path
                 .replace(value.as_str(), &reference)
                 .replace(encoded.as_str(), &reference);
-            for (_, v) in &mut headers {
+            for (_, v) in &mut r.headers {
                 *v = v.replace(value.as_str(), &reference);
             }
-            if let Some(b) = &mut body {
+            if let Some(b) = &mut r.body {
                 *b = b.replace(value.as_str(), &reference);
             }
         }
-        // What this request sends raw is now known as sent.
-        sent_before.push(e.url.to_string());
-        sent_before.extend(e.headers.iter().map(|(_, v)| v.clone()));
-        sent_before.extend(e.body.clone());
-        // What its response gives, unless a request already sent it.
+    }
+
+    /// What request `i` sent raw is now known as sent; what its response gives (JSON leaves,
+    /// headers that are not generic) is known, unless a request already sent it.
+    fn learn(&mut self, i: usize, e: &Entry) {
+        self.sent_before.push(e.url.to_string());
+        self.sent_before
+            .extend(e.headers.iter().map(|(_, v)| v.clone()));
+        self.sent_before.extend(e.body.clone());
         let mut found = Vec::new();
         if let Some(text) = &e.response_body
             && let Ok(v) = serde_json::from_str::<J>(text)
         {
             leaves(&v, "$", &mut found);
         }
+        let sent_before = &self.sent_before;
         let fresh = |value: &str| !sent_before.iter().any(|s| s.contains(value));
         for (value, p) in found {
-            if fresh(&value) && !known.iter().any(|k| k.0 == value) {
-                known.push((value, i, From::Json(p), None));
+            if fresh(&value) && !self.values.iter().any(|k| k.0 == value) {
+                self.values.push((value, i, From::Json(p), None));
             }
         }
         for (k, v) in &e.response_headers {
@@ -392,20 +437,15 @@ fn correlate(entries: Vec<Entry>) -> Vec<Step> {
                     | "vary"
                     | "cache-control"
             );
-            if !generic && v.len() >= MIN_VALUE && fresh(v) && !known.iter().any(|x| &x.0 == v) {
-                known.push((v.clone(), i, From::Header(lower), None));
+            if !generic
+                && v.len() >= MIN_VALUE
+                && fresh(v)
+                && !self.values.iter().any(|x| &x.0 == v)
+            {
+                self.values.push((v.clone(), i, From::Header(lower), None));
             }
         }
-        steps.push(Step {
-            entry: e,
-            path,
-            headers,
-            body,
-            captures: Vec::new(),
-            think_ms: None,
-        });
     }
-    steps
 }
 
 fn write(file: &str, base: &str, steps: &[Step], opts: &Options) -> String {

@@ -6,6 +6,7 @@ use super::yaml::{Group, Rule};
 use super::{ABSENT_ALERT, CERT_ALERT, PROFILE_ALERT, RulesOptions};
 use crate::names;
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 pub(super) fn daemon_group(opts: &RulesOptions) -> Group {
     let job = opts
@@ -13,105 +14,117 @@ pub(super) fn daemon_group(opts: &RulesOptions) -> Group {
         .as_ref()
         .map(|j| format!("job={}", quote(j)))
         .unwrap_or_default();
+    let mut rules = vec![absent_alert(opts, &job)];
+    for (profile, interval) in &opts.profiles {
+        rules.push(profile_alert(opts, &job, profile, *interval));
+    }
+    for (target, check) in &opts.certificate_warnings {
+        rules.push(certificate_alert(opts, &job, target, check));
+    }
+    Group {
+        name: "sloburn-daemon".to_string(),
+        rules,
+    }
+}
+
+/// A selector of `metric` with the `job` matcher (when there is one) before `matchers`.
+fn selector(metric: &str, job: &str, matchers: Vec<String>) -> String {
+    let mut m = Vec::new();
+    if !job.is_empty() {
+        m.push(job.to_string());
+    }
+    m.extend(matchers);
+    format!("{metric}{{{}}}", m.join(","))
+}
+
+/// The alert's annotations: its summary, and its runbook anchor when runbooks are configured.
+fn annotations(opts: &RulesOptions, summary: String, anchor: &str) -> BTreeMap<String, String> {
+    let mut annotations = BTreeMap::new();
+    annotations.insert("summary".to_string(), summary);
+    if !opts.runbook_base.is_empty() {
+        annotations.insert(
+            "runbook_url".to_string(),
+            template_literal(&format!("{}#{anchor}", opts.runbook_base)),
+        );
+    }
+    annotations
+}
+
+/// The daemon is not scraped at all.
+fn absent_alert(opts: &RulesOptions, job: &str) -> Rule {
     let build_info = if job.is_empty() {
         names::BUILD_INFO.to_string()
     } else {
         format!("{}{{{job}}}", names::BUILD_INFO)
     };
-    let mut rules = Vec::new();
-    let mut annotations = BTreeMap::new();
-    annotations.insert(
-        "summary".to_string(),
-        "sloburn is not scraped: no synthetic traffic, SLO data or burn alerts from it".to_string(),
-    );
-    if !opts.runbook_base.is_empty() {
-        annotations.insert(
-            "runbook_url".to_string(),
-            template_literal(&format!("{}#absent", opts.runbook_base)),
-        );
-    }
-    rules.push(Rule::Alert {
+    Rule::Alert {
         alert: ABSENT_ALERT,
         expr: format!("absent({build_info})"),
         r#for: Some(opts.daemon_absent_for),
         labels: BTreeMap::from([("severity".to_string(), "ticket".to_string())]),
-        annotations,
-    });
-    for (profile, interval) in &opts.profiles {
-        let mut m = Vec::new();
-        if !job.is_empty() {
-            m.push(job.clone());
-        }
-        m.push(format!("profile={}", quote(profile)));
-        // A skipped run (overlap: skip) is not a completed one.
-        m.push("result!=\"skipped\"".to_string());
-        let sel = format!("{}{{{}}}", names::RUNS_TOTAL, m.join(","));
-        let window = promql_duration(interval.saturating_mul(2));
-        // The offset term requires the counter to have existed a whole window ago, so a
-        // freshly started daemon is not blamed for runs it could not have made yet.
-        let expr = format!(
-            "sum(increase({sel}[{window}])) < 0.5\nand on ()\ncount({sel} offset {window})\n"
-        );
-        let mut annotations = BTreeMap::new();
-        annotations.insert(
-            "summary".to_string(),
-            template_literal(&format!(
-                "sloburn profile {profile} completed no run in {window} (scheduled every {})",
-                promql_duration(*interval)
-            )),
-        );
-        if !opts.runbook_base.is_empty() {
-            annotations.insert(
-                "runbook_url".to_string(),
-                template_literal(&format!("{}#profile-not-running", opts.runbook_base)),
-            );
-        }
-        rules.push(Rule::Alert {
-            alert: PROFILE_ALERT,
-            expr,
-            r#for: None,
-            labels: BTreeMap::from([
-                ("severity".to_string(), "ticket".to_string()),
-                ("profile".to_string(), template_literal(profile)),
-            ]),
-            annotations,
-        });
+        annotations: annotations(
+            opts,
+            "sloburn is not scraped: no synthetic traffic, SLO data or burn alerts from it"
+                .to_string(),
+            "absent",
+        ),
     }
-    for (target, check) in &opts.certificate_warnings {
-        let mut m = Vec::new();
-        if !job.is_empty() {
-            m.push(job.clone());
-        }
-        m.push(format!("target={}", quote(target)));
-        m.push(format!("check={}", quote(check)));
-        m.push("result=\"fail\"".to_string());
-        let sel = format!("{}{{{}}}", names::CHECKS_TOTAL, m.join(","));
-        let mut annotations = BTreeMap::new();
-        annotations.insert(
-            "summary".to_string(),
-            template_literal(&format!(
-                "the certificate of {target} fails `{check}`: renew it before it expires"
-            )),
-        );
-        if !opts.runbook_base.is_empty() {
-            annotations.insert(
-                "runbook_url".to_string(),
-                template_literal(&format!("{}#certificate-expiring", opts.runbook_base)),
-            );
-        }
-        rules.push(Rule::Alert {
-            alert: CERT_ALERT,
-            expr: format!("sum(increase({sel}[1h])) > 0\n"),
-            r#for: None,
-            labels: BTreeMap::from([
-                ("severity".to_string(), "warning".to_string()),
-                ("target".to_string(), template_literal(target)),
-            ]),
-            annotations,
-        });
+}
+
+/// A scheduled profile completed no run in two of its intervals.
+fn profile_alert(opts: &RulesOptions, job: &str, profile: &str, interval: Duration) -> Rule {
+    // A skipped run (overlap: skip) is not a completed one.
+    let sel = selector(
+        names::RUNS_TOTAL,
+        job,
+        vec![
+            format!("profile={}", quote(profile)),
+            "result!=\"skipped\"".to_string(),
+        ],
+    );
+    let window = promql_duration(interval.saturating_mul(2));
+    // The offset term requires the counter to have existed a whole window ago, so a
+    // freshly started daemon is not blamed for runs it could not have made yet.
+    let expr =
+        format!("sum(increase({sel}[{window}])) < 0.5\nand on ()\ncount({sel} offset {window})\n");
+    let summary = template_literal(&format!(
+        "sloburn profile {profile} completed no run in {window} (scheduled every {})",
+        promql_duration(interval)
+    ));
+    Rule::Alert {
+        alert: PROFILE_ALERT,
+        expr,
+        r#for: None,
+        labels: BTreeMap::from([
+            ("severity".to_string(), "ticket".to_string()),
+            ("profile".to_string(), template_literal(profile)),
+        ]),
+        annotations: annotations(opts, summary, "profile-not-running"),
     }
-    Group {
-        name: "sloburn-daemon".to_string(),
-        rules,
+}
+
+/// A TLS probe's certificate check failed inside its warning tier.
+fn certificate_alert(opts: &RulesOptions, job: &str, target: &str, check: &str) -> Rule {
+    let sel = selector(
+        names::CHECKS_TOTAL,
+        job,
+        vec![
+            format!("target={}", quote(target)),
+            format!("check={}", quote(check)),
+            "result=\"fail\"".to_string(),
+        ],
+    );
+    let summary = template_literal(&format!(
+        "the certificate of {target} fails `{check}`: renew it before it expires"
+    ));
+    Rule::Alert {
+        alert: CERT_ALERT,
+        expr: format!("sum(increase({sel}[1h])) > 0\n"),
+        r#for: None,
+        labels: BTreeMap::from([
+            ("severity".to_string(), "warning".to_string()),
+            ("target".to_string(), template_literal(target)),
+        ]),
+        annotations: annotations(opts, summary, "certificate-expiring"),
     }
 }

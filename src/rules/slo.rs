@@ -54,7 +54,26 @@ pub(super) fn sli_error_record(w: Duration) -> String {
     format!("slo:sli_error:ratio_rate{}", promql_duration(w))
 }
 
+/// One SLO's group: its identity, SLI error ratios, Sloth's metadata records, the info
+/// record, then one burn alert per tier, in that order.
 pub(super) fn slo_group(slo: &SloDef, opts: &RulesOptions, mode: &str) -> Group {
+    let (base, sel) = identity(slo);
+    let budget_expr = format!("(1 - {})", num(slo.objective));
+    let mut rules = sli_records(slo, opts, &base);
+    meta_records(slo, opts, &base, &sel, &budget_expr, &mut rules);
+    rules.push(info_record(slo, &base, mode));
+    for tier in &slo.tiers {
+        rules.push(tier_alert(slo, tier, &sel, &budget_expr, opts));
+    }
+    Group {
+        name: format!("sloburn-slo-{}", slo.name),
+        rules,
+    }
+}
+
+/// The labels every record of the SLO carries (its own, then Sloth's identity), and the
+/// selector of its identity.
+fn identity(slo: &SloDef) -> (BTreeMap<String, String>, String) {
     let id = format!("{}-{}", slo.service, slo.name);
     let mut base = BTreeMap::new();
     for (k, v) in &slo.labels {
@@ -70,11 +89,12 @@ pub(super) fn slo_group(slo: &SloDef, opts: &RulesOptions, mode: &str) -> Group 
         quote(&slo.service),
         quote(&slo.name)
     );
-    let budget_expr = format!("(1 - {})", num(slo.objective));
-    let period = promql_duration(slo.period);
+    (base, sel)
+}
 
-    // Standard windows plus the tiers' windows, in PromQL spelling, shortest first; the period
-    // is recorded separately from `increase`.
+/// Standard windows plus the tiers' windows, in PromQL spelling, shortest first; the period
+/// (`period`, PromQL spelling) is recorded separately from `increase`.
+fn rate_windows(slo: &SloDef, period: &str) -> Vec<Duration> {
     let mut windows: Vec<Duration> = STANDARD_WINDOWS.to_vec();
     for t in &slo.tiers {
         windows.push(t.long);
@@ -88,7 +108,13 @@ pub(super) fn slo_group(slo: &SloDef, opts: &RulesOptions, mode: &str) -> Group 
         seen.push(name);
         keep
     });
+    windows
+}
 
+/// `slo:sli_error:ratio_rate<w>` per window and for the period, from the events counter or
+/// (a latency SLO with native histograms) from `histogram_fraction`.
+fn sli_records(slo: &SloDef, opts: &RulesOptions, base: &BTreeMap<String, String>) -> Vec<Rule> {
+    let period = promql_duration(slo.period);
     let bad = events_selector(slo, opts, true);
     let all = events_selector(slo, opts, false);
     let native = opts.native.get(&slo.name);
@@ -118,7 +144,7 @@ pub(super) fn slo_group(slo: &SloDef, opts: &RulesOptions, mode: &str) -> Group 
             all = all,
         ),
     };
-    for w in &windows {
+    for w in &rate_windows(slo, &period) {
         let w = promql_duration(*w);
         let mut labels = base.clone();
         labels.insert("sloth_window".to_string(), w.clone());
@@ -139,7 +165,20 @@ pub(super) fn slo_group(slo: &SloDef, opts: &RulesOptions, mode: &str) -> Group 
             labels,
         });
     }
+    rules
+}
 
+/// Sloth's metadata records: objective, budget, period, the current and the period's burn
+/// rate (a calendar period's from the daemon's gauge), the remaining budget.
+fn meta_records(
+    slo: &SloDef,
+    opts: &RulesOptions,
+    base: &BTreeMap<String, String>,
+    sel: &str,
+    budget_expr: &str,
+    rules: &mut Vec<Rule>,
+) {
+    let period = promql_duration(slo.period);
     let meta = |record: &str, expr: String| Rule::Record {
         record: record.to_string(),
         expr,
@@ -191,8 +230,11 @@ pub(super) fn slo_group(slo: &SloDef, opts: &RulesOptions, mode: &str) -> Group 
         "slo:period_error_budget_remaining:ratio",
         format!("1 - slo:period_burn_rate:ratio{sel}"),
     ));
-    // As Sloth writes it: the SLO's labels plus how and from what it was generated, and the
-    // objective in percent.
+}
+
+/// As Sloth writes it: the SLO's labels plus how and from what it was generated, and the
+/// objective in percent.
+fn info_record(slo: &SloDef, base: &BTreeMap<String, String>, mode: &str) -> Rule {
     let mut info = base.clone();
     info.insert("sloth_mode".to_string(), mode.to_string());
     info.insert("sloth_spec".to_string(), SPEC.to_string());
@@ -201,18 +243,10 @@ pub(super) fn slo_group(slo: &SloDef, opts: &RulesOptions, mode: &str) -> Group 
         format!("sloburn-v{}", env!("CARGO_PKG_VERSION")),
     );
     info.insert("sloth_objective".to_string(), percent(slo.objective));
-    rules.push(Rule::Record {
+    Rule::Record {
         record: INFO_RECORD.to_string(),
         expr: "vector(1)".to_string(),
         labels: info,
-    });
-
-    for tier in &slo.tiers {
-        rules.push(tier_alert(slo, tier, &sel, &budget_expr, opts));
-    }
-    Group {
-        name: format!("sloburn-slo-{}", slo.name),
-        rules,
     }
 }
 

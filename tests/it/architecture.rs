@@ -1110,19 +1110,7 @@ const LONG_FUNCTIONS_ALLOWED: &[&str] = &[
     "metrics::encode::source",               // hist
     "metrics::protobuf::histograms",         // hist
     "daemon::server::serve",                 // server
-    "cli::main",                             // arch
-    "load::summary::text::text_with",        // arch
-    "load::summary::export::export_json",    // arch
-    "importers::k6::import",                 // arch
-    "importers::openapi::import",            // arch
-    "importers::openapi::values::operation", // arch
-    "importers::har::correlate",             // arch
-    "rules::slo::slo_group",                 // arch
-    "rules::daemon::daemon_group",           // arch
     "load::runner::open::open_model",        // arch
-    "daemon::runs::execute",                 // arch
-    "daemon::runs::start",                   // arch
-    "daemon::hooks::run_profile",            // arch
 ];
 
 /// A function over the limit: `module::path::name`, where it starts, how many lines it spans.

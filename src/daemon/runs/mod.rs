@@ -112,7 +112,6 @@ pub(super) fn start(
         sharded,
     } = launch;
     let name = profile.name.as_str();
-    let cfg = shared.config();
     // The one gate every start passes (schedule, API, hook): never a second copy of an owned run.
     if let Assignment::Elsewhere { owner } = shared.assignment(&profile) {
         return Err(StartError::NotHere {
@@ -124,23 +123,12 @@ pub(super) fn start(
     let work = if profile.mix.is_empty() {
         Work::single(target.request(), target.checks.clone(), &target.display_url)
     } else {
-        cfg.work(&profile).ok_or(StartError::UnknownProfile)?
+        shared
+            .config()
+            .work(&profile)
+            .ok_or(StartError::UnknownProfile)?
     };
-    let id = shared.next_id.fetch_add(1, Relaxed) + 1;
-    let stopper = Stopper::new();
-    {
-        let Ok(mut states) = shared.profiles.lock() else {
-            return Err(StartError::ShuttingDown);
-        };
-        let st = states
-            .entry(name.to_string())
-            .or_insert_with(|| ProfileState::new(profile.overlap));
-        if st.active.is_some() {
-            return Err(StartError::AlreadyRunning);
-        }
-        st.active = Some((id, stopper.clone()));
-        st.last_started = id;
-    }
+    let (id, stopper) = claim(shared, &profile)?;
     let record = RunRecord::new(
         id,
         name,
@@ -201,6 +189,25 @@ pub(super) fn start(
     Ok((id, ending))
 }
 
+/// The profile's one run at a time: a new id and its stopper, marked active; refused while
+/// another run of it is.
+fn claim(shared: &Shared, profile: &Profile) -> Result<(u64, Stopper), StartError> {
+    let id = shared.next_id.fetch_add(1, Relaxed) + 1;
+    let stopper = Stopper::new();
+    let Ok(mut states) = shared.profiles.lock() else {
+        return Err(StartError::ShuttingDown);
+    };
+    let st = states
+        .entry(profile.name.clone())
+        .or_insert_with(|| ProfileState::new(profile.overlap));
+    if st.active.is_some() {
+        return Err(StartError::AlreadyRunning);
+    }
+    st.active = Some((id, stopper.clone()));
+    st.last_started = id;
+    Ok((id, stopper))
+}
+
 /// The load tracer, when `serve` started an exporter from `telemetry:`.
 fn tracer(shared: &Shared) -> Option<crate::telemetry::Tracer> {
     let exporter = crate::telemetry::daemon::exporter()?;
@@ -240,44 +247,7 @@ async fn execute(
     let work = Arc::new(work);
     let steps = work.steps();
     let journeys = work.journey_names();
-    let layout: Vec<StepLayout> = steps
-        .iter()
-        .map(|s| StepLayout {
-            journey: s.journey.clone(),
-            step: s.name.clone(),
-            checks: s.checks.iter().map(|c| c.name.clone()).collect(),
-        })
-        .collect();
-    let pm = shared.metrics.profile_steps(
-        &target.name,
-        &profile.name,
-        &target.buckets,
-        &layout,
-        &journeys,
-    );
-    pm.set_vus(0);
-    pm.set_vus_max(0);
-    let live = Live {
-        clock: shared.clock,
-        metrics: pm,
-        watchers: if slo_events {
-            shared
-                .budget
-                .watchers_of(&target.name, &profile.name, &steps, &journeys)
-        } else {
-            Vec::new()
-        },
-        checks: steps.iter().map(|s| s.checks.clone()).collect(),
-        step_journey: steps
-            .iter()
-            .map(|s| {
-                s.journey
-                    .as_ref()
-                    .and_then(|j| journeys.iter().position(|n| n == j))
-                    .unwrap_or(0)
-            })
-            .collect(),
-    };
+    let live = live(shared, profile, target, &steps, &journeys, slo_events);
     let stats = Arc::new(RunStats::for_work(
         &steps,
         &journeys,
@@ -296,41 +266,9 @@ async fn execute(
     let mut observers: Vec<Arc<dyn crate::load::observe::Observer>> = vec![Arc::new(live)];
     observers.extend(capture.observers());
     let events = Observers::new(stats, observers);
-    let mut executor = profile.executor.clone();
-    // Its share of a split profile; the whole of an owned one (`start` refused the others).
-    let shard = shared
-        .assignment(profile)
-        .run_shard()
-        .unwrap_or(shared.shard);
-    // A defaulted pool past the open-file limit is capped (the config load logged it).
-    let _ = crate::config::capacity::cap_default_pool(
-        &mut executor,
-        profile.vu_hold,
-        shard,
-        crate::limits::nofile().ok(),
-    );
-    let spec = RunSpec {
-        profile: profile.name.clone(),
-        executor,
-        work,
-        thresholds: profile.thresholds.clone(),
-        graceful_stop: profile
-            .graceful_stop
-            .min(shared.config().server.grace_period),
-        shard,
-        global: Some(shared.in_flight.clone()),
-        start_time: profile.start_time,
-        max_lateness: profile.max_lateness,
-        tracer: tracer(shared),
-    };
     let client = target.client(shared.resolver.clone());
-    // The barrier: set-up done, the plan waits for the instant every shard starts at (a share
-    // whose instant has passed starts at once; the collecting shard sees its start time).
-    let mut spec = spec;
-    if let Some(at) = start_at_ms {
-        let wait = Duration::from_millis(at.saturating_sub(shared.clock.wall_ms()));
-        spec.start_time = spec.start_time.saturating_add(wait);
-    }
+    // Last in the set-up: a share's barrier counts from here.
+    let spec = run_spec(shared, profile, work, start_at_ms);
     shared.metrics.run_started(&profile.name);
     // The guard lives exactly as long as the run: dropping the set aborts it.
     let mut guards = tokio::task::JoinSet::new();
@@ -370,4 +308,98 @@ async fn execute(
         s.live = None;
     }
     (record, detail)
+}
+
+/// The run's live observer: its `/metrics` series (VUs at zero) and, when its requests are
+/// SLO events, the watchers of the SLOs it feeds.
+fn live(
+    shared: &Shared,
+    profile: &Profile,
+    target: &config::Target,
+    steps: &[crate::load::iteration::StepInfo],
+    journeys: &[String],
+    slo_events: bool,
+) -> Live {
+    let layout: Vec<StepLayout> = steps
+        .iter()
+        .map(|s| StepLayout {
+            journey: s.journey.clone(),
+            step: s.name.clone(),
+            checks: s.checks.iter().map(|c| c.name.clone()).collect(),
+        })
+        .collect();
+    let pm = shared.metrics.profile_steps(
+        &target.name,
+        &profile.name,
+        &target.buckets,
+        &layout,
+        journeys,
+    );
+    pm.set_vus(0);
+    pm.set_vus_max(0);
+    Live {
+        clock: shared.clock,
+        metrics: pm,
+        watchers: if slo_events {
+            shared
+                .budget
+                .watchers_of(&target.name, &profile.name, steps, journeys)
+        } else {
+            Vec::new()
+        },
+        checks: steps.iter().map(|s| s.checks.clone()).collect(),
+        step_journey: steps
+            .iter()
+            .map(|s| {
+                s.journey
+                    .as_ref()
+                    .and_then(|j| journeys.iter().position(|n| n == j))
+                    .unwrap_or(0)
+            })
+            .collect(),
+    }
+}
+
+/// What the runner runs: this shard's share (a defaulted pool capped to the open-file limit),
+/// its grace within the daemon's, and a share's start moved to the instant every shard starts.
+fn run_spec(
+    shared: &Arc<Shared>,
+    profile: &Profile,
+    work: Arc<Work>,
+    start_at_ms: Option<u64>,
+) -> RunSpec {
+    let mut executor = profile.executor.clone();
+    // Its share of a split profile; the whole of an owned one (`start` refused the others).
+    let shard = shared
+        .assignment(profile)
+        .run_shard()
+        .unwrap_or(shared.shard);
+    // A defaulted pool past the open-file limit is capped (the config load logged it).
+    let _ = crate::config::capacity::cap_default_pool(
+        &mut executor,
+        profile.vu_hold,
+        shard,
+        crate::limits::nofile().ok(),
+    );
+    let mut spec = RunSpec {
+        profile: profile.name.clone(),
+        executor,
+        work,
+        thresholds: profile.thresholds.clone(),
+        graceful_stop: profile
+            .graceful_stop
+            .min(shared.config().server.grace_period),
+        shard,
+        global: Some(shared.in_flight.clone()),
+        start_time: profile.start_time,
+        max_lateness: profile.max_lateness,
+        tracer: tracer(shared),
+    };
+    // The barrier: set-up done, the plan waits for the instant every shard starts at (a share
+    // whose instant has passed starts at once; the collecting shard sees its start time).
+    if let Some(at) = start_at_ms {
+        let wait = Duration::from_millis(at.saturating_sub(shared.clock.wall_ms()));
+        spec.start_time = spec.start_time.saturating_add(wait);
+    }
+    spec
 }

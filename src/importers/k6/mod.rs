@@ -60,9 +60,60 @@ pub fn import(
         steps: Vec::new(),
         notes: Vec::new(),
     };
+    let (options, body) = top_level(&mut w, &parsed.program.body, file)?;
+    let body = body.ok_or_else(|| format!("{file}: no `export default function`"))?;
+    w.statements(body);
+    if w.steps.is_empty() {
+        return Err(format!(
+            "{file}: the default function sends no http.* request the importer can follow{}",
+            w.notes
+                .iter()
+                .map(|n| format!("\n  {n}"))
+                .collect::<String>()
+        ));
+    }
+    let options = options.unwrap_or(V::Obj(Vec::new()));
+    let mut notes = w.notes;
+    let exec = executor(&options, &mut notes).map_err(|e| format!("{file}: options: {e}"))?;
+    let name = super::config_name(&opts.journey);
+    let first: http::Uri = w.steps[0]
+        .url
+        .parse()
+        .map_err(|e| format!("{file}: the first request's URL `{}`: {e}", w.steps[0].url))?;
+    let origin = format!(
+        "{}://{}/",
+        first.scheme_str().unwrap_or("http"),
+        first.authority().map(|a| a.as_str()).unwrap_or_default()
+    );
+    let mut out = format!(
+        "# Imported by `sloburn import k6` from {file}.\ntargets:\n  {}:\n",
+        quote(&name)
+    );
+    let steps = &w.steps;
+    if steps.len() == 1 && steps[0].think.is_none() && !steps[0].url.contains("${") {
+        write_single(&mut out, &name, &steps[0]);
+    } else {
+        write_journey(&mut out, &name, steps, &origin);
+    }
+    for line in exec {
+        let _ = writeln!(out, "    {line}");
+    }
+    if let Some(V::Obj(ts)) = options.get("thresholds") {
+        write_thresholds(&mut out, ts);
+    }
+    Ok(super::openapi::Imported { yaml: out, notes })
+}
+
+/// The script's top level: constants (into `w`), `export const options` and the default
+/// function's body; everything else is noted as not followed.
+fn top_level<'a>(
+    w: &mut Walker,
+    program: &'a [Statement<'a>],
+    file: &str,
+) -> Result<(Option<V>, Option<&'a [Statement<'a>]>), String> {
     let mut options = None;
     let mut body: Option<&[Statement]> = None;
-    for s in &parsed.program.body {
+    for s in program {
         match s {
             Statement::ImportDeclaration(_) => {}
             Statement::VariableDeclaration(d) => {
@@ -118,98 +169,72 @@ pub fn import(
             ),
         }
     }
-    let body = body.ok_or_else(|| format!("{file}: no `export default function`"))?;
-    w.statements(body);
-    if w.steps.is_empty() {
-        return Err(format!(
-            "{file}: the default function sends no http.* request the importer can follow{}",
-            w.notes
+    Ok((options, body))
+}
+
+/// One request, no think time, no template: the target is the request, the profile runs it.
+fn write_single(out: &mut String, name: &str, s: &Step) {
+    let _ = writeln!(out, "    url: {}", quote(&s.url.replace("$${", "${")));
+    let _ = writeln!(out, "    method: {}", s.method);
+    write_parts(out, "    ", s, false);
+    let _ = writeln!(
+        out,
+        "profiles:\n  {}:\n    target: {}",
+        quote(name),
+        quote(name)
+    );
+}
+
+/// Several requests: the target is the first request's `origin`, a journey holds the steps.
+fn write_journey(out: &mut String, name: &str, steps: &[Step], origin: &str) {
+    let _ = writeln!(out, "    url: {}", quote(origin));
+    let _ = writeln!(
+        out,
+        "journeys:\n  {}:\n    target: {}\n    steps:",
+        quote(name),
+        quote(name)
+    );
+    for (i, s) in steps.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "      - name: {}",
+            quote(&format!("{}-{}", s.method.to_ascii_lowercase(), i + 1))
+        );
+        let _ = writeln!(out, "        method: {}", s.method);
+        let _ = writeln!(out, "        url: {}", quote(&s.url));
+        write_parts(out, "        ", s, true);
+        if !s.captures.is_empty() {
+            let _ = writeln!(out, "        capture:");
+            for (n, src) in &s.captures {
+                let _ = writeln!(out, "          {n}: {{ {src} }}");
+            }
+        }
+        if let Some(t) = s.think {
+            let _ = writeln!(out, "        think: {}ms", (t * 1000.0).round() as u64);
+        }
+    }
+    let _ = writeln!(
+        out,
+        "profiles:\n  {}:\n    journey: {}",
+        quote(name),
+        quote(name)
+    );
+}
+
+/// k6's `thresholds`, as they are (sloburn reads k6's syntax).
+fn write_thresholds(out: &mut String, ts: &[(String, V)]) {
+    out.push_str("    thresholds:\n");
+    for (metric, v) in ts {
+        let list: Vec<String> = match v {
+            V::Arr(items) => items
                 .iter()
-                .map(|n| format!("\n  {n}"))
-                .collect::<String>()
-        ));
+                .filter_map(|i| i.text().or_else(|| i.get("threshold").and_then(V::text)))
+                .map(|t| quote(&t))
+                .collect(),
+            other => other.text().map(|t| vec![quote(&t)]).unwrap_or_default(),
+        };
+        let _ = writeln!(out, "      {}: [{}]", quote(metric), list.join(", "));
     }
-    let options = options.unwrap_or(V::Obj(Vec::new()));
-    let mut notes = w.notes;
-    let exec = executor(&options, &mut notes).map_err(|e| format!("{file}: options: {e}"))?;
-    let name = super::config_name(&opts.journey);
-    let first: http::Uri = w.steps[0]
-        .url
-        .parse()
-        .map_err(|e| format!("{file}: the first request's URL `{}`: {e}", w.steps[0].url))?;
-    let origin = format!(
-        "{}://{}/",
-        first.scheme_str().unwrap_or("http"),
-        first.authority().map(|a| a.as_str()).unwrap_or_default()
-    );
-    let single = w.steps.len() == 1 && w.steps[0].think.is_none() && !w.steps[0].url.contains("${");
-    let mut out = format!(
-        "# Imported by `sloburn import k6` from {file}.\ntargets:\n  {}:\n",
-        quote(&name)
-    );
-    if single {
-        let s = &w.steps[0];
-        let _ = writeln!(out, "    url: {}", quote(&s.url.replace("$${", "${")));
-        let _ = writeln!(out, "    method: {}", s.method);
-        write_parts(&mut out, "    ", s, false);
-        let _ = writeln!(
-            out,
-            "profiles:\n  {}:\n    target: {}",
-            quote(&name),
-            quote(&name)
-        );
-    } else {
-        let _ = writeln!(out, "    url: {}", quote(&origin));
-        let _ = writeln!(
-            out,
-            "journeys:\n  {}:\n    target: {}\n    steps:",
-            quote(&name),
-            quote(&name)
-        );
-        for (i, s) in w.steps.iter().enumerate() {
-            let _ = writeln!(
-                out,
-                "      - name: {}",
-                quote(&format!("{}-{}", s.method.to_ascii_lowercase(), i + 1))
-            );
-            let _ = writeln!(out, "        method: {}", s.method);
-            let _ = writeln!(out, "        url: {}", quote(&s.url));
-            write_parts(&mut out, "        ", s, true);
-            if !s.captures.is_empty() {
-                let _ = writeln!(out, "        capture:");
-                for (n, src) in &s.captures {
-                    let _ = writeln!(out, "          {n}: {{ {src} }}");
-                }
-            }
-            if let Some(t) = s.think {
-                let _ = writeln!(out, "        think: {}ms", (t * 1000.0).round() as u64);
-            }
-        }
-        let _ = writeln!(
-            out,
-            "profiles:\n  {}:\n    journey: {}",
-            quote(&name),
-            quote(&name)
-        );
-    }
-    for line in exec {
-        let _ = writeln!(out, "    {line}");
-    }
-    if let Some(V::Obj(ts)) = options.get("thresholds") {
-        out.push_str("    thresholds:\n");
-        for (metric, v) in ts {
-            let list: Vec<String> = match v {
-                V::Arr(items) => items
-                    .iter()
-                    .filter_map(|i| i.text().or_else(|| i.get("threshold").and_then(V::text)))
-                    .map(|t| quote(&t))
-                    .collect(),
-                other => other.text().map(|t| vec![quote(&t)]).unwrap_or_default(),
-            };
-            let _ = writeln!(out, "      {}: [{}]", quote(metric), list.join(", "));
-        }
-    }
-    Ok(super::openapi::Imported { yaml: out, notes })
 }
 
 /// Headers, body and checks; a target's (not templated) values keep `${` as it is.

@@ -64,25 +64,60 @@ pub fn import(text: &str, file: &str, opts: &Options) -> Result<Imported, String
         )
     })?;
     let doc = &document.value;
-    match doc.get("openapi").and_then(J::as_str) {
-        Some(v) if v.starts_with("3.") => {}
-        Some(v) => {
-            return Err(format!(
-                "{file}: OpenAPI {v} is not supported: give a 3.x document"
-            ));
-        }
-        None if doc.get("swagger").is_some() => {
-            return Err(format!(
-                "{file}: a Swagger 2.0 document: convert it to OpenAPI 3 first (e.g. swagger2openapi)"
-            ));
+    openapi_3(doc, file)?;
+    let base = base_url(doc, opts.base_url.as_deref())?;
+    let (mut ops, notes) = operations(&document, file)?;
+    let title = doc
+        .pointer("/info/title")
+        .and_then(J::as_str)
+        .unwrap_or("an OpenAPI document");
+    let mut out = format!(
+        "# Imported by `sloburn import openapi` from {file} ({title}).\n# Review the example values and the rates, then add schedules and SLOs.\n"
+    );
+    match &opts.journey {
+        Some(journey) => {
+            let chosen = chosen(&ops, &opts.operations, file)?;
+            if chosen.is_empty() {
+                return Err(format!("{file}: no operation to put in a journey"));
+            }
+            write_journey(&mut out, journey, &base, &chosen, &opts.rate);
         }
         None => {
-            return Err(format!(
-                "{file}: no `openapi` field: not an OpenAPI document"
-            ));
+            if !opts.operations.is_empty() {
+                ops.retain(|o| opts.operations.iter().any(|w| w == &o.id || w == &o.name));
+            }
+            if ops.is_empty() {
+                return Err(format!("{file}: no operation to import"));
+            }
+            write_profiles(&mut out, &base, &ops, &opts.rate);
         }
     }
-    let base = base_url(doc, opts.base_url.as_deref())?;
+    Ok(Imported { yaml: out, notes })
+}
+
+/// An OpenAPI 3.x document, or why not.
+fn openapi_3(doc: &J, file: &str) -> Result<(), String> {
+    match doc.get("openapi").and_then(J::as_str) {
+        Some(v) if v.starts_with("3.") => Ok(()),
+        Some(v) => Err(format!(
+            "{file}: OpenAPI {v} is not supported: give a 3.x document"
+        )),
+        None if doc.get("swagger").is_some() => Err(format!(
+            "{file}: a Swagger 2.0 document: convert it to OpenAPI 3 first (e.g. swagger2openapi)"
+        )),
+        None => Err(format!(
+            "{file}: no `openapi` field: not an OpenAPI document"
+        )),
+    }
+}
+
+/// Every operation in document order, each with a unique name (a second of one name gets a
+/// number), and the notes on what was left out.
+fn operations(
+    document: &crate::config::Document,
+    file: &str,
+) -> Result<(Vec<Op>, Vec<String>), String> {
+    let doc = &document.value;
     let mut notes = Vec::new();
     let mut ops = Vec::new();
     let paths = doc
@@ -114,7 +149,6 @@ pub fn import(text: &str, file: &str, opts: &Options) -> Result<Imported, String
             }
         }
     }
-    // Names are unique: a second operation of the same name gets a number.
     let mut seen = std::collections::BTreeMap::<String, usize>::new();
     for op in &mut ops {
         let n = seen.entry(op.name.clone()).or_default();
@@ -123,51 +157,30 @@ pub fn import(text: &str, file: &str, opts: &Options) -> Result<Imported, String
             op.name = format!("{}-{n}", op.name);
         }
     }
-    let title = doc
-        .pointer("/info/title")
-        .and_then(J::as_str)
-        .unwrap_or("an OpenAPI document");
-    let mut out = format!(
-        "# Imported by `sloburn import openapi` from {file} ({title}).\n# Review the example values and the rates, then add schedules and SLOs.\n"
-    );
-    match &opts.journey {
-        Some(journey) => {
-            let chosen: Vec<&Op> = if opts.operations.is_empty() {
-                ops.iter().collect()
-            } else {
-                let mut v = Vec::new();
-                for want in &opts.operations {
-                    match ops.iter().find(|o| &o.id == want || &o.name == want) {
-                        Some(o) => v.push(o),
-                        None => {
-                            return Err(format!(
-                                "--operations: no operation `{want}` in {file} (there are {})",
-                                ops.iter()
-                                    .map(|o| o.id.as_str())
-                                    .collect::<Vec<_>>()
-                                    .join(", ")
-                            ));
-                        }
-                    }
-                }
-                v
-            };
-            if chosen.is_empty() {
-                return Err(format!("{file}: no operation to put in a journey"));
+    Ok((ops, notes))
+}
+
+/// The journey's steps: `--operations` in their order (by id or name), or every operation.
+fn chosen<'a>(ops: &'a [Op], wanted: &[String], file: &str) -> Result<Vec<&'a Op>, String> {
+    if wanted.is_empty() {
+        return Ok(ops.iter().collect());
+    }
+    let mut v = Vec::new();
+    for want in wanted {
+        match ops.iter().find(|o| &o.id == want || &o.name == want) {
+            Some(o) => v.push(o),
+            None => {
+                return Err(format!(
+                    "--operations: no operation `{want}` in {file} (there are {})",
+                    ops.iter()
+                        .map(|o| o.id.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
             }
-            write_journey(&mut out, journey, &base, &chosen, &opts.rate);
-        }
-        None => {
-            if !opts.operations.is_empty() {
-                ops.retain(|o| opts.operations.iter().any(|w| w == &o.id || w == &o.name));
-            }
-            if ops.is_empty() {
-                return Err(format!("{file}: no operation to import"));
-            }
-            write_profiles(&mut out, &base, &ops, &opts.rate);
         }
     }
-    Ok(Imported { yaml: out, notes })
+    Ok(v)
 }
 
 /// The server URL (its variables at their defaults) with `--base-url`'s scheme, host and port.

@@ -17,6 +17,43 @@ pub(super) fn operation(
         .and_then(J::as_str)
         .map(str::to_string)
         .unwrap_or_else(|| format!("{method} {path}"));
+    let params = parameters(doc, op, shared)?;
+    let (filled, headers) = fill(doc, path, params)?;
+    let body = body(doc, op, left_out)?;
+    let mut statuses: Vec<u16> = op
+        .get("responses")
+        .and_then(J::as_object)
+        .map(|r| {
+            r.keys()
+                .filter_map(|k| k.parse::<u16>().ok())
+                .filter(|s| (200..400).contains(s))
+                .collect()
+        })
+        .unwrap_or_default();
+    statuses.sort_unstable();
+    let summary = op
+        .get("summary")
+        .and_then(J::as_str)
+        .unwrap_or_default()
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    Ok(Op {
+        name: crate::importers::config_name(&id),
+        id,
+        method: method.to_ascii_uppercase(),
+        path: filled,
+        headers,
+        body,
+        statuses,
+        summary,
+    })
+}
+
+/// The path item's parameters (`shared`) and the operation's, `$ref`s followed; an
+/// operation's parameter replaces the path item's of the same name and place.
+fn parameters<'a>(doc: &'a J, op: &'a J, shared: Option<&'a Vec<J>>) -> Result<Vec<&'a J>, String> {
     let mut params: Vec<&J> = Vec::new();
     for p in shared.into_iter().flatten().chain(
         op.get("parameters")
@@ -28,10 +65,15 @@ pub(super) fn operation(
             return Err(format!("parameter `$ref: {r}` is in another file"));
         }
         let p = resolve(doc, p);
-        // An operation's parameter replaces the path item's of the same name and place.
         params.retain(|q| !(q.get("name") == p.get("name") && q.get("in") == p.get("in")));
         params.push(p);
     }
+    Ok(params)
+}
+
+/// The path with its parameters filled and its query appended (required or exemplified
+/// parameters), and the required headers.
+fn fill(doc: &J, path: &str, params: Vec<&J>) -> Result<(String, Vec<(String, String)>), String> {
     let mut filled = path.to_string();
     let mut query = Vec::new();
     let mut headers = Vec::new();
@@ -64,53 +106,28 @@ pub(super) fn operation(
     if !query.is_empty() {
         filled = format!("{filled}?{}", query.join("&"));
     }
-    let body = match op.get("requestBody") {
-        None => None,
-        Some(rb) => {
-            if let Some(r) = external_ref(rb) {
-                return Err(format!("request body `$ref: {r}` is in another file"));
-            }
-            let rb = resolve(doc, rb);
-            let required = rb.get("required").and_then(J::as_bool).unwrap_or(false);
-            match request_body(doc, rb) {
-                Ok(b) => Some(b),
-                Err(why) if required => return Err(why),
-                Err(why) => {
-                    left_out.push(format!("{why}: sent without a body"));
-                    None
-                }
-            }
-        }
+    Ok((filled, headers))
+}
+
+/// The request body: a required one that cannot be made leaves the operation out, an
+/// optional one is left out of the request (noted in `left_out`).
+fn body(doc: &J, op: &J, left_out: &mut Vec<String>) -> Result<Option<(String, String)>, String> {
+    let Some(rb) = op.get("requestBody") else {
+        return Ok(None);
     };
-    let mut statuses: Vec<u16> = op
-        .get("responses")
-        .and_then(J::as_object)
-        .map(|r| {
-            r.keys()
-                .filter_map(|k| k.parse::<u16>().ok())
-                .filter(|s| (200..400).contains(s))
-                .collect()
-        })
-        .unwrap_or_default();
-    statuses.sort_unstable();
-    let summary = op
-        .get("summary")
-        .and_then(J::as_str)
-        .unwrap_or_default()
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .to_string();
-    Ok(Op {
-        name: crate::importers::config_name(&id),
-        id,
-        method: method.to_ascii_uppercase(),
-        path: filled,
-        headers,
-        body,
-        statuses,
-        summary,
-    })
+    if let Some(r) = external_ref(rb) {
+        return Err(format!("request body `$ref: {r}` is in another file"));
+    }
+    let rb = resolve(doc, rb);
+    let required = rb.get("required").and_then(J::as_bool).unwrap_or(false);
+    match request_body(doc, rb) {
+        Ok(b) => Ok(Some(b)),
+        Err(why) if required => Err(why),
+        Err(why) => {
+            left_out.push(format!("{why}: sent without a body"));
+            Ok(None)
+        }
+    }
 }
 
 /// A parameter's value: its `example`, the first of its `examples`, else its schema's.

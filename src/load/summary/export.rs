@@ -77,76 +77,9 @@ fn rate_json(hits: u64, total: u64) -> Value {
 /// did); k6 v1 writes no `state`.
 pub fn export_json(report: &RunReport, interrupted_by: Option<&str>) -> Value {
     let s = &report.stats;
-    let named = |m: &str| {
-        report
-            .thresholds
-            .iter()
-            .any(|(t, _)| t.threshold.metric == m)
-    };
     let mut metrics = Map::new();
-    for phase in Phase::ALL {
-        metrics.insert(
-            format!("http_req_{}", phase.as_str()),
-            trend_json(&s.phases[phase as usize]),
-        );
-    }
-    metrics.insert("http_req_duration".into(), trend_json(&s.duration));
-    metrics.insert(
-        "http_req_corrected_duration".into(),
-        trend_json(&s.corrected),
-    );
-    metrics.insert(
-        "iteration_duration".into(),
-        trend_json(&s.iteration_duration),
-    );
-    if !s.journeys.is_empty() || named("group_duration") {
-        metrics.insert("group_duration".into(), trend_json(&s.group_duration));
-    }
-    let counter = |n: u64| json!({ "count": n, "rate": s.per_second(n) });
-    metrics.insert("http_reqs".into(), counter(s.requests));
-    metrics.insert("iterations".into(), counter(s.iterations));
-    if s.dropped > 0 || named("dropped_iterations") {
-        metrics.insert("dropped_iterations".into(), counter(s.dropped));
-    }
-    let overloaded = s.generator_overloaded();
-    if overloaded > 0 {
-        metrics.insert(
-            "generator_overloaded_iterations".into(),
-            counter(overloaded),
-        );
-    }
-    metrics.insert("data_sent".into(), counter(s.data_sent));
-    metrics.insert("data_received".into(), counter(s.data_received));
-    let (failed, total) = s.failed_with_saturated();
-    metrics.insert("http_req_failed".into(), rate_json(failed, total));
-    let (cp, cf) = s.checks_total();
-    if !s.checks.is_empty() || named("checks") {
-        metrics.insert("checks".into(), rate_json(cp, cp + cf));
-    }
-    metrics.insert(
-        "vus".into(),
-        json!({ "value": s.vus, "min": s.vus_low, "max": s.vus_high }),
-    );
-    metrics.insert(
-        "vus_max".into(),
-        json!({ "value": s.vus_max, "min": s.vus_max, "max": s.vus_max }),
-    );
-    for sub in &s.subs {
-        let value = match (sub.metric.kind, &sub.value) {
-            (MetricKind::Trend, _) => {
-                trend_json(s.trend_of(&sub.key).unwrap_or(&HistSnapshot::default()))
-            }
-            (MetricKind::Rate, _) => {
-                let r = s.rate_of(&sub.key).unwrap_or_default();
-                rate_json(r.hits, r.total)
-            }
-            (_, SubValue::Empty) => counter(0),
-            _ => counter(s.count_of(&sub.key).unwrap_or(0)),
-        };
-        if sub.key != EXPECTED_DURATION || !metrics.contains_key(&sub.key) {
-            metrics.insert(sub.key.clone(), value);
-        }
-    }
+    main_metrics(&mut metrics, report);
+    sub_metrics(&mut metrics, s);
     for (spec, result) in &report.thresholds {
         if let Some(Value::Object(m)) = metrics.get_mut(&spec.threshold.metric) {
             let entry = m
@@ -182,6 +115,91 @@ pub fn export_json(report: &RunReport, interrupted_by: Option<&str>) -> Value {
         "metrics": metrics,
         "state": state,
     })
+}
+
+/// A counter as k6 exports it: its count and its rate per second of the run.
+fn counter_json(s: &StatsSnapshot, n: u64) -> Value {
+    json!({ "count": n, "rate": s.per_second(n) })
+}
+
+/// The built-in metrics: trends, counters, rates and the VU gauges; `checks`,
+/// `group_duration` and `dropped_iterations` only when the run has them or a threshold names
+/// them.
+fn main_metrics(metrics: &mut Map<String, Value>, report: &RunReport) {
+    let s = &report.stats;
+    let named = |m: &str| {
+        report
+            .thresholds
+            .iter()
+            .any(|(t, _)| t.threshold.metric == m)
+    };
+    for phase in Phase::ALL {
+        metrics.insert(
+            format!("http_req_{}", phase.as_str()),
+            trend_json(&s.phases[phase as usize]),
+        );
+    }
+    metrics.insert("http_req_duration".into(), trend_json(&s.duration));
+    metrics.insert(
+        "http_req_corrected_duration".into(),
+        trend_json(&s.corrected),
+    );
+    metrics.insert(
+        "iteration_duration".into(),
+        trend_json(&s.iteration_duration),
+    );
+    if !s.journeys.is_empty() || named("group_duration") {
+        metrics.insert("group_duration".into(), trend_json(&s.group_duration));
+    }
+    metrics.insert("http_reqs".into(), counter_json(s, s.requests));
+    metrics.insert("iterations".into(), counter_json(s, s.iterations));
+    if s.dropped > 0 || named("dropped_iterations") {
+        metrics.insert("dropped_iterations".into(), counter_json(s, s.dropped));
+    }
+    let overloaded = s.generator_overloaded();
+    if overloaded > 0 {
+        metrics.insert(
+            "generator_overloaded_iterations".into(),
+            counter_json(s, overloaded),
+        );
+    }
+    metrics.insert("data_sent".into(), counter_json(s, s.data_sent));
+    metrics.insert("data_received".into(), counter_json(s, s.data_received));
+    let (failed, total) = s.failed_with_saturated();
+    metrics.insert("http_req_failed".into(), rate_json(failed, total));
+    let (cp, cf) = s.checks_total();
+    if !s.checks.is_empty() || named("checks") {
+        metrics.insert("checks".into(), rate_json(cp, cp + cf));
+    }
+    metrics.insert(
+        "vus".into(),
+        json!({ "value": s.vus, "min": s.vus_low, "max": s.vus_high }),
+    );
+    metrics.insert(
+        "vus_max".into(),
+        json!({ "value": s.vus_max, "min": s.vus_max, "max": s.vus_max }),
+    );
+}
+
+/// Each recorded sub-metric under its k6 name; `http_req_duration{expected_response:true}`
+/// once.
+fn sub_metrics(metrics: &mut Map<String, Value>, s: &StatsSnapshot) {
+    for sub in &s.subs {
+        let value = match (sub.metric.kind, &sub.value) {
+            (MetricKind::Trend, _) => {
+                trend_json(s.trend_of(&sub.key).unwrap_or(&HistSnapshot::default()))
+            }
+            (MetricKind::Rate, _) => {
+                let r = s.rate_of(&sub.key).unwrap_or_default();
+                rate_json(r.hits, r.total)
+            }
+            (_, SubValue::Empty) => counter_json(s, 0),
+            _ => counter_json(s, s.count_of(&sub.key).unwrap_or(0)),
+        };
+        if sub.key != EXPECTED_DURATION || !metrics.contains_key(&sub.key) {
+            metrics.insert(sub.key.clone(), value);
+        }
+    }
 }
 
 /// `interrupted` and `signal`: whether a signal stopped the run, and which.

@@ -132,6 +132,21 @@ pub fn text(profile: &str, report: &RunReport) -> String {
 pub fn text_with(h: &Header, report: &RunReport) -> String {
     let s = &report.stats;
     let mut out = String::new();
+    header(&mut out, h);
+    how_it_ended(&mut out, h, report);
+    let _ = writeln!(out, "\n  █ TOTAL RESULTS \n");
+    checks_block(&mut out, s);
+    http_block(&mut out, s);
+    execution_block(&mut out, s);
+    network_block(&mut out, s);
+    crate::load::groups::text(&mut out, s);
+    let _ = writeln!(out);
+    super::vegeta::vegeta(&mut out, s);
+    out
+}
+
+/// k6's header: execution, profile, outputs and (with an executor) the scenario line.
+fn header(out: &mut String, h: &Header) {
     let _ = writeln!(out);
     let _ = writeln!(out, "     execution: local");
     let _ = writeln!(out, "       profile: {}", h.profile);
@@ -156,6 +171,12 @@ pub fn text_with(h: &Header, report: &RunReport) -> String {
         let _ = writeln!(out, "              {line}");
     }
     let _ = writeln!(out);
+}
+
+/// Why the run ended early, what failed inside sloburn, drops, an inconclusive verdict, the
+/// set-up notes, then the THRESHOLDS block.
+fn how_it_ended(out: &mut String, h: &Header, report: &RunReport) {
+    let s = &report.stats;
     match &report.aborted {
         Some(Abort::Threshold(t)) => {
             let _ = writeln!(out, "  aborted: threshold `{t}` failed (abort_on_fail)");
@@ -175,32 +196,9 @@ pub fn text_with(h: &Header, report: &RunReport) -> String {
         None => {}
     }
     if s.local_errors_dominate() {
-        let template: u64 = s
-            .errors
-            .iter()
-            .filter(|(e, _)| *e == crate::http::ErrorClass::Template)
-            .map(|(_, n)| n)
-            .sum();
-        let (why, fix) = if template * 2 > s.local_errors() {
-            (
-                "a step's request could not be built from its template",
-                "a header value held CR/LF or a rendered URL did not parse: fix the data file, \
-                 the capture or the template",
-            )
-        } else {
-            (
-                "out of file descriptors or local ports",
-                "raise `ulimit -n` or use fewer VUs",
-            )
-        };
-        let _ = writeln!(
-            out,
-            "  failed: {} of {} requests failed inside sloburn ({why}), not at the target; {fix}",
-            s.local_errors(),
-            s.requests
-        );
+        local_errors(out, s);
     }
-    overload(&mut out, s);
+    overload(out, s);
     if let Some(why) = report.inconclusive() {
         let _ = writeln!(out, "  {why}");
     }
@@ -208,116 +206,144 @@ pub fn text_with(h: &Header, report: &RunReport) -> String {
         let _ = writeln!(out, "  note: {note}");
     }
     if !report.thresholds.is_empty() {
-        thresholds_block(&mut out, report);
+        thresholds_block(out, report);
     }
-    let _ = writeln!(out, "\n  █ TOTAL RESULTS \n");
+}
+
+/// Most requests failed inside sloburn, not at the target: why, and what to do.
+fn local_errors(out: &mut String, s: &StatsSnapshot) {
+    let template: u64 = s
+        .errors
+        .iter()
+        .filter(|(e, _)| *e == crate::http::ErrorClass::Template)
+        .map(|(_, n)| n)
+        .sum();
+    let (why, fix) = if template * 2 > s.local_errors() {
+        (
+            "a step's request could not be built from its template",
+            "a header value held CR/LF or a rendered URL did not parse: fix the data file, \
+             the capture or the template",
+        )
+    } else {
+        (
+            "out of file descriptors or local ports",
+            "raise `ulimit -n` or use fewer VUs",
+        )
+    };
+    let _ = writeln!(
+        out,
+        "  failed: {} of {} requests failed inside sloburn ({why}), not at the target; {fix}",
+        s.local_errors(),
+        s.requests
+    );
+}
+
+/// The checks' totals and one line per check, when the run made any.
+fn checks_block(out: &mut String, s: &StatsSnapshot) {
+    if s.checks.is_empty() {
+        return;
+    }
     let (cp, cf) = s.checks_total();
-    if !s.checks.is_empty() {
-        let total = cp + cf;
-        row(
-            &mut out,
-            4,
-            "checks_total",
-            39,
-            &fmt_count_rate(total, s.per_second(total)),
-        );
-        row(&mut out, 4, "checks_succeeded", 39, &fmt_rate(cp, total));
-        row(&mut out, 4, "checks_failed", 39, &fmt_rate(cf, total));
-        let _ = writeln!(out);
-        for (name, p, f) in &by_name(&s.checks) {
-            let _ = writeln!(out, "    {} {name}", if *f == 0 { "✓" } else { "✗" });
-            if *f > 0 {
-                let pct = 100 * p / (p + f).max(1);
-                let _ = writeln!(out, "      ↳  {pct}% — ✓ {p} / ✗ {f}");
-            }
+    let total = cp + cf;
+    row(
+        out,
+        4,
+        "checks_total",
+        39,
+        &fmt_count_rate(total, s.per_second(total)),
+    );
+    row(out, 4, "checks_succeeded", 39, &fmt_rate(cp, total));
+    row(out, 4, "checks_failed", 39, &fmt_rate(cf, total));
+    let _ = writeln!(out);
+    for (name, p, f) in &by_name(&s.checks) {
+        let _ = writeln!(out, "    {} {name}", if *f == 0 { "✓" } else { "✗" });
+        if *f > 0 {
+            let pct = 100 * p / (p + f).max(1);
+            let _ = writeln!(out, "      ↳  {pct}% — ✓ {p} / ✗ {f}");
         }
-        let _ = writeln!(out);
     }
+    let _ = writeln!(out);
+}
+
+/// k6's HTTP group: durations, failures, requests and every phase, each with its sub-metrics.
+fn http_block(out: &mut String, s: &StatsSnapshot) {
     let _ = writeln!(out, "    HTTP");
-    trend_row(&mut out, "http_req_corrected_duration", &s.corrected);
-    trend_row(&mut out, "http_req_duration", &s.duration);
-    subs_rows(&mut out, s, "http_req_duration");
+    trend_row(out, "http_req_corrected_duration", &s.corrected);
+    trend_row(out, "http_req_duration", &s.duration);
+    subs_rows(out, s, "http_req_duration");
     // Saturated arrivals failed too (`dropped_iterations{reason:saturated}` counts them).
     let (failed, total) = s.failed_with_saturated();
+    row(out, 4, "http_req_failed", WIDTH, &fmt_rate(failed, total));
+    subs_rows(out, s, "http_req_failed");
     row(
-        &mut out,
-        4,
-        "http_req_failed",
-        WIDTH,
-        &fmt_rate(failed, total),
-    );
-    subs_rows(&mut out, s, "http_req_failed");
-    row(
-        &mut out,
+        out,
         4,
         "http_reqs",
         WIDTH,
         &fmt_count_rate(s.requests, s.per_second(s.requests)),
     );
-    subs_rows(&mut out, s, "http_reqs");
+    subs_rows(out, s, "http_reqs");
     for phase in Phase::ALL {
         let name = format!("http_req_{}", phase.as_str());
-        trend_row(&mut out, &name, &s.phases[phase as usize]);
-        subs_rows(&mut out, s, &name);
+        trend_row(out, &name, &s.phases[phase as usize]);
+        subs_rows(out, s, &name);
     }
+}
+
+/// k6's EXECUTION group: drops, iterations and VUs.
+fn execution_block(out: &mut String, s: &StatsSnapshot) {
     let _ = writeln!(out, "\n    EXECUTION");
     row(
-        &mut out,
+        out,
         4,
         "dropped_iterations",
         WIDTH,
         &fmt_count_rate(s.dropped, s.per_second(s.dropped)),
     );
-    trend_row(&mut out, "iteration_duration", &s.iteration_duration);
-    trend_row(&mut out, "iteration_lateness", &s.lateness);
+    trend_row(out, "iteration_duration", &s.iteration_duration);
+    trend_row(out, "iteration_lateness", &s.lateness);
     row(
-        &mut out,
+        out,
         4,
         "iterations",
         WIDTH,
         &fmt_count_rate(s.iterations, s.per_second(s.iterations)),
     );
     row(
-        &mut out,
+        out,
         4,
         "vus",
         WIDTH,
         &format!("{:<7} min={:<8} max={}", s.vus, s.vus_low, s.vus_high),
     );
     row(
-        &mut out,
+        out,
         4,
         "vus_max",
         WIDTH,
         &format!("{:<7} min={:<8} max={}", s.vus_max, s.vus_max, s.vus_max),
     );
+}
+
+/// k6's NETWORK group: bytes received and sent.
+fn network_block(out: &mut String, s: &StatsSnapshot) {
     let _ = writeln!(out, "\n    NETWORK");
-    row(
-        &mut out,
-        4,
-        "data_received",
-        WIDTH,
-        &format!(
-            "{:<7} {}/s",
-            fmt_bytes(s.data_received as f64),
-            fmt_bytes(s.per_second(s.data_received))
-        ),
-    );
-    row(
-        &mut out,
-        4,
-        "data_sent",
-        WIDTH,
-        &format!(
-            "{:<7} {}/s",
-            fmt_bytes(s.data_sent as f64),
-            fmt_bytes(s.per_second(s.data_sent))
-        ),
-    );
-    crate::load::groups::text(&mut out, s);
-    let _ = writeln!(out);
-    super::vegeta::vegeta(&mut out, s);
-    out
+    for (name, bytes) in [
+        ("data_received", s.data_received),
+        ("data_sent", s.data_sent),
+    ] {
+        row(
+            out,
+            4,
+            name,
+            WIDTH,
+            &format!(
+                "{:<7} {}/s",
+                fmt_bytes(bytes as f64),
+                fmt_bytes(s.per_second(bytes))
+            ),
+        );
+    }
 }
 
 /// Why iterations were dropped, and by whom: a saturated drop is the target's (every VU
