@@ -180,7 +180,7 @@ fn native_histograms(ctx: &mut Ctx, node: &Node, path: &str) -> NativeOptions {
         match walk::number(ctx, n, &path) {
             Some(v)
                 if v.fract() == 0.0
-                    && (f64::from(metrics::MIN_SCHEMA)..=f64::from(metrics::RECORD_SCHEMA))
+                    && (f64::from(metrics::MIN_SCHEMA)..=f64::from(metrics::MAX_SCHEMA))
                         .contains(&v) =>
             {
                 opts.schema = v as i32;
@@ -192,7 +192,7 @@ fn native_histograms(ctx: &mut Ctx, node: &Node, path: &str) -> NativeOptions {
                     "must be a whole number from {} to {} (each native bucket is 2^(2^-schema) \
                      times as wide as the last)",
                     metrics::MIN_SCHEMA,
-                    metrics::RECORD_SCHEMA
+                    metrics::MAX_SCHEMA
                 ),
             ),
             None => {}

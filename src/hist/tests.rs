@@ -446,3 +446,77 @@ fn a_spread_run_reads_as_before() {
         vec![1, 1001, 1002]
     );
 }
+
+/// Moved from `metrics::native`: a value's native bucket at every schema holds it.
+#[test]
+fn values_fall_in_the_bucket_whose_bounds_hold_them() {
+    for nanos in [
+        1u64,
+        7,
+        999,
+        1_000_000,
+        12_345_678,
+        250_000_000,
+        3_000_000_000,
+    ] {
+        let snap = recorded(&[nanos]).snapshot();
+        let v = nanos as f64 / 1e9;
+        for schema in MIN_SCHEMA..=RECORD_SCHEMA {
+            let r = snap.native(schema);
+            assert_eq!(r.buckets.len(), 1, "{nanos} at {schema}");
+            let (k, n) = r.buckets[0];
+            assert_eq!(n, 1);
+            let base = 2f64.powf(2f64.powi(-schema));
+            let (lo, hi) = (base.powf(k as f64 - 1.0), base.powf(k as f64));
+            assert!(
+                lo < v * 1.000_001 && v <= hi * 1.000_001,
+                "{v} in ({lo}, {hi}]"
+            );
+        }
+    }
+}
+
+/// Moved from `metrics::native`: every count is kept at every schema, past 4,096 s values
+/// share the top bucket.
+#[test]
+fn merging_keeps_every_count_and_extremes_are_bounded() {
+    let values = [
+        0u64,
+        1,
+        2,
+        500,
+        1_000_000,
+        1_000_001,
+        7_000_000_000_000,
+        u64::MAX,
+    ];
+    let h = recorded(&values);
+    let mut r = NativeRead::default();
+    for schema in MIN_SCHEMA..=RECORD_SCHEMA {
+        h.native_into(schema, &mut r);
+        assert_eq!(r.zero, 1);
+        assert_eq!(r.total(), values.len() as u64, "schema {schema}");
+        assert!(r.buckets.windows(2).all(|w| w[0].0 < w[1].0));
+    }
+    h.native_into(RECORD_SCHEMA, &mut r);
+    assert_eq!(r.buckets.last().copied(), Some((12 * 128, 2)));
+}
+
+/// Moved from `metrics::native`: a counter first counted after a read, in a power of two
+/// already made, is in the next read.
+#[test]
+fn counters_first_counted_between_reads_are_read() {
+    let h = recorded(&[1_000_000]);
+    let mut first = NativeRead::default();
+    h.native_into(RECORD_SCHEMA, &mut first);
+    assert_eq!(first.buckets.len(), 1);
+    // The same power of two (1 ms to 2 ms), other buckets, and the first one again.
+    for nanos in [1_500_000, 1_900_000, 1_000_000, 1_500_000] {
+        h.record(Duration::from_nanos(nanos));
+    }
+    let mut r = NativeRead::default();
+    h.native_into(RECORD_SCHEMA, &mut r);
+    let counts: Vec<u64> = r.buckets.iter().map(|b| b.1).collect();
+    assert_eq!(counts, [2, 2, 1]);
+    assert_eq!(r.buckets[0].0, first.buckets[0].0);
+}

@@ -11,12 +11,13 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use super::families::*;
 use super::process::ProcessStats;
-use super::profile::{Hist, PHASES_BY_LABEL, ProfileMetrics};
+use super::profile::{PHASES_BY_LABEL, ProfileMetrics};
 use super::protobuf::{self, NativeOptions};
 use super::registry::State;
 use super::slo::{ReportGauges, SloMetrics};
 use super::text::{Encoder, Family, Sink, Value, label_set, write_u64};
 use super::wire::Labels;
+use crate::hist::Histogram;
 
 /// What one scrape reads: handles and copies taken under the registry's locks, so none is held
 /// while formatting. The atomics behind the handles are read as each family is written.
@@ -53,7 +54,7 @@ enum Source {
     PerProfile(fn(&ProfileMetrics) -> u64),
     /// Histogram series per (target, profile), with their label sets, appended to a list the
     /// scrape reuses.
-    Histograms(for<'p> fn(&'p ProfileMetrics, &mut Vec<(&'p Labels, &'p Hist)>)),
+    Histograms(for<'p> fn(&'p ProfileMetrics, &mut Vec<(&'p Labels, &'p Histogram)>)),
     /// Counters with one more label per sample, written by their own function.
     Labelled(fn(&mut Encoder, &Family, &[Arc<ProfileMetrics>])),
     /// Gauges of each SLO's last report, whose label sets the report keeps encoded for the
@@ -320,7 +321,7 @@ fn success_failure([success, failure]: [u64; 2]) -> Rows<'static, u64> {
     ]
 }
 
-fn phase_histograms<'p>(p: &'p ProfileMetrics, out: &mut Vec<(&'p Labels, &'p Hist)>) {
+fn phase_histograms<'p>(p: &'p ProfileMetrics, out: &mut Vec<(&'p Labels, &'p Histogram)>) {
     for s in &p.steps {
         let by_label = PHASES_BY_LABEL.iter().zip(&s.phase_labels);
         out.extend(
@@ -391,7 +392,7 @@ fn histograms(
     e: &mut Encoder,
     f: &Family,
     profiles: &[Arc<ProfileMetrics>],
-    series: for<'p> fn(&'p ProfileMetrics, &mut Vec<(&'p Labels, &'p Hist)>),
+    series: for<'p> fn(&'p ProfileMetrics, &mut Vec<(&'p Labels, &'p Histogram)>),
 ) {
     if profiles.is_empty() {
         return;
@@ -415,7 +416,8 @@ fn histograms(
         series(p, &mut list);
         for (j, &(labels, hist)) in list.iter().enumerate() {
             let labels = labels.as_str();
-            let sum_seconds = hist.read_into(&mut cumulative);
+            hist.classic_into(&mut cumulative);
+            let sum_seconds = hist.sum_seconds();
             let exemplars = p
                 .steps
                 .get(j)

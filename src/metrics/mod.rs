@@ -1,7 +1,8 @@
 //! Metrics: every family sloburn exposes ([`FAMILIES`], in `families`), the registry
 //! ([`Metrics`], in `registry`: built by `main`/the daemon and passed down, no global), and the
 //! exposition in the classic text format, OpenMetrics 1.0 (`encode`, over the `text` writer)
-//! or protobuf with native histograms (`protobuf`, `native`, `proto`).
+//! or protobuf with native histograms (`protobuf`, `proto`), every histogram a
+//! [`crate::hist::Histogram`].
 //!
 //! The hot path never takes a lock: a run looks up its [`ProfileMetrics`] (and [`SloMetrics`])
 //! once, then records each request with atomic adds into fixed arrays. The maps and the
@@ -20,7 +21,6 @@ mod accept;
 mod encode;
 mod exemplar;
 mod families;
-mod native;
 mod process;
 mod profile;
 pub mod proto;
@@ -30,15 +30,15 @@ mod slo;
 mod text;
 mod wire;
 
+pub use crate::hist::{MIN_SCHEMA, NativeRead, ZERO_THRESHOLD};
 pub use accept::{Format, PROTOBUF};
 pub use families::*;
-pub use native::{DEFAULT_SCHEMA, MIN_SCHEMA, NativeRead, RECORD_SCHEMA, ZERO_THRESHOLD};
 pub use process::ProcessStats;
 pub use profile::{
     ERROR_NONE, ITERATION_RESULTS, ProfileMetrics, STATUS_NONE, STATUS_OTHER, STEP_FAILURE_REASONS,
     StepLayout,
 };
-pub use protobuf::NativeOptions;
+pub use protobuf::{DEFAULT_SCHEMA, MAX_SCHEMA, NativeOptions};
 pub use registry::Metrics;
 pub use slo::{SloMetrics, window_label};
 pub use text::{CHUNK, Family, Kind, Sink, le_value};

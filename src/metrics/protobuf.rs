@@ -1,7 +1,7 @@
 //! The protobuf exposition (`application/vnd.google.protobuf;
 //! proto=io.prometheus.client.MetricFamily; encoding=delimited`): the same families and samples
 //! as the text formats, as length-delimited `MetricFamily` messages, with native buckets on
-//! every duration histogram (see [`super::native`]).
+//! every duration histogram (read from [`crate::hist`]).
 //!
 //! The [`super::text::Encoder`] carries a [`ProtoOut`] in this format: its `header` starts a
 //! family and its `sample` adds a metric, so every family source of `encode.rs` serves all
@@ -12,13 +12,19 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
-use super::exemplar;
+use super::exemplar::{self, Slot};
 use super::families::HTTP_REQ_DURATION;
-use super::native::{self, NativeRead};
-use super::profile::{Hist, ProfileMetrics};
+use super::profile::ProfileMetrics;
 use super::proto::MetricType;
 use super::text::{Encoder, Family, Kind};
 use super::wire::{self, Labels};
+use crate::hist::{Histogram, MIN_SCHEMA, NativeRead, ZERO_THRESHOLD};
+
+/// The default schema of the native exposition.
+pub const DEFAULT_SCHEMA: i32 = 3;
+/// The finest schema the exposition is configured at (`server.native_histograms.schema`);
+/// values are recorded finer ([`crate::hist::RECORD_SCHEMA`]) and merged down at each scrape.
+pub const MAX_SCHEMA: i32 = 5;
 
 /// How histograms are written in the protobuf format (`server.native_histograms`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,7 +38,7 @@ pub struct NativeOptions {
 impl Default for NativeOptions {
     fn default() -> NativeOptions {
         NativeOptions {
-            schema: native::DEFAULT_SCHEMA,
+            schema: DEFAULT_SCHEMA,
             classic_buckets: true,
         }
     }
@@ -149,7 +155,7 @@ pub(super) fn histograms(
     e: &mut Encoder,
     f: &Family,
     profiles: &[Arc<ProfileMetrics>],
-    series: for<'p> fn(&'p ProfileMetrics, &mut Vec<(&'p Labels, &'p Hist)>),
+    series: for<'p> fn(&'p ProfileMetrics, &mut Vec<(&'p Labels, &'p Histogram)>),
 ) {
     if profiles.is_empty() {
         return;
@@ -158,93 +164,120 @@ pub(super) fn histograms(
     let Some(out) = e.proto.as_deref_mut() else {
         return;
     };
-    let opts = out.opts;
-    let ProtoOut {
-        family: Some(_),
-        bytes: family,
-        histogram: h,
-        nested,
-        scratch,
-        ..
-    } = out
-    else {
-        return;
-    };
     let with_exemplars = f.name == HTTP_REQ_DURATION.name;
-    let schema = opts.schema.clamp(native::MIN_SCHEMA, native::RECORD_SCHEMA);
     let mut list = Vec::new();
-    let mut cumulative = Vec::new();
-    let mut native = NativeRead::default();
-    let (mut spans, mut deltas) = (Vec::new(), Vec::new());
+    let mut reads = Reads::default();
     for p in profiles {
         list.clear();
         series(p, &mut list);
         for (j, &(labels, hist)) in list.iter().enumerate() {
-            // Without classic buckets they are not read (they are cache lines of their own):
-            // the count is the native buckets' total, as Prometheus wants it at least.
-            let sum_seconds = if opts.classic_buckets {
-                hist.read_into(&mut cumulative)
-            } else {
-                hist.sum_seconds()
-            };
-            hist.native.read_into(opts.schema, &mut native);
-            let classic_total = cumulative.last().copied().unwrap_or(0);
-            // Both counter sets are read while requests are recorded: the larger total keeps
-            // each set within the count (a request is in one set and not yet in the other for
-            // a moment at most).
-            let count = classic_total.max(native.total());
             let exemplars = p
                 .steps
                 .get(j)
                 .filter(|s| with_exemplars && s.any_exemplar.load(Relaxed))
                 .map_or(&[][..], |s| &s.duration_exemplars[..]);
-            let exemplar_at = |i: usize| exemplars.get(i).and_then(|x| x.read());
-            h.clear();
-            wire::varint(h, 1, count);
-            wire::double(h, 2, sum_seconds);
-            if opts.classic_buckets {
-                for (i, (&le, &n)) in p.bounds.seconds.iter().zip(&cumulative).enumerate() {
-                    nested.clear();
-                    wire::varint(nested, 1, n);
-                    wire::double(nested, 2, le);
-                    if let Some(x) = exemplar_at(i) {
-                        let at = nested.len();
-                        write_exemplar(nested, x, scratch);
-                        let body = nested.split_off(at);
-                        wire::bytes(nested, 3, &body);
-                    }
-                    wire::bytes(h, 3, nested);
-                }
-            }
-            wire::sint(h, 5, i64::from(schema));
-            wire::double(h, 6, native::ZERO_THRESHOLD);
-            wire::varint(h, 7, native.zero);
-            native.spans_and_deltas_into(&mut spans, &mut deltas);
-            if spans.is_empty() && native.zero == 0 {
-                // An empty native histogram is told from a classic one by a span of no buckets.
-                spans.push((0, 0));
-            }
-            for &(offset, length) in &spans {
-                nested.clear();
-                wire::sint(nested, 1, i64::from(offset));
-                wire::varint(nested, 2, u64::from(length));
-                wire::bytes(h, 12, nested);
-            }
-            wire::packed_sint(h, 13, &deltas);
-            if !opts.classic_buckets {
-                for x in (0..exemplars.len()).filter_map(exemplar_at) {
-                    nested.clear();
-                    write_exemplar(nested, x, scratch);
-                    wire::bytes(h, 16, nested);
-                }
-            }
-            // The metric: its labels, encoded once per series, and the histogram (field 7).
-            let labels = labels.proto();
-            wire::len_prefix(family, 4, labels.len() + wire::field_len(h.len()));
-            family.extend_from_slice(labels);
-            wire::bytes(family, 7, h);
+            reads.read(hist, out.opts);
+            out.histogram(labels, p.bounds.seconds(), &reads, exemplars);
         }
     }
+}
+
+/// One series' histogram as read for a scrape, in buffers every series reuses.
+#[derive(Default)]
+struct Reads {
+    /// Cumulative classic counts (empty when classic buckets are not written).
+    cumulative: Vec<u64>,
+    native: NativeRead,
+    spans: Vec<(i32, u32)>,
+    deltas: Vec<i64>,
+    count: u64,
+    sum_seconds: f64,
+}
+
+impl Reads {
+    /// Reads `hist` in place. Without classic buckets they are not read (they are cache lines
+    /// of their own): the count is the native buckets' total, as Prometheus wants it at least.
+    fn read(&mut self, hist: &Histogram, opts: NativeOptions) {
+        if opts.classic_buckets {
+            hist.classic_into(&mut self.cumulative);
+        } else {
+            self.cumulative.clear();
+        }
+        self.sum_seconds = hist.sum_seconds();
+        hist.native_into(opts.schema.clamp(MIN_SCHEMA, MAX_SCHEMA), &mut self.native);
+        let classic_total = self.cumulative.last().copied().unwrap_or(0);
+        // Both counter sets are read while requests are recorded: the larger total keeps each
+        // set within the count (a request is in one set and not yet in the other for a moment
+        // at most).
+        self.count = classic_total.max(self.native.total());
+        self.native
+            .spans_and_deltas_into(&mut self.spans, &mut self.deltas);
+        if self.spans.is_empty() && self.native.zero == 0 {
+            // An empty native histogram is told from a classic one by a span of no buckets.
+            self.spans.push((0, 0));
+        }
+    }
+}
+
+impl ProtoOut {
+    /// One histogram metric of the family in progress: its labels (encoded once per series)
+    /// and the `Histogram` message (field 7) of `reads`.
+    fn histogram(&mut self, labels: &Labels, les: &[f64], reads: &Reads, exemplars: &[Slot]) {
+        let ProtoOut {
+            family: Some(_),
+            bytes: family,
+            histogram: h,
+            nested,
+            scratch,
+            ..
+        } = self
+        else {
+            return;
+        };
+        let exemplar_at = |i: usize| exemplars.get(i).and_then(Slot::read);
+        h.clear();
+        wire::varint(h, 1, reads.count);
+        wire::double(h, 2, reads.sum_seconds);
+        for (i, (&le, &n)) in les.iter().zip(&reads.cumulative).enumerate() {
+            nested.clear();
+            wire::varint(nested, 1, n);
+            wire::double(nested, 2, le);
+            if let Some(x) = exemplar_at(i) {
+                let at = nested.len();
+                write_exemplar(nested, x, scratch);
+                let body = nested.split_off(at);
+                wire::bytes(nested, 3, &body);
+            }
+            wire::bytes(h, 3, nested);
+        }
+        write_native(h, nested, reads);
+        // Without classic buckets, the exemplars go in the histogram's own list.
+        if reads.cumulative.is_empty() {
+            for x in (0..exemplars.len()).filter_map(exemplar_at) {
+                nested.clear();
+                write_exemplar(nested, x, scratch);
+                wire::bytes(h, 16, nested);
+            }
+        }
+        let labels = labels.proto();
+        wire::len_prefix(family, 4, labels.len() + wire::field_len(h.len()));
+        family.extend_from_slice(labels);
+        wire::bytes(family, 7, h);
+    }
+}
+
+/// The native fields of a `Histogram`: schema, zero bucket, spans and deltas.
+fn write_native(h: &mut Vec<u8>, nested: &mut Vec<u8>, reads: &Reads) {
+    wire::sint(h, 5, i64::from(reads.native.schema));
+    wire::double(h, 6, ZERO_THRESHOLD);
+    wire::varint(h, 7, reads.native.zero);
+    for &(offset, length) in &reads.spans {
+        nested.clear();
+        wire::sint(nested, 1, i64::from(offset));
+        wire::varint(nested, 2, u64::from(length));
+        wire::bytes(h, 12, nested);
+    }
+    wire::packed_sint(h, 13, &reads.deltas);
 }
 
 /// An `Exemplar`'s body: the trace and span ids, the value in seconds, its time.

@@ -1108,7 +1108,6 @@ const LONG_FUNCTIONS_ALLOWED: &[&str] = &[
     "http::probe::ws::session",              // transport
     "load::iteration::iteration",            // transport
     "metrics::encode::source",               // hist
-    "metrics::protobuf::histograms",         // hist
     "daemon::server::serve",                 // server
     "load::runner::open::open_model",        // arch
 ];

@@ -8,12 +8,13 @@ use std::time::Duration;
 
 use super::text::label_set;
 use super::wire::Labels;
+use crate::hist::Histogram;
 use crate::http::{ErrorClass, Outcome, Phase};
 
-mod hist;
+mod bounds;
 mod requests;
 mod steps;
-pub(crate) use hist::*;
+pub(crate) use bounds::*;
 pub use requests::*;
 pub use steps::*;
 
@@ -42,7 +43,7 @@ pub struct ProfileMetrics {
     pub(super) steps: Vec<StepSeries>,
     /// Per journey of the mix; empty for a single request.
     pub(super) journeys: Vec<JourneySeries>,
-    pub(super) lateness: Hist,
+    pub(super) lateness: Histogram,
     /// Requests with a local error class, indexed by `ErrorClass as usize` (only local slots
     /// move).
     local_errors: [AtomicU64; ErrorClass::ALL.len()],
@@ -122,7 +123,7 @@ impl ProfileMetrics {
                 ];
                 JourneySeries {
                     labels: Labels::new(label_set(&base)),
-                    duration: Hist::new(&bounds),
+                    duration: bounds.histogram(),
                     results: std::array::from_fn(|_| AtomicU64::new(0)),
                     result_labels: ITERATION_RESULTS.map(|r| {
                         let mut l = base.to_vec();
@@ -138,7 +139,7 @@ impl ProfileMetrics {
             labels: Labels::new(label_set(&[("target", target), ("profile", profile)])),
             steps,
             journeys,
-            lateness: Hist::new(&bounds),
+            lateness: bounds.histogram(),
             bounds,
             local_errors: std::array::from_fn(|_| AtomicU64::new(0)),
             local_totals,
@@ -191,7 +192,7 @@ impl ProfileMetrics {
         steps: &[StepLayout],
         journeys: &[String],
     ) -> bool {
-        Bounds::new(buckets).seconds == self.bounds.seconds
+        Bounds::new(buckets).seconds() == self.bounds.seconds()
             && self.steps.len() == steps.len()
             && self.steps.iter().zip(steps).all(|(s, l)| s.layout == *l)
             && self.journeys.len() == journeys.len()
@@ -225,11 +226,11 @@ impl ProfileMetrics {
             self.local_totals.add(e);
         }
         if let Some(s) = self.steps.get(step) {
-            s.observe(&self.bounds, outcome, check_results);
+            s.observe(outcome, check_results);
         }
         // An iteration's lateness, once: on a journey's first step.
         if single || self.first_step(step) {
-            self.lateness.record(&self.bounds, lateness);
+            self.lateness.record(lateness);
         }
     }
 
@@ -260,7 +261,7 @@ impl ProfileMetrics {
         }
         if result != 2 {
             self.iterations.fetch_add(1, Relaxed);
-            j.duration.record(&self.bounds, took);
+            j.duration.record(took);
         }
     }
 
@@ -340,7 +341,7 @@ mod tests {
     #[test]
     fn bounds_are_inclusive_at_exact_values() {
         let b = Bounds::new(&[0.3, 0.1, 0.1, f64::NAN, -1.0, f64::INFINITY, 0.0]);
-        assert_eq!(b.seconds, [0.0, 0.1, 0.3]);
+        assert_eq!(b.seconds(), [0.0, 0.1, 0.3]);
         assert_eq!(b.index(0), 0);
         assert_eq!(b.index(1), 1);
         assert_eq!(b.index(100_000_000), 1);

@@ -1,5 +1,6 @@
 //! A journey's series: the per-step layout, step counters and the journey's iteration results.
 
+use crate::hist::Histogram;
 use crate::http::{Outcome, Phase};
 use crate::metrics::text::label_set;
 use crate::metrics::wire::Labels;
@@ -41,7 +42,7 @@ pub(crate) struct StepSeries {
     pub labels: Labels,
     /// The same with `,phase=".."`, in [`PHASES_BY_LABEL`] order.
     pub phase_labels: [Labels; 7],
-    pub duration: Hist,
+    pub duration: Histogram,
     /// The latest sampled request per `duration` bucket (OpenMetrics exemplars).
     pub duration_exemplars: Box<[crate::metrics::exemplar::Slot]>,
     /// Whether any slot was ever written: a daemon without tracing has none, and a scrape
@@ -49,9 +50,9 @@ pub(crate) struct StepSeries {
     pub any_exemplar: AtomicBool,
     /// Every phase of the request (`Phases::total`): the latency the user saw, without the
     /// generator's own lateness.
-    pub corrected: Hist,
+    pub corrected: Histogram,
     /// Indexed by `Phase as usize`.
-    pub phases: [Hist; 7],
+    pub phases: [Histogram; 7],
     pub(super) reqs: ReqTable,
     /// For each check result index, its counter slot (duplicate names share one).
     pub(super) check_slot: Vec<usize>,
@@ -70,7 +71,7 @@ pub(crate) struct JourneySeries {
     /// `target="..",profile="..",journey=".."`.
     pub labels: Labels,
     /// Iteration duration: first request to end, think times included.
-    pub duration: Hist,
+    pub duration: Histogram,
     /// By [`ITERATION_RESULTS`].
     pub results: [AtomicU64; 3],
     pub result_labels: [Labels; 3],
@@ -104,13 +105,13 @@ impl StepSeries {
         StepSeries {
             labels: Labels::new(label_set(&base)),
             phase_labels: PHASES_BY_LABEL.map(|p| with("phase", p.as_str())),
-            duration: Hist::new(bounds),
-            duration_exemplars: (0..=bounds.nanos.len())
+            duration: bounds.histogram(),
+            duration_exemplars: (0..=bounds.seconds().len())
                 .map(|_| crate::metrics::exemplar::Slot::default())
                 .collect(),
             any_exemplar: AtomicBool::new(false),
-            corrected: Hist::new(bounds),
-            phases: std::array::from_fn(|_| Hist::new(bounds)),
+            corrected: bounds.histogram(),
+            phases: std::array::from_fn(|_| bounds.histogram()),
             reqs: ReqTable::new(),
             check_slot,
             checks: distinct
@@ -124,14 +125,14 @@ impl StepSeries {
         }
     }
 
-    pub(super) fn observe(&self, bounds: &Bounds, outcome: &Outcome, results: &[bool]) {
+    pub(super) fn observe(&self, outcome: &Outcome, results: &[bool]) {
         self.reqs.add(outcome.status, outcome.error);
         if outcome.status.is_some() {
-            self.duration.record(bounds, outcome.duration());
-            self.corrected.record(bounds, outcome.phases.total());
+            self.duration.record(outcome.duration());
+            self.corrected.record(outcome.phases.total());
             for phase in Phase::ALL {
                 if let Some(h) = self.phases.get(phase as usize) {
-                    h.record(bounds, outcome.phases.get(phase));
+                    h.record(outcome.phases.get(phase));
                 }
             }
         }
