@@ -2,14 +2,14 @@
 //! text summary, and `::journey::step` groups in the summary-export's `root_group`.
 
 use super::iteration::StepFailure;
-use super::stats::StatsSnapshot;
+use super::record::RunRecord;
 use super::summary::{WIDTH, by_name, check_json, fmt_rate, k6_id, row, trend_line};
 use serde_json::{Map, Value, json};
 use std::fmt::Write as _;
 
 /// Per journey and step, as k6 shows groups: iterations by result, then each step's requests,
 /// failures and latency.
-pub(super) fn text(out: &mut String, s: &StatsSnapshot) {
+pub(super) fn text(out: &mut String, s: &RunRecord) {
     for journey in &s.journeys {
         let [ok, failed, dropped] = journey.results;
         let _ = writeln!(out, "\n  █ JOURNEY {}\n", journey.name);
@@ -72,7 +72,7 @@ pub(super) fn text(out: &mut String, s: &StatsSnapshot) {
 
 /// The summary-export's groups: one per journey (`::journey`), one per step inside it
 /// (`::journey::step`), each step with its checks.
-pub(super) fn json(s: &StatsSnapshot) -> Map<String, Value> {
+pub(super) fn json(s: &RunRecord) -> Map<String, Value> {
     let mut groups = Map::new();
     for journey in &s.journeys {
         let jpath = format!("::{}", journey.name);

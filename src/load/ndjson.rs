@@ -297,7 +297,7 @@ fn submetrics(name: &str, thresholds: &[(String, String)]) -> Value {
         .map(|m| m.key())
         .collect();
     if name == "http_req_duration" {
-        keys.insert(0, super::stats::EXPECTED_DURATION.to_string());
+        keys.insert(0, super::subs::EXPECTED_DURATION.to_string());
     }
     keys.dedup();
     let subs: Vec<Value> = keys

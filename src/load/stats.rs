@@ -1,5 +1,5 @@
 //! What one run records: lock-free counters and fixed-memory histograms, written by every VU
-//! task without a lock, and read as a [`StatsSnapshot`] for thresholds, summaries and progress.
+//! task without a lock, and read as a [`RunRecord`] for thresholds, summaries and progress.
 //! Memory is fixed per run whatever its length: nothing here stores a sample.
 //!
 //! The k6 names mean what they mean in k6: `http_req_duration` is sending + waiting +
@@ -12,16 +12,13 @@
 //! every VU held by the target is a failed request (`saturated`), not a late one.
 //!
 //! Sub-metrics (`http_req_duration{status:200}`) live in `load::subs`; the figures a run is
-//! read as, in `load::snapshot`.
+//! read as, in `load::record`.
 
 use super::iteration::{IterationResult, StepFailure, StepInfo};
 use super::observe::Observer;
 use super::pacing::DropReason;
-pub use super::record::RunRecord as StatsSnapshot;
-pub use super::record::SubValue;
-use super::record::{JourneyRecord, StepRecord, k6_phase};
+use super::record::{JourneyRecord, RunRecord, StepRecord, k6_phase};
 use super::spec::Executor;
-pub use super::subs::EXPECTED_DURATION;
 use super::subs::Subs;
 use crate::checks::{Check, CheckKind};
 use crate::hist::{HistSnapshot, Histogram};
@@ -292,7 +289,7 @@ impl RunStats {
         trends.map(Histogram::allocated_bytes).sum::<usize>() + statuses * size_of::<StatusBlock>()
     }
 
-    /// Requests per error class, for the classes seen (as [`StatsSnapshot::errors`]).
+    /// Requests per error class, for the classes seen (as [`RunRecord::errors`]).
     pub fn errors(&self) -> Vec<(ErrorClass, u64)> {
         ErrorClass::ALL
             .iter()
@@ -303,7 +300,7 @@ impl RunStats {
             .collect()
     }
 
-    pub fn snapshot(&self, elapsed: Duration) -> StatsSnapshot {
+    pub fn snapshot(&self, elapsed: Duration) -> RunRecord {
         let checks: Vec<(String, u64, u64)> = self
             .check_names
             .iter()
@@ -325,8 +322,8 @@ impl RunStats {
             })
             .collect();
         let low = self.vus_low.load(Relaxed);
-        StatsSnapshot {
-            version: StatsSnapshot::VERSION,
+        RunRecord {
+            version: RunRecord::VERSION,
             elapsed,
             duration: self.duration.snapshot(),
             corrected: self.corrected.snapshot(),
@@ -668,7 +665,7 @@ mod tests {
         let s = stats.snapshot(Duration::from_secs(1));
         let h = s.trend_of("http_req_duration{status:500}").unwrap();
         assert_eq!(h.count(), 1);
-        let ok = s.trend_of(EXPECTED_DURATION).unwrap();
+        let ok = s.trend_of(crate::load::subs::EXPECTED_DURATION).unwrap();
         assert_eq!(ok.count(), 1);
         assert_eq!(
             s.rate_of("http_req_failed{status:500}"),

@@ -338,12 +338,12 @@ pub(super) fn cut_short(
 /// the file and the last figures written, for the final line.
 pub(super) async fn report_progress(
     stats: Arc<RunStats>,
-    mut prev: crate::load::stats::StatsSnapshot,
+    mut prev: crate::load::record::RunRecord,
     planned: Duration,
     tty: bool,
     mut file: Option<std::fs::File>,
     done: CancellationToken,
-) -> (Option<std::fs::File>, crate::load::stats::StatsSnapshot) {
+) -> (Option<std::fs::File>, crate::load::record::RunRecord) {
     let start = crate::clock::tokio_instant();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.tick().await;

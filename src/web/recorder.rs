@@ -165,7 +165,7 @@ fn ms(d: Duration) -> f64 {
 }
 
 /// The figures of a run a point is made from, read once a second. A sampler keeps two (the last
-/// second's and its open slot's): a whole [`StatsSnapshot`](crate::load::stats::StatsSnapshot)
+/// second's and its open slot's): a whole [`RunRecord`](crate::load::record::RunRecord)
 /// copies every histogram, sub-metric and check name, and 1,000 runs at once held two each.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Reading {

@@ -16,8 +16,9 @@ use super::iteration::{RunWork, Vu, Walked, Work};
 use super::observe::Observers;
 use super::pacing::{DropReason, Pacing};
 use super::plan::{Plan, Shard};
+use super::record::RunRecord;
 use super::spec::Executor;
-use super::stats::{RunStats, StatsSnapshot};
+use super::stats::RunStats;
 use crate::http::Client;
 use crate::thresholds::{ThresholdResult, ThresholdSpec};
 use std::sync::atomic::Ordering::Relaxed;
@@ -71,7 +72,7 @@ pub enum Abort {
 
 #[derive(Debug, Clone)]
 pub struct RunReport {
-    pub stats: StatsSnapshot,
+    pub stats: RunRecord,
     pub thresholds: Vec<(ThresholdSpec, ThresholdResult)>,
     pub aborted: Option<Abort>,
 }

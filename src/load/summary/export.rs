@@ -2,8 +2,9 @@
 
 use crate::hist::HistSnapshot;
 use crate::http::Phase;
+use crate::load::record::{RunRecord, SubValue};
 use crate::load::runner::RunReport;
-use crate::load::stats::{EXPECTED_DURATION, StatsSnapshot, SubValue};
+use crate::load::subs::EXPECTED_DURATION;
 use crate::thresholds::MetricKind;
 use md5::{Digest, Md5};
 use serde_json::{Map, Value, json};
@@ -213,7 +214,7 @@ fn mark_interrupted(obj: &mut Map<String, Value>, interrupted_by: Option<&str>) 
 
 /// One JSON line for `--out json-agg=FILE`: the figures of one time bucket (deltas since
 /// `prev`).
-pub fn bucket_json(now: &StatsSnapshot, prev: &StatsSnapshot, unix_secs: f64) -> Value {
+pub fn bucket_json(now: &RunRecord, prev: &RunRecord, unix_secs: f64) -> Value {
     json!({
         "time": unix_secs,
         "elapsed_s": now.elapsed.as_secs_f64(),
@@ -229,8 +230,8 @@ pub fn bucket_json(now: &StatsSnapshot, prev: &StatsSnapshot, unix_secs: f64) ->
 
 /// The last `--out json-agg` line: the run's final partial bucket, with the interrupted mark.
 pub fn last_bucket_json(
-    now: &StatsSnapshot,
-    prev: &StatsSnapshot,
+    now: &RunRecord,
+    prev: &RunRecord,
     unix_secs: f64,
     interrupted_by: Option<&str>,
 ) -> Value {

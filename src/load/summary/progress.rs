@@ -1,11 +1,11 @@
 //! The live progress line.
 
 use super::*;
-use crate::load::stats::StatsSnapshot;
+use crate::load::record::RunRecord;
 use std::time::Duration;
 
 /// The live progress line shown on a terminal, k6 style.
-pub fn progress(s: &StatsSnapshot, planned: Duration) -> String {
+pub fn progress(s: &RunRecord, planned: Duration) -> String {
     format!(
         "running ({}/{}), {}/{} VUs, {} complete, {} dropped, {} errors, {:.0} req/s",
         fmt_duration(s.elapsed),

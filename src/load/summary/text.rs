@@ -4,9 +4,9 @@
 use super::*;
 use crate::hist::HistSnapshot;
 use crate::http::Phase;
+use crate::load::record::RunRecord;
 use crate::load::runner::{Abort, RunReport};
 use crate::load::spec::Executor;
-use crate::load::stats::StatsSnapshot;
 use crate::thresholds::{MetricKind, ThresholdResult, ThresholdSpec};
 use std::fmt::Write;
 use std::time::Duration;
@@ -349,7 +349,7 @@ fn network_block(out: &mut String, s: &StatsSnapshot) {
 /// Why iterations were dropped, and by whom: a saturated drop is the target's (every VU
 /// waited on it: a failed request, a bad SLO event); a generator drop is sloburn's, never the
 /// target's, and never an SLO event.
-fn overload(out: &mut String, s: &StatsSnapshot) {
+fn overload(out: &mut String, s: &RunRecord) {
     use crate::load::pacing::DropReason;
     let saturated = s.dropped_by(DropReason::Saturated);
     if saturated > 0 {
@@ -395,7 +395,7 @@ fn trend_row(out: &mut String, name: &str, h: &HistSnapshot) {
 }
 
 /// The recorded sub-metrics of `base`, k6's `{ status:200 }` rows under it.
-fn subs_rows(out: &mut String, s: &StatsSnapshot, base: &str) {
+fn subs_rows(out: &mut String, s: &RunRecord, base: &str) {
     for sub in s.subs.iter().filter(|x| x.metric.base == base) {
         let tags: Vec<String> = sub.metric.tags.iter().map(|t| t.to_string()).collect();
         let label = format!("{{ {} }}", tags.join(", "));

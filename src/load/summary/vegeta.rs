@@ -2,11 +2,11 @@
 //! error set.
 
 use super::*;
-use crate::load::stats::StatsSnapshot;
+use crate::load::record::RunRecord;
 use std::fmt::Write;
 
 /// vegeta's text report, which many users read first.
-pub(super) fn vegeta(out: &mut String, s: &StatsSnapshot) {
+pub(super) fn vegeta(out: &mut String, s: &RunRecord) {
     let wait = s.duration.mean();
     let ok = s.requests - s.failed.min(s.requests);
     let _ = writeln!(
@@ -81,7 +81,7 @@ pub(super) fn vegeta(out: &mut String, s: &StatsSnapshot) {
 /// vegeta's error set: a status outside 200-399 is an error named by its status line
 /// (`500 Internal Server Error`), as vegeta names it; transport errors by their class. Each with
 /// its count.
-pub fn error_set(s: &StatsSnapshot) -> Vec<String> {
+pub fn error_set(s: &RunRecord) -> Vec<String> {
     let mut lines: Vec<String> = s
         .statuses
         .iter()
