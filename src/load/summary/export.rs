@@ -119,7 +119,7 @@ pub fn export_json(report: &RunReport, interrupted_by: Option<&str>) -> Value {
 }
 
 /// A counter as k6 exports it: its count and its rate per second of the run.
-fn counter_json(s: &StatsSnapshot, n: u64) -> Value {
+fn counter_json(s: &RunRecord, n: u64) -> Value {
     json!({ "count": n, "rate": s.per_second(n) })
 }
 
@@ -184,7 +184,7 @@ fn main_metrics(metrics: &mut Map<String, Value>, report: &RunReport) {
 
 /// Each recorded sub-metric under its k6 name; `http_req_duration{expected_response:true}`
 /// once.
-fn sub_metrics(metrics: &mut Map<String, Value>, s: &StatsSnapshot) {
+fn sub_metrics(metrics: &mut Map<String, Value>, s: &RunRecord) {
     for sub in &s.subs {
         let value = match (sub.metric.kind, &sub.value) {
             (MetricKind::Trend, _) => {

@@ -211,7 +211,7 @@ fn how_it_ended(out: &mut String, h: &Header, report: &RunReport) {
 }
 
 /// Most requests failed inside sloburn, not at the target: why, and what to do.
-fn local_errors(out: &mut String, s: &StatsSnapshot) {
+fn local_errors(out: &mut String, s: &RunRecord) {
     let template: u64 = s
         .errors
         .iter()
@@ -239,7 +239,7 @@ fn local_errors(out: &mut String, s: &StatsSnapshot) {
 }
 
 /// The checks' totals and one line per check, when the run made any.
-fn checks_block(out: &mut String, s: &StatsSnapshot) {
+fn checks_block(out: &mut String, s: &RunRecord) {
     if s.checks.is_empty() {
         return;
     }
@@ -266,7 +266,7 @@ fn checks_block(out: &mut String, s: &StatsSnapshot) {
 }
 
 /// k6's HTTP group: durations, failures, requests and every phase, each with its sub-metrics.
-fn http_block(out: &mut String, s: &StatsSnapshot) {
+fn http_block(out: &mut String, s: &RunRecord) {
     let _ = writeln!(out, "    HTTP");
     trend_row(out, "http_req_corrected_duration", &s.corrected);
     trend_row(out, "http_req_duration", &s.duration);
@@ -291,7 +291,7 @@ fn http_block(out: &mut String, s: &StatsSnapshot) {
 }
 
 /// k6's EXECUTION group: drops, iterations and VUs.
-fn execution_block(out: &mut String, s: &StatsSnapshot) {
+fn execution_block(out: &mut String, s: &RunRecord) {
     let _ = writeln!(out, "\n    EXECUTION");
     row(
         out,
@@ -326,7 +326,7 @@ fn execution_block(out: &mut String, s: &StatsSnapshot) {
 }
 
 /// k6's NETWORK group: bytes received and sent.
-fn network_block(out: &mut String, s: &StatsSnapshot) {
+fn network_block(out: &mut String, s: &RunRecord) {
     let _ = writeln!(out, "\n    NETWORK");
     for (name, bytes) in [
         ("data_received", s.data_received),
