@@ -192,13 +192,15 @@ fn rules_read_the_daemons_gauge_for_a_calendar_period_and_pass_promtool() {
 
 /// A daemon whose clock starts 45 s before midnight of 1 November 2026 in Berlin (the end of
 /// the DST month): the events of a short run are in October's budget, and gone from it after
-/// local midnight, while the rolling 5m window keeps them.
+/// local midnight, while the rolling 5m window keeps them. The schedule runs on the daemon's one
+/// clock, shifted too: `every: 1d` fires next at 00:00 UTC (01:00 in Berlin), after the test, so
+/// the run at start is the only one.
 #[test]
 fn a_daemon_resets_the_budget_at_local_midnight() {
     let target = BackgroundTarget::start(TargetOptions::default());
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let profile = "  burst:\n    target: api\n    every: 1h\n    run_on_start: true\n    executor: constant-arrival-rate\n    rate: 20/s\n    duration: 5s\n";
+    let profile = "  burst:\n    target: api\n    every: 1d\n    run_on_start: true\n    executor: constant-arrival-rate\n    rate: 20/s\n    duration: 5s\n";
     let slo = "  api-availability:\n    target: api\n    sli: availability\n    objective: 99.9\n    period: { calendar: month, timezone: Europe/Berlin }\n";
     let path = write_config(dir.path(), &daemon_config(target.addr, &data, profile, slo));
     let midnight = utc("2026-10-31T23:00:00Z");
