@@ -1109,7 +1109,6 @@ const LONG_FUNCTIONS_ALLOWED: &[&str] = &[
     "load::iteration::iteration",            // transport
     "metrics::encode::source",               // hist
     "daemon::server::serve",                 // server
-    "load::runner::open::open_model",        // arch
 ];
 
 /// A function over the limit: `module::path::name`, where it starts, how many lines it spans.

@@ -4,13 +4,14 @@
 
 use crate::http::Client;
 use crate::load::iteration::Vu;
-use crate::load::pacing::{DropReason, Pacing};
+use crate::load::pacing::{Connects, DropReason, Pacing};
 use crate::load::plan::ArrivalPlan;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use super::*;
 
@@ -32,122 +33,35 @@ pub(super) async fn open_model(
 ) {
     let max_vus = plan.max_vus().max(1);
     let permits = Arc::new(tokio::sync::Semaphore::new(max_vus as usize));
-    // LIFO keeps the warmest connections busy; pre-allocated VUs are idle connection slots
-    // (with no connection open and no task until their first request).
-    let pool = Arc::new(Mutex::new(Idle {
-        vus: (0..plan.pre_allocated_vus().min(max_vus))
-            .map(|i| IdleVu {
-                vu: Vu::new(client.conn(), u64::from(i) + 1),
-                inbox: None,
-            })
-            .collect(),
-        closed: false,
-    }));
-    let allocated = Arc::new(std::sync::atomic::AtomicU32::new(
-        plan.pre_allocated_vus().min(max_vus),
-    ));
-    ctx.events.vus_allocated(allocated.load(Relaxed));
-    // Without keep-alive every request opens a connection by the user's choice: nothing to pace.
-    let paced = client.options().keep_alive;
+    let vus = VuPool::new(&plan, client, ctx, max_vus);
     let mut connects = pacing.connects();
     // How long a spawned VU task waits to be polled (ns, smoothed): the runtime's own lag.
     let lag = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let mut set = JoinSet::new();
     let mut j = 0u64;
-    let mut prev_due = start;
-    let mut unbroken = 0u32;
+    let mut release = Release {
+        prev_due: start,
+        unbroken: 0,
+    };
     let cancel = stopper.token();
     while let Some(offset) = plan.start_of(j) {
         let k = j;
         j += 1;
         let due = start + offset;
-        // Starts are released in batches once per timer tick: everything due within the next
-        // tick goes now (at most one tick early), so the scheduler wakes at most 1000 times a
-        // second whatever the rate, and a start is never late by more than the runtime's own
-        // delay, which is measured as lateness.
-        // At low rates (gaps of 2 ms and more) a precise sleep to the exact start costs little
-        // and keeps lateness near zero.
-        let now = crate::clock::tokio_instant();
-        let gap = due.saturating_duration_since(prev_due);
-        prev_due = due;
-        if gap >= crate::timer::FINE_WINDOW && due > now {
-            unbroken = 0;
-            tokio::select! {
-                _ = crate::timer::sleep_until(due) => {}
-                _ = cancel.cancelled() => break,
-            }
-        } else if due > now + DISPATCH_WINDOW {
-            unbroken = 0;
-            tokio::select! {
-                _ = tokio::time::sleep_until(due - DISPATCH_WINDOW) => {}
-                _ = cancel.cancelled() => break,
-            }
-        } else if cancel.is_cancelled() {
+        if !release.until(due, cancel).await {
             break;
-        } else {
-            unbroken += 1;
-            if unbroken >= YIELD_EVERY {
-                unbroken = 0;
-                tokio::task::yield_now().await;
-            }
         }
         // Reap finished tasks so the set's memory stays bounded by max_vus.
         while set.try_join_next().is_some() {}
         let now = crate::clock::tokio_instant();
         let late = now.saturating_duration_since(due);
         let lagging = Duration::from_nanos(lag.load(Relaxed));
-        // A VU, and the daemon-wide cap. No VU free: every VU waits on the target (its
-        // failure), unless the generator is the one behind (`Pacing::admit`). The cap full:
-        // a limit of sloburn's own configuration, never the target's doing.
-        let permit = permits.clone().try_acquire_owned().ok();
-        let (permit, global) = match (pacing.admit(late, lagging, permit.is_some()), permit) {
-            (Ok(()), Some(permit)) => match &ctx.global {
-                Some(g) => match g.clone().try_acquire_owned() {
-                    Ok(g) => (permit, Some(g)),
-                    Err(_) => {
-                        ctx.dropped(k, DropReason::InFlightCap);
-                        continue;
-                    }
-                },
-                None => (permit, None),
-            },
-            (Err(reason), _) => {
-                ctx.dropped(k, reason);
-                continue;
-            }
-            (Ok(()), None) => {
-                ctx.dropped(k, DropReason::Saturated);
-                continue;
-            }
+        let Some((permit, global)) = admit(ctx, &pacing, &permits, k, late, lagging) else {
+            continue;
         };
-        // An idle open connection first; a new one freely on schedule, behind it only within
-        // the connect budget (`Connects::may_open`). Behind means the scheduler is late; the
-        // runtime's lag counts only past the pool a healthy target needs, as a target sharing
-        // the machine (or, in tests, the runtime) makes it lag without any backlog to replay.
-        let behind = late;
-        let elapsed = now - start;
         let busy = max_vus.saturating_sub(permits.available_permits() as u32);
-        let conn = match pool.lock() {
-            Ok(mut idle) => match idle.vus.pop() {
-                Some(c) if !paced || c.vu.conn.is_open() => Some(c),
-                Some(c) if connects.may_open(behind, lagging, busy, elapsed) => Some(c),
-                Some(c) => {
-                    idle.vus.push(c);
-                    None
-                }
-                None if !paced || connects.may_open(behind, lagging, busy, elapsed) => {
-                    let n = allocated.fetch_add(1, Relaxed) + 1;
-                    ctx.events.vus_allocated(n);
-                    Some(IdleVu {
-                        vu: Vu::new(client.conn(), u64::from(n)),
-                        inbox: None,
-                    })
-                }
-                None => None,
-            },
-            Err(_) => None,
-        };
-        let Some(IdleVu { vu, inbox }) = conn else {
+        let Some(IdleVu { vu, inbox }) = vus.take(&mut connects, late, lagging, busy, now - start)
+        else {
             ctx.dropped(k, DropReason::ConnectPaced);
             continue;
         };
@@ -160,26 +74,189 @@ pub(super) async fn open_model(
             global,
             reply: None,
         };
-        // A VU on the idle stack has an idle task, whose one slot is free; a VU without a task
-        // (new, or its task aborted) gets one.
-        let unsent = match &inbox {
-            Some(tx) => hand(tx, job),
-            None => Some(job),
-        };
-        if let Some(job) = unsent {
-            let (tx, rx) = tokio::sync::mpsc::channel(1);
-            // A new channel's one slot is free.
-            let _ = hand(&tx, job);
-            set.spawn(vu_task(rx, ctx.clone(), pool.clone(), lag.clone()));
-        }
+        dispatch(&mut set, job, inbox.as_ref(), ctx, &vus.idle, &lag);
     }
     // Idle VUs drop their connections and their task's only sender, so idle tasks end now;
     // busy ones end when their iteration does.
-    if let Ok(mut idle) = pool.lock() {
+    if let Ok(mut idle) = vus.idle.lock() {
         idle.closed = true;
         idle.vus.clear();
     }
     drain(&mut set, grace).await;
+}
+
+/// When the scheduler releases an arrival. Starts are released in batches once per timer
+/// tick: everything due within the next tick goes now (at most one tick early), so the
+/// scheduler wakes at most 1000 times a second whatever the rate, and a start is never late by
+/// more than the runtime's own delay, which is measured as lateness. At low rates (gaps of
+/// 2 ms and more) a precise sleep to the exact start costs little and keeps lateness near zero.
+struct Release {
+    prev_due: Instant,
+    /// Arrivals released in a row without a wait.
+    unbroken: u32,
+}
+
+impl Release {
+    /// Waits until the arrival due at `due` may go: `false` when the run was stopped first.
+    async fn until(&mut self, due: Instant, cancel: &CancellationToken) -> bool {
+        let now = crate::clock::tokio_instant();
+        let gap = due.saturating_duration_since(self.prev_due);
+        self.prev_due = due;
+        if gap >= crate::timer::FINE_WINDOW && due > now {
+            self.unbroken = 0;
+            tokio::select! {
+                _ = crate::timer::sleep_until(due) => true,
+                _ = cancel.cancelled() => false,
+            }
+        } else if due > now + DISPATCH_WINDOW {
+            self.unbroken = 0;
+            tokio::select! {
+                _ = tokio::time::sleep_until(due - DISPATCH_WINDOW) => true,
+                _ = cancel.cancelled() => false,
+            }
+        } else if cancel.is_cancelled() {
+            false
+        } else {
+            self.unbroken += 1;
+            if self.unbroken >= YIELD_EVERY {
+                self.unbroken = 0;
+                tokio::task::yield_now().await;
+            }
+            true
+        }
+    }
+}
+
+/// Arrival `k`'s VU slot and its slot under the daemon-wide cap, or `None` with the arrival
+/// dropped. No VU free: every VU waits on the target (its failure), unless the generator is
+/// the one behind (`Pacing::admit`). The cap full: a limit of sloburn's own configuration,
+/// never the target's doing.
+fn admit(
+    ctx: &VuCtx,
+    pacing: &Pacing,
+    permits: &Arc<tokio::sync::Semaphore>,
+    k: u64,
+    late: Duration,
+    lagging: Duration,
+) -> Option<(
+    tokio::sync::OwnedSemaphorePermit,
+    Option<tokio::sync::OwnedSemaphorePermit>,
+)> {
+    let permit = permits.clone().try_acquire_owned().ok();
+    match (pacing.admit(late, lagging, permit.is_some()), permit) {
+        (Ok(()), Some(permit)) => match &ctx.global {
+            Some(g) => match g.clone().try_acquire_owned() {
+                Ok(g) => Some((permit, Some(g))),
+                Err(_) => {
+                    ctx.dropped(k, DropReason::InFlightCap);
+                    None
+                }
+            },
+            None => Some((permit, None)),
+        },
+        (Err(reason), _) => {
+            ctx.dropped(k, reason);
+            None
+        }
+        (Ok(()), None) => {
+            ctx.dropped(k, DropReason::Saturated);
+            None
+        }
+    }
+}
+
+/// The open model's VUs: the idle stack and how many were ever allocated.
+struct VuPool<'a> {
+    /// LIFO keeps the warmest connections busy; pre-allocated VUs are idle connection slots
+    /// (with no connection open and no task until their first request).
+    idle: Arc<Mutex<Idle>>,
+    allocated: std::sync::atomic::AtomicU32,
+    /// Without keep-alive every request opens a connection by the user's choice: nothing to
+    /// pace.
+    paced: bool,
+    client: &'a Client,
+    ctx: &'a VuCtx,
+}
+
+impl<'a> VuPool<'a> {
+    fn new(plan: &ArrivalPlan, client: &'a Client, ctx: &'a VuCtx, max_vus: u32) -> VuPool<'a> {
+        let pre = plan.pre_allocated_vus().min(max_vus);
+        let idle = Arc::new(Mutex::new(Idle {
+            vus: (0..pre)
+                .map(|i| IdleVu {
+                    vu: Vu::new(client.conn(), u64::from(i) + 1),
+                    inbox: None,
+                })
+                .collect(),
+            closed: false,
+        }));
+        ctx.events.vus_allocated(pre);
+        VuPool {
+            idle,
+            allocated: std::sync::atomic::AtomicU32::new(pre),
+            paced: client.options().keep_alive,
+            client,
+            ctx,
+        }
+    }
+
+    /// An idle open connection first; a new one freely on schedule, behind it only within the
+    /// connect budget (`Connects::may_open`). Behind means the scheduler is `late`; the
+    /// runtime's lag counts only past the pool a healthy target needs, as a target sharing
+    /// the machine (or, in tests, the runtime) makes it lag without any backlog to replay.
+    /// `None`: no connection may open now.
+    fn take(
+        &self,
+        connects: &mut Connects,
+        late: Duration,
+        lagging: Duration,
+        busy: u32,
+        elapsed: Duration,
+    ) -> Option<IdleVu> {
+        let paced = self.paced;
+        let Ok(mut idle) = self.idle.lock() else {
+            return None;
+        };
+        match idle.vus.pop() {
+            Some(c) if !paced || c.vu.conn.is_open() => Some(c),
+            Some(c) if connects.may_open(late, lagging, busy, elapsed) => Some(c),
+            Some(c) => {
+                idle.vus.push(c);
+                None
+            }
+            None if !paced || connects.may_open(late, lagging, busy, elapsed) => {
+                let n = self.allocated.fetch_add(1, Relaxed) + 1;
+                self.ctx.events.vus_allocated(n);
+                Some(IdleVu {
+                    vu: Vu::new(self.client.conn(), u64::from(n)),
+                    inbox: None,
+                })
+            }
+            None => None,
+        }
+    }
+}
+
+/// A VU on the idle stack has an idle task, whose one slot is free: the job goes there. A VU
+/// without a task (new, or its task aborted) gets one.
+fn dispatch(
+    set: &mut JoinSet<()>,
+    job: Job,
+    inbox: Option<&tokio::sync::mpsc::Sender<Job>>,
+    ctx: &Arc<VuCtx>,
+    pool: &Arc<Mutex<Idle>>,
+    lag: &Arc<std::sync::atomic::AtomicU64>,
+) {
+    let unsent = match inbox {
+        Some(tx) => hand(tx, job),
+        None => Some(job),
+    };
+    if let Some(job) = unsent {
+        let (tx, rx) = tokio::sync::mpsc::channel(1);
+        // A new channel's one slot is free.
+        let _ = hand(&tx, job);
+        set.spawn(vu_task(rx, ctx.clone(), pool.clone(), lag.clone()));
+    }
 }
 
 /// The open model's idle VUs (LIFO), each with the inbox of its task once it has one.
