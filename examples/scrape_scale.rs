@@ -16,9 +16,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use sloburn::budget::Budget;
+use sloburn::config::NativeOptions;
 use sloburn::config::{self, Env};
 use sloburn::http::Outcome;
-use sloburn::metrics::{Format, Metrics, NativeOptions, ProcessStats};
+use sloburn::metrics::{Format, Metrics, ProcessStats};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
@@ -155,7 +156,7 @@ fn main() {
             continue;
         }
         metrics.set_native_options(NativeOptions {
-            schema: sloburn::metrics::DEFAULT_SCHEMA,
+            schema: NativeOptions::DEFAULT_SCHEMA,
             classic_buckets,
         });
         let encode = || {

@@ -434,9 +434,9 @@ pub fn check(
     let (refused, capped) = match &loaded {
         Ok(l) => (
             limit
-                .map(|limit| l.config.fd_refusals(limit))
+                .map(|limit| crate::load::capacity::fd_refusals(&l.config, limit))
                 .unwrap_or_default(),
-            l.config.pool_caps(limit),
+            crate::load::capacity::pool_caps(&l.config, limit),
         ),
         Err(_) => (Vec::new(), Vec::new()),
     };
@@ -535,7 +535,7 @@ pub fn rules(
         ..Default::default()
     };
     if how.native_histograms {
-        opts.native = cfg.native_latency();
+        opts.native = crate::rules::native_latency(cfg);
     }
     if let Some(base) = runbook_base {
         opts.runbook_base = base;

@@ -4,6 +4,15 @@
 //! its family name (OpenMetrics: without `_total`) and its samples' name (`…_TOTAL`), both
 //! from one literal.
 
+/// Whether `name` is a valid, non-reserved Prometheus label name. Config validation rejects
+/// SLO labels failing this; rule generation sanitizes them as a last resort.
+pub fn label_name_is_valid(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !name.starts_with("__")
+}
+
 /// A counter's family name and its samples' name, `_total` appended to the one literal.
 macro_rules! counter {
     ($family:ident, $samples:ident, $name:literal) => {

@@ -1,46 +1,98 @@
 //! The config as a whole: reads the top-level sections in order (server, storage, targets,
-//! SLOs and the OpenSLO files of `slos_from`, profiles) and runs the checks that need more than one of them. Each section's own
-//! reader lives in its file.
+//! journeys, SLOs and the OpenSLO files of `slos_from`, profiles, maintenance) and runs the
+//! checks that need more than one of them. Each section's own reader lives in its file.
 
 use super::walk::{self, Ctx, Fields, Names, node_at};
 use super::yaml::Node;
 use super::{
-    Config, Env, Profile, Slo, journeys, maintenance, profiles, server, slos, storage, targets,
-    telemetry,
+    Config, Env, Profile, Slo, journeys, maintenance, profiles, server, slo_groups, slos, storage,
+    targets, telemetry,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::time::Duration;
+
+const SECTIONS: &[&str] = &[
+    "server",
+    "storage",
+    "targets",
+    "journeys",
+    "profiles",
+    "slos",
+    "slos_from",
+    "telemetry",
+    "maintenance",
+];
 
 pub fn config(ctx: &mut Ctx, root: &Node, base: &Path, env: &Env) -> Option<Config> {
     if root.is_null() {
         ctx.error(root.pos, "", "the config is empty; see config/example.yaml");
         return None;
     }
-    let top = walk::fields(
-        ctx,
-        root,
-        "",
-        &[
-            "server",
-            "storage",
-            "targets",
-            "journeys",
-            "profiles",
-            "slos",
-            "slos_from",
-            "telemetry",
-            "maintenance",
-        ],
-    )?;
+    let top = walk::fields(ctx, root, "", SECTIONS)?;
     let server = server::server(ctx, top.get("server"), base, env);
     let storage = storage::storage(ctx, top.get("storage"), base, env);
-    if let (Some(srv), Some(st)) = (&server, &storage)
+    warn_restore_with_peers(ctx, root, server.as_ref(), storage.as_ref());
+    let telemetry = telemetry::telemetry(ctx, top.get("telemetry"), base, env);
+    let (targets, target_names) = read_targets(ctx, root, &top, base, env);
+    let journeys = match top.get("journeys") {
+        Some(node) => journeys::journeys(ctx, node, base, env, &targets, &target_names),
+        None => BTreeMap::new(),
+    };
+    let journey_names = top.get("journeys").map(Names::of).unwrap_or_default();
+    let refs = Refs {
+        targets: &targets,
+        target_names: &target_names,
+        journeys: &journeys,
+        journey_names: &journey_names,
+    };
+    let slos = read_slos(ctx, &top, base, &refs);
+    let mut profiles = BTreeMap::new();
+    if let Some(node) = top.get("profiles") {
+        for (name, _, node) in walk::named(ctx, node, "profiles") {
+            if let Some(p) =
+                profiles::profile(ctx, &name, node, &target_names, &journeys, &journey_names)
+            {
+                profiles.insert(name, p);
+            }
+        }
+    }
+    let maintenance = read_maintenance(ctx, &top);
+    cross_check(ctx, &top, &profiles, &slos);
+    size_default_pools(&mut profiles, &targets, &journeys, &slos);
+    Some(Config {
+        maintenance,
+        server: server?,
+        storage: storage?,
+        targets,
+        profiles,
+        slos,
+        journeys,
+        telemetry,
+    })
+}
+
+/// What the SLOs and profiles may name: the targets and journeys read, and every name given
+/// (a target or journey with an error is still a known name).
+struct Refs<'a> {
+    targets: &'a BTreeMap<String, super::Target>,
+    target_names: &'a Names,
+    journeys: &'a super::Journeys,
+    journey_names: &'a Names,
+}
+
+/// Prometheus sums every shard's series: a restored shard holds the whole SLO's past, and its
+/// peers' own figures would count those minutes again.
+fn warn_restore_with_peers(
+    ctx: &mut Ctx,
+    root: &Node,
+    server: Option<&super::Server>,
+    storage: Option<&super::Storage>,
+) {
+    if let (Some(srv), Some(st)) = (server, storage)
         && !srv.peers.is_empty()
         && st.restore.is_some()
     {
-        // Prometheus sums every shard's series: a restored shard holds the whole SLO's past,
-        // and its peers' own figures would count those minutes again.
         ctx.warn(
             walk::node_at(Some(root), &["storage", "restore"]),
             "storage.restore",
@@ -49,8 +101,16 @@ pub fn config(ctx: &mut Ctx, root: &Node, base: &Path, env: &Env) -> Option<Conf
              instead, or leave server.peers out",
         );
     }
-    let telemetry = telemetry::telemetry(ctx, top.get("telemetry"), base, env);
+}
 
+/// `targets`: each one read, and every name given; at least one is needed.
+fn read_targets(
+    ctx: &mut Ctx,
+    root: &Node,
+    top: &Fields,
+    base: &Path,
+    env: &Env,
+) -> (BTreeMap<String, super::Target>, Names) {
     let mut targets = BTreeMap::new();
     if let Some(node) = top.get("targets") {
         for (name, _, node) in walk::named(ctx, node, "targets") {
@@ -67,50 +127,49 @@ pub fn config(ctx: &mut Ctx, root: &Node, base: &Path, env: &Env) -> Option<Conf
             "define at least one target",
         );
     }
+    (targets, target_names)
+}
 
-    let journeys = match top.get("journeys") {
-        Some(node) => journeys::journeys(ctx, node, base, env, &targets, &target_names),
-        None => BTreeMap::new(),
-    };
-    let journey_names = top.get("journeys").map(Names::of).unwrap_or_default();
-
+/// `slos` (each entry, and its groups with `group_by`), then the OpenSLO files of `slos_from`,
+/// relative to the config's directory.
+fn read_slos(ctx: &mut Ctx, top: &Fields, base: &Path, refs: &Refs<'_>) -> BTreeMap<String, Slo> {
     let mut slos = BTreeMap::new();
     if let Some(node) = top.get("slos") {
         for (name, _, node) in walk::named(ctx, node, "slos") {
-            for s in slos::slos(
+            let path = walk::join("slos", &name);
+            let Some(f) = walk::fields(ctx, node, &path, slos::FIELDS) else {
+                continue;
+            };
+            let Some(slo) = slos::slo(
                 ctx,
                 &name,
-                node,
-                &targets,
-                &target_names,
-                &journeys,
-                &journey_names,
-            ) {
+                &f,
+                refs.target_names,
+                refs.journeys,
+                refs.journey_names,
+            ) else {
+                continue;
+            };
+            for s in slo_groups::expand(ctx, &f, slo, refs.journeys, refs.targets) {
                 slos.insert(s.name.clone(), s);
             }
         }
     }
-    // OpenSLO files, relative to the config's directory.
     if let Some(node) = top.get("slos_from") {
         for (i, item) in walk::seq(ctx, node, "slos_from").iter().enumerate() {
             let path = format!("slos_from[{i}]");
             if let Some(rel) = walk::string(ctx, item, &path) {
                 let file = base.join(rel);
-                super::openslo::load_into(ctx, item, &path, &file, &target_names, &mut slos);
+                let names = refs.target_names;
+                super::openslo::load_into(ctx, item, &path, &file, names, &mut slos);
             }
         }
     }
+    slos
+}
 
-    let mut profiles = BTreeMap::new();
-    if let Some(node) = top.get("profiles") {
-        for (name, _, node) in walk::named(ctx, node, "profiles") {
-            if let Some(p) =
-                profiles::profile(ctx, &name, node, &target_names, &journeys, &journey_names)
-            {
-                profiles.insert(name, p);
-            }
-        }
-    }
+/// The top-level `maintenance` windows, then each SLO's own.
+fn read_maintenance(ctx: &mut Ctx, top: &Fields) -> Vec<super::Maintenance> {
     let slo_names = top.get("slos").map(Names::of).unwrap_or_default();
     let mut maintenance = Vec::new();
     if let Some(node) = top.get("maintenance") {
@@ -124,18 +183,7 @@ pub fn config(ctx: &mut Ctx, root: &Node, base: &Path, env: &Env) -> Option<Conf
             }
         }
     }
-    cross_check(ctx, &top, &profiles, &slos);
-    size_default_pools(&mut profiles, &targets, &journeys, &slos);
-    Some(Config {
-        maintenance,
-        server: server?,
-        storage: storage?,
-        targets,
-        profiles,
-        slos,
-        journeys,
-        telemetry,
-    })
+    maintenance
 }
 
 /// Sizes the VU pool of every arrival-rate profile without `max_vus`, so that a stall is
@@ -146,7 +194,7 @@ pub fn config(ctx: &mut Ctx, root: &Node, base: &Path, env: &Env) -> Option<Conf
 fn size_default_pools(
     profiles: &mut BTreeMap<String, Profile>,
     targets: &BTreeMap<String, super::Target>,
-    journeys: &BTreeMap<String, std::sync::Arc<crate::load::iteration::Journey>>,
+    journeys: &super::Journeys,
     slos: &BTreeMap<String, Slo>,
 ) {
     for p in profiles.values_mut() {
@@ -163,7 +211,7 @@ fn size_default_pools(
             .max()
             .unwrap_or_default();
         *hold = longest_iteration(&p.target, &p.mix, targets, journeys).max(slo_bound);
-        let pool = crate::load::spec::stall_pool(p.executor.peak_rate(), *hold);
+        let pool = super::spec::stall_pool(p.executor.peak_rate(), *hold);
         p.executor.widen_default_pool(pool);
     }
 }
@@ -176,7 +224,7 @@ pub fn longest_iteration(
     target: &str,
     mix: &[(String, u32)],
     targets: &BTreeMap<String, super::Target>,
-    journeys: &BTreeMap<String, std::sync::Arc<crate::load::iteration::Journey>>,
+    journeys: &super::Journeys,
 ) -> Duration {
     let timeout_of = |t: &str| {
         targets

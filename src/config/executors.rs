@@ -1,10 +1,10 @@
 //! A profile's load shape: the k6-style executor blocks (`constant-vus`, `ramping-arrival-rate`,
 //! ...) and the presets, with the fields each one takes.
 
+use super::presets::Preset;
+use super::spec::{Executor, Stage};
 use super::walk::{self, Ctx, Fields, count_u32, optional, positive_duration, required};
 use super::yaml::Node;
-use crate::load::presets::Preset;
-use crate::load::spec::{Executor, Stage};
 use std::time::Duration;
 
 const EXECUTORS: &[&str] = &[
@@ -251,9 +251,9 @@ fn executor(ctx: &mut Ctx, f: &Fields, name: &str) -> Option<Executor> {
 }
 
 /// `pre_allocated_vus` and `max_vus`, defaulting from the rate so a plain profile works
-/// (`load::spec::default_vu_pool`: `max_vus` sized for a 50 ms target with 2× headroom).
+/// (`spec::default_vu_pool`: `max_vus` sized for a 50 ms target with 2× headroom).
 fn vu_pool(ctx: &mut Ctx, f: &Fields, peak_rate: f64) -> (Option<u32>, Option<u32>) {
-    let (guess, sized) = crate::load::spec::default_vu_pool(peak_rate);
+    let (guess, sized) = super::spec::default_vu_pool(peak_rate);
     let pre = optional(ctx, f, "pre_allocated_vus", guess, count_u32);
     let max = optional(
         ctx,

@@ -9,8 +9,6 @@ mod build;
 mod document;
 pub use build::longest_iteration;
 pub use document::{Document, DocumentError};
-pub mod capacity;
-pub use capacity::fits as fd_fits;
 pub use secrets::expand_flag;
 mod checks;
 mod executors;
@@ -18,7 +16,7 @@ mod files;
 mod grpc;
 mod journeys;
 pub mod maintenance;
-pub use journeys::MAX_DATA_FILE_BYTES;
+pub use journeys::{JourneySpec, Journeys, MAX_DATA_FILE_BYTES, StepSpec};
 mod diagnostics;
 pub mod openslo;
 mod profiles;
@@ -27,7 +25,9 @@ mod send;
 mod server;
 mod slo_groups;
 pub use slo_groups::{GroupFilter, SloGroup};
+pub mod presets;
 mod slos;
+pub mod spec;
 mod storage;
 mod targets;
 mod telemetry;
@@ -38,7 +38,7 @@ mod yaml;
 pub use yaml::MAX_MAP_KEYS;
 
 use crate::checks::Check;
-use crate::load::spec::Executor;
+use spec::Executor;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::net::SocketAddr;
@@ -101,6 +101,12 @@ fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
     out.into()
 }
 
+/// How sloburn writes a string into the YAML it generates (rules, imported configs, OpenSLO):
+/// a JSON string literal, which is a YAML double-quoted scalar and a PromQL string at once.
+pub fn quote(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| String::from("\"\""))
+}
+
 /// A config that failed to load: every error, plus the warnings found on the way.
 #[derive(Debug)]
 pub struct ConfigError {
@@ -141,7 +147,7 @@ pub struct Config {
     pub profiles: BTreeMap<String, Profile>,
     pub slos: BTreeMap<String, Slo>,
     /// Multi-step iterations, compiled (`journeys:`).
-    pub journeys: BTreeMap<String, std::sync::Arc<crate::load::iteration::Journey>>,
+    pub journeys: Journeys,
     /// `telemetry:`; `None` when absent (nothing traced, nothing exported).
     pub telemetry: Option<crate::telemetry::TelemetryConfig>,
 }
@@ -168,7 +174,34 @@ pub struct Server {
     /// written: `{i}` stands for a shard index and is expanded by [`Server::peer_urls`].
     pub peers: Vec<String>,
     /// How the protobuf exposition writes histograms (native schema, classic buckets or not).
-    pub native_histograms: crate::metrics::NativeOptions,
+    pub native_histograms: NativeOptions,
+}
+
+/// How histograms are written in the protobuf format (`server.native_histograms`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NativeOptions {
+    /// The native buckets' schema: each bucket is `2^(2^-schema)` times as wide as the last.
+    pub schema: i32,
+    /// Whether the classic (`le`) buckets are written beside the native ones.
+    pub classic_buckets: bool,
+}
+
+impl NativeOptions {
+    /// The finest schema the exposition is configured at (from [`crate::hist::MIN_SCHEMA`]);
+    /// values are recorded finer ([`crate::hist::RECORD_SCHEMA`]) and merged down at each
+    /// scrape.
+    pub const MAX_SCHEMA: i32 = 5;
+    /// The default schema of the native exposition.
+    pub const DEFAULT_SCHEMA: i32 = 3;
+}
+
+impl Default for NativeOptions {
+    fn default() -> NativeOptions {
+        NativeOptions {
+            schema: NativeOptions::DEFAULT_SCHEMA,
+            classic_buckets: true,
+        }
+    }
 }
 
 impl Server {
@@ -311,13 +344,13 @@ pub struct Profile {
     pub guard: Option<Guard>,
     /// An arrival-rate profile without `max_vus`: how long its target may hold one iteration
     /// (the timeout, or the largest SLO latency bound if larger; a journey's steps' timeouts
-    /// and think times). Its default pool is `rate × vu_hold` (`load::spec::stall_pool`),
-    /// capped at run time by the open-file limit (`capacity::cap_default_pool`). `None` when
+    /// and think times). Its default pool is `rate × vu_hold` (`spec::stall_pool`),
+    /// capped at run time by the open-file limit (`load::capacity::cap_default_pool`). `None` when
     /// the profile sets `max_vus` or is no arrival-rate profile.
     pub vu_hold: Option<Duration>,
     /// With `--shard i/N`: every shard runs its share (`split`, the default) or the rendezvous
-    /// owner runs it whole (`owned`); see [`crate::load::placement`].
-    pub placement: crate::load::placement::Placement,
+    /// owner runs it whole (`owned`); see `load::placement`.
+    pub placement: spec::Placement,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -515,44 +548,6 @@ pub fn from_str(text: &str, file: &str, base: &Path, env: &Env) -> Result<Loaded
 }
 
 impl Slo {
-    /// Where a latency SLO's requests are in the native histograms: the corrected or k6
-    /// duration of the target's requests (one journey step's with `step`), or a whole journey's
-    /// iterations (`sloburn_iteration_duration_seconds`, what a whole-journey SLO times).
-    /// `None` for an availability SLO.
-    pub fn native_latency(&self) -> Option<crate::rules::NativeLatency> {
-        use crate::metrics::{HTTP_REQ_CORRECTED_DURATION, HTTP_REQ_DURATION, ITERATION_DURATION};
-        let Sli::Latency {
-            under, corrected, ..
-        } = self.sli
-        else {
-            return None;
-        };
-        let mut matchers = vec![("target".to_string(), self.target.clone())];
-        let metric = match (&self.journey, &self.step) {
-            (Some(j), None) => {
-                matchers.push(("journey".into(), j.clone()));
-                ITERATION_DURATION.name
-            }
-            (journey, step) => {
-                if let (Some(j), Some(s)) = (journey, step) {
-                    matchers.push(("journey".into(), j.clone()));
-                    matchers.push(("step".into(), s.clone()));
-                }
-                if corrected {
-                    HTTP_REQ_CORRECTED_DURATION.name
-                } else {
-                    HTTP_REQ_DURATION.name
-                }
-            }
-        };
-        Some(crate::rules::NativeLatency {
-            metric: metric.to_string(),
-            matchers,
-            profiles: self.profiles.clone(),
-            under,
-        })
-    }
-
     /// The pure SLO engine's definition: objective as a ratio, tiers resolved.
     pub fn def(&self) -> crate::slo::SloDef {
         let tiers = match &self.tiers {
@@ -597,15 +592,6 @@ impl Config {
     /// Every SLO's definition, in name order.
     pub fn slo_defs(&self) -> Vec<crate::slo::SloDef> {
         self.slos.values().map(Slo::def).collect()
-    }
-
-    /// The native histogram of every latency SLO, by SLO name (`sloburn rules
-    /// --native-histograms`).
-    pub fn native_latency(&self) -> BTreeMap<String, crate::rules::NativeLatency> {
-        self.slos
-            .values()
-            .filter_map(|s| Some((s.name.clone(), s.native_latency()?)))
-            .collect()
     }
 
     /// `(profile, longest gap between runs)` for every scheduled profile, for the

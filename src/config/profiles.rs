@@ -2,14 +2,15 @@
 //! [`super::executors`]), the schedule, thresholds and the SLO guard.
 
 use super::executors::{ALL_EXECUTOR_FIELDS, executor_block, preset_executor};
+use super::presets::Preset;
+use super::spec::{DEFAULT_MAX_LATENESS, Executor, Placement};
 use super::thresholds::thresholds;
 use super::walk::{
-    self, Ctx, join, opt_bool, opt_duration, optional, positive_duration, reference, required,
+    self, Ctx, Fields, join, opt_bool, opt_duration, optional, positive_duration, reference,
+    required,
 };
 use super::yaml::Node;
-use super::{Guard, Overlap, Profile, Schedule};
-use crate::load::placement::Placement;
-use crate::load::presets::Preset;
+use super::{Guard, Overlap, Profile, Schedule, ThresholdSpec};
 use std::time::Duration;
 
 const PROFILE_COMMON: &[&str] = &[
@@ -41,7 +42,7 @@ pub fn profile(
     name: &str,
     node: &Node,
     targets: &walk::Names,
-    journeys: &std::collections::BTreeMap<String, std::sync::Arc<crate::load::iteration::Journey>>,
+    journeys: &super::Journeys,
     journey_names: &walk::Names,
 ) -> Option<Profile> {
     let path = join("profiles", name);
@@ -50,166 +51,18 @@ pub fn profile(
     let f = walk::fields(ctx, node, &path, &allowed)?;
 
     let mix = mix(ctx, &f, &path, journey_names);
-    let target = match (f.get("target"), &mix) {
-        (Some(n), Some(m)) if !m.is_empty() => {
-            ctx.error(
-                n.pos,
-                &f.path_of("target"),
-                "a journey profile sends to its journeys' target: drop `target`",
-            );
-            None
-        }
-        (Some(n), _) => reference(ctx, n, &f.path_of("target"), "target", targets),
-        (None, Some(m)) if !m.is_empty() => mix_target(ctx, &f, m, journeys, journey_names),
-        (None, Some(_)) => None,
-        (None, None) => {
-            ctx.error(node.pos, &path, "missing `target` (or `journey`, or `mix`)");
-            None
-        }
-    };
+    let target = target(ctx, &f, mix.as_deref(), targets, (journeys, journey_names));
     let mix = mix.unwrap_or_default();
-    let preset = f.get("preset").and_then(|n| {
-        let p = f.path_of("preset");
-        walk::string(ctx, n, &p).and_then(|name| match name.parse::<Preset>() {
-            Ok(preset) => Some(preset),
-            Err(e) => {
-                ctx.error(n.pos, &p, e);
-                None
-            }
-        })
-    });
-    let executor = if f.has("preset") {
-        preset.and_then(|preset| preset_executor(ctx, &f, preset))
-    } else {
-        for key in ["peak_vus", "peak_rate"] {
-            if let Some(n) = f.get(key) {
-                ctx.error(
-                    n.pos,
-                    &f.path_of(key),
-                    format!("`{key}` goes with `preset`"),
-                );
-            }
-        }
-        executor_block(ctx, &f)
-    };
-
-    let schedule = match (f.get("schedule"), f.get("every")) {
-        (Some(n), Some(_)) => {
-            ctx.error(
-                n.pos,
-                &f.path_of("schedule"),
-                "set `schedule` or `every`, not both",
-            );
-            None
-        }
-        (Some(n), None) => {
-            let p = f.path_of("schedule");
-            let tz = f
-                .get("timezone")
-                .and_then(|t| walk::string(ctx, t, &f.path_of("timezone")).map(|s| (t.pos, s)));
-            walk::string(ctx, n, &p).and_then(|expr| {
-                match Schedule::parse(&expr, tz.as_ref().map(|(_, s)| s.as_str())) {
-                    Ok(s) => Some(s),
-                    Err(e @ crate::schedule::ScheduleError::UnknownTimeZone { .. }) => {
-                        let (pos, _) = tz.clone().unwrap_or((n.pos, String::new()));
-                        ctx.error(pos, &f.path_of("timezone"), e.to_string());
-                        None
-                    }
-                    Err(e) => {
-                        ctx.error(n.pos, &p, e.to_string());
-                        None
-                    }
-                }
-            })
-        }
-        (None, Some(n)) => {
-            let p = f.path_of("every");
-            walk::duration(ctx, n, &p).and_then(|d| match Schedule::every(d) {
-                Ok(s) => Some(s),
-                Err(e) => {
-                    ctx.error(n.pos, &p, e.to_string());
-                    None
-                }
-            })
-        }
-        (None, None) => None,
-    };
-    if !f.has("schedule")
-        && let Some(n) = f.get("timezone")
-    {
-        ctx.error(
-            n.pos,
-            &f.path_of("timezone"),
-            "`timezone` needs a `schedule`",
-        );
-    }
+    let (preset, executor) = load(ctx, &f);
+    let schedule = schedule(ctx, &f);
     let jitter = opt_duration(ctx, &f, "jitter", Duration::ZERO, false);
-    let overlap = match f.get("overlap") {
-        Some(n) => {
-            let p = f.path_of("overlap");
-            match walk::string(ctx, n, &p).as_deref() {
-                Some("skip") => Overlap::Skip,
-                Some("queue") => Overlap::Queue,
-                Some(other) => {
-                    ctx.error(
-                        n.pos,
-                        &p,
-                        format!("`{other}` is not an overlap policy: use `skip` or `queue`"),
-                    );
-                    Overlap::Skip
-                }
-                None => Overlap::Skip,
-            }
-        }
-        None => Overlap::Skip,
-    };
+    let overlap = overlap(ctx, &f);
     let run_on_start = opt_bool(ctx, &f, "run_on_start", false);
-    let abort_on_fail = opt_bool(ctx, &f, "abort_on_fail", false);
-    // A breakpoint run ramps until a threshold fails, then stops: every threshold aborts.
-    let breakpoint = preset == Some(Preset::Breakpoint);
-    let thresholds = f
-        .get("thresholds")
-        .map(|n| {
-            thresholds(
-                ctx,
-                n,
-                &f.path_of("thresholds"),
-                abort_on_fail || breakpoint,
-            )
-        })
-        .unwrap_or_default();
-    if breakpoint
-        && thresholds.is_empty()
-        && let Some(n) = f.get("preset")
-    {
-        ctx.warn(
-            n.pos,
-            &f.path_of("preset"),
-            "a breakpoint run without thresholds ramps to its end; add one that marks the break (e.g. http_req_failed: [\"rate<0.01\"])",
-        );
-    }
+    let thresholds = profile_thresholds(ctx, &f, preset);
     let graceful_stop = opt_duration(ctx, &f, "graceful_stop", Duration::from_secs(30), false);
     let start_time = opt_duration(ctx, &f, "start_time", Duration::ZERO, false);
-    let max_lateness = opt_duration(
-        ctx,
-        &f,
-        "max_lateness",
-        crate::load::pacing::DEFAULT_MAX_LATENESS,
-        true,
-    );
-    let placement = match f.get("placement") {
-        Some(n) => {
-            let p = f.path_of("placement");
-            walk::string(ctx, n, &p).and_then(|s| match s.parse::<Placement>() {
-                Ok(placement) => Some(placement),
-                Err(e) => {
-                    ctx.error(n.pos, &p, e);
-                    None
-                }
-            })
-        }
-        None => Some(Placement::Split),
-    };
+    let max_lateness = opt_duration(ctx, &f, "max_lateness", DEFAULT_MAX_LATENESS, true);
+    let placement = placement(ctx, &f);
     let guard = f
         .get("guard")
         .and_then(|n| guard(ctx, n, &f.path_of("guard")));
@@ -236,6 +89,189 @@ pub fn profile(
         guard,
         vu_hold,
         placement: placement?,
+    })
+}
+
+/// The target a profile sends to: its `target`, or its journeys' one target (`journey`,
+/// `mix`), never both.
+fn target(
+    ctx: &mut Ctx,
+    f: &Fields,
+    mix: Option<&[(String, u32)]>,
+    targets: &walk::Names,
+    (journeys, journey_names): (&super::Journeys, &walk::Names),
+) -> Option<String> {
+    match (f.get("target"), mix) {
+        (Some(n), Some(m)) if !m.is_empty() => {
+            ctx.error(
+                n.pos,
+                &f.path_of("target"),
+                "a journey profile sends to its journeys' target: drop `target`",
+            );
+            None
+        }
+        (Some(n), _) => reference(ctx, n, &f.path_of("target"), "target", targets),
+        (None, Some(m)) if !m.is_empty() => mix_target(ctx, f, m, journeys, journey_names),
+        (None, Some(_)) => None,
+        (None, None) => {
+            ctx.error(
+                f.node.pos,
+                &f.path,
+                "missing `target` (or `journey`, or `mix`)",
+            );
+            None
+        }
+    }
+}
+
+/// The load: a `preset` (with `peak_vus` or `peak_rate`) or an executor block.
+fn load(ctx: &mut Ctx, f: &Fields) -> (Option<Preset>, Option<Executor>) {
+    let preset = f.get("preset").and_then(|n| {
+        let p = f.path_of("preset");
+        walk::string(ctx, n, &p).and_then(|name| match name.parse::<Preset>() {
+            Ok(preset) => Some(preset),
+            Err(e) => {
+                ctx.error(n.pos, &p, e);
+                None
+            }
+        })
+    });
+    let executor = if f.has("preset") {
+        preset.and_then(|preset| preset_executor(ctx, f, preset))
+    } else {
+        for key in ["peak_vus", "peak_rate"] {
+            if let Some(n) = f.get(key) {
+                ctx.error(
+                    n.pos,
+                    &f.path_of(key),
+                    format!("`{key}` goes with `preset`"),
+                );
+            }
+        }
+        executor_block(ctx, f)
+    };
+    (preset, executor)
+}
+
+/// `schedule` (cron, with `timezone`) or `every`, not both; `None` without either.
+fn schedule(ctx: &mut Ctx, f: &Fields) -> Option<Schedule> {
+    let schedule = match (f.get("schedule"), f.get("every")) {
+        (Some(n), Some(_)) => {
+            ctx.error(
+                n.pos,
+                &f.path_of("schedule"),
+                "set `schedule` or `every`, not both",
+            );
+            None
+        }
+        (Some(n), None) => cron(ctx, f, n),
+        (None, Some(n)) => {
+            let p = f.path_of("every");
+            walk::duration(ctx, n, &p).and_then(|d| match Schedule::every(d) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    ctx.error(n.pos, &p, e.to_string());
+                    None
+                }
+            })
+        }
+        (None, None) => None,
+    };
+    if !f.has("schedule")
+        && let Some(n) = f.get("timezone")
+    {
+        ctx.error(
+            n.pos,
+            &f.path_of("timezone"),
+            "`timezone` needs a `schedule`",
+        );
+    }
+    schedule
+}
+
+/// `schedule` at `n`, a crontab line in `timezone` (an unknown zone is an error there).
+fn cron(ctx: &mut Ctx, f: &Fields, n: &Node) -> Option<Schedule> {
+    let p = f.path_of("schedule");
+    let tz = f
+        .get("timezone")
+        .and_then(|t| walk::string(ctx, t, &f.path_of("timezone")).map(|s| (t.pos, s)));
+    let expr = walk::string(ctx, n, &p)?;
+    match Schedule::parse(&expr, tz.as_ref().map(|(_, s)| s.as_str())) {
+        Ok(s) => Some(s),
+        Err(e @ crate::schedule::ScheduleError::UnknownTimeZone { .. }) => {
+            let (pos, _) = tz.unwrap_or((n.pos, String::new()));
+            ctx.error(pos, &f.path_of("timezone"), e.to_string());
+            None
+        }
+        Err(e) => {
+            ctx.error(n.pos, &p, e.to_string());
+            None
+        }
+    }
+}
+
+/// `overlap`: `skip` (the default) or `queue`.
+fn overlap(ctx: &mut Ctx, f: &Fields) -> Overlap {
+    let Some(n) = f.get("overlap") else {
+        return Overlap::Skip;
+    };
+    let p = f.path_of("overlap");
+    match walk::string(ctx, n, &p).as_deref() {
+        Some("skip") => Overlap::Skip,
+        Some("queue") => Overlap::Queue,
+        Some(other) => {
+            ctx.error(
+                n.pos,
+                &p,
+                format!("`{other}` is not an overlap policy: use `skip` or `queue`"),
+            );
+            Overlap::Skip
+        }
+        None => Overlap::Skip,
+    }
+}
+
+/// `thresholds`, aborting with `abort_on_fail`. A breakpoint run ramps until a threshold
+/// fails, then stops: every threshold aborts, and one without thresholds is warned about.
+fn profile_thresholds(ctx: &mut Ctx, f: &Fields, preset: Option<Preset>) -> Vec<ThresholdSpec> {
+    let abort_on_fail = opt_bool(ctx, f, "abort_on_fail", false);
+    let breakpoint = preset == Some(Preset::Breakpoint);
+    let thresholds = f
+        .get("thresholds")
+        .map(|n| {
+            thresholds(
+                ctx,
+                n,
+                &f.path_of("thresholds"),
+                abort_on_fail || breakpoint,
+            )
+        })
+        .unwrap_or_default();
+    if breakpoint
+        && thresholds.is_empty()
+        && let Some(n) = f.get("preset")
+    {
+        ctx.warn(
+            n.pos,
+            &f.path_of("preset"),
+            "a breakpoint run without thresholds ramps to its end; add one that marks the break (e.g. http_req_failed: [\"rate<0.01\"])",
+        );
+    }
+    thresholds
+}
+
+/// `placement`: `split` (the default) or `owned`.
+fn placement(ctx: &mut Ctx, f: &Fields) -> Option<Placement> {
+    let Some(n) = f.get("placement") else {
+        return Some(Placement::Split);
+    };
+    let p = f.path_of("placement");
+    walk::string(ctx, n, &p).and_then(|s| match s.parse::<Placement>() {
+        Ok(placement) => Some(placement),
+        Err(e) => {
+            ctx.error(n.pos, &p, e);
+            None
+        }
     })
 }
 
@@ -333,7 +369,7 @@ fn mix_target(
     ctx: &mut Ctx,
     f: &walk::Fields,
     mix: &[(String, u32)],
-    journeys: &std::collections::BTreeMap<String, std::sync::Arc<crate::load::iteration::Journey>>,
+    journeys: &super::Journeys,
     journey_names: &walk::Names,
 ) -> Option<String> {
     let mut target: Option<&str> = None;

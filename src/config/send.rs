@@ -1,32 +1,9 @@
 //! What a validated [`Target`] sends: the request it repeats and the client that sends it.
 //! `sloburn run` and the daemon both build their requests here, so they send the same bytes.
 
-use super::{Config, Profile, Target};
+use super::Target;
 use crate::http::{Client, ClientOptions, RequestSpec, Resolver};
-use crate::journey::Mix;
-use crate::load::iteration::Work;
 use std::sync::Arc;
-
-impl Config {
-    /// What each iteration of `profile` does: its target's one request, or its journeys.
-    /// `None` when the profile names something the config does not have.
-    pub fn work(&self, profile: &Profile) -> Option<Work> {
-        if profile.mix.is_empty() {
-            let t = self.targets.get(&profile.target)?;
-            return Some(Work::single(t.request(), t.checks.clone(), &t.display_url));
-        }
-        let journeys = profile
-            .mix
-            .iter()
-            .map(|(j, _)| self.journeys.get(j).cloned())
-            .collect::<Option<Vec<_>>>()?;
-        let weights: Vec<u32> = profile.mix.iter().map(|(_, w)| *w).collect();
-        Some(Work::Journeys {
-            journeys,
-            mix: Mix::new(&weights),
-        })
-    }
-}
 
 impl Target {
     /// The request this target repeats.

@@ -4,8 +4,7 @@
 use super::secrets::secret;
 use super::walk::{self, Ctx};
 use super::yaml::Node;
-use super::{Env, Secret, Server};
-use crate::metrics::{self, NativeOptions};
+use super::{Env, NativeOptions, Secret, Server};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
@@ -180,7 +179,8 @@ fn native_histograms(ctx: &mut Ctx, node: &Node, path: &str) -> NativeOptions {
         match walk::number(ctx, n, &path) {
             Some(v)
                 if v.fract() == 0.0
-                    && (f64::from(metrics::MIN_SCHEMA)..=f64::from(metrics::MAX_SCHEMA))
+                    && (f64::from(crate::hist::MIN_SCHEMA)
+                        ..=f64::from(NativeOptions::MAX_SCHEMA))
                         .contains(&v) =>
             {
                 opts.schema = v as i32;
@@ -191,8 +191,8 @@ fn native_histograms(ctx: &mut Ctx, node: &Node, path: &str) -> NativeOptions {
                 format!(
                     "must be a whole number from {} to {} (each native bucket is 2^(2^-schema) \
                      times as wide as the last)",
-                    metrics::MIN_SCHEMA,
-                    metrics::MAX_SCHEMA
+                    crate::hist::MIN_SCHEMA,
+                    NativeOptions::MAX_SCHEMA
                 ),
             ),
             None => {}
@@ -266,7 +266,7 @@ mod tests {
                 "http://sloburn-{i}.sloburn:9090".into(),
                 "http://10.0.0.7:9090".into(),
             ],
-            native_histograms: crate::metrics::NativeOptions::default(),
+            native_histograms: super::super::NativeOptions::default(),
         };
         assert_eq!(
             s.peer_urls(3),

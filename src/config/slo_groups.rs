@@ -10,7 +10,6 @@
 use super::walk::{self, Ctx, Fields, join};
 use super::yaml::{Node, Value};
 use super::{Slo, Target};
-use crate::load::iteration::Journey;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -90,7 +89,7 @@ pub fn expand(
     ctx: &mut Ctx,
     f: &Fields,
     slo: Slo,
-    journeys: &BTreeMap<String, Arc<Journey>>,
+    journeys: &super::Journeys,
     targets: &BTreeMap<String, Target>,
 ) -> Vec<Slo> {
     let Some(node) = f.get("group_by") else {
@@ -193,7 +192,7 @@ pub fn expand(
                 );
                 return Vec::new();
             }
-            if !crate::rules::label_name_is_valid(label) {
+            if !crate::names::label_name_is_valid(label) {
                 ctx.error(
                     node.pos,
                     &path,
@@ -310,7 +309,7 @@ fn column_groups(
     ctx: &mut Ctx,
     node: &Node,
     path: &str,
-    journey: Option<&Arc<Journey>>,
+    journey: Option<&super::JourneySpec>,
     column: &str,
     max: u64,
 ) -> Option<Vec<(String, GroupFilter)>> {

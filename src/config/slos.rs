@@ -7,27 +7,9 @@ use crate::slo::{Calendar, CalendarUnit};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-/// The SLOs one entry stands for: itself, or one per group with `group_by` (`slo_groups.rs`).
-pub fn slos(
-    ctx: &mut Ctx,
-    name: &str,
-    node: &Node,
-    targets: &BTreeMap<String, super::Target>,
-    target_names: &walk::Names,
-    journeys: &BTreeMap<String, std::sync::Arc<crate::load::iteration::Journey>>,
-    journey_names: &walk::Names,
-) -> Vec<Slo> {
-    let path = join("slos", name);
-    let Some(f) = walk::fields(ctx, node, &path, FIELDS) else {
-        return Vec::new();
-    };
-    match slo(ctx, name, &f, target_names, journeys, journey_names) {
-        Some(s) => super::slo_groups::expand(ctx, &f, s, journeys, targets),
-        None => Vec::new(),
-    }
-}
-
-const FIELDS: &[&str] = &[
+/// The fields of one entry of `slos`. With `group_by`, `slo_groups.rs` makes one SLO per group
+/// of the one [`slo`] reads.
+pub const FIELDS: &[&str] = &[
     "target",
     "journey",
     "step",
@@ -43,45 +25,20 @@ const FIELDS: &[&str] = &[
     "max_groups",
 ];
 
-fn slo(
+/// The SLO one entry of `slos` describes.
+pub fn slo(
     ctx: &mut Ctx,
     name: &str,
     f: &walk::Fields,
     targets: &walk::Names,
-    journeys: &BTreeMap<String, std::sync::Arc<crate::load::iteration::Journey>>,
+    journeys: &super::Journeys,
     journey_names: &walk::Names,
 ) -> Option<Slo> {
     let journey = f
         .get("journey")
         .and_then(|n| reference(ctx, n, &f.path_of("journey"), "journey", journey_names));
-    let step = match (f.get("step"), f.get("journey")) {
-        (Some(n), None) => {
-            ctx.error(n.pos, &f.path_of("step"), "`step` goes with `journey`");
-            None
-        }
-        (Some(n), Some(_)) => {
-            let p = f.path_of("step");
-            walk::string(ctx, n, &p).and_then(|s| {
-                let j = journey.as_ref().and_then(|j| journeys.get(j))?;
-                if j.steps.iter().any(|st| st.name == s) {
-                    Some(s)
-                } else {
-                    let names: Vec<&str> = j.steps.iter().map(|st| st.name.as_str()).collect();
-                    ctx.error(
-                        n.pos,
-                        &p,
-                        format!(
-                            "journey `{}` has no step `{s}` (steps: {})",
-                            j.name,
-                            names.join(", ")
-                        ),
-                    );
-                    None
-                }
-            })
-        }
-        (None, _) => None,
-    };
+    let spec = journey.as_ref().and_then(|j| journeys.get(j));
+    let step = step(ctx, f, spec);
     let target = match (f.get("target"), f.get("journey")) {
         (Some(n), Some(_)) => {
             ctx.error(
@@ -91,26 +48,12 @@ fn slo(
             );
             None
         }
-        (None, Some(_)) => journey
-            .as_ref()
-            .and_then(|j| journeys.get(j))
-            .map(|j| j.target.clone()),
+        (None, Some(_)) => spec.map(|j| j.target.clone()),
         _ => required(ctx, f, "target", |c, n, p| {
             reference(c, n, p, "target", targets)
         }),
     };
-    let objective = required(ctx, f, "objective", |c, n, p| {
-        let v = walk::number(c, n, p)?;
-        if !(v > 0.0 && v < 100.0) {
-            c.error(
-                n.pos,
-                p,
-                format!("the objective is a percentage strictly between 0 and 100 (like 99.9), found {v}"),
-            );
-            return None;
-        }
-        Some(v)
-    });
+    let objective = required(ctx, f, "objective", objective);
     let period = optional(
         ctx,
         f,
@@ -154,6 +97,48 @@ fn slo(
         tiers,
         group: None,
     })
+}
+
+/// `step`: one step of the SLO's journey (`journey` when it names a known one).
+fn step(ctx: &mut Ctx, f: &walk::Fields, journey: Option<&super::JourneySpec>) -> Option<String> {
+    let n = f.get("step")?;
+    if !f.has("journey") {
+        ctx.error(n.pos, &f.path_of("step"), "`step` goes with `journey`");
+        return None;
+    }
+    let p = f.path_of("step");
+    let s = walk::string(ctx, n, &p)?;
+    let j = journey?;
+    if j.steps.iter().any(|st| st.name == s) {
+        return Some(s);
+    }
+    let names: Vec<&str> = j.steps.iter().map(|st| st.name.as_str()).collect();
+    ctx.error(
+        n.pos,
+        &p,
+        format!(
+            "journey `{}` has no step `{s}` (steps: {})",
+            j.name,
+            names.join(", ")
+        ),
+    );
+    None
+}
+
+/// `objective`: a percentage strictly between 0 and 100.
+fn objective(ctx: &mut Ctx, n: &Node, p: &str) -> Option<f64> {
+    let v = walk::number(ctx, n, p)?;
+    if !(v > 0.0 && v < 100.0) {
+        ctx.error(
+            n.pos,
+            p,
+            format!(
+                "the objective is a percentage strictly between 0 and 100 (like 99.9), found {v}"
+            ),
+        );
+        return None;
+    }
+    Some(v)
 }
 
 /// A rolling duration (`30d`) or a calendar period (`{calendar: month, timezone: Europe/Berlin}`).
@@ -366,7 +351,7 @@ pub(super) fn read_labels(
     };
     for (k, v) in entries {
         let p = join(path, &k.name);
-        if !crate::rules::label_name_is_valid(&k.name) {
+        if !crate::names::label_name_is_valid(&k.name) {
             ctx.error(k.pos, &p, "not a valid Prometheus label name");
         } else if RESERVED_LABELS.contains(&k.name.as_str()) {
             ctx.error(

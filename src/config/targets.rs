@@ -4,9 +4,10 @@
 
 use super::checks::checks;
 use super::secrets::expand;
-use super::walk::{self, Ctx, join, opt_bool, opt_duration};
+use super::walk::{self, Ctx, Fields, join, opt_bool, opt_duration};
 use super::yaml::{Node, Value};
 use super::{DEFAULT_BUCKETS, Env, Target};
+use crate::http::Protocol;
 use std::path::Path;
 use std::time::Duration;
 
@@ -46,14 +47,77 @@ pub fn target(ctx: &mut Ctx, name: &str, node: &Node, base: &Path, env: &Env) ->
     let protocol = uri
         .as_ref()
         .and_then(|u| u.scheme_str())
-        .and_then(crate::http::Protocol::of_scheme)
+        .and_then(Protocol::of_scheme)
         .unwrap_or_default();
-    let grpc = protocol == crate::http::Protocol::Grpc;
+    let grpc = protocol == Protocol::Grpc;
+    protocol_fields(ctx, &f, protocol, uri.as_ref());
+    let method = method(ctx, &f, protocol);
+    let headers = headers(ctx, &f, base, env);
+    let body = body(ctx, &f, base);
+    let timeout = opt_duration(ctx, &f, "timeout", Duration::from_secs(10), true);
+    let keep_alive = opt_bool(ctx, &f, "keep_alive", true);
+    let mut transport = super::tls::transport(ctx, &f, base);
+    let max_body = match f.get("max_body") {
+        Some(n) => walk::size(ctx, n, &f.path_of("max_body")).unwrap_or(1 << 20),
+        None => 1 << 20,
+    };
+    let grpc_spec = if grpc {
+        // gRPC is HTTP/2 only: h2c in the clear, only `h2` offered in TLS's ALPN.
+        transport.http = crate::http::HttpVersion::Http2;
+        super::grpc::grpc(
+            ctx,
+            f.get("grpc"),
+            &f.path_of("grpc"),
+            base,
+            env,
+            (timeout, max_body.min(usize::MAX as u64) as usize),
+        )
+    } else {
+        None
+    };
+    let mut checks = f
+        .get("checks")
+        .map(|n| checks(ctx, n, &f.path_of("checks")))
+        .unwrap_or_default();
+    let probe = probe(ctx, &f, protocol, &mut checks);
+    let buckets = f
+        .get("buckets")
+        .map(|n| buckets(ctx, n, &f.path_of("buckets")))
+        .unwrap_or_else(|| DEFAULT_BUCKETS.to_vec());
+    ndots_warning(ctx, &f, uri.as_ref(), display_url.as_deref(), env);
+    Some(Target {
+        name: name.to_string(),
+        uri: uri?,
+        display_url: display_url?,
+        method: method?,
+        headers,
+        body,
+        timeout,
+        keep_alive,
+        dns_ttl: transport.dns_ttl,
+        max_body,
+        insecure_skip_verify: transport.insecure,
+        http: transport.http,
+        h2_max_connections: transport.h2_max_connections,
+        tls: transport.tls,
+        connect_to: transport.connect_to,
+        dns_select: transport.dns_select,
+        checks,
+        buckets,
+        protocol,
+        probe,
+        grpc: grpc_spec,
+    })
+}
+
+/// The fields a probe or gRPC target may not carry, and what its URL must say; `grpc` only on
+/// a gRPC target.
+fn protocol_fields(ctx: &mut Ctx, f: &Fields, protocol: Protocol, uri: Option<&http::Uri>) {
     if protocol.is_probe() {
-        probe_fields(ctx, &f, protocol, uri.as_ref());
+        probe_fields(ctx, f, protocol, uri);
     }
-    if grpc {
-        grpc_fields(ctx, &f, uri.as_ref());
+    if protocol == Protocol::Grpc {
+        grpc_fields(ctx, f, uri);
     } else if let Some(n) = f.get("grpc") {
         ctx.error(
             n.pos,
@@ -61,10 +125,14 @@ pub fn target(ctx: &mut Ctx, name: &str, node: &Node, base: &Path, env: &Env) ->
             "`grpc` is for a grpc:// or grpcs:// target",
         );
     }
-    let method = match f.get("method") {
-        // A WebSocket's upgrade is a GET; a probe's method names its protocol.
-        _ if protocol == crate::http::Protocol::WebSocket => Some(http::Method::GET),
-        _ if protocol.is_probe() || grpc => {
+}
+
+/// `method`: an HTTP method (GET by default). A WebSocket's upgrade is a GET; a probe's or a
+/// gRPC call's method names its protocol.
+fn method(ctx: &mut Ctx, f: &Fields, protocol: Protocol) -> Option<http::Method> {
+    match f.get("method") {
+        _ if protocol == Protocol::WebSocket => Some(http::Method::GET),
+        _ if protocol.is_probe() || protocol == Protocol::Grpc => {
             http::Method::from_bytes(protocol.as_str().to_ascii_uppercase().as_bytes()).ok()
         }
         Some(n) => {
@@ -78,46 +146,57 @@ pub fn target(ctx: &mut Ctx, name: &str, node: &Node, base: &Path, env: &Env) ->
             })
         }
         None => Some(http::Method::GET),
-    };
+    }
+}
+
+/// `headers`: values with `${env:..}`/`${file:..}` expanded; those, and credentials, are
+/// marked sensitive.
+fn headers(ctx: &mut Ctx, f: &Fields, base: &Path, env: &Env) -> http::HeaderMap {
     let mut headers = http::HeaderMap::new();
-    if let Some(n) = f.get("headers") {
-        let hpath = f.path_of("headers");
-        if let Value::Map(entries) = &n.value {
-            for (key, value) in entries {
-                let p = join(&hpath, &key.name);
-                let Ok(hname) = http::HeaderName::from_bytes(key.name.as_bytes()) else {
-                    ctx.error(key.pos, &p, "not a valid header name");
-                    continue;
-                };
-                let Some(raw) = walk::string(ctx, value, &p) else {
-                    continue;
-                };
-                let sensitive = raw.contains("${");
-                let Some(text) = expand(ctx, &raw, value.pos, &p, base, env) else {
-                    continue;
-                };
-                match http::HeaderValue::from_str(&text) {
-                    Ok(mut v) => {
-                        v.set_sensitive(sensitive || is_sensitive_header(&hname));
-                        headers.append(hname, v);
-                    }
-                    // The value may be a secret: say what is wrong without echoing it.
-                    Err(_) => ctx.error(
-                        value.pos,
-                        &p,
-                        "the header value holds characters HTTP does not allow (a newline?)",
-                    ),
-                }
+    let Some(n) = f.get("headers") else {
+        return headers;
+    };
+    let hpath = f.path_of("headers");
+    let Value::Map(entries) = &n.value else {
+        ctx.error(
+            n.pos,
+            &hpath,
+            format!("expected a mapping, found {}", n.kind()),
+        );
+        return headers;
+    };
+    for (key, value) in entries {
+        let p = join(&hpath, &key.name);
+        let Ok(hname) = http::HeaderName::from_bytes(key.name.as_bytes()) else {
+            ctx.error(key.pos, &p, "not a valid header name");
+            continue;
+        };
+        let Some(raw) = walk::string(ctx, value, &p) else {
+            continue;
+        };
+        let sensitive = raw.contains("${");
+        let Some(text) = expand(ctx, &raw, value.pos, &p, base, env) else {
+            continue;
+        };
+        match http::HeaderValue::from_str(&text) {
+            Ok(mut v) => {
+                v.set_sensitive(sensitive || is_sensitive_header(&hname));
+                headers.append(hname, v);
             }
-        } else {
-            ctx.error(
-                n.pos,
-                &hpath,
-                format!("expected a mapping, found {}", n.kind()),
-            );
+            // The value may be a secret: say what is wrong without echoing it.
+            Err(_) => ctx.error(
+                value.pos,
+                &p,
+                "the header value holds characters HTTP does not allow (a newline?)",
+            ),
         }
     }
-    let body = match (f.get("body"), f.get("body_file")) {
+    headers
+}
+
+/// `body` (text) or `body_file` (read relative to the config), not both; empty without either.
+fn body(ctx: &mut Ctx, f: &Fields, base: &Path) -> bytes::Bytes {
+    match (f.get("body"), f.get("body_file")) {
         (Some(n), Some(_)) => {
             ctx.error(
                 n.pos,
@@ -148,48 +227,32 @@ pub fn target(ctx: &mut Ctx, name: &str, node: &Node, base: &Path, env: &Env) ->
                 .unwrap_or_default()
         }
         (None, None) => bytes::Bytes::new(),
-    };
-    let timeout = opt_duration(ctx, &f, "timeout", Duration::from_secs(10), true);
-    let keep_alive = opt_bool(ctx, &f, "keep_alive", true);
-    let mut transport = super::tls::transport(ctx, &f, base);
-    let max_body = match f.get("max_body") {
-        Some(n) => walk::size(ctx, n, &f.path_of("max_body")).unwrap_or(1 << 20),
-        None => 1 << 20,
-    };
-    let grpc_spec = if grpc {
-        // gRPC is HTTP/2 only: h2c in the clear, only `h2` offered in TLS's ALPN.
-        transport.http = crate::http::HttpVersion::Http2;
-        super::grpc::grpc(
-            ctx,
-            f.get("grpc"),
-            &f.path_of("grpc"),
-            base,
-            env,
-            (timeout, max_body.min(usize::MAX as u64) as usize),
-        )
-    } else {
-        None
-    };
-    let mut checks = f
-        .get("checks")
-        .map(|n| checks(ctx, n, &f.path_of("checks")))
-        .unwrap_or_default();
+    }
+}
+
+/// A probe's options: `expect` (read until the text arrives, and checked as `body_contains`)
+/// and `expiry_warning` (a TLS probe's certificate check); their checks go to `checks`.
+fn probe(
+    ctx: &mut Ctx,
+    f: &Fields,
+    protocol: Protocol,
+    checks: &mut Vec<crate::checks::Check>,
+) -> crate::http::probe::ProbeOptions {
     let mut probe = crate::http::probe::ProbeOptions::default();
-    if let Some(n) = f.get("expect") {
-        // `expect` reads until the text arrives, and is checked as `body_contains`.
-        if let Some(text) = walk::string(ctx, n, &f.path_of("expect")) {
-            checks.push(crate::checks::Check {
-                name: format!("expect {text:?}"),
-                kind: crate::checks::CheckKind::BodyContains(text.clone()),
-            });
-            probe.expect = Some(bytes::Bytes::from(text));
-        }
+    if let Some(n) = f.get("expect")
+        && let Some(text) = walk::string(ctx, n, &f.path_of("expect"))
+    {
+        checks.push(crate::checks::Check {
+            name: format!("expect {text:?}"),
+            kind: crate::checks::CheckKind::BodyContains(text.clone()),
+        });
+        probe.expect = Some(bytes::Bytes::from(text));
     }
     if let Some(n) = f.get("expiry_warning") {
         probe.expiry_warning = walk::duration(ctx, n, &f.path_of("expiry_warning"))
             .unwrap_or(crate::http::probe::DEFAULT_EXPIRY_WARNING);
     }
-    if protocol == crate::http::Protocol::Tls && !probe.expiry_warning.is_zero() {
+    if protocol == Protocol::Tls && !probe.expiry_warning.is_zero() {
         checks.push(crate::checks::Check {
             name: format!(
                 "certificate valid for {}",
@@ -198,16 +261,23 @@ pub fn target(ctx: &mut Ctx, name: &str, node: &Node, base: &Path, env: &Env) ->
             kind: crate::checks::CheckKind::CertificateValidFor(probe.expiry_warning),
         });
     }
-    let buckets = f
-        .get("buckets")
-        .map(|n| buckets(ctx, n, &f.path_of("buckets")))
-        .unwrap_or_else(|| DEFAULT_BUCKETS.to_vec());
-    if let (Some(uri), Some(shown)) = (&uri, &display_url)
+    probe
+}
+
+/// Warns when the URL's host has fewer dots than the resolver's `ndots` (the search path is
+/// tried first); a host that came from a reference is named as written.
+fn ndots_warning(
+    ctx: &mut Ctx,
+    f: &Fields,
+    uri: Option<&http::Uri>,
+    shown: Option<&str>,
+    env: &Env,
+) {
+    if let (Some(uri), Some(shown)) = (uri, shown)
         && let Some(host) = uri.host()
         && let Some(n) = f.get("url")
         && let Some(msg) = crate::http::ndots_warning(host, env.ndots)
     {
-        // A host that came from a reference is named as written.
         let msg = if shown.contains("${") {
             msg.replace(host, written_host(shown))
         } else {
@@ -215,29 +285,6 @@ pub fn target(ctx: &mut Ctx, name: &str, node: &Node, base: &Path, env: &Env) ->
         };
         ctx.warn(n.pos, &f.path_of("url"), msg);
     }
-    Some(Target {
-        name: name.to_string(),
-        uri: uri?,
-        display_url: display_url?,
-        method: method?,
-        headers,
-        body,
-        timeout,
-        keep_alive,
-        dns_ttl: transport.dns_ttl,
-        max_body,
-        insecure_skip_verify: transport.insecure,
-        http: transport.http,
-        h2_max_connections: transport.h2_max_connections,
-        tls: transport.tls,
-        connect_to: transport.connect_to,
-        dns_select: transport.dns_select,
-        checks,
-        buckets,
-        protocol,
-        probe,
-        grpc: grpc_spec,
-    })
 }
 
 /// What a gRPC target may not carry (HTTP's fields), and what its URL must say: a port, no
@@ -283,13 +330,7 @@ fn grpc_fields(ctx: &mut Ctx, f: &walk::Fields, uri: Option<&http::Uri>) {
 
 /// What a probe target may not carry (HTTP's fields), and what its URL must say: a port for
 /// `tcp://` and `tls://`, a query in the path for `dns://`.
-fn probe_fields(
-    ctx: &mut Ctx,
-    f: &walk::Fields,
-    protocol: crate::http::Protocol,
-    uri: Option<&http::Uri>,
-) {
-    use crate::http::Protocol;
+fn probe_fields(ctx: &mut Ctx, f: &Fields, protocol: Protocol, uri: Option<&http::Uri>) {
     let scheme = uri
         .and_then(|u| u.scheme_str())
         .unwrap_or(protocol.as_str())

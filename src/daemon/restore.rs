@@ -27,9 +27,9 @@
 
 use super::state::Shared;
 use crate::budget::{RestorePhase, RestoreStatus, SloCoverage};
+use crate::config::spec::Executor;
 use crate::config::{Config, Restore};
 use crate::http::{Client, ClientOptions, Conn, RequestSpec};
-use crate::load::spec::Executor;
 use crate::rules::EVENTS_METRIC;
 use crate::slo::restore::{self as plan, CLOSED_VU_RATE, Counts, MAX_POINTS, STEP_SECONDS};
 use bytes::Bytes;

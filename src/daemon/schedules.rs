@@ -14,8 +14,9 @@
 use super::runs::{launch_of, start_run};
 use super::shardrun;
 use super::state::{ProfileState, Shared};
+use crate::config::spec::Placement;
 use crate::config::{Config, Profile};
-use crate::load::placement::{Assignment, Placement};
+use crate::load::placement::Assignment;
 use crate::schedule::{Decision, Slot, Ticker};
 use rand::SeedableRng;
 use std::sync::Arc;
@@ -68,10 +69,10 @@ fn apply_with(shared: &Arc<Shared>, cfg: Arc<Config>, run_now: &dyn Fn(&str) -> 
     }
     // The daemon runs what it is given, but says when a profile's VUs cannot all connect.
     if let Ok(limit) = crate::limits::nofile() {
-        for why in cfg.fd_refusals(limit) {
+        for why in crate::load::capacity::fd_refusals(&cfg, limit) {
             tracing::warn!(problem = %why, "a profile does not fit the open-file limit");
         }
-        for why in cfg.pool_caps(Some(limit)) {
+        for why in crate::load::capacity::pool_caps(&cfg, Some(limit)) {
             tracing::warn!(problem = %why, "a profile's default VU pool is capped");
         }
     }

@@ -17,7 +17,7 @@ use std::fmt::Write as _;
 
 use serde_json::Value as J;
 
-use crate::rules::quote;
+use crate::config::quote;
 
 #[derive(Debug, Clone, Default)]
 pub struct Options {

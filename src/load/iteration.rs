@@ -7,8 +7,9 @@
 
 use super::observe::Observers;
 use crate::checks::{self, Check};
+use crate::config::StepSpec;
 use crate::http::{Conn, Outcome, RequestSpec};
-use crate::journey::{Capture, Cursor, DataSet, Mix, Order, Template, Think, Values};
+use crate::journey::{Cursor, DataSet, Mix, Order, Values};
 use crate::telemetry::RunSpan;
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,46 +18,28 @@ use tokio_util::sync::CancellationToken;
 /// The `step` label of a single-request profile's series.
 pub const SINGLE_STEP: &str = "request";
 
-/// One step of a journey, compiled.
+/// One step of a journey as the engine sends it: the config's step and its request.
 #[derive(Debug, Clone)]
 pub struct Step {
-    pub name: String,
-    pub method: http::Method,
-    /// The absolute URL.
-    pub url: Template,
-    /// The target's headers first, then the step's (a step's header replaces the target's).
-    pub headers: Vec<(http::HeaderName, Template)>,
-    pub body: Option<Template>,
-    pub checks: Vec<Check>,
-    pub captures: Vec<Capture>,
-    pub think: Option<Think>,
-    /// `on_failure: continue`: a failed step does not end the iteration.
-    pub keep_going: bool,
+    pub spec: StepSpec,
     /// The request, built once, when nothing in it is templated.
     pub fixed: Option<Arc<RequestSpec>>,
-    /// The URL as written (the target's as written, then the step's path, references and
-    /// templates kept): what a span's `url.full` is made from.
-    pub display_url: String,
-    /// A step's own gRPC call (its `grpc:` block, or a `grpc://` URL in a journey over another
-    /// target): the URL is the server, the headers its metadata, a body its message(s).
-    pub grpc: Option<crate::http::grpc::GrpcSpec>,
 }
 
 impl Step {
     /// Sends `req`, the step's request, on `conn`: as the step's own gRPC call when it has one.
     async fn send(&self, conn: &mut Conn, req: &RequestSpec) -> Outcome {
-        match &self.grpc {
+        match &self.spec.grpc {
             Some(spec) => conn.send_grpc(spec, req).await,
             None => conn.send(req).await,
         }
     }
 }
 
-/// A journey, compiled.
+/// A journey as the engine walks it.
 #[derive(Debug, Clone)]
 pub struct Journey {
     pub name: String,
-    pub target: String,
     pub steps: Vec<Step>,
     pub data: Option<(Arc<DataSet>, Order)>,
     /// How many capture slots an iteration needs.
@@ -201,10 +184,10 @@ impl Work {
                 .flat_map(|j| {
                     j.steps.iter().map(|s| StepInfo {
                         journey: Some(j.name.clone()),
-                        name: s.name.clone(),
-                        checks: s.checks.clone(),
-                        method: s.method.to_string(),
-                        url: tag_url(&s.display_url),
+                        name: s.spec.name.clone(),
+                        checks: s.spec.checks.clone(),
+                        method: s.spec.method.to_string(),
+                        url: tag_url(&s.spec.display_url),
                     })
                 })
                 .collect(),
@@ -227,9 +210,9 @@ impl Work {
                 .iter()
                 .flat_map(|j| {
                     j.steps.iter().map(|s| crate::telemetry::StepDesc {
-                        method: s.method.as_str(),
-                        display_url: &s.display_url,
-                        step: Some(&s.name),
+                        method: s.spec.method.as_str(),
+                        display_url: &s.spec.display_url,
+                        step: Some(&s.spec.name),
                     })
                 })
                 .collect(),
@@ -257,7 +240,7 @@ impl Work {
                 let sums = journeys.iter().map(|j| {
                     j.steps
                         .iter()
-                        .filter_map(|s| s.think)
+                        .filter_map(|s| s.spec.think)
                         .fold((Duration::ZERO, Duration::ZERO), |(lo, hi), t| {
                             (lo + t.min, hi + t.max)
                         })
@@ -444,7 +427,7 @@ impl RunWork {
                     s.inject(&mut req.headers);
                     step.send(&mut vu.conn, &req).await
                 }
-                (None, _) => match build(step, &values) {
+                (None, _) => match build(&step.spec, &values) {
                     Some(mut req) => {
                         if let Some(s) = &span {
                             s.inject(&mut req.headers);
@@ -462,21 +445,21 @@ impl RunWork {
             };
             sent += outcome.bytes_sent;
             received += outcome.bytes_received;
-            let results = checks::Results::of(&step.checks, &outcome);
+            let results = checks::Results::of(&step.spec.checks, &outcome);
             let first = if i == 0 { lateness } else { Duration::ZERO };
             events.request_finished(base + i, row_index, &outcome, first, results.as_slice());
             if let Some(s) = span {
-                finish_span(s, base + i, &outcome, &step.checks, &results, events);
+                finish_span(s, base + i, &outcome, &step.spec.checks, &results, events);
             }
             let mut failure = None;
-            if !checks::verdict(&step.checks, results.as_slice(), &outcome) {
+            if !checks::verdict(&step.spec.checks, results.as_slice(), &outcome) {
                 failure = Some(if results.as_slice().iter().any(|p| !p) {
                     StepFailure::Check
                 } else {
                     StepFailure::Request
                 });
             }
-            for c in &step.captures {
+            for c in &step.spec.captures {
                 match c.source.extract(&outcome) {
                     Some(v) => {
                         if let Some(slot) = vu.captures.get_mut(c.slot) {
@@ -493,11 +476,11 @@ impl RunWork {
             if let Some(f) = failure {
                 events.step_failed(base + i, f);
                 result = IterationResult::FailedStep;
-                if !step.keep_going {
+                if !step.spec.keep_going {
                     break;
                 }
             }
-            if let Some(think) = step.think {
+            if let Some(think) = step.spec.think {
                 let pause = think.pick(rand::random::<f64>());
                 tokio::select! {
                     _ = tokio::time::sleep(pause) => {}
@@ -538,7 +521,7 @@ fn finish_span(
 /// Renders a templated step into a request; `None` when the URL does not parse or a header's
 /// value is no valid header value (CR, LF or another control character from a value): the
 /// request as configured cannot be sent, and a request without that header would be another.
-fn build(step: &Step, values: &Values<'_>) -> Option<RequestSpec> {
+pub(super) fn build(step: &StepSpec, values: &Values<'_>) -> Option<RequestSpec> {
     let mut text = String::with_capacity(64);
     step.url.render(values, &mut text);
     let uri: http::Uri = text.parse().ok()?;
@@ -564,22 +547,4 @@ fn build(step: &Step, values: &Values<'_>) -> Option<RequestSpec> {
         headers,
         body,
     })
-}
-
-/// Builds the request of a step without templates, once.
-pub fn fixed_request(step: &Step) -> Option<RequestSpec> {
-    let all_static = step.url.is_static()
-        && step.headers.iter().all(|(_, t)| t.is_static())
-        && step.body.as_ref().is_none_or(Template::is_static);
-    if !all_static {
-        return None;
-    }
-    let values = Values {
-        vu: 0,
-        iter: 0,
-        now_ms: 0,
-        row: None,
-        captures: &[],
-    };
-    build(step, &values)
 }

@@ -1,5 +1,6 @@
-//! The load engine: executor specs, pure plans, histograms and the runner.
+//! The load engine: pure plans from the config's executor specs, histograms and the runner.
 
+pub mod capacity;
 mod groups;
 pub mod iteration;
 pub mod merge;
@@ -8,10 +9,9 @@ pub mod observe;
 pub mod pacing;
 pub mod placement;
 pub mod plan;
-pub mod presets;
 pub mod record;
 pub mod runner;
-pub mod spec;
 pub mod stats;
 pub mod subs;
 pub mod summary;
+mod work;

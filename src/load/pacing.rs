@@ -70,12 +70,6 @@ impl DropReason {
     }
 }
 
-/// An arrival later than this is dropped (k6 has no bound and catches up as far as its VUs
-/// allow; wrk2 sends every late request at once). Half a second is far past any timer or
-/// runtime delay of a healthy generator, and short enough that a stall's backlog is not
-/// replayed at the target.
-pub const DEFAULT_MAX_LATENESS: Duration = Duration::from_millis(500);
-
 /// An arrival later than this is catching up: it opens a new connection only with a token.
 /// Ten timer ticks: a healthy generator releases arrivals within one.
 pub const CATCH_UP: Duration = Duration::from_millis(10);
@@ -97,7 +91,7 @@ pub struct Pacing {
     pub connect_rate: f64,
     /// New connections that may open at once.
     pub connect_burst: u32,
-    /// The VUs a healthy target keeps busy at the peak rate (`load::spec::expected_pool`):
+    /// The VUs a healthy target keeps busy at the peak rate (`config::spec::expected_pool`):
     /// up to this many, an arrival on schedule opens a connection even while the runtime lags.
     pub expected_pool: u32,
 }
@@ -115,11 +109,11 @@ impl Pacing {
             0.0
         };
         Pacing {
-            max_lateness: max_lateness.unwrap_or(DEFAULT_MAX_LATENESS),
+            max_lateness: max_lateness.unwrap_or(crate::config::spec::DEFAULT_MAX_LATENESS),
             catch_up: CATCH_UP,
             connect_rate: (rate / 10.0).max(MIN_CONNECT_RATE),
             connect_burst: CONNECT_BURST,
-            expected_pool: super::spec::expected_pool(rate),
+            expected_pool: crate::config::spec::expected_pool(rate),
         }
     }
 
@@ -258,7 +252,7 @@ mod tests {
     #[test]
     fn late_arrivals_with_a_free_vu_are_the_generators_and_dropped() {
         let p = Pacing::for_rate(15_000.0, None);
-        assert_eq!(p.max_lateness, DEFAULT_MAX_LATENESS);
+        assert_eq!(p.max_lateness, crate::config::spec::DEFAULT_MAX_LATENESS);
         let z = Duration::ZERO;
         assert_eq!(p.admit(z, z, true), Ok(()));
         assert_eq!(p.admit(ms(500), z, true), Ok(()));

@@ -15,45 +15,12 @@
 //! computes the same owner. A test pins some weights so a change cannot go unnoticed.
 
 use super::plan::Shard;
+use crate::config::spec::Placement;
 use std::hash::Hasher as _;
 
 /// The SipHash keys of the rendezvous weight. Part of the contract: changing them moves
 /// profiles between shards.
 pub const KEYS: (u64, u64) = (0x736c_6f62_7572_6e00, 0x706c_6163_656d_656e);
-
-/// How a profile is spread over the shards of `--shard i/N`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Placement {
-    /// Every shard runs `1/N` of the profile's rate, VUs and iterations.
-    #[default]
-    Split,
-    /// One shard (the rendezvous owner) runs the whole profile; the others do not run it.
-    Owned,
-}
-
-impl Placement {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Placement::Split => "split",
-            Placement::Owned => "owned",
-        }
-    }
-}
-
-impl std::str::FromStr for Placement {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Placement, String> {
-        match s {
-            "split" => Ok(Placement::Split),
-            "owned" => Ok(Placement::Owned),
-            other => Err(format!(
-                "`{other}` is not a placement: use `split` (every shard runs its share) or \
-                 `owned` (one shard runs it whole)"
-            )),
-        }
-    }
-}
 
 /// The rendezvous weight of `name` on `shard`.
 pub fn weight(name: &str, shard: u32) -> u64 {

@@ -12,11 +12,12 @@ use std::sync::atomic::Ordering::Relaxed;
 use super::families::*;
 use super::process::ProcessStats;
 use super::profile::{PHASES_BY_LABEL, ProfileMetrics};
-use super::protobuf::{self, NativeOptions};
+use super::protobuf;
 use super::registry::State;
 use super::slo::{ReportGauges, SloMetrics};
 use super::text::{Encoder, Family, Sink, Value, label_set, write_u64};
 use super::wire::Labels;
+use crate::config::NativeOptions;
 use crate::hist::Histogram;
 
 /// What one scrape reads: handles and copies taken under the registry's locks, so none is held

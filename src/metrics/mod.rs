@@ -38,7 +38,6 @@ pub use profile::{
     ERROR_NONE, ITERATION_RESULTS, ProfileMetrics, STATUS_NONE, STATUS_OTHER, STEP_FAILURE_REASONS,
     StepLayout,
 };
-pub use protobuf::{DEFAULT_SCHEMA, MAX_SCHEMA, NativeOptions};
 pub use registry::Metrics;
 pub use slo::{SloMetrics, window_label};
 pub use text::{CHUNK, Family, Kind, Sink, le_value};

@@ -18,31 +18,8 @@ use super::profile::ProfileMetrics;
 use super::proto::MetricType;
 use super::text::{Encoder, Family, Kind};
 use super::wire::{self, Labels};
+use crate::config::NativeOptions;
 use crate::hist::{Histogram, MIN_SCHEMA, NativeRead, ZERO_THRESHOLD};
-
-/// The default schema of the native exposition.
-pub const DEFAULT_SCHEMA: i32 = 3;
-/// The finest schema the exposition is configured at (`server.native_histograms.schema`);
-/// values are recorded finer ([`crate::hist::RECORD_SCHEMA`]) and merged down at each scrape.
-pub const MAX_SCHEMA: i32 = 5;
-
-/// How histograms are written in the protobuf format (`server.native_histograms`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NativeOptions {
-    /// The native buckets' schema: each bucket is `2^(2^-schema)` times as wide as the last.
-    pub schema: i32,
-    /// Whether the classic (`le`) buckets are written beside the native ones.
-    pub classic_buckets: bool,
-}
-
-impl Default for NativeOptions {
-    fn default() -> NativeOptions {
-        NativeOptions {
-            schema: DEFAULT_SCHEMA,
-            classic_buckets: true,
-        }
-    }
-}
 
 /// The protobuf side of an [`Encoder`]: the bytes not yet sent, the family in progress written
 /// straight into them, and the buffers every metric reuses.
@@ -204,7 +181,10 @@ impl Reads {
             self.cumulative.clear();
         }
         self.sum_seconds = hist.sum_seconds();
-        hist.native_into(opts.schema.clamp(MIN_SCHEMA, MAX_SCHEMA), &mut self.native);
+        hist.native_into(
+            opts.schema.clamp(MIN_SCHEMA, NativeOptions::MAX_SCHEMA),
+            &mut self.native,
+        );
         let classic_total = self.cumulative.last().copied().unwrap_or(0);
         // Both counter sets are read while requests are recorded: the larger total keeps each
         // set within the count (a request is in one set and not yet in the other for a moment

@@ -9,9 +9,9 @@ use super::accept::{self, Format};
 use super::encode::{self, Snapshot};
 use super::process::{self, ProcessStats};
 use super::profile::{LocalTotals, ProfileMetrics, StepLayout};
-use super::protobuf::NativeOptions;
 use super::slo::SloMetrics;
 use super::text::{self, label_set};
+use crate::config::NativeOptions;
 
 /// The `result` values `init_profile` pre-creates, so `increase()` and absent-alerts work
 /// before the first run.

@@ -10,8 +10,9 @@
 
 use std::fmt::Write as _;
 
-use super::protobuf::{NativeOptions, ProtoOut};
+use super::protobuf::ProtoOut;
 use super::wire::Labels;
+use crate::config::NativeOptions;
 
 /// What a family is; decides the TYPE line and the sample suffixes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

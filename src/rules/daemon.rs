@@ -1,9 +1,10 @@
 //! The `sloburn-daemon` group: the daemon absent, a scheduled profile not running, a TLS
 //! probe's certificate inside its warning tier.
 
-use super::text::{promql_duration, quote, template_literal};
+use super::text::{promql_duration, template_literal};
 use super::yaml::{Group, Rule};
 use super::{ABSENT_ALERT, CERT_ALERT, PROFILE_ALERT, RulesOptions};
+use crate::config::quote;
 use crate::names;
 use std::collections::BTreeMap;
 use std::time::Duration;

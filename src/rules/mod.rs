@@ -17,12 +17,13 @@ mod slo;
 mod text;
 mod yaml;
 
+use crate::config::{Config, Sli, Slo, quote};
 use crate::names;
 use crate::slo::SloDef;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
-pub use text::{label_name_is_valid, promql_duration, quote};
+pub use text::promql_duration;
 use yaml::{Group, Rule, write_groups};
 
 /// The counter the daemon exposes; both the rules and the daemon's windows count it.
@@ -79,6 +80,55 @@ pub struct NativeLatency {
     /// Profiles whose series count; empty: every profile.
     pub profiles: Vec<String>,
     pub under: Duration,
+}
+
+impl NativeLatency {
+    /// Where a latency SLO's requests are in the native histograms: the corrected or k6
+    /// duration of the target's requests (one journey step's with `step`), or a whole journey's
+    /// iterations (`sloburn_iteration_duration_seconds`, what a whole-journey SLO times).
+    /// `None` for an availability SLO.
+    pub fn of(slo: &Slo) -> Option<NativeLatency> {
+        let Sli::Latency {
+            under, corrected, ..
+        } = slo.sli
+        else {
+            return None;
+        };
+        let mut matchers = vec![("target".to_string(), slo.target.clone())];
+        let metric = match (&slo.journey, &slo.step) {
+            (Some(j), None) => {
+                matchers.push(("journey".into(), j.clone()));
+                names::ITERATION_DURATION
+            }
+            (journey, step) => {
+                if let (Some(j), Some(s)) = (journey, step) {
+                    matchers.push(("journey".into(), j.clone()));
+                    matchers.push(("step".into(), s.clone()));
+                }
+                if corrected {
+                    names::HTTP_REQ_CORRECTED_DURATION
+                } else {
+                    names::HTTP_REQ_DURATION
+                }
+            }
+        };
+        Some(NativeLatency {
+            metric: metric.to_string(),
+            matchers,
+            profiles: slo.profiles.clone(),
+            under,
+        })
+    }
+}
+
+/// The native histogram of every latency SLO of `config`, by SLO name (`sloburn rules
+/// --native-histograms`).
+pub fn native_latency(config: &Config) -> BTreeMap<String, NativeLatency> {
+    config
+        .slos
+        .values()
+        .filter_map(|s| Some((s.name.clone(), NativeLatency::of(s)?)))
+        .collect()
 }
 
 impl Default for RulesOptions {
@@ -192,16 +242,16 @@ mod tests {
 
     #[test]
     fn label_names() {
-        assert!(label_name_is_valid("team"));
-        assert!(label_name_is_valid("_x1"));
-        assert!(!label_name_is_valid("1x"));
-        assert!(!label_name_is_valid("a-b"));
-        assert!(!label_name_is_valid("__name__"));
-        assert!(!label_name_is_valid(""));
+        assert!(names::label_name_is_valid("team"));
+        assert!(names::label_name_is_valid("_x1"));
+        assert!(!names::label_name_is_valid("1x"));
+        assert!(!names::label_name_is_valid("a-b"));
+        assert!(!names::label_name_is_valid("__name__"));
+        assert!(!names::label_name_is_valid(""));
         assert_eq!(sanitize_label_name("a-b.c"), "a_b_c");
         assert_eq!(sanitize_label_name("9lives"), "_9lives");
         assert_eq!(sanitize_label_name("__x"), "_x");
-        assert!(label_name_is_valid(&sanitize_label_name("")));
+        assert!(names::label_name_is_valid(&sanitize_label_name("")));
     }
 
     /// Issue 12, item 7: "correctly.. Objective" and runbook links without the SLO's name.

@@ -1,9 +1,10 @@
 //! One SLO's group: its SLI error ratio per window (from the events counter or native
 //! histograms), Sloth's metadata records, the period budget, and one burn alert per tier.
 
-use super::text::{num, percent, promql_duration, quote, sanitize_label_name, template_literal};
+use super::text::{num, percent, promql_duration, sanitize_label_name, template_literal};
 use super::yaml::{Group, Rule};
 use super::{BURN_ALERT, EVENTS_METRIC, INFO_RECORD, NativeLatency, RulesOptions, SPEC};
+use crate::config::quote;
 use crate::names;
 use crate::slo::{STANDARD_WINDOWS, SloDef, Tier};
 use std::collections::BTreeMap;

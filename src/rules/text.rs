@@ -1,18 +1,12 @@
-//! The small text forms rule files need: label names, PromQL durations, quoted strings, Go
-//! template literals, numbers that round-trip.
+//! The small text forms rule files need: label names made valid, PromQL durations, Go template
+//! literals, numbers that round-trip. (Valid label names are `names::label_name_is_valid`;
+//! quoted strings `config::quote`.)
 
 use std::fmt::Write as _;
 use std::time::Duration;
 
-/// Whether `name` is a valid, non-reserved Prometheus label name. Config validation should
-/// reject SLO labels failing this; generation sanitizes them as a last resort.
-pub fn label_name_is_valid(name: &str) -> bool {
-    let mut chars = name.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && !name.starts_with("__")
-}
-
+/// A label name made valid (`names::label_name_is_valid`): config validation rejects SLO
+/// labels failing it, so generation sanitizes them only as a last resort.
 pub(super) fn sanitize_label_name(name: &str) -> String {
     let mut s: String = name
         .chars()
@@ -39,11 +33,6 @@ pub fn promql_duration(d: Duration) -> String {
         }
     }
     out
-}
-
-/// JSON string literal: a YAML double-quoted scalar and a PromQL string at once.
-pub fn quote(s: &str) -> String {
-    serde_json::to_string(s).unwrap_or_else(|_| String::from("\"\""))
 }
 
 /// Prometheus expands alert labels and annotations as Go templates; user text must not be.

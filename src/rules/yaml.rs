@@ -1,7 +1,8 @@
 //! The rule model (groups of records, alerts and comments) and its YAML, written by hand:
 //! every user-derived string as a JSON string, which is a YAML double-quoted scalar too.
 
-use super::text::{promql_duration, quote};
+use super::text::promql_duration;
+use crate::config::quote;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;

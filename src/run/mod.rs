@@ -14,7 +14,6 @@
 //! stop short and writes the same. SIGHUP is ignored: a closing terminal must not lose a run's
 //! results.
 
-use crate::config::{self};
 use std::io::Write;
 
 mod args;
@@ -113,7 +112,7 @@ fn refuse_fd_shortfall(args: &RunArgs, r: &Resolved) -> Option<i32> {
     }
     let limit = crate::limits::nofile().ok()?;
     let why = match (&args.file, args.max_vus.or(args.vus)) {
-        (Some(_), _) => config::fd_fits(&r.spec.executor, r.spec.shard, limit).err()?,
+        (Some(_), _) => crate::load::capacity::fits(&r.spec.executor, r.spec.shard, limit).err()?,
         // Flags: only VUs asked for are refused; a defaulted `--max-vus` is not the user's
         // choice (past the limit its shortfall shows as `local_fd_exhausted`).
         (None, Some(vus)) => {

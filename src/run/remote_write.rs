@@ -490,7 +490,7 @@ pub fn write_request(
         ));
         out.push(series(&format!("{DURATION}_sum"), run, &at, sum, ts));
         if native {
-            let read = native_buckets(h, crate::metrics::DEFAULT_SCHEMA);
+            let read = native_buckets(h, crate::config::NativeOptions::DEFAULT_SCHEMA);
             let (mut spans, mut positive_deltas) = (Vec::new(), Vec::new());
             read.spans_and_deltas_into(&mut spans, &mut positive_deltas);
             let positive_spans = spans
@@ -506,7 +506,7 @@ pub fn write_request(
                 histograms: vec![Histogram {
                     count_int: Some(h.count()),
                     sum,
-                    schema: crate::metrics::DEFAULT_SCHEMA,
+                    schema: crate::config::NativeOptions::DEFAULT_SCHEMA,
                     zero_threshold: crate::metrics::ZERO_THRESHOLD,
                     zero_count_int: Some(read.zero),
                     positive_spans,

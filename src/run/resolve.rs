@@ -1,11 +1,11 @@
 //! What a run runs: a config profile or an ad-hoc `--url` target, with its thresholds.
 
 use super::*;
+use crate::config::spec::Executor;
 use crate::config::{self, Target};
 use crate::load::placement::Assignment;
 use crate::load::plan::Shard;
 use crate::load::runner::RunSpec;
-use crate::load::spec::Executor;
 use crate::thresholds::ThresholdSpec;
 use anyhow::{Context, anyhow, bail};
 use std::io::Write;
@@ -79,8 +79,7 @@ pub fn resolve(args: &RunArgs, out: &mut impl Write) -> anyhow::Result<Option<Re
                     .get(&profile.target)
                     .cloned()
                     .context("the profile's target vanished")?;
-                let work = cfg
-                    .work(profile)
+                let work = crate::load::iteration::Work::of(&cfg, profile)
                     .context("the profile's journeys vanished")?;
                 (
                     profile.name.clone(),
@@ -112,7 +111,7 @@ pub fn resolve(args: &RunArgs, out: &mut impl Write) -> anyhow::Result<Option<Re
                     Vec::new(),
                     Duration::from_secs(30),
                     Duration::ZERO,
-                    crate::load::pacing::DEFAULT_MAX_LATENESS,
+                    crate::config::spec::DEFAULT_MAX_LATENESS,
                     hold,
                 )
             }
@@ -145,7 +144,7 @@ pub fn resolve(args: &RunArgs, out: &mut impl Write) -> anyhow::Result<Option<Re
         None => lateness,
     };
     let mut executor = executor;
-    let pool_note = config::capacity::cap_default_pool(
+    let pool_note = crate::load::capacity::cap_default_pool(
         &mut executor,
         hold,
         shard,
@@ -256,8 +255,8 @@ pub(super) fn ad_hoc(args: &RunArgs, url: &str) -> anyhow::Result<(Target, Execu
             if rate <= 0.0 {
                 bail!("--rate must be above zero");
             }
-            let (default_pre, _) = crate::load::spec::default_vu_pool(rate);
-            let default_max = crate::load::spec::stall_pool(rate, timeout);
+            let (default_pre, _) = crate::config::spec::default_vu_pool(rate);
+            let default_max = crate::config::spec::stall_pool(rate, timeout);
             let pre = args.vus.unwrap_or(default_pre);
             let max = args.max_vus.unwrap_or_else(|| default_max.max(pre));
             if max < pre {

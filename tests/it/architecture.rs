@@ -24,8 +24,8 @@ const LAYERS: &[&[&str]] = &[
         "journey",
         "telemetry",
     ],
-    &["load", "rules", "metrics", "store"],
     &["config"],
+    &["load", "rules", "metrics", "store"],
     &["budget", "target", "web", "importers"],
     &["run", "daemon"],
     &["demo"],
@@ -641,8 +641,6 @@ fn after_tests() {}
 /// still passes); an entry that no longer holds a circle is stale and fails: take it off when
 /// yours is broken, and add none. The comment names the helper breaking it.
 const CIRCLES_ALLOWED: &[(&str, &[&str])] = &[
-    ("config", &["slo_groups", "slos"]),                  // config
-    ("config/journeys", &["grpc_step", "step"]),          // config
     ("http", &["client", "conn", "grpc", "h2", "probe"]), // transport
     // record
     ("load", &["iteration", "observe", "record", "stats", "subs"]),
@@ -1091,14 +1089,10 @@ const LONG_FUNCTIONS_ALLOWED: &[&str] = &[
     "run::resolve::resolve",                 // output
     "run::resolve::ad_hoc",                  // output
     "load::ndjson::write_all",               // output
-    "config::targets::target",               // config
-    "config::profiles::profile",             // config
     "config::openslo::sli::indicator",       // config
     "config::openslo::alerts::alert_policy", // config
     "config::slo_groups::expand",            // config
     "config::openslo::slo",                  // config
-    "config::build::config",                 // config
-    "config::slos::slo",                     // config
     "config::slo_groups::column_groups",     // config
     "config::openslo::commands::export",     // config
     "config::server::server",                // config

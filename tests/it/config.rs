@@ -102,7 +102,7 @@ fn presets_build_executors_and_mistakes_are_reported() {
     let cfg = sloburn::config::from_str(good, "p.yaml", Path::new("."), &env)
         .unwrap_or_else(|e| panic!("{e}"))
         .config;
-    use sloburn::load::spec::Executor;
+    use sloburn::config::spec::Executor;
     assert!(matches!(
         cfg.profiles["smoke"].executor,
         Executor::RampingVus { .. } | Executor::ConstantVus { .. }

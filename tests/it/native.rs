@@ -333,8 +333,9 @@ fn issue_33_a_streamed_protobuf_exposition_is_the_whole_one_in_family_aligned_ch
 #[test]
 fn issue_33_exemplars_are_in_the_protobuf_histogram() {
     use opentelemetry::trace::{SpanId, TraceId};
+    use sloburn::config::NativeOptions;
     use sloburn::http::{Outcome, Phases};
-    use sloburn::metrics::{Metrics, NativeOptions};
+    use sloburn::metrics::Metrics;
     let m = Metrics::new("x");
     let p = m.profile("t", "p", &[0.01, 0.1, 1.0], &[]);
     let o = Outcome {

@@ -330,7 +330,7 @@ fn a_cpu_stall_during_a_15000_per_second_run_is_no_connection_storm_and_the_gene
     let connections = after - before - 2;
     // The default pool is the timeout's worth of arrivals (capped), made as needed; the
     // connections a stall may open are bounded by the pool a healthy target needs.
-    let max_vus = sloburn::load::spec::expected_pool(RATE);
+    let max_vus = sloburn::config::spec::expected_pool(RATE);
     eprintln!(
         "stall by {}: {requests} requests, {failed} failed, {dropped} dropped ({overloaded} as \
          generator overload), {connections} connections at nginx, {vus_max} VUs allocated, \
@@ -420,11 +420,11 @@ fn max_lateness_and_the_default_max_vus_come_from_the_config() {
         .unwrap_or_else(|e| panic!("{e}"))
         .config;
     let p = &cfg.profiles["p"];
-    assert_eq!(p.max_lateness, sloburn::load::pacing::DEFAULT_MAX_LATENESS);
+    assert_eq!(p.max_lateness, sloburn::config::spec::DEFAULT_MAX_LATENESS);
     // 15,000/s × the 10 s default timeout, capped.
     assert_eq!(p.vu_hold, Some(Duration::from_secs(10)));
     assert_eq!(sloburn::load::plan::max_vus(&p.executor), 100_000);
-    let caps = cfg.pool_caps(None);
+    let caps = sloburn::load::capacity::pool_caps(&cfg, None);
     assert_eq!(caps.len(), 1, "{caps:?}");
     assert!(
         caps[0].contains("150000") && caps[0].contains("100000") && caps[0].contains("saturated"),
@@ -446,7 +446,7 @@ fn max_lateness_and_the_default_max_vus_come_from_the_config() {
         sloburn::load::plan::max_vus(&cfg.profiles["p"].executor),
         2000
     );
-    assert!(cfg.pool_caps(None).is_empty());
+    assert!(sloburn::load::capacity::pool_caps(&cfg, None).is_empty());
     let cfg = sloburn::config::from_str(&profile("    max_lateness: 50ms\n"), "t.yaml", &dir, &env)
         .unwrap_or_else(|e| panic!("{e}"))
         .config;

@@ -7,8 +7,7 @@
 use super::super::grpc::{self, Parts};
 use super::super::walk::{self, Ctx, Fields, join};
 use super::super::yaml::{Node, Value};
-use super::step::{Headers, header_map};
-use super::{Site, Target, compile, json};
+use super::{Headers, Site, Target, compile, header_map, json};
 use crate::http::grpc::GrpcSpec;
 use crate::journey::{Escape, Scope, Template};
 use std::time::Duration;

@@ -10,8 +10,8 @@ use super::secrets;
 use super::walk::{self, Ctx, join, reference};
 use super::yaml::{Node, Value};
 use super::{Env, Target};
-use crate::journey::{DataSet, Escape, Order, Scope, Source, Template};
-use crate::load::iteration::Journey;
+use crate::checks::Check;
+use crate::journey::{Capture, DataSet, Escape, Order, Scope, Source, Template, Think};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,6 +20,44 @@ use step::step;
 /// The largest data file read: its rows are held in memory for the whole run, at most about
 /// four times the file's size, and five while it is parsed (`journey::data`).
 pub const MAX_DATA_FILE_BYTES: u64 = 64 << 20;
+
+/// One step of a journey, validated: its templates compiled, its checks and captures read.
+/// The engine builds what it sends from it (`load::iteration::Step`).
+#[derive(Debug, Clone)]
+pub struct StepSpec {
+    pub name: String,
+    pub method: http::Method,
+    /// The absolute URL.
+    pub url: Template,
+    /// The target's headers first, then the step's (a step's header replaces the target's).
+    pub headers: Vec<(http::HeaderName, Template)>,
+    pub body: Option<Template>,
+    pub checks: Vec<Check>,
+    pub captures: Vec<Capture>,
+    pub think: Option<Think>,
+    /// `on_failure: continue`: a failed step does not end the iteration.
+    pub keep_going: bool,
+    /// The URL as written (the target's as written, then the step's path, references and
+    /// templates kept): what a span's `url.full` is made from.
+    pub display_url: String,
+    /// A step's own gRPC call (its `grpc:` block, or a `grpc://` URL in a journey over another
+    /// target): the URL is the server, the headers its metadata, a body its message(s).
+    pub grpc: Option<crate::http::grpc::GrpcSpec>,
+}
+
+/// A journey, validated: its steps in order, over one target, with its data file.
+#[derive(Debug, Clone)]
+pub struct JourneySpec {
+    pub name: String,
+    pub target: String,
+    pub steps: Vec<StepSpec>,
+    pub data: Option<(Arc<DataSet>, Order)>,
+    /// How many capture slots an iteration needs.
+    pub slots: usize,
+}
+
+/// The journeys of a config, by name.
+pub type Journeys = BTreeMap<String, JourneySpec>;
 
 /// The data files one config has loaded, by canonical path and format: journeys that name the
 /// same file share one copy of its rows.
@@ -32,14 +70,14 @@ pub fn journeys(
     env: &Env,
     targets: &BTreeMap<String, Target>,
     target_names: &walk::Names,
-) -> BTreeMap<String, Arc<Journey>> {
+) -> Journeys {
     let mut out = BTreeMap::new();
     let mut loaded = Loaded::new();
     let site = Site { base, env };
     for (name, _, node) in walk::named(ctx, node, "journeys") {
         let refs = (targets, target_names);
         if let Some(j) = journey(ctx, &name, node, site, refs, &mut loaded) {
-            out.insert(name, Arc::new(j));
+            out.insert(name, j);
         }
     }
     out
@@ -52,7 +90,7 @@ fn journey(
     site: Site<'_>,
     (targets, target_names): (&BTreeMap<String, Target>, &walk::Names),
     loaded: &mut Loaded,
-) -> Option<Journey> {
+) -> Option<JourneySpec> {
     let Site { base, env } = site;
     let path = join("journeys", name);
     let f = walk::fields(
@@ -125,7 +163,7 @@ fn journey(
     if steps.len() != items.len() {
         return None;
     }
-    Some(Journey {
+    Some(JourneySpec {
         name: name.to_string(),
         target: target_name?,
         steps,
@@ -296,6 +334,48 @@ fn capture(ctx: &mut Ctx, node: &Node, path: &str) -> Option<Source> {
         _ => Source::regex(&text),
     };
     made.map_err(|e| ctx.error(n.pos, &p, e)).ok()
+}
+
+/// A step's header (or gRPC metadata) templates, in order.
+type Headers = Vec<(http::HeaderName, Template)>;
+
+/// A mapping of header (or metadata) names to templates, each added to `out` in place of one
+/// of the same name.
+fn header_map(
+    ctx: &mut Ctx,
+    n: &Node,
+    hp: &str,
+    scope: &Scope<'_>,
+    site: Site<'_>,
+    out: &mut Headers,
+) {
+    let Value::Map(entries) = &n.value else {
+        ctx.error(n.pos, hp, format!("expected a mapping, found {}", n.kind()));
+        return;
+    };
+    for (key, value) in entries {
+        let p = join(hp, &key.name);
+        let Ok(hname) = http::HeaderName::from_bytes(key.name.as_bytes()) else {
+            ctx.error(key.pos, &p, "not a valid header name");
+            continue;
+        };
+        let Some(text) = walk::string(ctx, value, &p) else {
+            continue;
+        };
+        if let Some(mut tpl) = compile(ctx, value, &p, &text, scope, Escape::Raw, site) {
+            if tpl.is_static() && http::HeaderValue::from_str(&tpl.static_text()).is_err() {
+                ctx.error(
+                    value.pos,
+                    &p,
+                    "the header value holds characters HTTP does not allow",
+                );
+                continue;
+            }
+            tpl.sensitive |= super::targets::is_sensitive_header(&hname);
+            out.retain(|(k, _)| *k != hname);
+            out.push((hname, tpl));
+        }
+    }
 }
 
 /// A YAML value as JSON text; strings are templates.

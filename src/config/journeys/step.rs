@@ -6,11 +6,11 @@
 use super::super::checks::checks;
 use super::super::walk::{self, Ctx, Fields, join};
 use super::super::yaml::{Node, Value};
-use super::{Site, Target, base_for, capture, compile, display_for, json};
+use super::{
+    Headers, Site, StepSpec, Target, base_for, capture, compile, display_for, header_map, json,
+};
 use crate::http::Protocol;
 use crate::journey::{Capture, Escape, Scope, Template, Think};
-use crate::load::iteration::{Step, fixed_request};
-use std::sync::Arc;
 
 const STEP_FIELDS: &[&str] = &[
     "name",
@@ -27,9 +27,6 @@ const STEP_FIELDS: &[&str] = &[
     "grpc",
 ];
 
-/// A step's header (or gRPC metadata) templates, in order.
-pub(super) type Headers = Vec<(http::HeaderName, Template)>;
-
 /// Reads the step at `node`; `new` gets the capture names it sets for the first time.
 pub(super) fn step(
     ctx: &mut Ctx,
@@ -39,7 +36,7 @@ pub(super) fn step(
     target: Option<&Target>,
     site: Site<'_>,
     new: &mut Vec<String>,
-) -> Option<Step> {
+) -> Option<StepSpec> {
     let f = walk::fields(ctx, node, path, STEP_FIELDS)?;
     let name = name(ctx, &f)?;
     let path = &join(path.rsplit_once('[').map_or(path, |(a, _)| a), &name);
@@ -64,7 +61,7 @@ pub(super) fn step(
     let captures = captures(ctx, &f, scope, new);
     let think = think(ctx, &f)?;
     let keep_going = on_failure(ctx, &f)?;
-    let mut step = Step {
+    let step = StepSpec {
         display_url: display_url(&f, target),
         name,
         method,
@@ -75,7 +72,6 @@ pub(super) fn step(
         captures,
         think,
         keep_going,
-        fixed: None,
         grpc,
     };
     if step.url.is_static() {
@@ -86,7 +82,6 @@ pub(super) fn step(
             return None;
         }
     }
-    step.fixed = fixed_request(&step).map(Arc::new);
     Some(step)
 }
 
@@ -232,45 +227,6 @@ fn headers(
         header_map(ctx, n, &f.path_of("headers"), scope, site, &mut headers);
     }
     headers
-}
-
-/// A mapping of header (or metadata) names to templates, each added to `out` in place of one
-/// of the same name.
-pub(super) fn header_map(
-    ctx: &mut Ctx,
-    n: &Node,
-    hp: &str,
-    scope: &Scope<'_>,
-    site: Site<'_>,
-    out: &mut Headers,
-) {
-    let Value::Map(entries) = &n.value else {
-        ctx.error(n.pos, hp, format!("expected a mapping, found {}", n.kind()));
-        return;
-    };
-    for (key, value) in entries {
-        let p = join(hp, &key.name);
-        let Ok(hname) = http::HeaderName::from_bytes(key.name.as_bytes()) else {
-            ctx.error(key.pos, &p, "not a valid header name");
-            continue;
-        };
-        let Some(text) = walk::string(ctx, value, &p) else {
-            continue;
-        };
-        if let Some(mut tpl) = compile(ctx, value, &p, &text, scope, Escape::Raw, site) {
-            if tpl.is_static() && http::HeaderValue::from_str(&tpl.static_text()).is_err() {
-                ctx.error(
-                    value.pos,
-                    &p,
-                    "the header value holds characters HTTP does not allow",
-                );
-                continue;
-            }
-            tpl.sensitive |= super::super::targets::is_sensitive_header(&hname);
-            out.retain(|(k, _)| *k != hname);
-            out.push((hname, tpl));
-        }
-    }
 }
 
 /// `body` (text) or `json` (a YAML value sent as JSON, with `Content-Type` unless a header

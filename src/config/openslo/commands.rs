@@ -3,7 +3,7 @@
 //! (`openslo export`).
 
 use super::*;
-use crate::rules::quote;
+use crate::config::quote;
 
 /// The SLOs as sloburn's `slos:` section.
 pub fn to_yaml(slos: &[ImportedSlo], source: &str) -> String {

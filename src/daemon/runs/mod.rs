@@ -123,10 +123,7 @@ pub(super) fn start(
     let work = if profile.mix.is_empty() {
         Work::single(target.request(), target.checks.clone(), &target.display_url)
     } else {
-        shared
-            .config()
-            .work(&profile)
-            .ok_or(StartError::UnknownProfile)?
+        Work::of(&shared.config(), &profile).ok_or(StartError::UnknownProfile)?
     };
     let (id, stopper) = claim(shared, &profile)?;
     let record = RunRecord::new(
@@ -375,7 +372,7 @@ fn run_spec(
         .run_shard()
         .unwrap_or(shared.shard);
     // A defaulted pool past the open-file limit is capped (the config load logged it).
-    let _ = crate::config::capacity::cap_default_pool(
+    let _ = crate::load::capacity::cap_default_pool(
         &mut executor,
         profile.vu_hold,
         shard,

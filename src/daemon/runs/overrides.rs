@@ -1,7 +1,7 @@
 //! A hook's overrides of a profile's `url`, `rate` and `duration` for one run.
 
+use crate::config::spec::{Executor, default_vu_pool, stall_pool};
 use crate::load::plan::max_vus;
-use crate::load::spec::{Executor, default_vu_pool, stall_pool};
 use std::collections::BTreeMap;
 
 use super::*;

@@ -21,7 +21,7 @@ use oxc_ast::ast::*;
 use oxc_parser::Parser;
 use oxc_span::{GetSpan, SourceType};
 
-use crate::rules::quote;
+use crate::config::quote;
 
 mod executor;
 mod values;

@@ -1,7 +1,7 @@
 //! The walk through a script's syntax tree: `options`, the default function's `http.*` calls
 //! as steps, `check`s, `res.json()` captures; everything else noted with its line.
 
-use crate::rules::quote;
+use crate::config::quote;
 use oxc_ast::ast::*;
 use oxc_span::GetSpan;
 use std::collections::BTreeMap;

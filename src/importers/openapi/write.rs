@@ -1,6 +1,6 @@
 //! The YAML written: URL encoding, checks, headers, a profile per operation or one journey.
 
-use crate::rules::quote;
+use crate::config::quote;
 use std::fmt::Write as _;
 
 use super::*;

@@ -2,7 +2,7 @@
 //! the iteration number alone, by the closed-form integral of a piecewise-linear rate.
 
 use super::{PlanError, Shard, check_rate, executor_name, nanos};
-use crate::load::spec::{Executor, Stage};
+use crate::config::spec::{Executor, Stage};
 use std::time::Duration;
 
 /// One piecewise-linear piece of the rate with positive area.

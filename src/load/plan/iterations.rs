@@ -2,7 +2,7 @@
 //! VUs, and the dispenser that hands out exactly that many iteration numbers.
 
 use super::{PlanError, Shard, executor_name};
-use crate::load::spec::Executor;
+use crate::config::spec::Executor;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 

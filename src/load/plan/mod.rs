@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-use super::spec::Executor;
+use crate::config::spec::Executor;
 pub use arrival::ArrivalPlan;
 pub use iterations::{IterationDispenser, IterationMode, IterationPlan};
 pub use vus::VuPlan;
@@ -206,7 +206,7 @@ impl Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load::spec::Stage;
+    use crate::config::spec::Stage;
     use proptest::prelude::*;
 
     fn ms(v: u64) -> Duration {

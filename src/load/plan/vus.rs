@@ -2,7 +2,7 @@
 //! at absolute offsets, as k6 moves them.
 
 use super::{PlanError, Shard, executor_name, nanos, vu_count};
-use crate::load::spec::{Executor, Stage};
+use crate::config::spec::{Executor, Stage};
 use std::time::Duration;
 
 /// One VU stage with integer bounds, in nanoseconds from the run start.

@@ -135,11 +135,11 @@ pub(super) fn fmt_rate(hits: u64, total: u64) -> String {
 mod tests {
     use super::*;
     use crate::checks::{Check, CheckKind};
+    use crate::config::spec::Executor;
     use crate::http::{ErrorClass, Outcome, Phases};
     use crate::load::observe::Observer;
     use crate::load::pacing::DropReason;
     use crate::load::runner::RunReport;
-    use crate::load::spec::Executor;
     use crate::load::stats::RunStats;
     use crate::thresholds::ThresholdSpec;
 

@@ -2,11 +2,11 @@
 //! and NETWORK, journeys as groups, then vegeta's report.
 
 use super::*;
+use crate::config::spec::Executor;
 use crate::hist::HistSnapshot;
 use crate::http::Phase;
 use crate::load::record::RunRecord;
 use crate::load::runner::{Abort, RunReport};
-use crate::load::spec::Executor;
 use crate::thresholds::{MetricKind, ThresholdResult, ThresholdSpec};
 use std::fmt::Write;
 use std::time::Duration;

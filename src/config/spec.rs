@@ -1,9 +1,50 @@
-//! Validated executor specifications: what a profile asks the load engine to do.
+//! Validated executor specifications: what a profile asks the load engine to do, and the
+//! defaults of what it leaves out (the VU pool, the lateness bound, the placement).
 //!
 //! These are produced by `config` (and by `sloburn run`'s ad-hoc flags) and consumed by the pure
 //! plan in `load::plan` and by the runner. Rates are always iterations per second here.
 
 use std::time::Duration;
+
+/// An arrival later than this is dropped (k6 has no bound and catches up as far as its VUs
+/// allow; wrk2 sends every late request at once). Half a second is far past any timer or
+/// runtime delay of a healthy generator, and short enough that a stall's backlog is not
+/// replayed at the target.
+pub const DEFAULT_MAX_LATENESS: Duration = Duration::from_millis(500);
+
+/// How a profile is spread over the shards of `--shard i/N` (`load::placement` assigns it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Placement {
+    /// Every shard runs `1/N` of the profile's rate, VUs and iterations.
+    #[default]
+    Split,
+    /// One shard (the rendezvous owner) runs the whole profile; the others do not run it.
+    Owned,
+}
+
+impl Placement {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Placement::Split => "split",
+            Placement::Owned => "owned",
+        }
+    }
+}
+
+impl std::str::FromStr for Placement {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Placement, String> {
+        match s {
+            "split" => Ok(Placement::Split),
+            "owned" => Ok(Placement::Owned),
+            other => Err(format!(
+                "`{other}` is not a placement: use `split` (every shard runs its share) or \
+                 `owned` (one shard runs it whole)"
+            )),
+        }
+    }
+}
 
 /// One stage of a ramping executor: move linearly to `target` over `duration`.
 /// For VU executors `target` is a VU count; for arrival-rate executors it is iterations/second.

@@ -1,40 +1,41 @@
 //! Whether a config's profiles, or one run, fit the process's open-file limit: every VU holds a
 //! connection.
 
-use super::Config;
+use super::plan::{self, Plan, Shard};
+use crate::config::Config;
+use crate::config::spec::{Executor, MAX_DEFAULT_MAX_VUS, stall_pool_wanted};
 use crate::limits::{self, FdLimit};
-use crate::load::plan::{self, Plan, Shard};
-use crate::load::spec::{Executor, MAX_DEFAULT_MAX_VUS, stall_pool_wanted};
 use std::time::Duration;
 
-impl Config {
-    /// One line per profile whose VUs cannot all hold a connection under `limit`:
-    /// `profiles.NAME: …`, saying what to change. A defaulted pool is never refused: it is
-    /// capped ([`Config::pool_caps`]).
-    pub fn fd_refusals(&self, limit: FdLimit) -> Vec<String> {
-        self.profiles
-            .values()
-            .filter(|p| p.vu_hold.is_none())
-            .filter_map(|p| {
-                fits(&p.executor, Shard::WHOLE, limit)
-                    .err()
-                    .map(|why| format!("profiles.{}: {why}", p.name))
-            })
-            .collect()
-    }
+/// One line per profile of `config` whose VUs cannot all hold a connection under `limit`:
+/// `profiles.NAME: …`, saying what to change. A defaulted pool is never refused: it is
+/// capped ([`pool_caps`]).
+pub fn fd_refusals(config: &Config, limit: FdLimit) -> Vec<String> {
+    config
+        .profiles
+        .values()
+        .filter(|p| p.vu_hold.is_none())
+        .filter_map(|p| {
+            fits(&p.executor, Shard::WHOLE, limit)
+                .err()
+                .map(|why| format!("profiles.{}: {why}", p.name))
+        })
+        .collect()
+}
 
-    /// One line per profile whose default pool was capped (by [`MAX_DEFAULT_MAX_VUS`] or by
-    /// `limit`), saying what it means: `profiles.NAME: …`. `check` prints them as warnings.
-    pub fn pool_caps(&self, limit: Option<FdLimit>) -> Vec<String> {
-        self.profiles
-            .values()
-            .filter_map(|p| {
-                let mut executor = p.executor.clone();
-                cap_default_pool(&mut executor, p.vu_hold, Shard::WHOLE, limit)
-                    .map(|why| format!("profiles.{}: {why}", p.name))
-            })
-            .collect()
-    }
+/// One line per profile of `config` whose default pool was capped (by
+/// [`MAX_DEFAULT_MAX_VUS`] or by `limit`), saying what it means: `profiles.NAME: …`. `check`
+/// prints them as warnings.
+pub fn pool_caps(config: &Config, limit: Option<FdLimit>) -> Vec<String> {
+    config
+        .profiles
+        .values()
+        .filter_map(|p| {
+            let mut executor = p.executor.clone();
+            cap_default_pool(&mut executor, p.vu_hold, Shard::WHOLE, limit)
+                .map(|why| format!("profiles.{}: {why}", p.name))
+        })
+        .collect()
 }
 
 /// Caps the default pool of an arrival-rate profile (`hold` is `Profile::vu_hold`: `None`
