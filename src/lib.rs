@@ -20,6 +20,7 @@ pub mod load;
 pub mod memory;
 pub mod metrics;
 pub mod names;
+pub mod output;
 pub mod rules;
 pub mod run;
 pub mod schedule;

@@ -4,7 +4,6 @@ pub mod capacity;
 mod groups;
 pub mod iteration;
 pub mod merge;
-pub mod ndjson;
 pub mod observe;
 pub mod pacing;
 pub mod placement;

@@ -1,7 +1,6 @@
 //! `sloburn run`: one profile from a config file, or an ad-hoc run from flags, with a live
-//! progress line on a terminal, the k6 + vegeta summary, `--summary-export`, `--out json`
-//! (k6's per-sample NDJSON), `--out json-agg` (one aggregate line a second) and
-//! `--out prometheus-rw` (a push to a Prometheus remote write receiver).
+//! progress line on a terminal, the k6 + vegeta summary, `--summary-export`, and the outputs
+//! of `--out` and `--report` (`crate::output`).
 //!
 //! A run reads its profile's config but never the daemon's settings: `server.admin_token` is
 //! not resolved, so a run needs no daemon secret. A bad `--threshold` is a usage error (exit 2),
@@ -20,15 +19,10 @@ mod args;
 mod collect;
 mod execute;
 mod grpc;
-mod otlp_metrics;
-mod outputs;
-mod remote_write;
 mod resolve;
-mod rw_proto;
 
 pub use args::{RunArgs, parse_shard};
 pub use execute::{Finished, execute};
-use outputs::{Outs, create_out};
 pub use resolve::{NotHere, Resolved, Usage, resolve};
 
 /// Runs the command inside a runtime it builds; returns the process exit code.

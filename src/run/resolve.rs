@@ -1,14 +1,16 @@
 //! What a run runs: a config profile or an ad-hoc `--url` target, with its thresholds.
 
-use super::*;
+use super::args::{RunArgs, parse_shard};
 use crate::config::spec::Executor;
-use crate::config::{self, Target};
+use crate::config::{self, Config, Profile, Target};
+use crate::load::iteration::Work;
 use crate::load::placement::Assignment;
 use crate::load::plan::Shard;
 use crate::load::runner::RunSpec;
 use crate::thresholds::ThresholdSpec;
 use anyhow::{Context, anyhow, bail};
 use std::io::Write;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,116 +26,150 @@ pub struct Resolved {
     pub notes: Vec<String>,
 }
 
+/// What a config's profile or the ad-hoc flags give, before the flags both take apply.
+struct Picked {
+    name: String,
+    target: Target,
+    work: Work,
+    executor: Executor,
+    thresholds: Vec<ThresholdSpec>,
+    graceful_stop: Duration,
+    start_time: Duration,
+    max_lateness: Duration,
+    /// How long the target may hold an arrival when the VU pool is defaulted.
+    hold: Option<Duration>,
+    telemetry: Option<crate::telemetry::TelemetryConfig>,
+    shard: Shard,
+}
+
+/// Resolves the run from `args`; `Ok(None)` when the config is bad (its errors are written to
+/// `out`, as `check` writes them).
 pub fn resolve(args: &RunArgs, out: &mut impl Write) -> anyhow::Result<Option<Resolved>> {
-    let mut shard = match &args.shard {
+    let shard = match &args.shard {
         Some(s) => parse_shard(s)?,
         None => Shard::WHOLE,
     };
-    let mut telemetry = None;
-    let (name, target, work, executor, mut thresholds, graceful_stop, start_time, lateness, hold) =
-        match (&args.file, &args.url) {
-            (Some(_), Some(_)) => bail!("give a config file or --url, not both"),
-            (None, None) => bail!("give a config file (and --profile) or --url for an ad-hoc run"),
-            (Some(file), None) => {
-                let loaded = match config::load_for_run(file) {
-                    Ok(l) => l,
-                    Err(e) => {
-                        config::report(&file.display().to_string(), Err(e), out);
-                        return Ok(None);
-                    }
-                };
-                let cfg = loaded.config;
-                telemetry = cfg.telemetry.clone();
-                let profile = match &args.profile {
-                    Some(p) => cfg.profiles.get(p).ok_or_else(|| {
-                        anyhow!(
-                            "no profile `{p}` in {} (profiles: {})",
-                            file.display(),
-                            cfg.profiles.keys().cloned().collect::<Vec<_>>().join(", ")
-                        )
-                    })?,
-                    None if cfg.profiles.len() == 1 => cfg.profiles.values().next().expect("one"),
-                    None => bail!(
-                        "{} has {} profiles; pick one with --profile ({})",
-                        file.display(),
-                        cfg.profiles.len(),
-                        cfg.profiles.keys().cloned().collect::<Vec<_>>().join(", ")
-                    ),
-                };
-                // An owned profile runs whole on its owner shard and nowhere else.
-                match crate::load::placement::assign(&profile.name, profile.placement, shard) {
-                    Assignment::Elsewhere { owner } => {
-                        return Err(NotHere(format!(
-                            "profile `{}` is owned by shard {owner}/{n} (placement: owned): \
-                             nothing to run on shard {i}/{n}",
-                            profile.name,
-                            i = shard.index(),
-                            n = shard.count()
-                        ))
-                        .into());
-                    }
-                    a => shard = a.run_shard().unwrap_or(shard),
-                }
-                let target = cfg
-                    .targets
-                    .get(&profile.target)
-                    .cloned()
-                    .context("the profile's target vanished")?;
-                let work = crate::load::iteration::Work::of(&cfg, profile)
-                    .context("the profile's journeys vanished")?;
-                (
-                    profile.name.clone(),
-                    target,
-                    work,
-                    profile.executor.clone(),
-                    profile.thresholds.clone(),
-                    profile.graceful_stop,
-                    profile.start_time,
-                    profile.max_lateness,
-                    profile.vu_hold,
-                )
-            }
-            (None, Some(url)) => {
-                let (target, executor) = ad_hoc(args, url)?;
-                // A defaulted `--max-vus` holds every arrival for the timeout.
-                let hold = (args.max_vus.is_none() && executor.is_arrival_rate())
-                    .then_some(target.timeout);
-                let work = crate::load::iteration::Work::single(
-                    target.request(),
-                    target.checks.clone(),
-                    &target.display_url,
-                );
-                (
-                    "adhoc".to_string(),
-                    target,
-                    work,
-                    executor,
-                    Vec::new(),
-                    Duration::from_secs(30),
-                    Duration::ZERO,
-                    crate::config::spec::DEFAULT_MAX_LATENESS,
-                    hold,
-                )
-            }
-        };
-    let mut target = target;
+    let picked = match (&args.file, &args.url) {
+        (Some(_), Some(_)) => bail!("give a config file or --url, not both"),
+        (None, None) => bail!("give a config file (and --profile) or --url for an ad-hoc run"),
+        (Some(file), None) => match from_config(args, file, shard, out)? {
+            Some(p) => p,
+            None => return Ok(None),
+        },
+        (None, Some(url)) => from_flags(args, url, shard)?,
+    };
+    with_common_flags(args, picked).map(Some)
+}
+
+/// A config file's profile (`--profile`, or its only one).
+fn from_config(
+    args: &RunArgs,
+    file: &Path,
+    shard: Shard,
+    out: &mut impl Write,
+) -> anyhow::Result<Option<Picked>> {
+    let cfg = match config::load_for_run(file) {
+        Ok(l) => l.config,
+        Err(e) => {
+            config::report(&file.display().to_string(), Err(e), out);
+            return Ok(None);
+        }
+    };
+    let profile = pick_profile(&cfg, args.profile.as_deref(), file)?;
+    let shard = placed(profile, shard)?;
+    let target = cfg
+        .targets
+        .get(&profile.target)
+        .cloned()
+        .context("the profile's target vanished")?;
+    let work = Work::of(&cfg, profile).context("the profile's journeys vanished")?;
+    Ok(Some(Picked {
+        name: profile.name.clone(),
+        target,
+        work,
+        executor: profile.executor.clone(),
+        thresholds: profile.thresholds.clone(),
+        graceful_stop: profile.graceful_stop,
+        start_time: profile.start_time,
+        max_lateness: profile.max_lateness,
+        hold: profile.vu_hold,
+        telemetry: cfg.telemetry.clone(),
+        shard,
+    }))
+}
+
+fn pick_profile<'a>(
+    cfg: &'a Config,
+    name: Option<&str>,
+    file: &Path,
+) -> anyhow::Result<&'a Profile> {
+    let names = || cfg.profiles.keys().cloned().collect::<Vec<_>>().join(", ");
+    match name {
+        Some(p) => cfg.profiles.get(p).ok_or_else(|| {
+            anyhow!(
+                "no profile `{p}` in {} (profiles: {})",
+                file.display(),
+                names()
+            )
+        }),
+        None if cfg.profiles.len() == 1 => Ok(cfg.profiles.values().next().expect("one")),
+        None => bail!(
+            "{} has {} profiles; pick one with --profile ({})",
+            file.display(),
+            cfg.profiles.len(),
+            names()
+        ),
+    }
+}
+
+/// The shard `profile` runs on: an owned profile runs whole on its owner shard and nowhere
+/// else ([`NotHere`]).
+fn placed(profile: &Profile, shard: Shard) -> anyhow::Result<Shard> {
+    match crate::load::placement::assign(&profile.name, profile.placement, shard) {
+        Assignment::Elsewhere { owner } => Err(NotHere(format!(
+            "profile `{}` is owned by shard {owner}/{n} (placement: owned): \
+             nothing to run on shard {i}/{n}",
+            profile.name,
+            i = shard.index(),
+            n = shard.count()
+        ))
+        .into()),
+        a => Ok(a.run_shard().unwrap_or(shard)),
+    }
+}
+
+/// An ad-hoc run of `--url`.
+fn from_flags(args: &RunArgs, url: &str, shard: Shard) -> anyhow::Result<Picked> {
+    let (target, executor) = ad_hoc(args, url)?;
+    // A defaulted `--max-vus` holds every arrival for the timeout.
+    let hold = (args.max_vus.is_none() && executor.is_arrival_rate()).then_some(target.timeout);
+    let work = Work::single(target.request(), target.checks.clone(), &target.display_url);
+    Ok(Picked {
+        name: "adhoc".to_string(),
+        target,
+        work,
+        executor,
+        thresholds: Vec::new(),
+        graceful_stop: Duration::from_secs(30),
+        start_time: Duration::ZERO,
+        max_lateness: crate::config::spec::DEFAULT_MAX_LATENESS,
+        hold,
+        telemetry: None,
+        shard,
+    })
+}
+
+/// `--http`, `--threshold`, `--max-lateness` over what was picked, the VU pool capped to the
+/// open-file limit, and the run's spec.
+fn with_common_flags(args: &RunArgs, p: Picked) -> anyhow::Result<Resolved> {
+    let mut target = p.target;
     if let Some(v) = &args.http {
         target.http = crate::http::HttpVersion::parse(v)
             .ok_or_else(|| Usage(format!("--http `{v}`: write 2, 1.1 or auto")))?;
     }
+    let mut thresholds = p.thresholds;
     for t in &args.thresholds {
-        let (metric, expr) = split_threshold(t).ok_or_else(|| {
-            Usage(format!(
-                "--threshold `{t}`: write it as metric=expression, e.g. http_req_duration=p(95)<300"
-            ))
-        })?;
-        let threshold = crate::thresholds::parse(metric.trim(), expr.trim())
-            .map_err(|e| Usage(format!("--threshold `{t}`: {e}")))?;
-        thresholds.push(ThresholdSpec {
-            threshold,
-            abort_on_fail: args.abort_on_fail,
-            delay_abort_eval: Duration::ZERO,
-        });
+        thresholds.push(threshold_flag(t, args.abort_on_fail)?);
     }
     let max_lateness = match &args.max_lateness {
         Some(s) => match crate::units::parse_duration(s) {
@@ -141,36 +177,52 @@ pub fn resolve(args: &RunArgs, out: &mut impl Write) -> anyhow::Result<Option<Re
             Ok(d) => d,
             Err(e) => bail!("--max-lateness: {e}"),
         },
-        None => lateness,
+        None => p.max_lateness,
     };
-    let mut executor = executor;
+    let mut executor = p.executor;
     let pool_note = crate::load::capacity::cap_default_pool(
         &mut executor,
-        hold,
-        shard,
+        p.hold,
+        p.shard,
         crate::limits::nofile().ok(),
     );
     let planned = crate::load::plan::planned_duration(&executor);
     let spec = RunSpec {
-        profile: name.clone(),
+        profile: p.name.clone(),
         executor,
-        work: Arc::new(work),
+        work: Arc::new(p.work),
         thresholds,
-        graceful_stop,
-        shard,
+        graceful_stop: p.graceful_stop,
+        shard: p.shard,
         global: None,
-        start_time,
+        start_time: p.start_time,
         max_lateness,
         tracer: None,
     };
-    Ok(Some(Resolved {
-        name,
+    Ok(Resolved {
+        name: p.name,
         target,
         spec,
         planned,
-        telemetry,
+        telemetry: p.telemetry,
         notes: pool_note.into_iter().collect(),
-    }))
+    })
+}
+
+/// One `--threshold metric=expression`.
+fn threshold_flag(t: &str, abort_on_fail: bool) -> anyhow::Result<ThresholdSpec> {
+    let (metric, expr) = split_threshold(t).ok_or_else(|| {
+        Usage(format!(
+            "--threshold `{t}`: write it as metric=expression, e.g. http_req_duration=p(95)<300"
+        ))
+    })?;
+    let threshold = crate::thresholds::parse(metric.trim(), expr.trim())
+        .map_err(|e| Usage(format!("--threshold `{t}`: {e}")))?;
+    Ok(ThresholdSpec {
+        threshold,
+        abort_on_fail,
+        delay_abort_eval: Duration::ZERO,
+    })
 }
 
 /// A command-line mistake: exits [`crate::exit::USAGE`] as clap's own errors do.
@@ -199,6 +251,7 @@ pub(super) fn split_threshold(t: &str) -> Option<(&str, &str)> {
     None
 }
 
+/// The target and executor of an ad-hoc `--url` run.
 pub(super) fn ad_hoc(args: &RunArgs, url: &str) -> anyhow::Result<(Target, Executor)> {
     // `${env:NAME}` and `${file:PATH}` work as in a config, so a secret need not be on the
     // command line; messages show the URL as written.
@@ -221,64 +274,13 @@ pub(super) fn ad_hoc(args: &RunArgs, url: &str) -> anyhow::Result<(Target, Execu
     };
     let method = http::Method::from_bytes(method_name.to_ascii_uppercase().as_bytes())
         .map_err(|_| anyhow!("--method `{}` is not an HTTP method", args.method))?;
-    let mut headers = http::HeaderMap::new();
-    for h in &args.headers {
-        let (name, value) = h
-            .split_once(':')
-            .ok_or_else(|| anyhow!("-H `{h}`: write it as `Name: value`"))?;
-        let name = http::HeaderName::from_bytes(name.trim().as_bytes())
-            .map_err(|_| anyhow!("-H `{h}`: `{}` is not a header name", name.trim()))?;
-        let written = value.trim();
-        let expanded =
-            config::expand_flag(written, &env).map_err(|e| anyhow!("-H `{name}`: {e}"))?;
-        let mut value = http::HeaderValue::from_str(&expanded).map_err(|_| {
-            anyhow!("-H: the value for `{name}` holds characters HTTP does not allow")
-        })?;
-        value.set_sensitive(written.contains("${"));
-        headers.append(name, value);
-    }
-    let dur = |s: &Option<String>, what: &str, default: Duration| -> anyhow::Result<Duration> {
-        match s {
-            Some(s) => crate::units::parse_duration(s).map_err(|e| anyhow!("--{what}: {e}")),
-            None => Ok(default),
-        }
-    };
-    let duration = dur(&args.duration, "duration", Duration::from_secs(10))?;
-    let timeout = dur(&args.timeout, "timeout", Duration::from_secs(10))?;
+    let headers = header_flags(&args.headers, &env)?;
+    let duration = duration_flag(&args.duration, "duration", Duration::from_secs(10))?;
+    let timeout = duration_flag(&args.timeout, "timeout", Duration::from_secs(10))?;
     if duration.is_zero() {
         bail!("--duration must be longer than zero");
     }
-    let executor = match (&args.rate, args.iterations) {
-        (Some(_), Some(_)) => bail!("--rate and --iterations do not go together"),
-        (Some(rate), None) => {
-            let rate = crate::units::parse_rate(rate).map_err(|e| anyhow!("--rate: {e}"))?;
-            if rate <= 0.0 {
-                bail!("--rate must be above zero");
-            }
-            let (default_pre, _) = crate::config::spec::default_vu_pool(rate);
-            let default_max = crate::config::spec::stall_pool(rate, timeout);
-            let pre = args.vus.unwrap_or(default_pre);
-            let max = args.max_vus.unwrap_or_else(|| default_max.max(pre));
-            if max < pre {
-                bail!("--max-vus ({max}) is below the pre-allocated VUs ({pre})");
-            }
-            Executor::ConstantArrivalRate {
-                rate,
-                duration,
-                pre_allocated_vus: pre,
-                max_vus: max,
-            }
-        }
-        (None, Some(iterations)) => Executor::SharedIterations {
-            vus: args.vus.unwrap_or(1).max(1),
-            iterations,
-            max_duration: dur(&args.duration, "duration", Duration::from_secs(600))?,
-        },
-        (None, None) => Executor::ConstantVus {
-            vus: args.vus.unwrap_or(1).max(1),
-            duration,
-        },
-    };
+    let executor = executor_flags(args, duration, timeout)?;
     if grpc {
         let target = super::grpc::target(args, url, uri, headers, timeout)?;
         return Ok((target, executor));
@@ -311,6 +313,74 @@ pub(super) fn ad_hoc(args: &RunArgs, url: &str) -> anyhow::Result<(Target, Execu
         grpc: None,
     };
     Ok((target, executor))
+}
+
+/// `-H Name: value`, each expanded as a config's values are (and then sensitive: its `Debug`
+/// is redacted).
+fn header_flags(given: &[String], env: &config::Env) -> anyhow::Result<http::HeaderMap> {
+    let mut headers = http::HeaderMap::new();
+    for h in given {
+        let (name, value) = h
+            .split_once(':')
+            .ok_or_else(|| anyhow!("-H `{h}`: write it as `Name: value`"))?;
+        let name = http::HeaderName::from_bytes(name.trim().as_bytes())
+            .map_err(|_| anyhow!("-H `{h}`: `{}` is not a header name", name.trim()))?;
+        let written = value.trim();
+        let expanded =
+            config::expand_flag(written, env).map_err(|e| anyhow!("-H `{name}`: {e}"))?;
+        let mut value = http::HeaderValue::from_str(&expanded).map_err(|_| {
+            anyhow!("-H: the value for `{name}` holds characters HTTP does not allow")
+        })?;
+        value.set_sensitive(written.contains("${"));
+        headers.append(name, value);
+    }
+    Ok(headers)
+}
+
+fn duration_flag(s: &Option<String>, what: &str, default: Duration) -> anyhow::Result<Duration> {
+    match s {
+        Some(s) => crate::units::parse_duration(s).map_err(|e| anyhow!("--{what}: {e}")),
+        None => Ok(default),
+    }
+}
+
+/// `--rate` (open model), `--iterations` (shared), or `--vus` for `duration`.
+fn executor_flags(
+    args: &RunArgs,
+    duration: Duration,
+    timeout: Duration,
+) -> anyhow::Result<Executor> {
+    Ok(match (&args.rate, args.iterations) {
+        (Some(_), Some(_)) => bail!("--rate and --iterations do not go together"),
+        (Some(rate), None) => {
+            let rate = crate::units::parse_rate(rate).map_err(|e| anyhow!("--rate: {e}"))?;
+            if rate <= 0.0 {
+                bail!("--rate must be above zero");
+            }
+            let (default_pre, _) = crate::config::spec::default_vu_pool(rate);
+            let default_max = crate::config::spec::stall_pool(rate, timeout);
+            let pre = args.vus.unwrap_or(default_pre);
+            let max = args.max_vus.unwrap_or_else(|| default_max.max(pre));
+            if max < pre {
+                bail!("--max-vus ({max}) is below the pre-allocated VUs ({pre})");
+            }
+            Executor::ConstantArrivalRate {
+                rate,
+                duration,
+                pre_allocated_vus: pre,
+                max_vus: max,
+            }
+        }
+        (None, Some(iterations)) => Executor::SharedIterations {
+            vus: args.vus.unwrap_or(1).max(1),
+            iterations,
+            max_duration: duration_flag(&args.duration, "duration", Duration::from_secs(600))?,
+        },
+        (None, None) => Executor::ConstantVus {
+            vus: args.vus.unwrap_or(1).max(1),
+            duration,
+        },
+    })
 }
 
 #[cfg(test)]

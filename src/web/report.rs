@@ -1,6 +1,7 @@
 //! `sloburn run --report FILE.html`: one self-contained file (uPlot, script, style and the
 //! run's data inlined; no `src` or `href` that loads anything) that opens from a CI artifact
-//! store or an email attachment with no network and no server.
+//! store or an email attachment with no network and no server. The `--report` output
+//! (`crate::output`) records the run and writes the page.
 
 use super::assets::{APP_CSS, APP_JS, UPLOT_CSS, UPLOT_JS};
 use super::detail::RunDetail;
@@ -45,21 +46,6 @@ pub fn html(detail: &RunDetail) -> String {
 /// Writes the report to `path`.
 pub fn write(path: &Path, detail: &RunDetail) -> std::io::Result<()> {
     std::fs::write(path, html(detail))
-}
-
-/// Finishes `capture` and writes the report of the run of `(profile, target)` to `path`
-/// (`sloburn run`).
-pub fn write_run(
-    path: &Path,
-    capture: super::Recording,
-    (profile, target): (&str, &str),
-    report: &crate::load::runner::RunReport,
-) -> anyhow::Result<()> {
-    use anyhow::Context;
-    let (mut detail, _) = capture.finish(report);
-    detail.profile = profile.to_string();
-    detail.target = target.to_string();
-    write(path, &detail).with_context(|| format!("cannot write --report `{}`", path.display()))
 }
 
 #[cfg(test)]

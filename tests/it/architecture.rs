@@ -27,6 +27,7 @@ const LAYERS: &[&[&str]] = &[
     &["config"],
     &["load", "rules", "metrics", "store"],
     &["budget", "target", "web", "importers"],
+    &["output"],
     &["run", "daemon"],
     &["demo"],
     &["cli"],

@@ -390,3 +390,52 @@ fn issue_33_otlp_exponential_histogram_counts_every_request() {
     );
     assert_eq!(r["value"].as_u64(), Some(reqs), "{r}");
 }
+
+#[test]
+fn issue_42_a_run_that_fails_after_its_outputs_started_leaves_no_push_running() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    // A receiver on its own thread that counts the pushes it is sent.
+    let pushes = Arc::new(AtomicU64::new(0));
+    let seen = pushes.clone();
+    let receiver = serve_on_thread(axum::Router::new().fallback(move || {
+        seen.fetch_add(1, Relaxed);
+        async { axum::http::StatusCode::NO_CONTENT }
+    }));
+    let args = sloburn::run::RunArgs {
+        url: Some("http://127.0.0.1:9/".into()),
+        rate: Some("10/s".into()),
+        duration: Some("1s".into()),
+        out: vec![format!(
+            "prometheus-rw=http://{}/api/v1/write?interval=100ms",
+            receiver.addr
+        )],
+        quiet: true,
+        ..Default::default()
+    };
+    runtime().block_on(async {
+        let mut resolved = sloburn::run::resolve(&args, &mut std::io::sink())
+            .unwrap()
+            .unwrap();
+        // A plan the runner refuses: the run fails once its outputs have started.
+        resolved.spec.executor = sloburn::load::spec::Executor::ConstantArrivalRate {
+            rate: f64::NAN,
+            duration: Duration::from_secs(1),
+            pre_allocated_vus: 1,
+            max_vus: 1,
+        };
+        let err = match sloburn::run::execute(&args, resolved, false).await {
+            Ok(_) => panic!("a NaN rate ran"),
+            Err(e) => e,
+        };
+        assert!(err.to_string().contains("rate must be"), "{err:#}");
+        // The runtime goes on, as a daemon's would: a pusher left behind pushes every 100 ms.
+        let at_error = pushes.load(Relaxed);
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        assert_eq!(
+            pushes.load(Relaxed),
+            at_error,
+            "pushes went on after the run returned its error"
+        );
+    });
+}

@@ -1,0 +1,379 @@
+//! What the two push outputs share (`prometheus_rw`, `opentelemetry`): their options
+//! (`URL[?interval=5s&…]`), and [`Push`], the output that encodes the run's figures every
+//! `interval` and once at the end and POSTs them, with an [`Encoding`] for the bytes.
+//!
+//! The load never waits for the receiver: each push is encoded by a ticker task and handed to a
+//! sender task through a queue of [`QUEUE`] requests; a push that finds the queue full, or that
+//! the receiver refuses or does not answer within the interval (at most 10 s), is dropped and its
+//! samples counted. At the end the last push gets [`FINAL_WAIT`] to be sent; what is still
+//! queued then is dropped too. Memory: at most `QUEUE + 2` encoded requests, each linear in the
+//! run's steps and buckets. Both tasks are the output's (a `JoinSet`) and end with the run's
+//! token, an early error included.
+
+use super::sink::{Last, Output, RunInfo};
+use crate::http::{Client, ClientOptions, RequestSpec, Resolver};
+use crate::load::observe::Observer;
+use crate::load::snapshot::StatsSnapshot;
+use crate::load::stats::RunStats;
+use bytes::Bytes;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::task::{AbortHandle, JoinSet};
+use tokio_util::sync::CancellationToken;
+
+/// Encoded pushes waiting for the sender.
+pub const QUEUE: usize = 2;
+/// How long the run waits, after its summary figures are final, for the last push.
+pub const FINAL_WAIT: Duration = Duration::from_secs(10);
+/// The default push interval (k6's `K6_PROMETHEUS_RW_PUSH_INTERVAL`).
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(5);
+
+/// A push output's receiver and pace.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PushOptions {
+    pub url: http::Uri,
+    pub interval: Duration,
+}
+
+impl PushOptions {
+    /// `URL[?interval=DURATION&…]`: sloburn's options follow the first `?` and are not sent;
+    /// the receiver's URL is what comes before it. Options other than `interval` go to
+    /// `other`, in order, which refuses those its output does not know.
+    pub fn parse(
+        value: &str,
+        mut other: impl FnMut(&str, &str) -> Result<(), String>,
+    ) -> Result<PushOptions, String> {
+        let (url, query) = value.split_once('?').unwrap_or((value, ""));
+        let uri = url
+            .parse::<http::Uri>()
+            .ok()
+            .filter(|u| matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some())
+            .ok_or_else(|| {
+                format!(
+                    "`{url}`: give an http:// or https:// URL, e.g. \
+                     http://prometheus:9090/api/v1/write"
+                )
+            })?;
+        let mut opts = PushOptions {
+            url: uri,
+            interval: DEFAULT_INTERVAL,
+        };
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (key, v) = pair.split_once('=').unwrap_or((pair, ""));
+            if key != "interval" {
+                other(key, v)?;
+                continue;
+            }
+            let d = crate::units::parse_duration(v).map_err(|e| format!("interval=`{v}`: {e}"))?;
+            if d < Duration::from_millis(100) || d > Duration::from_secs(3600) {
+                return Err(format!(
+                    "interval=`{v}`: give a duration from 100ms to 1h, e.g. 5s"
+                ));
+            }
+            opts.interval = d;
+        }
+        Ok(opts)
+    }
+}
+
+/// The run's identity, on every series.
+#[derive(Debug, Clone)]
+pub struct RunLabels {
+    pub profile: String,
+    pub target: String,
+    pub testid: Option<String>,
+}
+
+/// What every push of one run shares.
+#[derive(Debug, Clone)]
+pub struct Series {
+    pub labels: RunLabels,
+    /// The target's classic buckets, in seconds.
+    pub buckets: Vec<f64>,
+    /// When the run started, ns since the epoch (OTLP's cumulative start).
+    pub start_ns: u64,
+}
+
+/// One encoded push: its body and the samples (or data points) it holds.
+pub struct Batch {
+    pub body: Bytes,
+    pub samples: u64,
+}
+
+/// How a push output turns the figures into a request: pure, no I/O.
+pub trait Encoding: Send + Sync + 'static {
+    /// Its `--out` name, which also starts the stderr line of its counts.
+    fn name(&self) -> &'static str;
+    /// Its request's headers besides `content-type` (protobuf) and `user-agent`.
+    fn headers(&self) -> &'static [(&'static str, &'static str)];
+    /// One push of `snap`'s figures at `now_ms` (ms since the epoch).
+    fn encode(&self, snap: &StatsSnapshot, run: &Series, now_ms: i64) -> Batch;
+}
+
+/// A push output: [`PushOptions`] and an [`Encoding`].
+pub struct Push<E: Encoding> {
+    opts: PushOptions,
+    encoding: Arc<E>,
+    running: Option<Pusher<E>>,
+}
+
+impl<E: Encoding> Push<E> {
+    pub fn new(opts: PushOptions, encoding: E) -> Push<E> {
+        Push {
+            opts,
+            encoding: Arc::new(encoding),
+            running: None,
+        }
+    }
+
+    pub fn options(&self) -> &PushOptions {
+        &self.opts
+    }
+
+    pub fn encoding(&self) -> &E {
+        &self.encoding
+    }
+}
+
+#[async_trait::async_trait]
+impl<E: Encoding> Output for Push<E> {
+    fn name(&self) -> &'static str {
+        self.encoding.name()
+    }
+
+    fn start(&mut self, run: &RunInfo<'_>) -> anyhow::Result<Vec<Arc<dyn Observer>>> {
+        let series = Series {
+            labels: RunLabels {
+                profile: run.profile.to_string(),
+                target: run.target.to_string(),
+                testid: run.testid.map(str::to_string),
+            },
+            buckets: run.buckets.to_vec(),
+            start_ns: u64::try_from(crate::clock::since_epoch().as_nanos()).unwrap_or(u64::MAX),
+        };
+        self.running = Some(Pusher::start(
+            &self.opts,
+            self.encoding.clone(),
+            series,
+            run.stats.clone(),
+            run.token,
+        ));
+        Ok(Vec::new())
+    }
+
+    async fn stop(&mut self, last: &Last<'_>) -> anyhow::Result<Vec<String>> {
+        let Some(p) = self.running.take() else {
+            return Ok(Vec::new());
+        };
+        let (sent, dropped) = p.finish(&last.report.stats).await;
+        Ok(vec![format!(
+            "{}: {sent} samples sent, {dropped} dropped",
+            self.encoding.name()
+        )])
+    }
+}
+
+/// Samples sent and dropped by a pusher.
+#[derive(Debug, Default)]
+struct PushCounts {
+    sent: AtomicU64,
+    dropped: AtomicU64,
+    /// Samples in pushes queued or being sent.
+    queued: AtomicU64,
+}
+
+/// Everything a push is built from.
+struct Source<E> {
+    encoding: Arc<E>,
+    series: Series,
+    last_ms: AtomicI64,
+}
+
+impl<E: Encoding> Source<E> {
+    /// A timestamp after every earlier push's: the receiver refuses a second sample at the
+    /// same millisecond.
+    fn timestamp(&self) -> i64 {
+        let now = crate::clock::since_epoch().as_millis() as i64;
+        let prev = self.last_ms.fetch_max(now, Relaxed);
+        if prev >= now {
+            self.last_ms.fetch_add(1, Relaxed) + 1
+        } else {
+            now
+        }
+    }
+
+    fn batch(&self, snap: &StatsSnapshot) -> Batch {
+        self.encoding.encode(snap, &self.series, self.timestamp())
+    }
+}
+
+/// A running pusher: the ticker and the sender, both in its own set.
+struct Pusher<E> {
+    source: Arc<Source<E>>,
+    tx: mpsc::Sender<Batch>,
+    counts: Arc<PushCounts>,
+    tasks: JoinSet<()>,
+    ticker: AbortHandle,
+}
+
+impl<E: Encoding> Pusher<E> {
+    fn start(
+        opts: &PushOptions,
+        encoding: Arc<E>,
+        series: Series,
+        stats: Arc<RunStats>,
+        token: &CancellationToken,
+    ) -> Pusher<E> {
+        let headers = headers(encoding.headers());
+        let source = Arc::new(Source {
+            encoding,
+            series,
+            last_ms: AtomicI64::new(0),
+        });
+        let counts = Arc::new(PushCounts::default());
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let timeout = opts.interval.min(Duration::from_secs(10));
+        let mut tasks = JoinSet::new();
+        let sender = Sender {
+            url: opts.url.clone(),
+            headers,
+            timeout,
+            counts: counts.clone(),
+            name: source.encoding.name(),
+        };
+        let t = token.clone();
+        tasks.spawn(async move {
+            tokio::select! {
+                () = sender.send_all(rx) => {}
+                () = t.cancelled() => {}
+            }
+        });
+        let t = token.clone();
+        let ticking = tick(
+            opts.interval,
+            stats,
+            source.clone(),
+            tx.clone(),
+            counts.clone(),
+        );
+        let ticker = tasks.spawn(async move {
+            tokio::select! {
+                () = ticking => {}
+                () = t.cancelled() => {}
+            }
+        });
+        Pusher {
+            source,
+            tx,
+            counts,
+            tasks,
+            ticker,
+        }
+    }
+
+    /// Pushes the run's final figures and waits up to [`FINAL_WAIT`] for what is queued;
+    /// returns the samples sent and dropped.
+    async fn finish(mut self, last: &StatsSnapshot) -> (u64, u64) {
+        self.ticker.abort();
+        let batch = self.source.batch(last);
+        let samples = batch.samples;
+        let deadline = crate::clock::tokio_instant() + FINAL_WAIT;
+        self.counts.queued.fetch_add(samples, Relaxed);
+        if tokio::time::timeout_at(deadline, self.tx.send(batch))
+            .await
+            .map_or(true, |r| r.is_err())
+        {
+            self.counts.queued.fetch_sub(samples, Relaxed);
+            self.counts.dropped.fetch_add(samples, Relaxed);
+        }
+        drop(self.tx);
+        let all_done = async { while self.tasks.join_next().await.is_some() {} };
+        if tokio::time::timeout_at(deadline, all_done).await.is_err() {
+            // Its queued samples are counted below; the abort's outcome says nothing more.
+            self.tasks.shutdown().await;
+        }
+        let stranded = self.counts.queued.swap(0, Relaxed);
+        let dropped = self.counts.dropped.fetch_add(stranded, Relaxed) + stranded;
+        (self.counts.sent.load(Relaxed), dropped)
+    }
+}
+
+fn headers(own: &[(&'static str, &'static str)]) -> http::HeaderMap {
+    let mut headers = http::HeaderMap::new();
+    for &(name, value) in own.iter().chain(&[
+        ("content-type", "application/x-protobuf"),
+        ("user-agent", concat!("sloburn/", env!("CARGO_PKG_VERSION"))),
+    ]) {
+        headers.insert(name, http::HeaderValue::from_static(value));
+    }
+    headers
+}
+
+async fn tick<E: Encoding>(
+    every: Duration,
+    stats: Arc<RunStats>,
+    source: Arc<Source<E>>,
+    tx: mpsc::Sender<Batch>,
+    counts: Arc<PushCounts>,
+) {
+    let start = crate::clock::tokio_instant();
+    let mut interval = tokio::time::interval_at(start + every, every);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        interval.tick().await;
+        let batch = source.batch(&stats.snapshot(crate::clock::elapsed(start)));
+        let samples = batch.samples;
+        counts.queued.fetch_add(samples, Relaxed);
+        if tx.try_send(batch).is_err() {
+            counts.queued.fetch_sub(samples, Relaxed);
+            counts.dropped.fetch_add(samples, Relaxed);
+        }
+    }
+}
+
+/// The sender's settings: where, how, and what it counts in.
+struct Sender {
+    url: http::Uri,
+    headers: http::HeaderMap,
+    timeout: Duration,
+    counts: Arc<PushCounts>,
+    name: &'static str,
+}
+
+impl Sender {
+    async fn send_all(self, mut rx: mpsc::Receiver<Batch>) {
+        let client = Client::new(
+            ClientOptions {
+                timeout: self.timeout,
+                max_body: 64 << 10,
+                ..ClientOptions::default()
+            },
+            Arc::new(Resolver::system()),
+        );
+        let mut conn = client.conn();
+        while let Some(batch) = rx.recv().await {
+            let outcome = conn
+                .send(&RequestSpec {
+                    method: http::Method::POST,
+                    uri: self.url.clone(),
+                    headers: self.headers.clone(),
+                    body: batch.body,
+                })
+                .await;
+            let ok =
+                outcome.error.is_none() && outcome.status.is_some_and(|s| (200..300).contains(&s));
+            if !ok {
+                tracing::debug!(status = ?outcome.status, error = ?outcome.error, out = self.name, "push failed");
+            }
+            self.counts.queued.fetch_sub(batch.samples, Relaxed);
+            let slot = if ok {
+                &self.counts.sent
+            } else {
+                &self.counts.dropped
+            };
+            slot.fetch_add(batch.samples, Relaxed);
+        }
+    }
+}
