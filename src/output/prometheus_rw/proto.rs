@@ -2,7 +2,8 @@
 //! and `prompb/types.proto`), as `prost` types. Only the messages and fields sloburn sends are
 //! declared; tags and types are the schema's. The schema's `oneof`s (`count`, `zero_count`) are
 //! `optional` fields here: on the wire a set `oneof` member and a set optional field are the same
-//! bytes. `BucketSpan` is the exposition's (same tags and types).
+//! bytes. `BucketSpan` is the exposition's (same tags and types). Declared, not generated: no
+//! maintained crate publishes these messages for the prost sloburn builds with.
 
 use crate::metrics::proto::BucketSpan;
 
