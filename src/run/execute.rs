@@ -4,8 +4,9 @@
 //! [`execute`]: they stop on the run's token, which is cancelled when it returns, an early
 //! error included.
 
+use super::args::RunArgs;
 use super::collect::{Collect, Collected};
-use super::*;
+use super::resolve::{Resolved, Usage};
 use crate::http::Resolver;
 use crate::load::observe::Observers;
 use crate::load::runner::{self, Abort, RunReport, RunSpec, Stopper};

@@ -313,7 +313,7 @@ fn the_checker_catches_an_upward_import_and_an_unplaced_module() {
     let bad = violations(&files);
     assert!(
         bad.iter()
-            .any(|b| b.contains("`run` (layer 7) imports `crate::daemon` (layer 7)"))
+            .any(|b| b.contains("`run` (layer 8) imports `crate::daemon` (layer 8)"))
     );
     // Inside the daemon, the run wiring must not reach the HTTP face.
     let mut files = sources();
