@@ -5,7 +5,7 @@
 
 use super::sink::{Last, Output, RunInfo, create_file};
 use crate::load::observe::Observer;
-use crate::load::snapshot::StatsSnapshot;
+use crate::load::record::RunRecord;
 use crate::load::stats::RunStats;
 use crate::load::summary;
 use anyhow::Context;
@@ -21,7 +21,7 @@ pub struct JsonAgg {
     /// Ends the ticker (a child of the run's token).
     done: CancellationToken,
     /// The ticker, which hands the file and its last figures back when `done` fires.
-    task: JoinSet<(Option<File>, StatsSnapshot)>,
+    task: JoinSet<(Option<File>, RunRecord)>,
 }
 
 impl JsonAgg {
@@ -83,10 +83,10 @@ impl Output for JsonAgg {
 /// figures written, for the final line.
 async fn write_seconds(
     stats: Arc<RunStats>,
-    mut prev: StatsSnapshot,
+    mut prev: RunRecord,
     file: File,
     done: CancellationToken,
-) -> (Option<File>, StatsSnapshot) {
+) -> (Option<File>, RunRecord) {
     let mut file = Some(file);
     let start = crate::clock::tokio_instant();
     let mut tick = tokio::time::interval(Duration::from_secs(1));

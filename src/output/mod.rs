@@ -16,7 +16,6 @@
 pub mod json;
 pub mod json_agg;
 mod list;
-mod native;
 pub mod opentelemetry;
 pub mod prometheus_rw;
 pub mod push;

@@ -7,10 +7,9 @@
 //! The messages are the `opentelemetry-proto` crate's, generated from the published
 //! `opentelemetry/proto` (the same crate the trace exporter sends with).
 
-use super::native::native_buckets;
 use super::push::{Batch, Encoding, Push, PushOptions, RunLabels, Series};
-use crate::load::hist::HistSnapshot;
-use crate::load::snapshot::StatsSnapshot;
+use crate::hist::HistSnapshot;
+use crate::load::record::RunRecord;
 use crate::names;
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, InstrumentationScope, KeyValue, any_value};
@@ -65,7 +64,7 @@ impl Encoding for Otlp {
         &[]
     }
 
-    fn encode(&self, snap: &StatsSnapshot, run: &Series, now_ms: i64) -> Batch {
+    fn encode(&self, snap: &RunRecord, run: &Series, now_ms: i64) -> Batch {
         let now = u64::try_from(now_ms).unwrap_or(0) * 1_000_000;
         let (req, points) = export_request(snap, &run.labels, run.start_ns, now);
         Batch {
@@ -98,27 +97,19 @@ fn attributes(run: &RunLabels, extra: &[(&str, &str)]) -> Vec<KeyValue> {
     .collect()
 }
 
-/// `h` as an OTLP exponential histogram point; OTLP's bucket `i` is Prometheus' key `i + 1`.
+/// `h` as an OTLP exponential histogram point: the histogram's own buckets merged exactly to
+/// [`SCALE`].
 fn exp_point(
     h: &HistSnapshot,
     attributes: Vec<KeyValue>,
     start: u64,
     now: u64,
 ) -> ExponentialHistogramDataPoint {
-    let read = native_buckets(h, SCALE);
-    let positive = match (read.buckets.first(), read.buckets.last()) {
-        (Some(&(first, _)), Some(&(last, _))) => {
-            let mut counts = vec![0u64; (last - first + 1) as usize];
-            for &(key, n) in &read.buckets {
-                counts[(key - first) as usize] = n;
-            }
-            Some(exponential_histogram_data_point::Buckets {
-                offset: (first - 1) as i32,
-                bucket_counts: counts,
-            })
-        }
-        _ => None,
-    };
+    let view = h.otlp(SCALE);
+    let positive = (!view.counts.is_empty()).then_some(exponential_histogram_data_point::Buckets {
+        offset: view.offset,
+        bucket_counts: view.counts,
+    });
     let seconds = |d: std::time::Duration| d.as_secs_f64();
     ExponentialHistogramDataPoint {
         attributes,
@@ -126,8 +117,8 @@ fn exp_point(
         time_unix_nano: now,
         count: h.count(),
         sum: Some(seconds(h.sum())),
-        scale: SCALE,
-        zero_count: read.zero,
+        scale: view.scale,
+        zero_count: view.zero_count,
         positive,
         min: (h.count() > 0).then(|| seconds(h.min())),
         max: (h.count() > 0).then(|| seconds(h.max())),
@@ -160,7 +151,7 @@ fn points_of(m: &Metric) -> usize {
 /// One export of `snap`'s figures at `now` (ns since the epoch), cumulative since `start`;
 /// with the number of data points it holds.
 pub fn export_request(
-    snap: &StatsSnapshot,
+    snap: &RunRecord,
     run: &RunLabels,
     start: u64,
     now: u64,

@@ -13,7 +13,7 @@
 use super::sink::{Last, Output, RunInfo};
 use crate::http::{Client, ClientOptions, RequestSpec, Resolver};
 use crate::load::observe::Observer;
-use crate::load::snapshot::StatsSnapshot;
+use crate::load::record::RunRecord;
 use crate::load::stats::RunStats;
 use bytes::Bytes;
 use std::sync::Arc;
@@ -109,7 +109,7 @@ pub trait Encoding: Send + Sync + 'static {
     /// Its request's headers besides `content-type` (protobuf) and `user-agent`.
     fn headers(&self) -> &'static [(&'static str, &'static str)];
     /// One push of `snap`'s figures at `now_ms` (ms since the epoch).
-    fn encode(&self, snap: &StatsSnapshot, run: &Series, now_ms: i64) -> Batch;
+    fn encode(&self, snap: &RunRecord, run: &Series, now_ms: i64) -> Batch;
 }
 
 /// A push output: [`PushOptions`] and an [`Encoding`].
@@ -204,7 +204,7 @@ impl<E: Encoding> Source<E> {
         }
     }
 
-    fn batch(&self, snap: &StatsSnapshot) -> Batch {
+    fn batch(&self, snap: &RunRecord) -> Batch {
         self.encoding.encode(snap, &self.series, self.timestamp())
     }
 }
@@ -275,7 +275,7 @@ impl<E: Encoding> Pusher<E> {
 
     /// Pushes the run's final figures and waits up to [`FINAL_WAIT`] for what is queued;
     /// returns the samples sent and dropped.
-    async fn finish(mut self, last: &StatsSnapshot) -> (u64, u64) {
+    async fn finish(mut self, last: &RunRecord) -> (u64, u64) {
         self.ticker.abort();
         let batch = self.source.batch(last);
         let samples = batch.samples;

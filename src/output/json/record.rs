@@ -124,7 +124,7 @@ impl Observer for Tap {
             status: outcome.status.unwrap_or(0),
             error: outcome.error,
             failed: self.stats.is_failed_at(step, outcome),
-            phases: Phase::ALL.map(|p| crate::load::stats::k6_phase(&outcome.phases, p)),
+            phases: Phase::ALL.map(|p| crate::load::record::k6_phase(&outcome.phases, p)),
             duration: outcome.duration(),
             corrected: outcome.phases.total(),
             sent: outcome.bytes_sent,

@@ -6,15 +6,14 @@
 //! `target`, `step`, `journey` (journeys only) and `testid` (`--testid`):
 //! `sloburn_http_reqs_total`, `sloburn_http_reqs_failed_total` and the classic histogram
 //! `sloburn_http_req_duration_seconds` (the target's buckets); with `native=true` the same name
-//! also carries a native histogram (schema 3). Per run (`profile`, `target`, `testid`):
+//! also carries a native histogram (schema 3, the histogram's own buckets merged exactly). Per run (`profile`, `target`, `testid`):
 //! `sloburn_iterations_total`, `sloburn_dropped_iterations_total`, `sloburn_vus`,
 //! `sloburn_data_sent_bytes_total`, `sloburn_data_received_bytes_total`.
 
 mod proto;
 
-use super::native::native_buckets;
 use super::push::{Batch, Encoding, Push, PushOptions, RunLabels, Series};
-use crate::load::snapshot::StatsSnapshot;
+use crate::load::record::RunRecord;
 use crate::names;
 use prost::Message;
 use proto::{Histogram, Label, Sample, TimeSeries, WriteRequest};
@@ -58,7 +57,7 @@ impl Encoding for RemoteWrite {
         ]
     }
 
-    fn encode(&self, snap: &StatsSnapshot, run: &Series, now_ms: i64) -> Batch {
+    fn encode(&self, snap: &RunRecord, run: &Series, now_ms: i64) -> Batch {
         let req = write_request(snap, &run.labels, &run.buckets, self.native, now_ms);
         let samples = req
             .timeseries
@@ -109,7 +108,7 @@ fn series(name: &str, run: &RunLabels, extra: &[(&str, &str)], value: f64, ts: i
 
 /// One push of `snap`'s figures at `ts` (ms since the epoch).
 pub fn write_request(
-    snap: &StatsSnapshot,
+    snap: &RunRecord,
     run: &RunLabels,
     buckets: &[f64],
     native: bool,
@@ -155,7 +154,7 @@ pub fn write_request(
 /// A step's duration as a classic histogram: `_bucket` per bound and `+Inf`, `_count`, `_sum`.
 fn classic(
     out: &mut Vec<TimeSeries>,
-    h: &crate::load::hist::HistSnapshot,
+    h: &crate::hist::HistSnapshot,
     run: &RunLabels,
     at: &[(&str, &str); 2],
     buckets: &[f64],
@@ -194,12 +193,12 @@ fn classic(
 
 /// A step's duration as a native histogram (schema 3) under the histogram's own name.
 fn native_series(
-    h: &crate::load::hist::HistSnapshot,
+    h: &crate::hist::HistSnapshot,
     run: &RunLabels,
     at: &[(&str, &str); 2],
     ts: i64,
 ) -> TimeSeries {
-    let read = native_buckets(h, crate::metrics::DEFAULT_SCHEMA);
+    let read = h.native(crate::metrics::DEFAULT_SCHEMA);
     let (mut spans, mut positive_deltas) = (Vec::new(), Vec::new());
     read.spans_and_deltas_into(&mut spans, &mut positive_deltas);
     let positive_spans = spans
@@ -257,6 +256,35 @@ mod tests {
         ] {
             let e = output(bad).err().unwrap();
             assert!(e.contains(why), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn native_buckets_hold_every_value_within_a_bucket_of_its_own() {
+        let h = crate::hist::Histogram::new();
+        let values_ns = [
+            0u64,
+            1_000,
+            1_999_000,
+            2_000_000,
+            2_100_000,
+            7_000_000,
+            3_000_000_000,
+        ];
+        for ns in values_ns {
+            h.record(Duration::from_nanos(ns));
+        }
+        let read = h.snapshot().native(3);
+        assert_eq!(read.zero, 1);
+        assert_eq!(read.total(), values_ns.len() as u64);
+        // Keys ascend, and each value's count sits in a key at most one off its exact one.
+        assert!(read.buckets.windows(2).all(|w| w[0].0 < w[1].0));
+        for ns in values_ns.into_iter().filter(|&n| n > 0) {
+            let exact = ((ns as f64 / 1e9).log2() * 8.0).ceil() as i64;
+            assert!(
+                read.buckets.iter().any(|(k, _)| (k - exact).abs() <= 1),
+                "{ns} ns: {read:?}"
+            );
         }
     }
 
