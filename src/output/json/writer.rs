@@ -102,7 +102,7 @@ fn submetrics(name: &str, thresholds: &[(String, String)]) -> Value {
         .map(|m| m.key())
         .collect();
     if name == "http_req_duration" {
-        keys.insert(0, crate::load::stats::EXPECTED_DURATION.to_string());
+        keys.insert(0, crate::load::subs::EXPECTED_DURATION.to_string());
     }
     keys.dedup();
     let subs: Vec<Value> = keys
