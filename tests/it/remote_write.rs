@@ -418,7 +418,7 @@ fn issue_42_a_run_that_fails_after_its_outputs_started_leaves_no_push_running() 
             .unwrap()
             .unwrap();
         // A plan the runner refuses: the run fails once its outputs have started.
-        resolved.spec.executor = sloburn::load::spec::Executor::ConstantArrivalRate {
+        resolved.spec.executor = sloburn::config::spec::Executor::ConstantArrivalRate {
             rate: f64::NAN,
             duration: Duration::from_secs(1),
             pre_allocated_vus: 1,

@@ -198,7 +198,7 @@ fn native_series(
     at: &[(&str, &str); 2],
     ts: i64,
 ) -> TimeSeries {
-    let read = h.native(crate::metrics::DEFAULT_SCHEMA);
+    let read = h.native(crate::config::NativeOptions::DEFAULT_SCHEMA);
     let (mut spans, mut positive_deltas) = (Vec::new(), Vec::new());
     read.spans_and_deltas_into(&mut spans, &mut positive_deltas);
     let positive_spans = spans
@@ -214,7 +214,7 @@ fn native_series(
         histograms: vec![Histogram {
             count_int: Some(h.count()),
             sum: h.sum().as_secs_f64(),
-            schema: crate::metrics::DEFAULT_SCHEMA,
+            schema: crate::config::NativeOptions::DEFAULT_SCHEMA,
             zero_threshold: crate::metrics::ZERO_THRESHOLD,
             zero_count_int: Some(read.zero),
             positive_spans,
