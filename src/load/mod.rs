@@ -1,7 +1,6 @@
 //! The load engine: pure plans from the config's executor specs, histograms and the runner.
 
 pub mod capacity;
-mod groups;
 pub mod iteration;
 pub mod merge;
 pub mod observe;

@@ -645,7 +645,6 @@ const CIRCLES_ALLOWED: &[(&str, &[&str])] = &[
     ("http", &["client", "conn", "grpc", "h2", "probe"]), // transport
     // record
     ("load", &["iteration", "observe", "record", "stats", "subs"]),
-    ("load", &["groups", "summary"]), // arch
     // hist
     (
         "metrics",

@@ -1,12 +1,12 @@
 //! k6's `--summary-export` JSON (vus, sub-metrics, MD5 ids) and the `--out json-agg` lines.
 
+use super::checks::{by_name, check_json, k6_id};
 use crate::hist::HistSnapshot;
 use crate::http::Phase;
 use crate::load::record::{RunRecord, SubValue};
 use crate::load::runner::RunReport;
 use crate::load::subs::EXPECTED_DURATION;
 use crate::thresholds::MetricKind;
-use md5::{Digest, Md5};
 use serde_json::{Map, Value, json};
 use std::time::Duration;
 
@@ -21,35 +21,6 @@ fn trend_json(h: &HistSnapshot) -> Value {
         "p(95)": ms(h.quantile(0.95)),
         "p(99)": ms(h.quantile(0.99)),
     })
-}
-
-/// Checks counted under their name, as k6 counts one name in one group: a name used twice
-/// (two steps, or two checks of a step) is one check with both counts, in first-seen order.
-pub(crate) fn by_name(checks: &[(String, u64, u64)]) -> Vec<(String, u64, u64)> {
-    let mut out: Vec<(String, u64, u64)> = Vec::new();
-    for (name, p, f) in checks {
-        match out.iter_mut().find(|(n, _, _)| n == name) {
-            Some((_, op, of)) => {
-                *op += p;
-                *of += f;
-            }
-            None => out.push((name.clone(), *p, *f)),
-        }
-    }
-    out
-}
-
-/// k6's ids: the MD5 of a group's or check's path.
-/// A check as k6's summary-export writes it, at `path` (`::name`, `::group::name`).
-pub(crate) fn check_json(path: &str, name: &str, passes: u64, fails: u64) -> Value {
-    json!({ "name": name, "path": path, "id": k6_id(path), "passes": passes, "fails": fails })
-}
-
-pub(crate) fn k6_id(path: &str) -> String {
-    Md5::digest(path.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 fn rate_json(hits: u64, total: u64) -> Value {
@@ -110,7 +81,7 @@ pub fn export_json(report: &RunReport, interrupted_by: Option<&str>) -> Value {
     state.insert("isStdOutTTY".into(), Value::Bool(false));
     state.insert("isStdErrTTY".into(), Value::Bool(false));
     mark_interrupted(&mut state, interrupted_by);
-    let groups = crate::load::groups::json(s);
+    let groups = super::groups::json(s);
     json!({
         "root_group": { "name": "", "path": "", "id": k6_id(""), "groups": groups, "checks": checks },
         "metrics": metrics,

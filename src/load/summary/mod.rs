@@ -8,13 +8,15 @@ use crate::thresholds::{MetricKind, ThresholdResult, ThresholdSpec};
 use std::fmt::Write;
 use std::time::Duration;
 
+mod checks;
 mod export;
+mod groups;
 mod progress;
 mod text;
 mod vegeta;
 
+use checks::by_name;
 pub use export::{bucket_json, export_json, last_bucket_json};
-pub(crate) use export::{by_name, check_json, k6_id};
 pub use progress::progress;
 pub use text::{Header, text, text_with};
 pub use vegeta::error_set;

@@ -139,7 +139,7 @@ pub fn text_with(h: &Header, report: &RunReport) -> String {
     http_block(&mut out, s);
     execution_block(&mut out, s);
     network_block(&mut out, s);
-    crate::load::groups::text(&mut out, s);
+    super::groups::text(&mut out, s);
     let _ = writeln!(out);
     super::vegeta::vegeta(&mut out, s);
     out

@@ -1,9 +1,10 @@
 //! Journeys in a run's summary, as k6 shows groups: a block per journey with its steps in the
 //! text summary, and `::journey::step` groups in the summary-export's `root_group`.
 
-use super::iteration::StepFailure;
-use super::record::RunRecord;
-use super::summary::{WIDTH, by_name, check_json, fmt_rate, k6_id, row, trend_line};
+use super::checks::{by_name, check_json, k6_id};
+use super::{WIDTH, fmt_rate, row, trend_line};
+use crate::load::iteration::StepFailure;
+use crate::load::record::RunRecord;
 use serde_json::{Map, Value, json};
 use std::fmt::Write as _;
 
