@@ -157,3 +157,65 @@ pub fn shown(specs: &[String]) -> Vec<String> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bad(specs: &[&str], sample: Option<f64>) -> String {
+        let specs: Vec<String> = specs.iter().map(|s| s.to_string()).collect();
+        match Outputs::open(&specs, sample, None) {
+            Ok(_) => panic!("{specs:?} opened"),
+            Err(e) => match e.downcast::<BadSpec>() {
+                Ok(b) => b.0,
+                Err(e) => panic!("{specs:?}: not a usage error: {e:#}"),
+            },
+        }
+    }
+
+    #[test]
+    fn a_bad_value_is_a_usage_error_that_creates_no_file() {
+        let dir = std::env::temp_dir().join(format!("sloburn-outs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let first = dir.join("first.ndjson");
+        let first_spec = format!("json={}", first.display());
+        let e = bad(&[&first_spec, "json=b"], None);
+        assert_eq!(e, "--out json= is given twice");
+        let e = bad(&[&first_spec, "csv=x.csv"], None);
+        assert!(e.starts_with("--out `csv=x.csv`: use json=FILE"), "{e}");
+        assert!(
+            !first.exists(),
+            "a file was created before every value was read"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+        let rw = "prometheus-rw=http://127.0.0.1:9/api/v1/write";
+        assert_eq!(bad(&[rw, rw], None), "--out prometheus-rw is given twice");
+        assert_eq!(
+            bad(&["json-agg"], None),
+            "--out `json-agg`: give a file, as in json-agg=FILE"
+        );
+        for sample in [0.0, 1.5, f64::NAN] {
+            assert!(
+                bad(&[], Some(sample)).contains("give a fraction in (0, 1]"),
+                "{sample}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_summary_shows_a_push_url_without_its_user_info() {
+        let shown = shown(&[
+            "prometheus-rw=https://u:pw@m:9090/api/v1/write?interval=1s".into(),
+            "opentelemetry=http://c:4318".into(),
+            "json=out.ndjson".into(),
+        ]);
+        assert_eq!(
+            shown,
+            [
+                "prometheus-rw=https://m:9090/api/v1/write?interval=1s",
+                "opentelemetry=http://c:4318",
+                "json=out.ndjson",
+            ]
+        );
+    }
+}
