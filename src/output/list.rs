@@ -179,7 +179,8 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let first = dir.join("first.ndjson");
         let first_spec = format!("json={}", first.display());
-        let e = bad(&[&first_spec, "json=b"], None);
+        let second_spec = format!("json={}", dir.join("second.ndjson").display());
+        let e = bad(&[&first_spec, &second_spec], None);
         assert_eq!(e, "--out json= is given twice");
         let e = bad(&[&first_spec, "csv=x.csv"], None);
         assert!(e.starts_with("--out `csv=x.csv`: use json=FILE"), "{e}");
