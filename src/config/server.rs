@@ -43,20 +43,51 @@ pub fn server(ctx: &mut Ctx, node: Option<&Node>, base: &Path, env: &Env) -> Opt
         ],
     )?;
     if let Some(n) = f.get("listen") {
-        let path = f.path_of("listen");
-        if let Some(s) = walk::string(ctx, n, &path) {
-            match s.parse::<SocketAddr>() {
-                Ok(a) => server.listen = a,
-                Err(_) => ctx.error(
-                    n.pos,
-                    &path,
-                    format!("`{s}` is not an address like `0.0.0.0:9090` or `[::]:9090`"),
-                ),
-            }
+        listen(ctx, n, &f.path_of("listen"), &mut server);
+    }
+    tokens(ctx, &f, base, env, &mut server);
+    if let Some(n) = f.get("protect_reads") {
+        server.protect_reads = walk::boolean(ctx, n, &f.path_of("protect_reads")).unwrap_or(false);
+    }
+    if let Some(n) = f.get("grace_period") {
+        server.grace_period =
+            walk::duration(ctx, n, &f.path_of("grace_period")).unwrap_or(server.grace_period);
+    }
+    limits(ctx, &f, &mut server);
+    if let Some(n) = f.get("peers") {
+        server.peers = peers(ctx, n, &f.path_of("peers"));
+    }
+    if let Some(n) = f.get("native_histograms") {
+        server.native_histograms = native_histograms(ctx, n, &f.path_of("native_histograms"));
+    }
+    if server.protect_reads && server.admin_token.is_none() {
+        ctx.error(
+            node.pos,
+            "server.protect_reads",
+            "protect_reads needs an admin_token",
+        );
+    }
+    Some(server)
+}
+
+/// `listen`: the socket address the daemon serves on.
+fn listen(ctx: &mut Ctx, n: &Node, path: &str, server: &mut Server) {
+    if let Some(s) = walk::string(ctx, n, path) {
+        match s.parse::<SocketAddr>() {
+            Ok(a) => server.listen = a,
+            Err(_) => ctx.error(
+                n.pos,
+                path,
+                format!("`{s}` is not an address like `0.0.0.0:9090` or `[::]:9090`"),
+            ),
         }
     }
-    let admin = token(ctx, &f, "admin_token", base, env);
-    let hook = token(ctx, &f, "hook_token", base, env);
+}
+
+/// `admin_token` and `hook_token`, which must differ.
+fn tokens(ctx: &mut Ctx, f: &walk::Fields, base: &Path, env: &Env, server: &mut Server) {
+    let admin = token(ctx, f, "admin_token", base, env);
+    let hook = token(ctx, f, "hook_token", base, env);
     if let (Some(a), Some(h), Some(n)) = (&admin, &hook, f.get("hook_token"))
         && a.same_as(h)
     {
@@ -68,13 +99,10 @@ pub fn server(ctx: &mut Ctx, node: Option<&Node>, base: &Path, env: &Env) -> Opt
     }
     server.admin_token = admin.map(|t| t.secret);
     server.hook_token = hook.map(|t| t.secret);
-    if let Some(n) = f.get("protect_reads") {
-        server.protect_reads = walk::boolean(ctx, n, &f.path_of("protect_reads")).unwrap_or(false);
-    }
-    if let Some(n) = f.get("grace_period") {
-        server.grace_period =
-            walk::duration(ctx, n, &f.path_of("grace_period")).unwrap_or(server.grace_period);
-    }
+}
+
+/// The daemon's own server's limits: `max_in_flight`, `header_timeout`, `max_connections`.
+fn limits(ctx: &mut Ctx, f: &walk::Fields, server: &mut Server) {
     if let Some(n) = f.get("max_in_flight") {
         let path = f.path_of("max_in_flight");
         match walk::unsigned(ctx, n, &path) {
@@ -99,20 +127,6 @@ pub fn server(ctx: &mut Ctx, node: Option<&Node>, base: &Path, env: &Env) -> Opt
             None => {}
         }
     }
-    if let Some(n) = f.get("peers") {
-        server.peers = peers(ctx, n, &f.path_of("peers"));
-    }
-    if let Some(n) = f.get("native_histograms") {
-        server.native_histograms = native_histograms(ctx, n, &f.path_of("native_histograms"));
-    }
-    if server.protect_reads && server.admin_token.is_none() {
-        ctx.error(
-            node.pos,
-            "server.protect_reads",
-            "protect_reads needs an admin_token",
-        );
-    }
-    Some(server)
 }
 
 /// At most this many `server.peers` entries (a `{i}` entry counts once; it expands to the

@@ -103,133 +103,31 @@ pub fn expand(
         return vec![slo];
     };
     let path = f.path_of("group_by");
-    let max = match f.get("max_groups") {
-        None => DEFAULT_MAX_GROUPS,
-        Some(n) => {
-            let p = f.path_of("max_groups");
-            match walk::unsigned(ctx, n, &p) {
-                Some(m) if (1..=MAX_GROUPS).contains(&m) => m,
-                Some(m) => {
-                    ctx.error(
-                        n.pos,
-                        &p,
-                        format!("`max_groups` is between 1 and {MAX_GROUPS}, found {m}"),
-                    );
-                    return Vec::new();
-                }
-                None => return Vec::new(),
-            }
-        }
+    let Some(max) = max_groups(ctx, f) else {
+        return Vec::new();
     };
     let Some(by) = by(ctx, node, &path) else {
         return Vec::new();
     };
+    let at = (node, path.as_str());
     let journey = slo.journey.as_ref().and_then(|j| journeys.get(j));
-    let groups: Vec<(String, String, GroupFilter)> = match &by {
-        By::Step => {
-            if slo.step.is_some() {
-                ctx.error(
-                    node.pos,
-                    &path,
-                    "`group_by: step` makes one SLO per step of the journey: drop `step`",
-                );
-                return Vec::new();
-            }
-            let Some(j) = journey else {
-                ctx.error(node.pos, &path, "`group_by: step` needs a `journey`");
-                return Vec::new();
-            };
-            j.steps
-                .iter()
-                .map(|s| ("step".to_string(), s.name.clone(), GroupFilter::Step))
-                .collect()
-        }
-        By::StatusClass => {
-            if slo.journey.is_some() && slo.step.is_none() {
-                ctx.error(
-                    node.pos,
-                    &path,
-                    "a whole-journey SLO counts iterations, which have no status: give `step`, \
-                     or group by `step` or a data-file column",
-                );
-                return Vec::new();
-            }
-            if slo.journey.is_none()
-                && let Some(t) = targets.get(&slo.target)
-                && !matches!(t.uri.scheme_str(), Some("http" | "https"))
-            {
-                ctx.error(
-                    node.pos,
-                    &path,
-                    format!(
-                        "`status_class` groups HTTP statuses; target `{}` is not HTTP",
-                        slo.target
-                    ),
-                );
-                return Vec::new();
-            }
-            STATUS_CLASSES
-                .iter()
-                .map(|(v, c)| {
-                    (
-                        "status_class".to_string(),
-                        (*v).to_string(),
-                        GroupFilter::StatusClass(*c),
-                    )
-                })
-                .collect()
-        }
-        By::Column { name, label } => {
-            if super::slos::RESERVED_LABELS.contains(&label.as_str())
-                || matches!(label.as_str(), "journey" | "step")
-            {
-                ctx.error(
-                    node.pos,
-                    &path,
-                    format!(
-                        "the label `{label}` is set by sloburn; name another with `{{column: {name}, label: ...}}`"
-                    ),
-                );
-                return Vec::new();
-            }
-            if !crate::names::label_name_is_valid(label) {
-                ctx.error(
-                    node.pos,
-                    &path,
-                    format!(
-                        "`{label}` is not a Prometheus label name; give one with `{{column: {name}, label: ...}}`"
-                    ),
-                );
-                return Vec::new();
-            }
-            match column_groups(ctx, node, &path, journey, name, max) {
-                Some(groups) => groups
+    let groups = match &by {
+        By::Step => step_groups(ctx, at, &slo, journey),
+        By::StatusClass => status_groups(ctx, at, &slo, targets),
+        By::Column { name, label } => column_label(ctx, at, name, label).and_then(|()| {
+            let groups = column_groups(ctx, node, &path, journey, name, max)?;
+            Some(
+                groups
                     .into_iter()
                     .map(|(value, filter)| (label.clone(), value, filter))
                     .collect(),
-                None => return Vec::new(),
-            }
-        }
+            )
+        }),
     };
-    if groups.len() as u64 > max {
-        ctx.error(
-            node.pos,
-            &path,
-            format!(
-                "`group_by` makes {} SLOs, over `max_groups` {max}: raise `max_groups` (at most {MAX_GROUPS})",
-                groups.len()
-            ),
-        );
+    let Some(groups) = groups else {
         return Vec::new();
-    }
-    if let Some((label, _, _)) = groups.first()
-        && slo.labels.contains_key(label)
-    {
-        ctx.error(
-            node.pos,
-            &path,
-            format!("`labels` already has `{label}`, which each group sets to its value"),
-        );
+    };
+    if !groups_fit(ctx, at, &slo, &groups, max) {
         return Vec::new();
     }
     groups
@@ -251,6 +149,157 @@ pub fn expand(
             child
         })
         .collect()
+}
+
+/// One group: its label, its value, and which events it counts.
+type Group = (String, String, GroupFilter);
+
+/// `max_groups`: 1 to [`MAX_GROUPS`], [`DEFAULT_MAX_GROUPS`] when absent.
+fn max_groups(ctx: &mut Ctx, f: &Fields) -> Option<u64> {
+    let Some(n) = f.get("max_groups") else {
+        return Some(DEFAULT_MAX_GROUPS);
+    };
+    let p = f.path_of("max_groups");
+    match walk::unsigned(ctx, n, &p)? {
+        m if (1..=MAX_GROUPS).contains(&m) => Some(m),
+        m => {
+            ctx.error(
+                n.pos,
+                &p,
+                format!("`max_groups` is between 1 and {MAX_GROUPS}, found {m}"),
+            );
+            None
+        }
+    }
+}
+
+/// `group_by: step`: one group per step of the SLO's journey.
+fn step_groups(
+    ctx: &mut Ctx,
+    (node, path): (&Node, &str),
+    slo: &Slo,
+    journey: Option<&super::JourneySpec>,
+) -> Option<Vec<Group>> {
+    if slo.step.is_some() {
+        ctx.error(
+            node.pos,
+            path,
+            "`group_by: step` makes one SLO per step of the journey: drop `step`",
+        );
+        return None;
+    }
+    let Some(j) = journey else {
+        ctx.error(node.pos, path, "`group_by: step` needs a `journey`");
+        return None;
+    };
+    Some(
+        j.steps
+            .iter()
+            .map(|s| ("step".to_string(), s.name.clone(), GroupFilter::Step))
+            .collect(),
+    )
+}
+
+/// `group_by: status_class`: one group per class of HTTP status, for requests (a target's, or
+/// one journey step's) over HTTP.
+fn status_groups(
+    ctx: &mut Ctx,
+    (node, path): (&Node, &str),
+    slo: &Slo,
+    targets: &BTreeMap<String, Target>,
+) -> Option<Vec<Group>> {
+    if slo.journey.is_some() && slo.step.is_none() {
+        ctx.error(
+            node.pos,
+            path,
+            "a whole-journey SLO counts iterations, which have no status: give `step`, \
+             or group by `step` or a data-file column",
+        );
+        return None;
+    }
+    if slo.journey.is_none()
+        && let Some(t) = targets.get(&slo.target)
+        && !matches!(t.uri.scheme_str(), Some("http" | "https"))
+    {
+        ctx.error(
+            node.pos,
+            path,
+            format!(
+                "`status_class` groups HTTP statuses; target `{}` is not HTTP",
+                slo.target
+            ),
+        );
+        return None;
+    }
+    Some(
+        STATUS_CLASSES
+            .iter()
+            .map(|(v, c)| {
+                (
+                    "status_class".to_string(),
+                    (*v).to_string(),
+                    GroupFilter::StatusClass(*c),
+                )
+            })
+            .collect(),
+    )
+}
+
+/// The label a column's groups set: neither one sloburn sets nor an invalid name.
+fn column_label(ctx: &mut Ctx, (node, path): (&Node, &str), name: &str, label: &str) -> Option<()> {
+    if super::slos::RESERVED_LABELS.contains(&label) || matches!(label, "journey" | "step") {
+        ctx.error(
+            node.pos,
+            path,
+            format!(
+                "the label `{label}` is set by sloburn; name another with `{{column: {name}, label: ...}}`"
+            ),
+        );
+        return None;
+    }
+    if !crate::names::label_name_is_valid(label) {
+        ctx.error(
+            node.pos,
+            path,
+            format!(
+                "`{label}` is not a Prometheus label name; give one with `{{column: {name}, label: ...}}`"
+            ),
+        );
+        return None;
+    }
+    Some(())
+}
+
+/// Whether the groups fit `max_groups`, and their label is not one of the SLO's `labels`.
+fn groups_fit(
+    ctx: &mut Ctx,
+    (node, path): (&Node, &str),
+    slo: &Slo,
+    groups: &[Group],
+    max: u64,
+) -> bool {
+    if groups.len() as u64 > max {
+        ctx.error(
+            node.pos,
+            path,
+            format!(
+                "`group_by` makes {} SLOs, over `max_groups` {max}: raise `max_groups` (at most {MAX_GROUPS})",
+                groups.len()
+            ),
+        );
+        return false;
+    }
+    if let Some((label, _, _)) = groups.first()
+        && slo.labels.contains_key(label)
+    {
+        ctx.error(
+            node.pos,
+            path,
+            format!("`labels` already has `{label}`, which each group sets to its value"),
+        );
+        return false;
+    }
+    true
 }
 
 /// `step`, `status_class`, a column's name, or `{column: NAME, label: LABEL}`.
@@ -313,38 +362,7 @@ fn column_groups(
     column: &str,
     max: u64,
 ) -> Option<Vec<(String, GroupFilter)>> {
-    let Some(j) = journey else {
-        ctx.error(
-            node.pos,
-            path,
-            "a data-file column groups a journey's iterations: give the SLO a `journey` (or group by `status_class`)",
-        );
-        return None;
-    };
-    let Some((data, _)) = &j.data else {
-        ctx.error(
-            node.pos,
-            path,
-            format!(
-                "journey `{}` has no data file to take `{column}` from (or group by `step` or `status_class`)",
-                j.name
-            ),
-        );
-        return None;
-    };
-    let Some(col) = data.columns().iter().position(|c| c == column) else {
-        let hint = ctx.hint(column, data.columns().iter().map(String::as_str));
-        ctx.error(
-            node.pos,
-            path,
-            format!(
-                "journey `{}`'s data file has no column `{column}`{hint} (columns: {})",
-                j.name,
-                data.columns().join(", ")
-            ),
-        );
-        return None;
-    };
+    let (j, data, col) = data_column(ctx, (node, path), journey, column)?;
     // Values in order of first appearance while scanning, then sorted: a row's group index is
     // its value's place in the sorted list.
     let mut seen: BTreeMap<&str, u16> = BTreeMap::new();
@@ -391,7 +409,54 @@ fn column_groups(
         };
         first.push(g);
     }
-    // Renumber by sorted value (the map iterates sorted).
+    sorted_groups(&seen, first)
+}
+
+/// The journey, its data file and the index of `column` in it; an error when one is missing.
+fn data_column<'a>(
+    ctx: &mut Ctx,
+    (node, path): (&Node, &str),
+    journey: Option<&'a super::JourneySpec>,
+    column: &str,
+) -> Option<(&'a super::JourneySpec, &'a crate::journey::DataSet, usize)> {
+    let Some(j) = journey else {
+        ctx.error(
+            node.pos,
+            path,
+            "a data-file column groups a journey's iterations: give the SLO a `journey` (or group by `status_class`)",
+        );
+        return None;
+    };
+    let Some((data, _)) = &j.data else {
+        ctx.error(
+            node.pos,
+            path,
+            format!(
+                "journey `{}` has no data file to take `{column}` from (or group by `step` or `status_class`)",
+                j.name
+            ),
+        );
+        return None;
+    };
+    let Some(col) = data.columns().iter().position(|c| c == column) else {
+        let hint = ctx.hint(column, data.columns().iter().map(String::as_str));
+        ctx.error(
+            node.pos,
+            path,
+            format!(
+                "journey `{}`'s data file has no column `{column}`{hint} (columns: {})",
+                j.name,
+                data.columns().join(", ")
+            ),
+        );
+        return None;
+    };
+    Some((j, data, col))
+}
+
+/// The groups of the values `seen` (each with its number in order of first appearance), each
+/// row's group (`first`) renumbered by sorted value (the map iterates sorted).
+fn sorted_groups(seen: &BTreeMap<&str, u16>, first: Vec<u16>) -> Option<Vec<(String, GroupFilter)>> {
     let mut renumber = vec![0u16; seen.len()];
     for (sorted, (_, g)) in seen.iter().enumerate() {
         renumber[usize::from(*g)] = u16::try_from(sorted).ok()?;
