@@ -456,7 +456,10 @@ fn data_column<'a>(
 
 /// The groups of the values `seen` (each with its number in order of first appearance), each
 /// row's group (`first`) renumbered by sorted value (the map iterates sorted).
-fn sorted_groups(seen: &BTreeMap<&str, u16>, first: Vec<u16>) -> Option<Vec<(String, GroupFilter)>> {
+fn sorted_groups(
+    seen: &BTreeMap<&str, u16>,
+    first: Vec<u16>,
+) -> Option<Vec<(String, GroupFilter)>> {
     let mut renumber = vec![0u16; seen.len()];
     for (sorted, (_, g)) in seen.iter().enumerate() {
         renumber[usize::from(*g)] = u16::try_from(sorted).ok()?;

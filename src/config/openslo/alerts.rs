@@ -15,32 +15,10 @@ pub(super) fn alert_policy<'a>(
     tiers: &mut Vec<ImportedTier>,
     labels: &mut BTreeMap<String, String>,
 ) {
-    let resolved = match &node.value {
-        Value::Map(entries) if entries.iter().any(|(k, _)| k.name == "alertPolicyRef") => {
-            let Some(f) = walk::fields(ctx, node, path, &["alertPolicyRef"]) else {
-                return;
-            };
-            let Some(r) = f.get("alertPolicyRef") else {
-                return;
-            };
-            let Some(name) = walk::string(ctx, r, &f.path_of("alertPolicyRef")) else {
-                return;
-            };
-            match find("AlertPolicy", &name) {
-                Some(d) => (d, format!("AlertPolicy {name}")),
-                None => {
-                    ctx.error(
-                        r.pos,
-                        &f.path_of("alertPolicyRef"),
-                        format!("no AlertPolicy named `{name}` in this file"),
-                    );
-                    return;
-                }
-            }
-        }
-        _ => (node, path.to_string()),
+    let Some((node, path)) = resolve(ctx, (node, path), ("alertPolicyRef", "AlertPolicy"), find)
+    else {
+        return;
     };
-    let (node, path) = resolved;
     let Some(f) = walk::fields(
         ctx,
         node,
@@ -77,6 +55,49 @@ pub(super) fn alert_policy<'a>(
         // still be text.
         walk::string(ctx, n, &s.path_of("description"));
     }
+    alert_when(ctx, &s);
+    if let Some(n) = s.get("notificationTargets") {
+        notification_targets(ctx, n, &s.path_of("notificationTargets"), labels);
+    }
+    let Some(c) = s.get("conditions") else {
+        ctx.error(spec.pos, &sp, "missing `conditions`");
+        return;
+    };
+    the_condition(ctx, c, &s.path_of("conditions"), find, tiers);
+}
+
+/// `node` at `path`, or the document its `{KEY: name}` names (`key` and `kind`: `alertPolicyRef`
+/// and `AlertPolicy`, `conditionRef` and `AlertCondition`); `None` after an error.
+fn resolve<'a>(
+    ctx: &mut Ctx,
+    (node, path): (&'a Node, &str),
+    (key, kind): (&str, &str),
+    find: &Find<'a>,
+) -> Option<(&'a Node, String)> {
+    let is_ref =
+        matches!(&node.value, Value::Map(entries) if entries.iter().any(|(k, _)| k.name == key));
+    if !is_ref {
+        return Some((node, path.to_string()));
+    }
+    let f = walk::fields(ctx, node, path, &[key])?;
+    let r = f.get(key)?;
+    let name = walk::string(ctx, r, &f.path_of(key))?;
+    match find(kind, &name) {
+        Some(d) => Some((d, format!("{kind} {name}"))),
+        None => {
+            ctx.error(
+                r.pos,
+                &f.path_of(key),
+                format!("no {kind} named `{name}` in this file"),
+            );
+            None
+        }
+    }
+}
+
+/// `alertWhenNoData`, `alertWhenResolved`, `alertWhenBreaching`: only the values a burn-rate
+/// tier means map.
+fn alert_when(ctx: &mut Ctx, s: &walk::Fields) {
     for (key, allowed, why) in [
         (
             "alertWhenNoData",
@@ -105,38 +126,44 @@ pub(super) fn alert_policy<'a>(
             );
         }
     }
-    if let Some(n) = s.get("notificationTargets") {
-        let np = s.path_of("notificationTargets");
-        for (i, item) in walk::seq(ctx, n, &np).iter().enumerate() {
-            let ip = format!("{np}[{i}]");
-            let Some(tf) = walk::fields(ctx, item, &ip, &["targetRef"]) else {
-                continue;
-            };
-            let Some(t) = walk::required(ctx, &tf, "targetRef", walk::string) else {
-                continue;
-            };
-            match labels.get("openslo_notification_target") {
-                Some(old) if *old != t => ctx.error(
-                    item.pos,
-                    &ip,
-                    format!("a second notification target `{t}` (the SLO's label already names `{old}`): sloburn routes by one label per SLO"),
-                ),
-                _ => {
-                    labels.insert("openslo_notification_target".to_string(), t);
-                }
+}
+
+/// `notificationTargets`: one `targetRef`, the SLO's `openslo_notification_target` label.
+fn notification_targets(ctx: &mut Ctx, n: &Node, np: &str, labels: &mut BTreeMap<String, String>) {
+    for (i, item) in walk::seq(ctx, n, np).iter().enumerate() {
+        let ip = format!("{np}[{i}]");
+        let Some(tf) = walk::fields(ctx, item, &ip, &["targetRef"]) else {
+            continue;
+        };
+        let Some(t) = walk::required(ctx, &tf, "targetRef", walk::string) else {
+            continue;
+        };
+        match labels.get("openslo_notification_target") {
+            Some(old) if *old != t => ctx.error(
+                item.pos,
+                &ip,
+                format!("a second notification target `{t}` (the SLO's label already names `{old}`): sloburn routes by one label per SLO"),
+            ),
+            _ => {
+                labels.insert("openslo_notification_target".to_string(), t);
             }
         }
     }
-    let Some(c) = s.get("conditions") else {
-        ctx.error(spec.pos, &sp, "missing `conditions`");
-        return;
-    };
-    let cp = s.path_of("conditions");
-    let items = walk::seq(ctx, c, &cp);
+}
+
+/// `conditions`: exactly one, inline or by `conditionRef`, a tier of its own name.
+fn the_condition<'a>(
+    ctx: &mut Ctx,
+    c: &'a Node,
+    cp: &str,
+    find: &Find<'a>,
+    tiers: &mut Vec<ImportedTier>,
+) {
+    let items = walk::seq(ctx, c, cp);
     if items.len() != 1 {
         ctx.error(
             c.pos,
-            &cp,
+            cp,
             format!(
                 "an alert policy holds exactly one condition, found {}",
                 items.len()
@@ -144,32 +171,10 @@ pub(super) fn alert_policy<'a>(
         );
         return;
     }
-    let item = &items[0];
     let ip = format!("{cp}[0]");
-    let (cnode, cpath) = match &item.value {
-        Value::Map(entries) if entries.iter().any(|(k, _)| k.name == "conditionRef") => {
-            let Some(f) = walk::fields(ctx, item, &ip, &["conditionRef"]) else {
-                return;
-            };
-            let Some(r) = f.get("conditionRef") else {
-                return;
-            };
-            let Some(name) = walk::string(ctx, r, &f.path_of("conditionRef")) else {
-                return;
-            };
-            match find("AlertCondition", &name) {
-                Some(d) => (d, format!("AlertCondition {name}")),
-                None => {
-                    ctx.error(
-                        r.pos,
-                        &f.path_of("conditionRef"),
-                        format!("no AlertCondition named `{name}` in this file"),
-                    );
-                    return;
-                }
-            }
-        }
-        _ => (item, ip),
+    let at = (&items[0], ip.as_str());
+    let Some((cnode, cpath)) = resolve(ctx, at, ("conditionRef", "AlertCondition"), find) else {
+        return;
     };
     if let Some(t) = condition(ctx, cnode, &cpath) {
         if tiers.iter().any(|o| o.name == t.name) {

@@ -234,7 +234,6 @@ pub fn export(cfg: &super::super::Config) -> String {
             }
             continue;
         }
-        let def = s.def();
         out.push_str("---\napiVersion: openslo/v1\nkind: SLO\nmetadata:\n");
         let _ = writeln!(out, "  name: {}", quote(&s.name));
         if !s.labels.is_empty() {
@@ -248,82 +247,102 @@ pub fn export(cfg: &super::super::Config) -> String {
             let _ = writeln!(out, "  description: {}", quote(&s.description));
         }
         let _ = writeln!(out, "  service: {}", quote(&s.target));
-        out.push_str("  indicator:\n    metadata:\n");
-        let _ = writeln!(out, "      name: {}", quote(&format!("{}-sli", s.name)));
-        out.push_str("    spec:\n      ratioMetric:\n        counter: true\n        good:\n          metricSource:\n            type: sloburn\n            spec:\n");
-        match &s.sli {
-            super::super::Sli::Availability => out.push_str("              sli: availability\n"),
-            super::super::Sli::Latency {
-                under,
-                exclude_failures,
-                corrected,
-            } => {
-                let _ = writeln!(
-                    out,
-                    "              sli: latency\n              under: {}\n              failures: {}\n              measure: {}",
-                    crate::units::format_duration(*under),
-                    if *exclude_failures {
-                        "exclude"
-                    } else {
-                        "include"
-                    },
-                    if *corrected { "corrected" } else { "duration" }
-                );
-            }
-        }
-        if !s.profiles.is_empty() {
-            let list: Vec<String> = s.profiles.iter().map(|p| quote(p)).collect();
-            let _ = writeln!(out, "              profiles: [{}]", list.join(", "));
-        }
-        out.push_str("        total:\n          metricSource:\n            type: sloburn\n            spec:\n");
-        let _ = writeln!(
-            out,
-            "              query: {}",
-            quote(&format!(
-                "sum(sloburn_slo_events_total{{slo=\"{}\"}})",
-                s.name
-            ))
-        );
-        out.push_str("  timeWindow:\n");
-        match &s.calendar {
-            None => {
-                let _ = writeln!(
-                    out,
-                    "    - duration: {}\n      isRolling: true",
-                    shorthand(s.period)
-                );
-            }
-            Some(c) => {
-                let d = match c.unit {
-                    CalendarUnit::Week => "1w",
-                    CalendarUnit::Month => "1M",
-                    CalendarUnit::Quarter => "1Q",
-                };
-                // 2024-01-01 is a Monday and the first day of a month and a quarter.
-                let _ = writeln!(
-                    out,
-                    "    - duration: {d}\n      calendar:\n        startTime: 2024-01-01 00:00:00\n        timeZone: {}\n      isRolling: false",
-                    quote(c.tz.name())
-                );
-            }
-        }
+        write_indicator(&mut out, s);
+        write_time_window(&mut out, s);
         out.push_str("  budgetingMethod: Occurrences\n  objectives:\n");
         let _ = writeln!(out, "    - targetPercent: {}", s.objective);
-        if !def.tiers.is_empty() {
-            out.push_str("  alertPolicies:\n");
-        }
-        for t in &def.tiers {
+        write_alert_policies(&mut out, s);
+    }
+    out
+}
+
+/// The SLO's `indicator`: its SLI in a `type: sloburn` metric source (which `import` maps
+/// back exactly), its events as the total.
+fn write_indicator(out: &mut String, s: &super::super::Slo) {
+    out.push_str("  indicator:\n    metadata:\n");
+    let _ = writeln!(out, "      name: {}", quote(&format!("{}-sli", s.name)));
+    out.push_str("    spec:\n      ratioMetric:\n        counter: true\n        good:\n          metricSource:\n            type: sloburn\n            spec:\n");
+    match &s.sli {
+        super::super::Sli::Availability => out.push_str("              sli: availability\n"),
+        super::super::Sli::Latency {
+            under,
+            exclude_failures,
+            corrected,
+        } => {
             let _ = writeln!(
                 out,
-                "    - kind: AlertPolicy\n      metadata:\n        name: {policy}\n      spec:\n        alertWhenBreaching: true\n        conditions:\n          - kind: AlertCondition\n            metadata:\n              name: {name}\n            spec:\n              severity: {sev}\n              condition:\n                kind: burnrate\n                threshold: {factor}\n                lookbackWindow: {long}\n                alertAfter: {short}",
-                policy = quote(&format!("{}-{}", s.name, t.name)),
-                name = quote(&t.name),
-                sev = t.severity.as_str(),
-                factor = t.factor,
-                long = shorthand(t.long),
-                short = shorthand(t.short),
+                "              sli: latency\n              under: {}\n              failures: {}\n              measure: {}",
+                crate::units::format_duration(*under),
+                if *exclude_failures {
+                    "exclude"
+                } else {
+                    "include"
+                },
+                if *corrected { "corrected" } else { "duration" }
             );
         }
     }
-    out
+    if !s.profiles.is_empty() {
+        let list: Vec<String> = s.profiles.iter().map(|p| quote(p)).collect();
+        let _ = writeln!(out, "              profiles: [{}]", list.join(", "));
+    }
+    out.push_str(
+        "        total:\n          metricSource:\n            type: sloburn\n            spec:\n",
+    );
+    let _ = writeln!(
+        out,
+        "              query: {}",
+        quote(&format!(
+            "sum(sloburn_slo_events_total{{slo=\"{}\"}})",
+            s.name
+        ))
+    );
+}
+
+/// The SLO's `timeWindow`: rolling, or a calendar period in its time zone.
+fn write_time_window(out: &mut String, s: &super::super::Slo) {
+    out.push_str("  timeWindow:\n");
+    match &s.calendar {
+        None => {
+            let _ = writeln!(
+                out,
+                "    - duration: {}\n      isRolling: true",
+                shorthand(s.period)
+            );
+        }
+        Some(c) => {
+            let d = match c.unit {
+                CalendarUnit::Week => "1w",
+                CalendarUnit::Month => "1M",
+                CalendarUnit::Quarter => "1Q",
+            };
+            // 2024-01-01 is a Monday and the first day of a month and a quarter.
+            let _ = writeln!(
+                out,
+                "    - duration: {d}\n      calendar:\n        startTime: 2024-01-01 00:00:00\n        timeZone: {}\n      isRolling: false",
+                quote(c.tz.name())
+            );
+        }
+    }
+}
+
+/// The SLO's tiers (the defaults written out) as inline alert policies, a burn-rate condition
+/// each.
+fn write_alert_policies(out: &mut String, s: &super::super::Slo) {
+    let def = s.def();
+    if !def.tiers.is_empty() {
+        out.push_str("  alertPolicies:\n");
+    }
+    for t in &def.tiers {
+        let _ = writeln!(
+            out,
+            "    - kind: AlertPolicy\n      metadata:\n        name: {policy}\n      spec:\n        alertWhenBreaching: true\n        conditions:\n          - kind: AlertCondition\n            metadata:\n              name: {name}\n            spec:\n              severity: {sev}\n              condition:\n                kind: burnrate\n                threshold: {factor}\n                lookbackWindow: {long}\n                alertAfter: {short}",
+            policy = quote(&format!("{}-{}", s.name, t.name)),
+            name = quote(&t.name),
+            sev = t.severity.as_str(),
+            factor = t.factor,
+            long = shorthand(t.long),
+            short = shorthand(t.short),
+        );
+    }
 }

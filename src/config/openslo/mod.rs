@@ -223,64 +223,15 @@ fn slo<'a>(ctx: &mut Ctx, doc: &'a Node, path: &str, find: &Find<'a>) -> Option<
         description.push(d);
     }
     let target = walk::required(ctx, &s, "service", walk::string);
-    // The indicator: inline or by reference; only ratio metrics map.
     let mut sli = None;
-    let indicator_ok = match (s.get("indicator"), s.get("indicatorRef")) {
-        (Some(n), None) => indicator(
-            ctx,
-            n,
-            &s.path_of("indicator"),
-            target.as_deref(),
-            &mut description,
-            &mut sli,
-        ),
-        (None, Some(r)) => {
-            let rp = s.path_of("indicatorRef");
-            match walk::string(ctx, r, &rp) {
-                Some(rn) => match find("SLI", &rn) {
-                    Some(d) => indicator(
-                        ctx,
-                        d,
-                        &format!("SLI {rn}"),
-                        target.as_deref(),
-                        &mut description,
-                        &mut sli,
-                    ),
-                    None => {
-                        ctx.error(r.pos, &rp, format!("no SLI named `{rn}` in this file"));
-                        false
-                    }
-                },
-                None => false,
-            }
-        }
-        (Some(_), Some(r)) => {
-            ctx.error(
-                r.pos,
-                &s.path_of("indicatorRef"),
-                "give `indicator` or `indicatorRef`, not both",
-            );
-            false
-        }
-        (None, None) => {
-            ctx.error(spec.pos, &sp, "missing `indicator` or `indicatorRef`");
-            false
-        }
-    };
+    let found = (&mut description, &mut sli);
+    let indicator_ok = slo_indicator(ctx, (spec, &sp), &s, target.as_deref(), find, found);
     let period = match s.get("timeWindow") {
         Some(n) => time_window(ctx, n, &s.path_of("timeWindow")).map(Some),
         None => Some(None),
     };
     if let Some(n) = s.get("budgetingMethod") {
-        let p = s.path_of("budgetingMethod");
-        match walk::string(ctx, n, &p).as_deref() {
-            Some("Occurrences") | None => {}
-            Some(other) => ctx.error(
-                n.pos,
-                &p,
-                format!("budgetingMethod `{other}` does not map: sloburn counts good and bad events (`Occurrences`)"),
-            ),
-        }
+        budgeting_method(ctx, n, &s.path_of("budgetingMethod"));
     }
     let objective = match s.get("objectives") {
         Some(n) => objectives(ctx, n, &s.path_of("objectives"), &mut description),
@@ -318,6 +269,58 @@ fn slo<'a>(ctx: &mut Ctx, doc: &'a Node, path: &str, find: &Find<'a>) -> Option<
         labels,
         tiers,
     })
+}
+
+/// The SLO's indicator: inline (`indicator`) or by reference (`indicatorRef`), one of them;
+/// only ratio metrics map. Whether it did.
+fn slo_indicator<'a>(
+    ctx: &mut Ctx,
+    (spec, sp): (&Node, &str),
+    s: &walk::Fields<'a>,
+    target: Option<&str>,
+    find: &Find<'a>,
+    (description, sli): (&mut Vec<String>, &mut Option<(super::Sli, Vec<String>)>),
+) -> bool {
+    match (s.get("indicator"), s.get("indicatorRef")) {
+        (Some(n), None) => indicator(ctx, n, &s.path_of("indicator"), target, description, sli),
+        (None, Some(r)) => {
+            let rp = s.path_of("indicatorRef");
+            let Some(rn) = walk::string(ctx, r, &rp) else {
+                return false;
+            };
+            match find("SLI", &rn) {
+                Some(d) => indicator(ctx, d, &format!("SLI {rn}"), target, description, sli),
+                None => {
+                    ctx.error(r.pos, &rp, format!("no SLI named `{rn}` in this file"));
+                    false
+                }
+            }
+        }
+        (Some(_), Some(r)) => {
+            ctx.error(
+                r.pos,
+                &s.path_of("indicatorRef"),
+                "give `indicator` or `indicatorRef`, not both",
+            );
+            false
+        }
+        (None, None) => {
+            ctx.error(spec.pos, sp, "missing `indicator` or `indicatorRef`");
+            false
+        }
+    }
+}
+
+/// `budgetingMethod`: only `Occurrences` maps (sloburn counts good and bad events).
+fn budgeting_method(ctx: &mut Ctx, n: &Node, p: &str) {
+    match walk::string(ctx, n, p).as_deref() {
+        Some("Occurrences") | None => {}
+        Some(other) => ctx.error(
+            n.pos,
+            p,
+            format!("budgetingMethod `{other}` does not map: sloburn counts good and bad events (`Occurrences`)"),
+        ),
+    }
 }
 
 /// The value under `key` of a mapping, without checking anything.

@@ -72,107 +72,17 @@ pub(super) fn indicator(
         walk::boolean(ctx, n, &rf.path_of("counter"));
     }
     let service = target.unwrap_or("its target");
-    let mut ok = rf.has("total");
-    if !ok {
-        ctx.error(
-            r.pos,
-            &rp,
-            "a ratioMetric needs `total` and `good` or `bad`",
-        );
-    }
-    match (rf.get("good"), rf.get("bad")) {
-        (Some(_), Some(b)) => {
-            ctx.error(b.pos, &rf.path_of("bad"), "give `good` or `bad`, not both");
-            ok = false;
-        }
-        (None, None) => {
-            ctx.error(
-                r.pos,
-                &rp,
-                "a ratioMetric needs `good` or `bad` with `total`",
-            );
-            ok = false;
-        }
-        _ => {}
-    }
+    let ok = ratio_counts(ctx, (r, &rp), &rf);
     // sloburn's own export names its SLI in a `type: sloburn` source: that maps exactly.
     if let Some(g) = rf.get("good")
         && let Some(src) = child(g, "metricSource")
         && child(src, "type").and_then(Node::as_scalar) == Some("sloburn")
     {
         let gp = join(&rf.path_of("good"), "metricSource");
-        let Some(mf) = walk::fields(ctx, src, &gp, &["type", "spec"]) else {
+        let Some(sli) = sloburn_source(ctx, src, &gp) else {
             return false;
         };
-        let Some(spec) = mf.get("spec") else {
-            ctx.error(src.pos, &gp, "missing `spec`");
-            return false;
-        };
-        let Some(sf) = walk::fields(
-            ctx,
-            spec,
-            &mf.path_of("spec"),
-            &["sli", "under", "failures", "measure", "profiles"],
-        ) else {
-            return false;
-        };
-        let sli = match sf.get("sli").and_then(Node::as_scalar) {
-            Some("latency") => {
-                let under = walk::required(ctx, &sf, "under", walk::positive_duration);
-                let exclude = match sf.get("failures").and_then(Node::as_scalar) {
-                    None | Some("include") => Some(false),
-                    Some("exclude") => Some(true),
-                    Some(_) => {
-                        let n = sf.get("failures").unwrap_or(spec);
-                        ctx.error(n.pos, &sf.path_of("failures"), "use `include` or `exclude`");
-                        None
-                    }
-                };
-                let corrected = match sf.get("measure").and_then(Node::as_scalar) {
-                    None | Some("corrected") => Some(true),
-                    Some("duration") => Some(false),
-                    Some(_) => {
-                        let n = sf.get("measure").unwrap_or(spec);
-                        ctx.error(
-                            n.pos,
-                            &sf.path_of("measure"),
-                            "use `corrected` or `duration`",
-                        );
-                        None
-                    }
-                };
-                match (under, exclude, corrected) {
-                    (Some(under), Some(exclude_failures), Some(corrected)) => {
-                        crate::config::Sli::Latency {
-                            under,
-                            exclude_failures,
-                            corrected,
-                        }
-                    }
-                    _ => return false,
-                }
-            }
-            Some("availability") | None => crate::config::Sli::Availability,
-            Some(other) => {
-                let n = sf.get("sli").unwrap_or(spec);
-                ctx.error(
-                    n.pos,
-                    &sf.path_of("sli"),
-                    format!("unknown sloburn SLI `{other}`: `availability` or `latency`"),
-                );
-                return false;
-            }
-        };
-        let profiles = sf
-            .get("profiles")
-            .map(|n| {
-                walk::seq(ctx, n, &sf.path_of("profiles"))
-                    .iter()
-                    .filter_map(|i| walk::string(ctx, i, &sf.path_of("profiles")))
-                    .collect()
-            })
-            .unwrap_or_default();
-        *found = Some((sli, profiles));
+        *found = Some(sli);
         return ok;
     }
     for key in ["good", "bad", "total"] {
@@ -185,4 +95,103 @@ pub(super) fn indicator(
         }
     }
     ok
+}
+
+/// Whether the ratio metric has `total` and one of `good` or `bad`.
+fn ratio_counts(ctx: &mut Ctx, (r, rp): (&Node, &str), rf: &walk::Fields) -> bool {
+    let mut ok = rf.has("total");
+    if !ok {
+        ctx.error(r.pos, rp, "a ratioMetric needs `total` and `good` or `bad`");
+    }
+    match (rf.get("good"), rf.get("bad")) {
+        (Some(_), Some(b)) => {
+            ctx.error(b.pos, &rf.path_of("bad"), "give `good` or `bad`, not both");
+            ok = false;
+        }
+        (None, None) => {
+            ctx.error(
+                r.pos,
+                rp,
+                "a ratioMetric needs `good` or `bad` with `total`",
+            );
+            ok = false;
+        }
+        _ => {}
+    }
+    ok
+}
+
+/// A `type: sloburn` metric source (sloburn's own export): its SLI and profiles, exactly.
+fn sloburn_source(
+    ctx: &mut Ctx,
+    src: &Node,
+    gp: &str,
+) -> Option<(crate::config::Sli, Vec<String>)> {
+    let mf = walk::fields(ctx, src, gp, &["type", "spec"])?;
+    let Some(spec) = mf.get("spec") else {
+        ctx.error(src.pos, gp, "missing `spec`");
+        return None;
+    };
+    let sf = walk::fields(
+        ctx,
+        spec,
+        &mf.path_of("spec"),
+        &["sli", "under", "failures", "measure", "profiles"],
+    )?;
+    let sli = match sf.get("sli").and_then(Node::as_scalar) {
+        Some("latency") => latency(ctx, &sf, spec)?,
+        Some("availability") | None => crate::config::Sli::Availability,
+        Some(other) => {
+            let n = sf.get("sli").unwrap_or(spec);
+            ctx.error(
+                n.pos,
+                &sf.path_of("sli"),
+                format!("unknown sloburn SLI `{other}`: `availability` or `latency`"),
+            );
+            return None;
+        }
+    };
+    let profiles = sf
+        .get("profiles")
+        .map(|n| {
+            walk::seq(ctx, n, &sf.path_of("profiles"))
+                .iter()
+                .filter_map(|i| walk::string(ctx, i, &sf.path_of("profiles")))
+                .collect()
+        })
+        .unwrap_or_default();
+    Some((sli, profiles))
+}
+
+/// A sloburn latency SLI: `under`, `failures` (include or exclude), `measure` (corrected or
+/// duration).
+fn latency(ctx: &mut Ctx, sf: &walk::Fields, spec: &Node) -> Option<crate::config::Sli> {
+    let under = walk::required(ctx, sf, "under", walk::positive_duration);
+    let exclude = match sf.get("failures").and_then(Node::as_scalar) {
+        None | Some("include") => Some(false),
+        Some("exclude") => Some(true),
+        Some(_) => {
+            let n = sf.get("failures").unwrap_or(spec);
+            ctx.error(n.pos, &sf.path_of("failures"), "use `include` or `exclude`");
+            None
+        }
+    };
+    let corrected = match sf.get("measure").and_then(Node::as_scalar) {
+        None | Some("corrected") => Some(true),
+        Some("duration") => Some(false),
+        Some(_) => {
+            let n = sf.get("measure").unwrap_or(spec);
+            ctx.error(
+                n.pos,
+                &sf.path_of("measure"),
+                "use `corrected` or `duration`",
+            );
+            None
+        }
+    };
+    Some(crate::config::Sli::Latency {
+        under: under?,
+        exclude_failures: exclude?,
+        corrected: corrected?,
+    })
 }

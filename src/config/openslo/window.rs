@@ -29,28 +29,7 @@ pub(super) fn time_window(ctx: &mut Ctx, node: &Node, path: &str) -> Option<Peri
         None => !f.has("calendar"),
     };
     if rolling {
-        if let Some(n) = f.get("calendar") {
-            ctx.error(
-                n.pos,
-                &f.path_of("calendar"),
-                "a rolling window has no calendar",
-            );
-            return None;
-        }
-        if duration.ends_with(['M', 'Q', 'Y']) {
-            ctx.error(dn.pos, &f.path_of("duration"), format!("a rolling `{duration}` has no fixed length: write days (`30d`) or use a calendar window"));
-            return None;
-        }
-        let d = walk::duration(ctx, dn, &f.path_of("duration"))?;
-        if d < Duration::from_secs(60) || d.as_secs() % 60 != 0 {
-            ctx.error(
-                dn.pos,
-                &f.path_of("duration"),
-                "the window must be whole minutes, at least 1m",
-            );
-            return None;
-        }
-        return Some(Period::Rolling(d));
+        return rolling_window(ctx, &f, dn, &duration).map(Period::Rolling);
     }
     let unit = match duration.as_str() {
         "1w" => CalendarUnit::Week,
@@ -66,47 +45,80 @@ pub(super) fn time_window(ctx: &mut Ctx, node: &Node, path: &str) -> Option<Peri
         let cp = f.path_of("calendar");
         let cf = walk::fields(ctx, c, &cp, &["startTime", "timeZone"])?;
         if let Some(n) = cf.get("timeZone") {
-            let s = walk::string(ctx, n, &cf.path_of("timeZone"))?;
-            match s.parse::<chrono_tz::Tz>() {
-                Ok(t) => tz = t,
-                Err(_) => {
-                    let hint = ctx.hint(&s, chrono_tz::TZ_VARIANTS.iter().map(|t| t.name()));
-                    ctx.error(
-                        n.pos,
-                        &cf.path_of("timeZone"),
-                        format!("unknown time zone `{s}`{hint}"),
-                    );
-                    return None;
-                }
-            }
+            tz = time_zone(ctx, n, &cf.path_of("timeZone"))?;
         }
         if let Some(n) = cf.get("startTime") {
-            let sp = cf.path_of("startTime");
-            let s = walk::string(ctx, n, &sp)?;
-            let Ok(t) = chrono::NaiveDateTime::parse_from_str(&s, "%Y-%m-%d %H:%M:%S") else {
-                ctx.error(n.pos, &sp, "write the start as `2024-01-01 00:00:00`");
-                return None;
-            };
-            use chrono::{Datelike, Timelike};
-            let aligned = t.hour() == 0
-                && t.minute() == 0
-                && t.second() == 0
-                && match unit {
-                    CalendarUnit::Week => t.weekday() == chrono::Weekday::Mon,
-                    CalendarUnit::Month => t.day() == 1,
-                    CalendarUnit::Quarter => t.day() == 1 && t.month0() % 3 == 0,
-                };
-            if !aligned {
-                ctx.error(
-                    n.pos,
-                    &sp,
-                    format!("a start of `{s}` does not map: sloburn's calendar {} starts at local midnight of its first day (a Monday, the 1st, or the 1st of January, April, July or October)", unit.as_str()),
-                );
-                return None;
-            }
+            start_time(ctx, n, &cf.path_of("startTime"), unit)?;
         }
     }
     Some(Period::Calendar(Calendar { unit, tz }))
+}
+
+/// A rolling window's `duration` at `dn`: whole minutes, at least one, of a fixed length.
+fn rolling_window(ctx: &mut Ctx, f: &walk::Fields, dn: &Node, duration: &str) -> Option<Duration> {
+    if let Some(n) = f.get("calendar") {
+        ctx.error(
+            n.pos,
+            &f.path_of("calendar"),
+            "a rolling window has no calendar",
+        );
+        return None;
+    }
+    if duration.ends_with(['M', 'Q', 'Y']) {
+        ctx.error(dn.pos, &f.path_of("duration"), format!("a rolling `{duration}` has no fixed length: write days (`30d`) or use a calendar window"));
+        return None;
+    }
+    let d = walk::duration(ctx, dn, &f.path_of("duration"))?;
+    if d < Duration::from_secs(60) || d.as_secs() % 60 != 0 {
+        ctx.error(
+            dn.pos,
+            &f.path_of("duration"),
+            "the window must be whole minutes, at least 1m",
+        );
+        return None;
+    }
+    Some(d)
+}
+
+/// A calendar's `timeZone`: an IANA name.
+fn time_zone(ctx: &mut Ctx, n: &Node, path: &str) -> Option<chrono_tz::Tz> {
+    let s = walk::string(ctx, n, path)?;
+    match s.parse::<chrono_tz::Tz>() {
+        Ok(t) => Some(t),
+        Err(_) => {
+            let hint = ctx.hint(&s, chrono_tz::TZ_VARIANTS.iter().map(|t| t.name()));
+            ctx.error(n.pos, path, format!("unknown time zone `{s}`{hint}"));
+            None
+        }
+    }
+}
+
+/// A calendar's `startTime`: it must be where sloburn's calendar `unit` starts, local midnight
+/// of its first day.
+fn start_time(ctx: &mut Ctx, n: &Node, sp: &str, unit: CalendarUnit) -> Option<()> {
+    use chrono::{Datelike, Timelike};
+    let s = walk::string(ctx, n, sp)?;
+    let Ok(t) = chrono::NaiveDateTime::parse_from_str(&s, "%Y-%m-%d %H:%M:%S") else {
+        ctx.error(n.pos, sp, "write the start as `2024-01-01 00:00:00`");
+        return None;
+    };
+    let aligned = t.hour() == 0
+        && t.minute() == 0
+        && t.second() == 0
+        && match unit {
+            CalendarUnit::Week => t.weekday() == chrono::Weekday::Mon,
+            CalendarUnit::Month => t.day() == 1,
+            CalendarUnit::Quarter => t.day() == 1 && t.month0() % 3 == 0,
+        };
+    if !aligned {
+        ctx.error(
+            n.pos,
+            sp,
+            format!("a start of `{s}` does not map: sloburn's calendar {} starts at local midnight of its first day (a Monday, the 1st, or the 1st of January, April, July or October)", unit.as_str()),
+        );
+        return None;
+    }
+    Some(())
 }
 
 pub(super) fn objectives(
