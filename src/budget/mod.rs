@@ -11,7 +11,7 @@
 //! nobody on the request path takes.
 
 use crate::config::{Config, Sli};
-use crate::load::iteration::StepInfo;
+use crate::load::event::StepInfo;
 use crate::metrics::{Metrics, SloMetrics};
 use crate::slo::{self, SloDef, SloReport, Windows};
 use crate::store::{PendingBatch, Store};
@@ -309,7 +309,7 @@ impl Budget {
 mod tests {
     use super::*;
     use crate::http::{ErrorClass, Outcome};
-    use crate::load::iteration::IterationResult;
+    use crate::load::event::IterationResult;
     use std::time::Duration;
 
     /// A config from YAML text, without environment.

@@ -6,7 +6,7 @@
 use crate::checks;
 use crate::config::{GroupFilter, Sli};
 use crate::http::Outcome;
-use crate::load::iteration::IterationResult;
+use crate::load::event::IterationResult;
 use crate::metrics::SloMetrics;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};

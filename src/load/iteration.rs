@@ -5,6 +5,7 @@
 //! per-step figures in flat arrays. A single-request profile is one step named
 //! [`SINGLE_STEP`].
 
+use super::event::{IterationResult, SINGLE_STEP, StepFailure, StepInfo};
 use super::observe::Observers;
 use crate::checks::{self, Check};
 use crate::config::StepSpec;
@@ -14,9 +15,6 @@ use crate::telemetry::RunSpan;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-
-/// The `step` label of a single-request profile's series.
-pub const SINGLE_STEP: &str = "request";
 
 /// One step of a journey as the engine sends it: the config's step and its request.
 #[derive(Debug, Clone)]
@@ -61,30 +59,6 @@ pub enum Work {
     },
 }
 
-/// A step's place in the run: which journey (none for a single request), its name, checks,
-/// and what k6 would tag its samples with (method, URL, group).
-#[derive(Debug, Clone)]
-pub struct StepInfo {
-    pub journey: Option<String>,
-    pub name: String,
-    pub checks: Vec<Check>,
-    pub method: String,
-    /// k6's `url` and `name` tags: the URL as written (templates and references kept),
-    /// without its user part and query, where a secret may sit.
-    pub url: String,
-}
-
-impl StepInfo {
-    /// k6's group path of the step's samples: `::journey::step`, or `""` (the root group) for a
-    /// single request.
-    pub fn group(&self) -> String {
-        match &self.journey {
-            Some(j) => format!("::{j}::{}", self.name),
-            None => String::new(),
-        }
-    }
-}
-
 /// A URL as k6's `url` and `name` tags may show it: no user part, no query, no fragment.
 pub fn tag_url(written: &str) -> String {
     let base = written.split(['?', '#']).next().unwrap_or(written);
@@ -99,60 +73,6 @@ pub fn tag_url(written: &str) -> String {
             &base[after_scheme + at + 1..]
         ),
         None => base.to_string(),
-    }
-}
-
-/// How an iteration ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IterationResult {
-    /// Every step passed.
-    Ok,
-    /// A step failed (a check, a capture, the request).
-    FailedStep,
-    /// Never started (no VU, generator overload, data used up).
-    Dropped,
-}
-
-impl IterationResult {
-    pub const ALL: [IterationResult; 3] = [
-        IterationResult::Ok,
-        IterationResult::FailedStep,
-        IterationResult::Dropped,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            IterationResult::Ok => "ok",
-            IterationResult::FailedStep => "failed_step",
-            IterationResult::Dropped => "dropped",
-        }
-    }
-}
-
-/// Why a step failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StepFailure {
-    /// A check failed.
-    Check,
-    /// A capture found nothing.
-    Capture,
-    /// No good response: a transport error, an unexpected status.
-    Request,
-}
-
-impl StepFailure {
-    pub const ALL: [StepFailure; 3] = [
-        StepFailure::Check,
-        StepFailure::Capture,
-        StepFailure::Request,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StepFailure::Request => "request",
-            StepFailure::Check => "check",
-            StepFailure::Capture => "capture",
-        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! The load engine: pure plans from the config's executor specs, histograms and the runner.
 
 pub mod capacity;
+pub mod event;
 pub mod iteration;
 pub mod merge;
 pub mod observe;

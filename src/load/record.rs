@@ -13,7 +13,7 @@
 //! histogram is `HistSnapshot`'s own serde form: changing that layout is a new version of the
 //! record. `tests/it/golden/record-v1.json` is a version 1 record that every build must read.
 
-use super::iteration::{IterationResult, StepFailure};
+use super::event::{IterationResult, StepFailure};
 use super::pacing::DropReason;
 use crate::hist::HistSnapshot;
 use crate::http::{ErrorClass, Phase, Phases};
@@ -513,8 +513,7 @@ mod tests {
     use super::*;
     use crate::checks::{Check, CheckKind};
     use crate::http::Outcome;
-    use crate::load::iteration::StepInfo;
-    use crate::load::observe::Observer;
+    use crate::load::event::{Observer, StepInfo};
     use crate::load::stats::RunStats;
     use crate::thresholds::ThresholdSpec;
     use std::path::PathBuf;

@@ -14,8 +14,7 @@
 //! Sub-metrics (`http_req_duration{status:200}`) live in `load::subs`; the figures a run is
 //! read as, in `load::record`.
 
-use super::iteration::{IterationResult, StepFailure, StepInfo};
-use super::observe::Observer;
+use super::event::{IterationResult, Observer, SINGLE_STEP, StepFailure, StepInfo};
 use super::pacing::DropReason;
 use super::record::{JourneyRecord, RunRecord, StepRecord, k6_phase};
 use super::subs::Subs;
@@ -138,7 +137,7 @@ impl RunStats {
     ) -> RunStats {
         let step = StepInfo {
             journey: None,
-            name: super::iteration::SINGLE_STEP.into(),
+            name: SINGLE_STEP.into(),
             checks: checks.to_vec(),
             method: method.into(),
             url: String::new(),
@@ -180,7 +179,7 @@ impl RunStats {
                 .collect(),
             expected,
             check_base: vec![0],
-            steps: vec![StepStats::new(None, super::iteration::SINGLE_STEP.into())],
+            steps: vec![StepStats::new(None, SINGLE_STEP.into())],
             journeys: Vec::new(),
             data_sent: AtomicU64::new(0),
             data_received: AtomicU64::new(0),

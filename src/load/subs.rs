@@ -5,7 +5,7 @@
 //! allocation. `checks` and `group_duration` filters are sums of the run's own counters, taken
 //! when a record is.
 
-use super::iteration::StepInfo;
+use super::event::StepInfo;
 use super::pacing::DropReason;
 use super::record::{SubRecord, SubValue, k6_phase};
 use crate::hist::{HistSnapshot, Histogram};

@@ -4,7 +4,7 @@
 //! never the run.
 
 use super::sink::{Last, Output, RunInfo, create_file};
-use crate::load::observe::Observer;
+use crate::load::event::Observer;
 use crate::load::record::RunRecord;
 use crate::load::stats::RunStats;
 use crate::load::summary;

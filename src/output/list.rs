@@ -6,7 +6,7 @@ use super::json_agg::JsonAgg;
 use super::report::Report;
 use super::sink::{Last, Output, RunInfo};
 use super::{opentelemetry, prometheus_rw};
-use crate::load::observe::Observer;
+use crate::load::event::Observer;
 use std::path::Path;
 use std::sync::Arc;
 

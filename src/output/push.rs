@@ -12,7 +12,7 @@
 
 use super::sink::{Last, Output, RunInfo};
 use crate::http::{Client, ClientOptions, RequestSpec, Resolver};
-use crate::load::observe::Observer;
+use crate::load::event::Observer;
 use crate::load::record::RunRecord;
 use crate::load::stats::RunStats;
 use bytes::Bytes;

@@ -3,7 +3,7 @@
 //! run is over, renders the page (`web::report`) and writes it.
 
 use super::sink::{Last, Output, RunInfo};
-use crate::load::observe::Observer;
+use crate::load::event::Observer;
 use crate::web::Recording;
 use anyhow::Context;
 use std::path::PathBuf;

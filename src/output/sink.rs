@@ -1,8 +1,8 @@
 //! The seam every output implements: [`Output`] (start, samples, stop), what it is told when
 //! the run starts ([`RunInfo`]) and when it ends ([`Last`]).
 
+use crate::load::event::Observer;
 use crate::load::iteration::Work;
-use crate::load::observe::Observer;
 use crate::load::runner::RunReport;
 use crate::load::stats::RunStats;
 use crate::thresholds::ThresholdSpec;

@@ -7,7 +7,7 @@
 
 use crate::checks::Check;
 use crate::http::Outcome;
-use crate::load::observe::Observer;
+use crate::load::event::Observer;
 use crate::load::stats::RunStats;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;

@@ -6,7 +6,7 @@
 
 use crate::hist::HistSnapshot;
 use crate::http::{ErrorClass, Outcome};
-use crate::load::observe::Observer;
+use crate::load::event::Observer;
 use crate::load::stats::RunStats;
 use once_cell::race::OnceBox;
 use serde::{Deserialize, Serialize};

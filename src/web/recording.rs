@@ -4,7 +4,7 @@
 
 use super::detail::RunDetail;
 use super::recorder::{Point, Sample, Sampler, Scatter};
-use crate::load::observe::Observer;
+use crate::load::event::Observer;
 use crate::load::runner::RunReport;
 use crate::load::stats::RunStats;
 use std::sync::{Arc, Mutex};

@@ -643,8 +643,6 @@ fn after_tests() {}
 /// yours is broken, and add none. The comment names the helper breaking it.
 const CIRCLES_ALLOWED: &[(&str, &[&str])] = &[
     ("http", &["client", "conn", "grpc", "h2", "probe"]), // transport
-    // record
-    ("load", &["iteration", "observe", "record", "stats", "subs"]),
     // hist
     (
         "metrics",

@@ -260,7 +260,7 @@ async fn execute(
         &work,
         &target.headers,
     ));
-    let mut observers: Vec<Arc<dyn crate::load::observe::Observer>> = vec![Arc::new(live)];
+    let mut observers: Vec<Arc<dyn crate::load::event::Observer>> = vec![Arc::new(live)];
     observers.extend(capture.observers());
     let events = Observers::new(stats, observers);
     let client = target.client(shared.resolver.clone());
@@ -313,7 +313,7 @@ fn live(
     shared: &Shared,
     profile: &Profile,
     target: &config::Target,
-    steps: &[crate::load::iteration::StepInfo],
+    steps: &[crate::load::event::StepInfo],
     journeys: &[String],
     slo_events: bool,
 ) -> Live {

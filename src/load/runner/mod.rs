@@ -251,7 +251,7 @@ impl VuCtx {
             self.events.iteration_finished(
                 j,
                 row,
-                super::iteration::IterationResult::Dropped,
+                super::event::IterationResult::Dropped,
                 Duration::ZERO,
             );
         }

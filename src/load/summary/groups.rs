@@ -3,7 +3,7 @@
 
 use super::checks::{by_name, check_json, k6_id};
 use super::{WIDTH, fmt_rate, row, trend_line};
-use crate::load::iteration::StepFailure;
+use crate::load::event::StepFailure;
 use crate::load::record::RunRecord;
 use serde_json::{Map, Value, json};
 use std::fmt::Write as _;

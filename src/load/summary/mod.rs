@@ -139,7 +139,7 @@ mod tests {
     use crate::checks::{Check, CheckKind};
     use crate::config::spec::Executor;
     use crate::http::{ErrorClass, Outcome, Phases};
-    use crate::load::observe::Observer;
+    use crate::load::event::Observer;
     use crate::load::pacing::DropReason;
     use crate::load::runner::RunReport;
     use crate::load::stats::RunStats;

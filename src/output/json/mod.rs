@@ -21,7 +21,7 @@ mod record;
 mod writer;
 
 use super::sink::{Last, Output, RunInfo, create_file};
-use crate::load::observe::Observer;
+use crate::load::event::Observer;
 use crate::load::stats::RunStats;
 use anyhow::Context;
 use record::Tap;
@@ -150,7 +150,7 @@ impl Output for Json {
 mod tests {
     use super::*;
     use crate::http::Outcome;
-    use crate::load::iteration::StepInfo;
+    use crate::load::event::StepInfo;
     use serde_json::{Value, json};
     use std::time::Duration;
 
@@ -165,7 +165,7 @@ mod tests {
             scenario: "canary".into(),
             steps: vec![StepInfo {
                 journey: None,
-                name: crate::load::iteration::SINGLE_STEP.into(),
+                name: crate::load::event::SINGLE_STEP.into(),
                 checks: vec![crate::checks::Check {
                     name: "ok".into(),
                     kind: crate::checks::CheckKind::Status(vec![(200, 200)]),

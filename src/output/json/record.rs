@@ -4,8 +4,8 @@
 //! keeps every k-th request (systematic, not random).
 
 use crate::http::{ErrorClass, Outcome, Phase};
-use crate::load::iteration::IterationResult;
-use crate::load::observe::Observer;
+use crate::load::event::IterationResult;
+use crate::load::event::Observer;
 use crate::load::pacing::DropReason;
 use crate::load::stats::RunStats;
 use std::sync::Arc;

@@ -5,7 +5,7 @@
 
 use super::record::{Record, Request};
 use crate::http::Phase;
-use crate::load::iteration::StepInfo;
+use crate::load::event::StepInfo;
 use crate::load::stats::RunStats;
 use serde_json::{Value, json};
 use std::io::Write;
