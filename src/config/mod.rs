@@ -25,7 +25,7 @@ mod send;
 mod server;
 mod slo_groups;
 pub use slo_groups::{GroupFilter, SloGroup};
-pub mod presets;
+mod presets;
 mod slos;
 pub mod spec;
 mod storage;
