@@ -9,13 +9,14 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
+use super::encoder::{Encoder, Sink};
 use super::families::*;
 use super::process::ProcessStats;
 use super::profile::{PHASES_BY_LABEL, ProfileMetrics};
 use super::protobuf;
-use super::registry::State;
 use super::slo::{ReportGauges, SloMetrics};
-use super::text::{Encoder, Family, Sink, Value, label_set, write_u64};
+use super::state::State;
+use super::text::{Family, Value, label_set, write_u64};
 use super::wire::Labels;
 use crate::config::NativeOptions;
 use crate::hist::Histogram;
@@ -71,8 +72,17 @@ enum Pick {
     Alert,
 }
 
-/// The source of every family in [`FAMILIES`] (a unit test holds that none is missing).
+/// The source of every family in [`FAMILIES`] (a unit test holds that none is missing), by
+/// what it reads.
 fn source(f: &Family) -> Option<Source> {
+    process_source(f)
+        .or_else(|| daemon_source(f))
+        .or_else(|| profile_source(f))
+        .or_else(|| slo_source(f))
+}
+
+/// The process's own figures and the build.
+fn process_source(f: &Family) -> Option<Source> {
     use Source::*;
     Some(match *f {
         PROCESS_CPU => Floats(|s| one(s.process.cpu_seconds)),
@@ -81,6 +91,16 @@ fn source(f: &Family) -> Option<Source> {
         PROCESS_RESIDENT => Floats(|s| one(s.process.resident_memory_bytes)),
         PROCESS_START => Floats(|s| one(s.process.start_time_seconds)),
         PROCESS_VIRTUAL => Floats(|s| one(s.process.virtual_memory_bytes)),
+        BUILD_INFO => Floats(|s| vec![(s.build_labels.into(), 1.0)]),
+        RUNTIME_TASKS => Floats(|s| one(s.runtime_tasks)),
+        _ => return None,
+    })
+}
+
+/// The daemon's state: runs, reloads, the store, the exporter, thresholds, targets.
+fn daemon_source(f: &Family) -> Option<Source> {
+    use Source::*;
+    Some(match *f {
         ADMIN_AUTH_FAILURES => Counts(|s| {
             let [missing, wrong] = s.state.auth_failures;
             vec![
@@ -88,31 +108,9 @@ fn source(f: &Family) -> Option<Source> {
                 (label_set(&[("reason", "wrong")]).into(), wrong),
             ]
         }),
-        BUILD_INFO => Floats(|s| vec![(s.build_labels.into(), 1.0)]),
-        CHECKS => Labelled(checks),
         RELOAD_SUCCESS_TIME => Floats(|s| one(s.state.last_reload_success)),
         RELOAD_SUCCESSFUL => Floats(|s| one(s.state.last_reload_ok.map(flag))),
         RELOADS => Counts(|s| success_failure(s.state.reloads)),
-        DATA_RECEIVED => PerProfile(|p| p.data_received.load(Relaxed)),
-        DATA_SENT => PerProfile(|p| p.data_sent.load(Relaxed)),
-        DROPPED_ITERATIONS => PerProfile(|p| p.dropped.load(Relaxed)),
-        GENERATOR_OVERLOADED => PerProfile(|p| p.overloaded.load(Relaxed)),
-        SATURATED_ITERATIONS => PerProfile(|p| p.saturated.load(Relaxed)),
-        HTTP_REQ_DURATION => {
-            Histograms(|p, out| out.extend(p.steps.iter().map(|s| (&s.labels, &s.duration))))
-        }
-        HTTP_REQ_CORRECTED_DURATION => {
-            Histograms(|p, out| out.extend(p.steps.iter().map(|s| (&s.labels, &s.corrected))))
-        }
-        HTTP_REQ_PHASE => Histograms(phase_histograms),
-        HTTP_REQS => Labelled(reqs),
-        ITERATION_DURATION => {
-            Histograms(|p, out| out.extend(p.journeys.iter().map(|j| (&j.labels, &j.duration))))
-        }
-        ITERATION_LATENESS => Histograms(|p, out| out.push((&p.labels, &p.lateness))),
-        JOURNEY_ITERATIONS => Labelled(journey_iterations),
-        JOURNEY_STEP_FAILURES => Labelled(step_failures),
-        ITERATIONS => PerProfile(|p| p.iterations.load(Relaxed)),
         LAST_RUN_TIME => Floats(|s| {
             s.state
                 .last_run
@@ -120,7 +118,6 @@ fn source(f: &Family) -> Option<Source> {
                 .map(|((p, r), t)| (label_set(&[("profile", p), ("result", r)]).into(), *t))
                 .collect()
         }),
-        LOCAL_ERRORS => Labelled(local_errors),
         NEXT_RUN_TIME => Floats(|s| {
             s.state
                 .next_run
@@ -142,7 +139,77 @@ fn source(f: &Family) -> Option<Source> {
                 .map(|((p, r), n)| (label_set(&[("profile", p), ("result", r)]).into(), *n))
                 .collect()
         }),
-        RUNTIME_TASKS => Floats(|s| one(s.runtime_tasks)),
+        TARGET_INFO => Floats(|s| {
+            s.state
+                .targets
+                .iter()
+                .map(|(t, p)| (label_set(&[("target", t), ("protocol", p)]).into(), 1.0))
+                .collect()
+        }),
+        STORE_FLUSHES => Counts(|s| success_failure(s.state.store_flushes)),
+        STORE_HEALTHY => Floats(|s| one(s.state.store_healthy.map(flag))),
+        TELEMETRY_SPANS_DROPPED => Counts(|s| {
+            let Some(t) = &s.state.telemetry else {
+                return Vec::new();
+            };
+            vec![
+                (
+                    label_set(&[("reason", "export_failed")]).into(),
+                    t.dropped_export_failed.load(Relaxed),
+                ),
+                (
+                    label_set(&[("reason", "queue_full")]).into(),
+                    t.dropped_queue_full.load(Relaxed),
+                ),
+            ]
+        }),
+        THRESHOLD_PASSED => Floats(|s| {
+            let row = |((p, m, t), ok): (&(String, String, String), &bool)| {
+                let labels = label_set(&[("profile", p), ("metric", m), ("threshold", t)]);
+                (labels.into(), flag(*ok))
+            };
+            s.state.thresholds.iter().map(row).collect()
+        }),
+        _ => return None,
+    })
+}
+
+/// Each (target, profile)'s series: requests, checks, histograms, iterations, VUs.
+fn profile_source(f: &Family) -> Option<Source> {
+    use Source::*;
+    Some(match *f {
+        CHECKS => Labelled(checks),
+        DATA_RECEIVED => PerProfile(|p| p.data_received.load(Relaxed)),
+        DATA_SENT => PerProfile(|p| p.data_sent.load(Relaxed)),
+        DROPPED_ITERATIONS => PerProfile(|p| p.dropped.load(Relaxed)),
+        GENERATOR_OVERLOADED => PerProfile(|p| p.overloaded.load(Relaxed)),
+        SATURATED_ITERATIONS => PerProfile(|p| p.saturated.load(Relaxed)),
+        HTTP_REQ_DURATION => {
+            Histograms(|p, out| out.extend(p.steps.iter().map(|s| (&s.labels, &s.duration))))
+        }
+        HTTP_REQ_CORRECTED_DURATION => {
+            Histograms(|p, out| out.extend(p.steps.iter().map(|s| (&s.labels, &s.corrected))))
+        }
+        HTTP_REQ_PHASE => Histograms(phase_histograms),
+        HTTP_REQS => Labelled(reqs),
+        ITERATION_DURATION => {
+            Histograms(|p, out| out.extend(p.journeys.iter().map(|j| (&j.labels, &j.duration))))
+        }
+        ITERATION_LATENESS => Histograms(|p, out| out.push((&p.labels, &p.lateness))),
+        JOURNEY_ITERATIONS => Labelled(journey_iterations),
+        JOURNEY_STEP_FAILURES => Labelled(step_failures),
+        ITERATIONS => PerProfile(|p| p.iterations.load(Relaxed)),
+        LOCAL_ERRORS => Labelled(local_errors),
+        VUS => PerProfile(|p| u64::from(p.vus.load(Relaxed))),
+        VUS_MAX => PerProfile(|p| u64::from(p.vus_max.load(Relaxed))),
+        _ => return None,
+    })
+}
+
+/// Each SLO's events and its last report's gauges.
+fn slo_source(f: &Family) -> Option<Source> {
+    use Source::*;
+    Some(match *f {
         SLO_ALERT_ACTIVE => Report(Pick::Alert),
         SLO_BURN_RATE => Report(Pick::Burn),
         SLO_BUDGET_REMAINING => Floats(|s| {
@@ -160,13 +227,6 @@ fn source(f: &Family) -> Option<Source> {
                 ]
             });
             rows.collect()
-        }),
-        TARGET_INFO => Floats(|s| {
-            s.state
-                .targets
-                .iter()
-                .map(|(t, p)| (label_set(&[("target", t), ("protocol", p)]).into(), 1.0))
-                .collect()
         }),
         SLO_MAINTENANCE => Floats(|s| {
             s.slos
@@ -197,32 +257,6 @@ fn source(f: &Family) -> Option<Source> {
                 .filter_map(|(slo, r)| Some((slo.labels.as_str().into(), r.time_to_exhaustion?)))
                 .collect()
         }),
-        STORE_FLUSHES => Counts(|s| success_failure(s.state.store_flushes)),
-        STORE_HEALTHY => Floats(|s| one(s.state.store_healthy.map(flag))),
-        TELEMETRY_SPANS_DROPPED => Counts(|s| {
-            let Some(t) = &s.state.telemetry else {
-                return Vec::new();
-            };
-            vec![
-                (
-                    label_set(&[("reason", "export_failed")]).into(),
-                    t.dropped_export_failed.load(Relaxed),
-                ),
-                (
-                    label_set(&[("reason", "queue_full")]).into(),
-                    t.dropped_queue_full.load(Relaxed),
-                ),
-            ]
-        }),
-        THRESHOLD_PASSED => Floats(|s| {
-            let row = |((p, m, t), ok): (&(String, String, String), &bool)| {
-                let labels = label_set(&[("profile", p), ("metric", m), ("threshold", t)]);
-                (labels.into(), flag(*ok))
-            };
-            s.state.thresholds.iter().map(row).collect()
-        }),
-        VUS => PerProfile(|p| u64::from(p.vus.load(Relaxed))),
-        VUS_MAX => PerProfile(|p| u64::from(p.vus_max.load(Relaxed))),
         _ => return None,
     })
 }
@@ -262,9 +296,6 @@ fn encode_with(s: &Snapshot, mut e: Encoder) -> Encoder {
             Some(Source::Floats(rows)) => write_rows(&mut e, f, rows(s)),
             Some(Source::Counts(rows)) => write_rows(&mut e, f, rows(s)),
             Some(Source::PerProfile(get)) => per_profile(&mut e, f, &s.profiles, get),
-            Some(Source::Histograms(series)) if e.proto.is_some() => {
-                protobuf::histograms(&mut e, f, &s.profiles, series)
-            }
             Some(Source::Histograms(series)) => histograms(&mut e, f, &s.profiles, series),
             Some(Source::Labelled(write)) => write(&mut e, f, &s.profiles),
             Some(Source::Report(pick)) => report_gauges(&mut e, f, s, pick),
@@ -399,6 +430,9 @@ fn histograms(
         return;
     }
     e.header(f);
+    if let Some(out) = e.proto.as_deref_mut() {
+        return protobuf::histograms(out, f, profiles, series);
+    }
     // Exemplars only in OpenMetrics (the classic format has none) and only on the
     // request-duration histogram, the one the runner feeds sampled requests to: its series
     // are the profile's steps, in order.

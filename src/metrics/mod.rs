@@ -19,6 +19,7 @@
 
 mod accept;
 mod encode;
+mod encoder;
 mod exemplar;
 mod families;
 mod process;
@@ -27,11 +28,13 @@ pub mod proto;
 mod protobuf;
 mod registry;
 mod slo;
+mod state;
 mod text;
 mod wire;
 
 pub use crate::hist::{MIN_SCHEMA, NativeRead, ZERO_THRESHOLD};
 pub use accept::{Format, PROTOBUF};
+pub use encoder::{CHUNK, Sink};
 pub use families::*;
 pub use process::ProcessStats;
 pub use profile::{
@@ -40,4 +43,4 @@ pub use profile::{
 };
 pub use registry::Metrics;
 pub use slo::{SloMetrics, window_label};
-pub use text::{CHUNK, Family, Kind, Sink, le_value};
+pub use text::{Family, Kind, le_value};

@@ -3,11 +3,11 @@
 //! as the text formats, as length-delimited `MetricFamily` messages, with native buckets on
 //! every duration histogram (read from [`crate::hist`]).
 //!
-//! The [`super::text::Encoder`] carries a [`ProtoOut`] in this format: its `header` starts a
+//! The `encoder::Encoder` carries a [`ProtoOut`] in this format: its `header` starts a
 //! family and its `sample` adds a metric, so every family source of `encode.rs` serves all
 //! three formats. Messages are written straight to bytes ([`super::wire`]), in buffers reused
 //! for every metric: one family's body is held at a time, put after its length when the next
-//! starts, and the bytes go out in chunks of about [`super::text::CHUNK`], as the text does.
+//! starts, and the bytes go out in chunks of about `encoder::CHUNK`, as the text does.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -16,12 +16,12 @@ use super::exemplar::{self, Slot};
 use super::families::HTTP_REQ_DURATION;
 use super::profile::ProfileMetrics;
 use super::proto::MetricType;
-use super::text::{Encoder, Family, Kind};
+use super::text::{Family, Kind};
 use super::wire::{self, Labels};
 use crate::config::NativeOptions;
 use crate::hist::{Histogram, MIN_SCHEMA, NativeRead, ZERO_THRESHOLD};
 
-/// The protobuf side of an [`Encoder`]: the bytes not yet sent, the family in progress written
+/// The protobuf side of an `encoder::Encoder`: the bytes not yet sent, the family in progress written
 /// straight into them, and the buffers every metric reuses.
 pub(super) struct ProtoOut {
     pub opts: NativeOptions,
@@ -125,22 +125,15 @@ impl ProtoOut {
     }
 }
 
-/// A histogram family: per series, the classic buckets (unless configured off, and without the
+/// A histogram family (its header written): per series, the classic buckets (unless configured off, and without the
 /// implicit `+Inf`), the native buckets, and on the request-duration family the sampled
 /// requests' exemplars.
 pub(super) fn histograms(
-    e: &mut Encoder,
+    out: &mut ProtoOut,
     f: &Family,
     profiles: &[Arc<ProfileMetrics>],
     series: for<'p> fn(&'p ProfileMetrics, &mut Vec<(&'p Labels, &'p Histogram)>),
 ) {
-    if profiles.is_empty() {
-        return;
-    }
-    e.header(f);
-    let Some(out) = e.proto.as_deref_mut() else {
-        return;
-    };
     let with_exemplars = f.name == HTTP_REQ_DURATION.name;
     let mut list = Vec::new();
     let mut reads = Reads::default();

@@ -3,69 +3,21 @@
 //! and hands a [`Snapshot`] of them to the encoder at each scrape.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use super::accept::{self, Format};
 use super::encode::{self, Snapshot};
+use super::encoder::{CHUNK, Sink};
 use super::process::{self, ProcessStats};
 use super::profile::{LocalTotals, ProfileMetrics, StepLayout};
 use super::slo::SloMetrics;
-use super::text::{self, label_set};
+use super::state::{RestoreCoverage, State, lock};
+use super::text::label_set;
 use crate::config::NativeOptions;
 
 /// The `result` values `init_profile` pre-creates, so `increase()` and absent-alerts work
 /// before the first run.
 const INITIAL_RUN_RESULTS: [&str; 2] = ["passed", "failed"];
-
-/// A poisoned lock only means another thread panicked mid-update of plain numbers; the
-/// metrics are still worth serving, so never propagate the panic to a scrape.
-pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// Per SLO, the minutes a start-up restore filled and the minutes it found no data for.
-pub type RestoreCoverage = BTreeMap<String, (u64, u64)>;
-
-/// Run-level and daemon-level values: few, set rarely, so a `Mutex` and maps are fine.
-#[derive(Debug, Default, Clone)]
-pub(super) struct State {
-    /// (profile, result) → count.
-    pub(super) runs: BTreeMap<(String, String), u64>,
-    pub(super) run_active: BTreeMap<String, bool>,
-    /// (profile, result) → unix seconds.
-    pub(super) last_run: BTreeMap<(String, String), f64>,
-    /// (profile, metric, threshold) → passed.
-    pub(super) thresholds: BTreeMap<(String, String, String), bool>,
-    pub(super) next_run: BTreeMap<String, f64>,
-    /// Each configured target's protocol (`http`, `tcp`, `tls`, `dns`, `websocket`).
-    pub(super) targets: BTreeMap<String, &'static str>,
-    /// [success, failure].
-    pub(super) reloads: [u64; 2],
-    pub(super) last_reload_ok: Option<bool>,
-    pub(super) last_reload_success: Option<f64>,
-    pub(super) store_healthy: Option<bool>,
-    /// [success, failure].
-    pub(super) store_flushes: [u64; 2],
-    /// Refused bearer tokens: [missing, wrong].
-    pub(super) auth_failures: [u64; 2],
-    /// The OTLP exporter's counts, once `telemetry:` started one.
-    pub(super) telemetry: Option<Arc<crate::telemetry::ExportStats>>,
-    /// The start-up restore from Prometheus: its phase and, per SLO, (restored, gap) minutes.
-    pub(super) restore: Option<(&'static str, RestoreCoverage)>,
-    /// How the protobuf format writes histograms (`server.native_histograms`).
-    pub(super) native: NativeOptions,
-}
-
-impl State {
-    fn retain_profiles(&mut self, keep: &BTreeSet<&str>) {
-        self.runs.retain(|(p, _), _| keep.contains(p.as_str()));
-        self.run_active.retain(|p, _| keep.contains(p.as_str()));
-        self.last_run.retain(|(p, _), _| keep.contains(p.as_str()));
-        self.thresholds
-            .retain(|(p, _, _), _| keep.contains(p.as_str()));
-        self.next_run.retain(|p, _| keep.contains(p.as_str()));
-    }
-}
 
 struct Inner {
     build_labels: String,
@@ -301,7 +253,7 @@ impl Metrics {
     }
 
     /// The exposition in `format`, in chunks to `sink` (the `/metrics` endpoint).
-    pub fn encode_format_streamed(&self, format: Format, sink: text::Sink) {
+    pub fn encode_format_streamed(&self, format: Format, sink: Sink) {
         match format {
             Format::Text => self.encode_streamed(false, sink),
             Format::OpenMetrics => self.encode_streamed(true, sink),
@@ -325,14 +277,14 @@ impl Metrics {
     /// count read now (tests and examples; `/metrics` streams it, [`Metrics::encode_streamed`]).
     pub fn encode(&self, openmetrics: bool) -> String {
         self.with_snapshot(&process::read(), runtime_tasks(), |snapshot| {
-            encode::encode(snapshot, openmetrics, text::CHUNK)
+            encode::encode(snapshot, openmetrics, CHUNK)
         })
     }
 
-    /// [`Metrics::encode`] in chunks of about [`text::CHUNK`] bytes handed to `sink` as they
+    /// [`Metrics::encode`] in chunks of about [`CHUNK`] bytes handed to `sink` as they
     /// are written (the `/metrics` endpoint): a scrape of 1,000 profiles holds a few chunks,
     /// not its 21 MB. A sink that answers false (its reader left) gets nothing more.
-    pub fn encode_streamed(&self, openmetrics: bool, sink: text::Sink) {
+    pub fn encode_streamed(&self, openmetrics: bool, sink: Sink) {
         self.with_snapshot(&process::read(), runtime_tasks(), |snapshot| {
             encode::encode_streamed(snapshot, openmetrics, sink);
         });

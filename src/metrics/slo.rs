@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use super::registry::lock;
+use super::state::lock;
 use super::text::label_set;
 use super::wire::LabelSets;
 use crate::slo::SloReport;

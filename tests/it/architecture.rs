@@ -643,12 +643,6 @@ fn after_tests() {}
 /// yours is broken, and add none. The comment names the helper breaking it.
 const CIRCLES_ALLOWED: &[(&str, &[&str])] = &[
     ("http", &["client", "conn", "grpc", "h2", "probe"]), // transport
-    // hist
-    (
-        "metrics",
-        &["exemplar", "families", "profile", "protobuf", "text"],
-    ),
-    ("metrics", &["encode", "registry", "slo"]), // hist
 ];
 
 /// A source with comments, literals and `#[cfg(test)]` modules blanked to spaces; newlines
@@ -1086,7 +1080,6 @@ const LONG_FUNCTIONS_ALLOWED: &[&str] = &[
     "http::conn::attempt",        // transport
     "http::probe::ws::session",   // transport
     "load::iteration::iteration", // transport
-    "metrics::encode::source",    // hist
     "daemon::server::serve",      // server
 ];
 
