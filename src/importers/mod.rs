@@ -4,8 +4,9 @@
 //!
 //! - `har.rs`: a browser recording → one journey, assets and other hosts left out, think
 //!   times from the gaps, values a response gave and a later request sent captured.
-//! - `openapi.rs`: an OpenAPI 3 document (JSON or YAML) → a target and profile per operation,
+//! - `openapi/`: an OpenAPI 3 document (JSON or YAML) → a target and profile per operation,
 //!   or one journey over chosen operations.
+//! - `k6/`: a k6 script's straight-line subset, through oxc's syntax tree.
 
 /// The largest file an importer reads: a HAR holds every response body of a recording.
 pub const MAX_INPUT_BYTES: u64 = 256 << 20;
