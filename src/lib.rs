@@ -24,6 +24,7 @@ pub mod output;
 pub mod rules;
 pub mod run;
 pub mod schedule;
+pub mod server;
 pub mod signals;
 pub mod slo;
 pub mod store;

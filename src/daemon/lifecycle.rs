@@ -11,12 +11,11 @@
 //! memory is written. Still unusable at exit: the daemon logs what it loses and exits 74
 //! (`exit::STATE_LOST`), never 0.
 //!
-//! The daemon's own HTTP server, which idle or half-sent connections cannot lock out, is in
-//! `server.rs`.
+//! The daemon serves its API on `crate::server`, which idle or half-sent connections cannot
+//! lock out.
 
 use super::reload::{load_text, reload, watch};
 use super::schedules::apply;
-use super::server::{Limits, serve};
 use super::state::{Shared, Source};
 use crate::budget::{Budget, Unsaved};
 use crate::load::plan::Shard;
@@ -89,7 +88,7 @@ pub async fn start(opts: Options) -> Result<Daemon, Startup> {
     }
     let budget = Budget::open(&cfg.storage.path, metrics.clone());
     let listen = opts.listen.unwrap_or(cfg.server.listen);
-    let listener = super::server::bind(listen)
+    let listener = crate::server::bind(listen)
         .map_err(|e| Startup::Bind(format!("cannot listen on {listen}: {e}")))?;
     let addr = listener
         .local_addr()
@@ -107,10 +106,15 @@ pub async fn start(opts: Options) -> Result<Daemon, Startup> {
     ));
     let app = super::api::app(shared.clone());
     let fds = crate::limits::nofile().map_or(1024, |l| l.soft);
-    let limits = Limits::new(cfg.server.header_timeout, cfg.server.max_connections, fds);
-    shared
-        .tracker
-        .spawn(serve(listener, app, limits, shared.clone()));
+    let limits =
+        crate::server::Limits::new(cfg.server.header_timeout, cfg.server.max_connections, fds);
+    shared.tracker.spawn(crate::server::serve(
+        listener,
+        app,
+        limits,
+        shared.shutdown.clone(),
+        shared.tracker.clone(),
+    ));
     apply(&shared, Arc::new(cfg));
     shared.metrics.reload(true);
     shared

@@ -25,7 +25,6 @@ mod reload;
 mod restore;
 mod runs;
 mod schedules;
-mod server;
 mod shardrun;
 mod state;
 

@@ -1,6 +1,7 @@
 //! One accepted connection: hyper's HTTP/1.1 server over it, each request's fault plan
 //! (latency, status, body, reset) and the reset-on-drop stream under it.
 
+use crate::server::{Connection, RequestBody};
 pub use body::TargetBody;
 use body::{InFlight, Layout};
 use bytes::Bytes;
@@ -8,10 +9,8 @@ pub use faults::Faults;
 use http::header::{CONTENT_TYPE, HeaderValue};
 use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
-use hyper::body::{Body, Incoming};
-use hyper::server::conn::http1;
+use hyper::body::Body;
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use std::cell::Cell;
@@ -19,34 +18,59 @@ use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use tokio_util::sync::CancellationToken;
 
 use super::*;
 
-pub(super) async fn serve(
-    stream: TcpStream,
-    builder: http1::Builder,
-    conn: Conn,
-    shutdown: CancellationToken,
-) {
-    let io = TokioIo::new(ResetOnDrop {
-        stream,
-        reset: conn.reset.clone(),
-    });
-    let connection = builder.serve_connection(io, service_fn(move |req| conn.handle(req)));
-    tokio::pin!(connection);
-    // Errors here are the client's (hang-ups, bad requests) or our own injected resets.
-    tokio::select! {
-        _ = connection.as_mut() => {}
-        () = shutdown.cancelled() => {
-            connection.as_mut().graceful_shutdown();
-            let _ = connection.await;
+/// The target's side of `crate::server`: counts connections and serves each with a [`Conn`]
+/// of its own (its RNG seeded from the server's seed and the connection's number) over a
+/// socket that can be reset.
+pub(super) struct Handler {
+    shared: Arc<Shared>,
+    next_conn: AtomicU64,
+}
+
+impl Handler {
+    pub(super) fn new(shared: Arc<Shared>) -> Handler {
+        Handler {
+            shared,
+            next_conn: AtomicU64::new(0),
         }
+    }
+}
+
+impl crate::server::Handler for Handler {
+    fn accepted(&self) {
+        self.shared
+            .stats
+            .connections
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    // Errors on a connection are the client's (hang-ups, bad requests) or our own injected
+    // resets; the server logs them at debug level.
+    async fn serve(&self, stream: TcpStream, conn: Connection) {
+        // Small request/response pairs on keep-alive would otherwise wait on Nagle.
+        let _ = stream.set_nodelay(true);
+        let n = self
+            .next_conn
+            .fetch_add(1, Ordering::Relaxed)
+            .wrapping_add(1);
+        let rng = SmallRng::seed_from_u64(self.shared.seed ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let c = Conn {
+            shared: self.shared.clone(),
+            rng: Cell::new(Some(rng)),
+            reset: Arc::new(AtomicBool::new(false)),
+        };
+        let io = ResetOnDrop {
+            stream,
+            reset: c.reset.clone(),
+        };
+        conn.serve(io, service_fn(move |req| c.handle(req))).await;
     }
 }
 
@@ -78,7 +102,7 @@ pub(super) enum Plan {
 impl Conn {
     pub(super) fn handle(
         &self,
-        req: Request<Incoming>,
+        req: Request<RequestBody>,
     ) -> impl Future<Output = Result<Response<TargetBody>, ResetConnection>> + Send + use<> {
         let plan = self.plan(&req);
         let body = req.into_body();
@@ -126,7 +150,7 @@ impl Conn {
         }
     }
 
-    pub(super) fn plan(&self, req: &Request<Incoming>) -> Plan {
+    pub(super) fn plan(&self, req: &Request<RequestBody>) -> Plan {
         let uri = req.uri();
         if uri.path() == "/stats" {
             let json = serde_json::to_vec(&self.shared.stats.body()).unwrap_or_default();
@@ -184,7 +208,7 @@ pub(super) fn response(
 }
 
 /// Reads and discards a request body so the connection stays reusable.
-pub(super) async fn drain(mut body: Incoming) {
+pub(super) async fn drain(mut body: RequestBody) {
     while let Some(frame) = body.frame().await {
         if frame.is_err() {
             return;

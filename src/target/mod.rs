@@ -1,6 +1,6 @@
 //! `sloburn target`: the fault-injecting HTTP/1.1 test server used by tests, benchmarks and the
-//! demo. It owns the accept loop, per-connection serving on hyper's `http1`, the fault plan of
-//! each request (latency distributions, injected errors, resets, stalls, large or slow bodies,
+//! demo, on `crate::server` (accepting, connection limits, graceful shutdown). It owns each
+//! connection's service, the fault plan of each request (latency distributions, injected errors, resets, stalls, large or slow bodies,
 //! with per-request query-string overrides) and the `/stats` counters.
 //!
 //! The request path is lock-free and allocation-light so the load engine can push it past 100k
@@ -11,18 +11,13 @@ mod body;
 mod faults;
 mod parse;
 
-use std::cell::Cell;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::signals::{Caught, Signals};
 use anyhow::Context as _;
-use hyper::server::conn::http1;
-use rand::SeedableRng;
-use rand::rngs::SmallRng;
 use tokio::net::TcpListener;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -210,14 +205,16 @@ pub async fn spawn(opts: TargetOptions, shutdown: CancellationToken) -> io::Resu
         started: crate::clock::tokio_instant(),
         seed: rand::random(),
     });
+    let fds = crate::limits::nofile().map_or(1024, |l| l.soft);
     let tracker = TaskTracker::new();
-    tracker.spawn(accept_loop(
+    tracker.spawn(crate::server::serve(
         listener,
-        shared.clone(),
+        Handler::new(shared.clone()),
+        crate::server::Limits::whole_process(fds),
         shutdown,
         tracker.clone(),
     ));
-    // Closing only arms `wait`; the accept loop can still spawn connection tasks.
+    // Closing only arms `wait`; the server can still spawn connection tasks.
     tracker.close();
     Ok(Target {
         addr,
@@ -266,51 +263,5 @@ async fn wait_for_stop(mut signals: Signals) {
             Some(Caught::Hangup) => tracing::info!("SIGHUP ignored; still serving"),
             Some(Caught::Stop(_)) | None => return,
         }
-    }
-}
-
-async fn accept_loop(
-    listener: TcpListener,
-    shared: Arc<Shared>,
-    shutdown: CancellationToken,
-    tracker: TaskTracker,
-) {
-    let mut builder = http1::Builder::new();
-    // No header-read timeout: hyper arms it while a keep-alive connection sits idle, so it
-    // would close idle connections after 30 s and race with low-rate keep-alive clients,
-    // injecting errors nobody asked for. A test server has no slowloris to fear.
-    builder.header_read_timeout(None).keep_alive(true);
-    let mut next_conn: u64 = 0;
-    loop {
-        let accepted = tokio::select! {
-            biased;
-            () = shutdown.cancelled() => return,
-            accepted = listener.accept() => accepted,
-        };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
-            Err(e) => {
-                // EMFILE and friends: back off instead of spinning; the server keeps running.
-                tracing::warn!(error = %e, "target: accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        // Small request/response pairs on keep-alive would otherwise wait on Nagle.
-        let _ = stream.set_nodelay(true);
-        shared.stats.connections.fetch_add(1, Ordering::Relaxed);
-        next_conn = next_conn.wrapping_add(1);
-        let rng =
-            SmallRng::seed_from_u64(shared.seed ^ next_conn.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        tracker.spawn(serve(
-            stream,
-            builder.clone(),
-            Conn {
-                shared: shared.clone(),
-                rng: Cell::new(Some(rng)),
-                reset: Arc::new(AtomicBool::new(false)),
-            },
-            shutdown.clone(),
-        ));
     }
 }

@@ -15,7 +15,7 @@ const LAYERS: &[&[&str]] = &[
     &[
         "exit", "units", "timer", "limits", "memory", "signals", "names", "hist",
     ],
-    &["http"],
+    &["http", "server"],
     &[
         "checks",
         "thresholds",
@@ -47,7 +47,6 @@ const INNER: &[(&str, &[&str])] = &[(
         "restore",
         "hooks",
         "api",
-        "server",
         "lifecycle",
     ],
 )];
@@ -1080,7 +1079,6 @@ const LONG_FUNCTIONS_ALLOWED: &[&str] = &[
     "http::conn::attempt",        // transport
     "http::probe::ws::session",   // transport
     "load::iteration::iteration", // transport
-    "daemon::server::serve",      // server
 ];
 
 /// A function over the limit: `module::path::name`, where it starts, how many lines it spans.
