@@ -102,8 +102,10 @@ fn main() {
     );
     drop(kept);
     for s in 0..20 {
-        let slo = m.slo(&format!("slo-{s:02}"), 0.999);
-        slo.event(true);
+        let events = std::sync::Arc::new(sloburn::budget::SloEvents::default());
+        m.slo(&format!("slo-{s:02}"), 0.999)
+            .read_from(events.clone());
+        events.event(true);
     }
 
     for (label, om) in [("classic text 0.0.4", false), ("OpenMetrics 1.0", true)] {

@@ -108,8 +108,6 @@ impl Windows {
     }
 }
 
-use std::sync::atomic::Ordering::Relaxed;
-
 impl super::Budget {
     /// Opens a maintenance window now for `slos` (every SLO when empty) until `end`; its id.
     /// It takes effect at once (the next tick is this call's).
@@ -168,7 +166,7 @@ impl super::Budget {
         self.inner
             .lock()
             .ok()
-            .and_then(|i| i.slos.get(slo).map(|s| s.paused.load(Relaxed)))
+            .and_then(|i| i.slos.get(slo).map(|s| s.events.paused()))
             .unwrap_or(false)
     }
 }

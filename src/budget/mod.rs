@@ -30,19 +30,20 @@ mod watcher;
 pub use maintenance::View as MaintenanceView;
 pub use persist::Unsaved;
 pub use restore::{RestorePhase, RestoreStatus, SloCoverage};
-pub use watcher::{Scope, Watcher};
+pub use watcher::{Scope, SloEvents, Watcher};
 
 struct SloState {
     def: SloDef,
-    /// Set by the tick while a maintenance window covers this SLO.
-    paused: Arc<AtomicBool>,
+    /// The live state: event totals and the maintenance pause (set by the tick).
+    events: Arc<SloEvents>,
     sli: Sli,
     target: String,
     journey: Option<String>,
     step: Option<String>,
     profiles: Vec<String>,
     windows: Windows,
-    metrics: Arc<SloMetrics>,
+    /// Where the tick publishes the SLO's objective and report for `/metrics`.
+    series: Arc<SloMetrics>,
     /// A grouped SLO's group: its filter, and its parent, whose maintenance windows cover it.
     group: Option<crate::config::SloGroup>,
     /// Event totals already folded into `windows`.
@@ -155,9 +156,11 @@ impl Budget {
                 .slos
                 .get(&s.name)
                 .is_some_and(|old| old.def.span() == def.span());
-            let metrics = self.metrics.slo(&s.name, def.objective);
+            let series = self.metrics.slo(&s.name, def.objective);
             if keep {
                 if let Some(state) = inner.slos.get_mut(&s.name) {
+                    series.read_from(state.events.clone());
+                    state.series = series;
                     state.def = def;
                     state.sli = s.sli.clone();
                     state.target = s.target.clone();
@@ -188,19 +191,25 @@ impl Budget {
                 }
                 None => Windows::new(def.span()),
             };
-            let folded = metrics.events();
+            // A changed period starts new windows, not new totals: the counter goes on.
+            let events = inner
+                .slos
+                .get(&s.name)
+                .map_or_else(Default::default, |old| old.events.clone());
+            series.read_from(events.clone());
+            let folded = events.events();
             inner.slos.insert(
                 s.name.clone(),
                 SloState {
                     def,
-                    paused: Arc::new(AtomicBool::new(false)),
+                    events,
                     sli: s.sli.clone(),
                     target: s.target.clone(),
                     journey: s.journey.clone(),
                     step: s.step.clone(),
                     profiles: s.profiles.clone(),
                     windows,
-                    metrics,
+                    series,
                     group: s.group.clone(),
                     folded,
                     report: None,
@@ -258,8 +267,7 @@ impl Budget {
                         })?),
                     };
                 Some(Watcher {
-                    metrics: s.metrics.clone(),
-                    paused: s.paused.clone(),
+                    events: s.events.clone(),
                     sli: s.sli.clone(),
                     scope,
                     filter: s.group.as_ref().map(|g| g.filter.clone()),
@@ -283,9 +291,8 @@ impl Budget {
                 || s.group
                     .as_ref()
                     .is_some_and(|g| inner.maintenance.covers(&g.parent, now_unix));
-            s.paused.store(covered, Relaxed);
-            s.metrics.set_maintenance(covered);
-            let (good, bad) = s.metrics.events();
+            s.events.pause(covered);
+            let (good, bad) = s.events.events();
             let dg = good.saturating_sub(s.folded.0);
             let db = bad.saturating_sub(s.folded.1);
             s.folded = (good, bad);
@@ -298,7 +305,7 @@ impl Budget {
                 inner.pending.add(name, now_minute, dg, db);
             }
             let report = slo::evaluate(&s.def, &s.windows, now_minute);
-            s.metrics.set_report(&report);
+            s.series.set_report(&report);
             s.report = Some(report);
             s.evaluated = Some(now_minute);
         }
@@ -341,8 +348,11 @@ mod tests {
         let names = |target: &str, profile: &str| -> Vec<&str> {
             let watchers = budget.watchers(target, profile);
             let named = ["a1", "a2", "b1"].into_iter().filter(|n| {
-                let m = metrics.slo(n, 0.99);
-                watchers.iter().any(|w| Arc::ptr_eq(&w.metrics, &m))
+                let inner = budget.inner.lock().unwrap();
+                let Some(m) = inner.slos.get(*n).map(|s| s.events.clone()) else {
+                    return false;
+                };
+                watchers.iter().any(|w| Arc::ptr_eq(&w.events, &m))
             });
             assert_eq!(named.clone().count(), watchers.len(), "an unnamed watcher");
             named.collect()
@@ -467,8 +477,8 @@ mod tests {
             (r.objective, w.good, w.bad)
         };
         let events = |good: u64, bad: u64| {
-            (0..good).for_each(|_| watcher.metrics.event(true));
-            (0..bad).for_each(|_| watcher.metrics.event(false));
+            (0..good).for_each(|_| watcher.events.event(true));
+            (0..bad).for_each(|_| watcher.events.event(false));
         };
         events(9, 1);
         budget.tick(t + 10);

@@ -249,7 +249,7 @@ mod tests {
         assert_eq!(budget.restore_candidates().len(), 1);
         assert!(budget.seed("s", &[(m - 5, 100, 0)], t));
         let watcher = budget.watchers("a", "p").pop().unwrap();
-        (0..7).for_each(|_| watcher.metrics.event(true));
+        (0..7).for_each(|_| watcher.events.event(true));
         budget.tick(t + 1);
         budget.save_run(run(1, "p"), Some("detail".into()), 50);
         assert_eq!(budget.period_totals("s", t + 1), Some((107, 0)));

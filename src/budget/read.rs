@@ -41,7 +41,7 @@ impl Budget {
         let inner = self.inner.lock().ok()?;
         let s = inner.slos.get(name)?;
         let (g, b) = s.windows.totals(window, slo::minute_of(now_unix));
-        let (good, bad) = s.metrics.events();
+        let (good, bad) = s.events.events();
         let g = g.saturating_add(good.saturating_sub(s.folded.0));
         let b = b.saturating_add(bad.saturating_sub(s.folded.1));
         Some((g, b, s.def.error_budget()))

@@ -98,7 +98,7 @@ impl super::Budget {
             &s.windows,
             now_minute.max(s.windows.newest_minute().unwrap_or(now_minute)),
         );
-        s.metrics.set_report(&report);
+        s.series.set_report(&report);
         s.report = Some(report);
         // Evaluated at the newest seeded minute, which may not be the tick's.
         s.evaluated = None;

@@ -1,15 +1,16 @@
 //! The hot path of the SLO state: a [`Watcher`] per SLO watching a run's traffic classifies
 //! each finished request (or journey iteration, or user turned away) and counts it with one
-//! relaxed atomic add. A maintenance window pauses it (one flag the tick sets); a grouped SLO's
-//! watcher counts only its own group's events.
+//! relaxed atomic add into [`SloEvents`], the SLO's live state the budget owns. A maintenance
+//! window pauses it (one flag the tick sets); a grouped SLO's watcher counts only its own
+//! group's events. `/metrics` reads the same state through `metrics::SloSource`, never writes it.
 
 use crate::checks;
 use crate::config::{GroupFilter, Sli};
 use crate::http::Outcome;
 use crate::load::event::IterationResult;
-use crate::metrics::SloMetrics;
+use crate::metrics::SloSource;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 /// What an SLO counts in a run: every request, one step's requests, or one journey's
@@ -21,12 +22,55 @@ pub enum Scope {
     Journey(usize),
 }
 
+/// An SLO's live state, owned by the budget: its event totals since it was configured (the hot
+/// path adds one, the tick folds the difference into the windows) and whether a maintenance
+/// window pauses it (the tick sets it). `/metrics` reads it as an [`SloSource`].
+#[derive(Debug, Default)]
+pub struct SloEvents {
+    good: AtomicU64,
+    bad: AtomicU64,
+    /// A maintenance window covers the SLO: no event counts.
+    paused: AtomicBool,
+}
+
+impl SloEvents {
+    /// One SLO event. Hot path: one atomic add.
+    pub fn event(&self, good: bool) {
+        if good {
+            self.good.fetch_add(1, Relaxed);
+        } else {
+            self.bad.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// `(good, bad)` since the SLO was configured.
+    pub fn events(&self) -> (u64, u64) {
+        (self.good.load(Relaxed), self.bad.load(Relaxed))
+    }
+
+    pub(super) fn pause(&self, paused: bool) {
+        self.paused.store(paused, Relaxed);
+    }
+
+    pub(super) fn paused(&self) -> bool {
+        self.paused.load(Relaxed)
+    }
+}
+
+impl SloSource for SloEvents {
+    fn events(&self) -> (u64, u64) {
+        SloEvents::events(self)
+    }
+
+    fn in_maintenance(&self) -> bool {
+        self.paused()
+    }
+}
+
 /// One SLO watching a run's traffic.
 #[derive(Clone)]
 pub struct Watcher {
-    pub(super) metrics: Arc<SloMetrics>,
-    /// A maintenance window covers the SLO: no event counts.
-    pub(super) paused: Arc<AtomicBool>,
+    pub(super) events: Arc<SloEvents>,
     pub(super) sli: Sli,
     pub scope: Scope,
     /// A grouped SLO's group (`group_by`): only its events count.
@@ -61,14 +105,14 @@ impl Watcher {
     ) {
         if self.scope != Scope::Journey(journey)
             || result == IterationResult::Dropped
-            || self.paused.load(Relaxed)
+            || self.events.paused()
             || !self.admits(row, None)
         {
             return;
         }
         let ok = result == IterationResult::Ok;
         match &self.sli {
-            Sli::Availability => self.metrics.event(ok),
+            Sli::Availability => self.events.event(ok),
             Sli::Latency {
                 under,
                 exclude_failures,
@@ -76,10 +120,10 @@ impl Watcher {
             } => {
                 if !ok {
                     if !exclude_failures {
-                        self.metrics.event(false);
+                        self.events.event(false);
                     }
                 } else {
-                    self.metrics.event(took < *under);
+                    self.events.event(took < *under);
                 }
             }
         }
@@ -90,10 +134,10 @@ impl Watcher {
     /// the user got no answer at all while the target held everyone before them. `row` is the
     /// data row the user would have taken, as far as it is known (a grouped SLO's share).
     pub fn turned_away(&self, row: Option<usize>) {
-        if self.paused.load(Relaxed) || !self.admits(row, None) {
+        if self.events.paused() || !self.admits(row, None) {
             return;
         }
-        self.metrics.event(false);
+        self.events.event(false);
     }
 
     /// Classifies one finished request for this SLO and counts it. A request that failed
@@ -110,14 +154,14 @@ impl Watcher {
         results: &[bool],
     ) {
         if outcome.error.is_some_and(|e| e.is_local())
-            || self.paused.load(Relaxed)
+            || self.events.paused()
             || !self.admits(row, outcome.status)
         {
             return;
         }
         let succeeded = checks::verdict(target_checks, results, outcome);
         match &self.sli {
-            Sli::Availability => self.metrics.event(succeeded),
+            Sli::Availability => self.events.event(succeeded),
             Sli::Latency {
                 under,
                 exclude_failures,
@@ -125,7 +169,7 @@ impl Watcher {
             } => {
                 if !succeeded {
                     if !exclude_failures {
-                        self.metrics.event(false);
+                        self.events.event(false);
                     }
                 } else {
                     let latency = if *corrected {
@@ -133,7 +177,7 @@ impl Watcher {
                     } else {
                         outcome.duration()
                     };
-                    self.metrics.event(latency < *under);
+                    self.events.event(latency < *under);
                 }
             }
         }
@@ -144,12 +188,10 @@ impl Watcher {
 mod tests {
     use super::*;
     use crate::http::ErrorClass;
-    use crate::metrics::Metrics;
 
     fn watcher(sli: Sli) -> Watcher {
         Watcher {
-            metrics: Metrics::new("test").slo("s", 0.99),
-            paused: Arc::new(AtomicBool::new(false)),
+            events: Arc::new(SloEvents::default()),
             sli,
             scope: Scope::Requests,
             filter: None,
@@ -176,14 +218,14 @@ mod tests {
                 };
                 w.observe(&outcome, None, &[], &[]);
             }
-            assert_eq!(w.metrics.events(), (0, 0));
+            assert_eq!(w.events.events(), (0, 0));
             // The target's own failure is still a bad event.
             let reset = Outcome {
                 error: Some(ErrorClass::Reset),
                 ..Outcome::default()
             };
             w.observe(&reset, None, &[], &[]);
-            assert_eq!(w.metrics.events(), (0, 1));
+            assert_eq!(w.events.events(), (0, 1));
         }
     }
 
@@ -208,7 +250,7 @@ mod tests {
                 corrected,
             });
             w.observe(&outcome, None, &[], &[]);
-            assert_eq!(w.metrics.events(), events, "corrected: {corrected}");
+            assert_eq!(w.events.events(), events, "corrected: {corrected}");
         }
     }
 
@@ -226,7 +268,16 @@ mod tests {
         ] {
             let w = watcher(sli.clone());
             w.turned_away(None);
-            assert_eq!(w.metrics.events(), (0, 1), "{sli:?}");
+            assert_eq!(w.events.events(), (0, 1), "{sli:?}");
         }
+    }
+
+    #[test]
+    fn events_count_good_and_bad_apart() {
+        let s = SloEvents::default();
+        s.event(true);
+        s.event(false);
+        s.event(true);
+        assert_eq!(s.events(), (2, 1));
     }
 }

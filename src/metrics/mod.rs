@@ -42,5 +42,5 @@ pub use profile::{
     StepLayout,
 };
 pub use registry::Metrics;
-pub use slo::{SloMetrics, window_label};
+pub use slo::{SloMetrics, SloSource, window_label};
 pub use text::{Family, Kind, le_value};

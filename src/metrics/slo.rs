@@ -1,5 +1,7 @@
-//! Per-SLO series: the good/bad event counters the generated rules compute from (hot path,
-//! two atomics) and the gauges of the daemon's own evaluation (`set_report`, once a minute).
+//! Per-SLO series, read from what the budget publishes: the good/bad event totals the
+//! generated rules compute from and the maintenance flag, read live from the budget's own state
+//! through [`SloSource`], and the gauges of the daemon's own evaluation (`set_report`, a snapshot
+//! the budget's tick publishes). Nothing here writes back into the budget's state.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -37,6 +39,15 @@ impl ReportGauges {
     }
 }
 
+/// One SLO's live state as the budget publishes it for reading: the budget owns and writes it
+/// (the hot path adds to its totals), `/metrics` only reads it at each scrape.
+pub trait SloSource: Send + Sync + std::fmt::Debug {
+    /// `(good, bad)` events since the SLO's series were created.
+    fn events(&self) -> (u64, u64);
+    /// Whether a maintenance window covers the SLO.
+    fn in_maintenance(&self) -> bool;
+}
+
 #[derive(Debug)]
 pub struct SloMetrics {
     pub(super) name: String,
@@ -46,10 +57,8 @@ pub struct SloMetrics {
     pub(super) bad_labels: String,
     /// f64 bits: a reload may change the objective of a kept SLO.
     objective: AtomicU64,
-    good: AtomicU64,
-    bad: AtomicU64,
-    /// A maintenance window covers the SLO (set by the budget's tick).
-    maintenance: std::sync::atomic::AtomicBool,
+    /// The budget's state of this SLO; none yet: no event, no maintenance.
+    source: Mutex<Option<Arc<dyn SloSource>>>,
     /// Shared with the scrapes that read it: a scrape takes the `Arc`, not a copy of every
     /// label set.
     pub(super) report: Mutex<Option<Arc<ReportGauges>>>,
@@ -79,9 +88,7 @@ impl SloMetrics {
             good_labels: label_set(&[("slo", name), ("result", "good")]),
             bad_labels: label_set(&[("slo", name), ("result", "bad")]),
             objective: AtomicU64::new(objective.to_bits()),
-            good: AtomicU64::new(0),
-            bad: AtomicU64::new(0),
-            maintenance: std::sync::atomic::AtomicBool::new(false),
+            source: Mutex::new(None),
             report: Mutex::new(None),
         }
     }
@@ -94,27 +101,23 @@ impl SloMetrics {
         f64::from_bits(self.objective.load(Relaxed))
     }
 
+    /// Reads the SLO's event totals and maintenance flag from `source`, the budget's state.
+    pub fn read_from(&self, source: Arc<dyn SloSource>) {
+        *lock(&self.source) = Some(source);
+    }
+
+    fn source(&self) -> Option<Arc<dyn SloSource>> {
+        lock(&self.source).clone()
+    }
+
     /// Whether a maintenance window covers the SLO: `sloburn_slo_maintenance`.
-    pub fn set_maintenance(&self, on: bool) {
-        self.maintenance.store(on, Relaxed);
-    }
-
     pub(super) fn in_maintenance(&self) -> bool {
-        self.maintenance.load(Relaxed)
+        self.source().is_some_and(|s| s.in_maintenance())
     }
 
-    /// One SLO event. Hot path: one atomic add.
-    pub fn event(&self, good: bool) {
-        if good {
-            self.good.fetch_add(1, Relaxed);
-        } else {
-            self.bad.fetch_add(1, Relaxed);
-        }
-    }
-
-    /// `(good, bad)` since this SLO's series were created.
+    /// `(good, bad)` as the budget counts them: `sloburn_slo_events_total`.
     pub fn events(&self) -> (u64, u64) {
-        (self.good.load(Relaxed), self.bad.load(Relaxed))
+        self.source().map_or((0, 0), |s| s.events())
     }
 
     /// Replaces the evaluation gauges. The period's window is labelled like the standard ones
@@ -190,11 +193,20 @@ mod tests {
     }
 
     #[test]
-    fn events_count_good_and_bad_apart() {
+    fn events_and_maintenance_are_read_from_the_source() {
+        #[derive(Debug)]
+        struct Fixed;
+        impl SloSource for Fixed {
+            fn events(&self) -> (u64, u64) {
+                (2, 1)
+            }
+            fn in_maintenance(&self) -> bool {
+                true
+            }
+        }
         let s = SloMetrics::new("a", 0.99);
-        s.event(true);
-        s.event(false);
-        s.event(true);
-        assert_eq!(s.events(), (2, 1));
+        assert_eq!((s.events(), s.in_maintenance()), ((0, 0), false));
+        s.read_from(Arc::new(Fixed));
+        assert_eq!((s.events(), s.in_maintenance()), ((2, 1), true));
     }
 }

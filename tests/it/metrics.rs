@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::support::{golden, promtool_check_metrics};
+use sloburn::budget::SloEvents;
 use sloburn::http::{ErrorClass, Outcome, Phases};
 use sloburn::metrics::{CHUNK, Metrics, ProcessStats};
 use sloburn::slo::{SloDef, Windows, default_tiers, evaluate};
@@ -116,8 +117,10 @@ fn scenario() -> Metrics {
         w.record(now - ago, 99, 1);
     }
     let s = m.slo(&def.name, def.objective);
-    s.event(true);
-    s.event(false);
+    let events = Arc::new(SloEvents::default());
+    s.read_from(events.clone());
+    events.event(true);
+    events.event(false);
     s.set_report(&evaluate(&def, &w, now));
     // An SLO without a report yet: only its counters and objective are exposed.
     m.slo("checkout-latency", 0.99);
@@ -606,7 +609,8 @@ fn retain_profiles_drops_series_of_removed_profiles() {
         m.set_next_run(p, Some(1.0));
         m.set_threshold(p, "http_req_failed", "rate<0.01", true);
     }
-    let s = m.slo("old", 0.9);
+    let s = Arc::new(SloEvents::default());
+    m.slo("old", 0.9).read_from(s.clone());
     m.slo("new", 0.9);
     m.retain_profiles(&[("a".into(), "keep".into())]);
     m.retain_slos(&["new".into()]);
@@ -656,15 +660,17 @@ fn concurrent_observes_sum_exactly() {
     let m = Metrics::new("x");
     let p = m.profile("t", "p", &[0.001, 0.01, 0.1], &checks());
     let slo = m.slo("s", 0.99);
+    let events = Arc::new(SloEvents::default());
+    slo.read_from(events.clone());
     std::thread::scope(|scope| {
         for t in 0..THREADS {
-            let (p, slo) = (&p, &slo);
+            let (p, events) = (&p, &events);
             scope.spawn(move || {
                 let outcomes = [ok(200, 1), ok(500, 50), failed(ErrorClass::Timeout)];
                 for i in 0..PER_THREAD {
                     let o = &outcomes[((i + t) % 3) as usize];
                     p.observe(o, Duration::ZERO, &[i % 2 == 0, true]);
-                    slo.event(o.status == Some(200));
+                    events.event(o.status == Some(200));
                 }
             });
         }
