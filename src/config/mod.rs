@@ -187,9 +187,9 @@ pub struct NativeOptions {
 }
 
 impl NativeOptions {
-    /// The finest schema `server.native_histograms.schema` may name (the coarsest is
-    /// [`crate::hist::MIN_SCHEMA`]); values are recorded finer ([`crate::hist::RECORD_SCHEMA`])
-    /// and merged down at each scrape.
+    /// The finest schema the exposition is configured at (from [`crate::hist::MIN_SCHEMA`]);
+    /// values are recorded finer ([`crate::hist::RECORD_SCHEMA`]) and merged down at each
+    /// scrape.
     pub const MAX_SCHEMA: i32 = 5;
     /// The default schema of the native exposition.
     pub const DEFAULT_SCHEMA: i32 = 3;

@@ -108,3 +108,24 @@ impl BodySink {
         (body, self.discarded)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn body_sink_keeps_the_prefix_and_says_when_the_body_is_too_large() {
+        let mut sink = BodySink::new(10);
+        assert!(sink.push(Bytes::from_static(b"0123")));
+        assert!(!sink.push(Bytes::from_static(b"456789abc")));
+        assert_eq!(sink.finish(), (Bytes::from_static(b"0123456789"), 3));
+        let mut exact = BodySink::new(10);
+        assert!(exact.push(Bytes::from_static(b"01234")));
+        assert!(exact.push(Bytes::from_static(b"56789")));
+        assert!(exact.push(Bytes::new()));
+        assert_eq!(exact.finish(), (Bytes::from_static(b"0123456789"), 0));
+        let mut one = BodySink::new(10);
+        assert!(!one.push(Bytes::from_static(b"0123456789a")));
+        assert_eq!(one.finish(), (Bytes::from_static(b"0123456789"), 1));
+    }
+}

@@ -1,39 +1,30 @@
-//! The measuring HTTP client: one HTTP/1.1 connection slot per virtual user (HTTP/2 streams
-//! share a few connections, see [`super::h2`]), per-phase timings, and transport failures
-//! classified into [`ErrorClass`] instead of returned.
+//! The measuring client: what a target's users share (options, resolver, DNS cache, TLS
+//! connector, the HTTP/2 slots) and the one dialler every transport connects through
+//! (resolver → TCP → rustls, each phase timed), with the request a transport sends.
 //!
-//! Built on hyper's low-level `client::conn` over our own connector (resolver → TCP →
-//! rustls), because a pooled client hides exactly what a load tester must measure: which
-//! request paid for DNS, connect and handshake, and which reused a connection.
-//!
-//! This file holds the client and its dialling; a user's slot is in `conn.rs`, endpoints and
-//! live connections in `connect.rs`, body reading in `body.rs`, error classes in
-//! `classify.rs`.
+//! Built on hyper's low-level `client::conn` over our own connector, because a pooled client
+//! hides exactly what a load tester must measure: which request paid for DNS, connect and
+//! handshake, and which reused a connection. A user's slot is in `conn.rs`, the transports
+//! behind it in `registry.rs`.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Method, Uri};
-use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use tokio::time::{Instant, timeout_at};
 use tokio_rustls::TlsConnector;
 
-pub(crate) use super::body::read_body;
-pub use super::classify::{classify_errno, classify_hyper, classify_io};
-pub use super::conn::Conn;
-pub(crate) use super::conn::is_idempotent;
-pub(crate) use super::connect::{Dialed, Endpoint, Live, Target};
+use super::classify::classify_io;
+use super::connect::{Dialed, Pool, Target};
 use super::dns::select::{DnsSelect, order};
 use super::dns::{Cache, DnsError, Resolver};
-use super::h2::{self, HttpVersion, Pool};
 use super::rx::RxTcp;
-use super::timing::{IoStats, TimingIo};
+use super::timing::IoStats;
 use super::tls::{Stream, TlsOptions, server_name, shared_client_config};
-use super::{ErrorClass, Phases};
+use super::{ClientOptions, ErrorClass, HttpVersion, Phases};
 
 /// One request to send. The URI is absolute (`http://` or `https://`); `Host` is added from it
 /// unless the headers already carry one.
@@ -45,56 +36,12 @@ pub struct RequestSpec {
     pub body: Bytes,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClientOptions {
-    /// Bounds a whole request, from the connection slot through the last body byte.
-    pub timeout: Duration,
-    /// false: a new connection per request, sent with `Connection: close` (ab without `-k`).
-    pub keep_alive: bool,
-    /// How long a lookup is reused, capped by the record's TTL; zero resolves on every new
-    /// connection.
-    pub dns_ttl: Duration,
-    /// The most body bytes read per response, all kept in [`Outcome::body`]. A body that goes
-    /// past it is cut there: the request fails as [`ErrorClass::BodyTooLarge`] and its
-    /// connection is closed.
-    pub max_body: usize,
-    /// Skip certificate verification (`tls.insecure`, or `insecure_skip_verify`).
-    pub insecure_skip_verify: bool,
-    pub http: HttpVersion,
-    /// How many HTTP/2 connections this client's users share (`http2.max_connections`).
-    pub h2_max_connections: usize,
-    pub tls: TlsOptions,
-    /// Dial this host and port whatever the URL says; SNI and `Host` stay the URL's.
-    pub connect_to: Option<(String, u16)>,
-    /// Which address of a multi-address name a new connection tries first.
-    pub dns_select: DnsSelect,
-    /// HTTP, or the probe the target's URL names.
-    pub protocol: super::Protocol,
-    /// A probe's own settings.
-    pub probe: super::probe::ProbeOptions,
-    /// A gRPC target's call (`grpc://` and `grpcs://`).
-    pub grpc: Option<super::grpc::GrpcSpec>,
-}
-
-impl Default for ClientOptions {
-    fn default() -> Self {
-        ClientOptions {
-            timeout: Duration::from_secs(10),
-            keep_alive: true,
-            // k6's default DNS TTL.
-            dns_ttl: Duration::from_secs(300),
-            max_body: 1 << 20,
-            insecure_skip_verify: false,
-            http: HttpVersion::Auto,
-            h2_max_connections: h2::DEFAULT_MAX_CONNECTIONS,
-            tls: TlsOptions::default(),
-            connect_to: None,
-            dns_select: DnsSelect::First,
-            protocol: super::Protocol::Http,
-            probe: super::probe::ProbeOptions::default(),
-            grpc: None,
-        }
-    }
+/// Methods a client may resend after a connection died under it (RFC 9110 §9.2.2).
+pub(crate) fn is_idempotent(m: &Method) -> bool {
+    matches!(
+        *m,
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE | Method::PUT | Method::DELETE
+    )
 }
 
 /// Shared configuration: resolver, DNS cache, TLS config. Cheap to clone.
@@ -173,34 +120,12 @@ impl Client {
         self.inner.h1_only.store(true, Ordering::Relaxed);
     }
 
-    /// Whether requests to `target` go over the shared HTTP/2 connections.
-    pub(super) fn wants_h2(&self, target: &Target<'_>) -> bool {
-        match self.inner.opts.http {
-            HttpVersion::Http1 => false,
-            HttpVersion::Http2 => true,
-            HttpVersion::Auto => target.tls && !self.speaks_h1_only(),
-        }
-    }
-
     pub fn options(&self) -> &ClientOptions {
         &self.inner.opts
     }
 
     pub fn resolver(&self) -> &Arc<Resolver> {
         &self.inner.resolver
-    }
-
-    /// A connection slot for one virtual user.
-    pub fn conn(&self) -> Conn {
-        Conn {
-            client: self.clone(),
-            live: None,
-            endpoint: None,
-            slot: self.inner.h2.assign(),
-            // `http: "2"` always goes over the shared connections; auto learns it per request.
-            h2_used: self.inner.opts.http == HttpVersion::Http2,
-            grpc: None,
-        }
     }
 
     /// Resolves through the cache (literal IPs never touch it).
@@ -306,167 +231,5 @@ impl Client {
             local_port,
             h2,
         })
-    }
-
-    /// An HTTP/1.1 connection on a dialled stream.
-    pub(crate) async fn h1_handshake(
-        &self,
-        dialed: Dialed,
-        target: &Target<'_>,
-    ) -> Result<Live, ErrorClass> {
-        let stats = dialed.stats;
-        let io = TokioIo::new(TimingIo::new(dialed.stream, stats.clone()));
-        let (sender, connection) = hyper::client::conn::http1::Builder::new()
-            .handshake(io)
-            .await
-            .map_err(|e| classify_hyper(&e))?;
-        // The driver's errors surface through `send_request`; its own result carries nothing new.
-        let driver = tokio::spawn(async move {
-            let _ = connection.await;
-        });
-        Ok(Live {
-            sender,
-            stats,
-            local_port: dialed.local_port,
-            tls: target.tls,
-            host: target.host.to_string(),
-            port: target.port,
-            driver,
-        })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::http::body::BodySink;
-    use std::io;
-
-    /// The load runner spawns one task per virtual user, each owning a `Conn`.
-    #[test]
-    fn conn_and_its_send_future_are_send() {
-        fn is_send<T: Send>(_: &T) {}
-        let client = Client::new(
-            ClientOptions::default(),
-            Arc::new(Resolver::new(
-                crate::http::ResolverConfig::default(),
-                crate::http::HostsFile::default(),
-            )),
-        );
-        let mut conn = client.conn();
-        is_send(&conn);
-        let req = RequestSpec {
-            method: Method::GET,
-            uri: Uri::from_static("http://127.0.0.1:9/"),
-            headers: http::HeaderMap::new(),
-            body: Bytes::new(),
-        };
-        is_send(&conn.send(&req));
-    }
-
-    #[test]
-    fn errno_mapping() {
-        let cases = [
-            (libc::ECONNREFUSED, true, Some(ErrorClass::ConnectRefused)),
-            (
-                libc::EADDRNOTAVAIL,
-                true,
-                Some(ErrorClass::LocalPortsExhausted),
-            ),
-            (libc::ETIMEDOUT, true, Some(ErrorClass::ConnectTimeout)),
-            (libc::ETIMEDOUT, false, Some(ErrorClass::Timeout)),
-            (libc::ECONNRESET, false, Some(ErrorClass::Reset)),
-            (libc::EPIPE, false, Some(ErrorClass::Reset)),
-            (libc::ECONNABORTED, false, Some(ErrorClass::Reset)),
-            (libc::ENOENT, false, None),
-        ];
-        for (errno, connecting, expected) in cases {
-            assert_eq!(classify_errno(errno, connecting), expected, "errno {errno}");
-            let io = io::Error::from_raw_os_error(errno);
-            assert_eq!(
-                classify_io(&io, connecting),
-                expected.unwrap_or(ErrorClass::Other),
-                "io errno {errno}"
-            );
-        }
-    }
-
-    /// `ulimit -n 64` gave 334,177 errors of class `other`: EMFILE was never named.
-    #[test]
-    fn emfile_and_enfile_are_local_fd_exhausted_not_other() {
-        for errno in [libc::EMFILE, libc::ENFILE] {
-            for connecting in [true, false] {
-                let class = classify_io(&io::Error::from_raw_os_error(errno), connecting);
-                assert_eq!(class, ErrorClass::LocalFdExhausted, "errno {errno}");
-                assert!(class.is_local());
-            }
-        }
-        assert!(ErrorClass::LocalPortsExhausted.is_local());
-        let remote = ErrorClass::ALL.iter().filter(|c| !c.is_local());
-        assert_eq!(remote.count(), ErrorClass::ALL.len() - 3);
-    }
-
-    #[test]
-    fn io_kinds_without_errno() {
-        let kind = |k| classify_io(&io::Error::from(k), false);
-        assert_eq!(kind(io::ErrorKind::UnexpectedEof), ErrorClass::Reset);
-        assert_eq!(kind(io::ErrorKind::BrokenPipe), ErrorClass::Reset);
-        assert_eq!(
-            kind(io::ErrorKind::ConnectionRefused),
-            ErrorClass::ConnectRefused
-        );
-        assert_eq!(
-            kind(io::ErrorKind::AddrNotAvailable),
-            ErrorClass::LocalPortsExhausted
-        );
-        assert_eq!(kind(io::ErrorKind::InvalidData), ErrorClass::Other);
-        assert_eq!(
-            classify_io(&io::Error::from(io::ErrorKind::TimedOut), true),
-            ErrorClass::ConnectTimeout
-        );
-    }
-
-    #[test]
-    fn target_parsing() {
-        let uri: Uri = "https://user:pw@Example.com:8443/a?b".parse().unwrap();
-        let t = Target::parse(&uri).unwrap();
-        assert!(t.tls);
-        assert_eq!(
-            (t.host, t.port, t.authority),
-            ("Example.com", 8443, "Example.com:8443")
-        );
-        let uri: Uri = "http://[::1]/".parse().unwrap();
-        let t = Target::parse(&uri).unwrap();
-        assert_eq!((t.host, t.port, t.tls), ("[::1]", 80, false));
-        assert!(Target::parse(&"/relative".parse().unwrap()).is_none());
-        assert!(Target::parse(&"ftp://x/".parse().unwrap()).is_none());
-    }
-
-    #[test]
-    fn body_sink_keeps_the_prefix_and_says_when_the_body_is_too_large() {
-        let mut sink = BodySink::new(10);
-        assert!(sink.push(Bytes::from_static(b"0123")));
-        assert!(!sink.push(Bytes::from_static(b"456789abc")));
-        assert_eq!(sink.finish(), (Bytes::from_static(b"0123456789"), 3));
-        let mut exact = BodySink::new(10);
-        assert!(exact.push(Bytes::from_static(b"01234")));
-        assert!(exact.push(Bytes::from_static(b"56789")));
-        assert!(exact.push(Bytes::new()));
-        assert_eq!(exact.finish(), (Bytes::from_static(b"0123456789"), 0));
-        let mut one = BodySink::new(10);
-        assert!(!one.push(Bytes::from_static(b"0123456789a")));
-        assert_eq!(one.finish(), (Bytes::from_static(b"0123456789"), 1));
-    }
-
-    #[test]
-    fn exchange_phases_sum_to_the_whole() {
-        let stats = IoStats::new();
-        let t0 = crate::clock::tokio_instant();
-        let end = t0 + Duration::from_millis(50);
-        let mut p = Phases::default();
-        // Nothing recorded by the IO (error before writing): all of it is waiting.
-        p.set_exchange(t0, &stats, end, end);
-        assert_eq!(p.duration(), Duration::from_millis(50));
-        assert_eq!(p.sending, Duration::ZERO);
     }
 }

@@ -12,20 +12,25 @@
 //! detects is `other`; an IO error is classified by its errno as on HTTP/1.1.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
 use http::header::{CONNECTION, HOST, TRANSFER_ENCODING, UPGRADE};
-use http::{Request, Uri, Version};
+use http::{Request, Response, Uri, Version};
 use http_body_util::Full;
+use hyper::body::Incoming;
 use hyper::client::conn::http2::SendRequest;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use tokio::task::JoinHandle;
+use tokio::sync::Mutex;
 use tokio::time::{Instant, timeout_at};
 
-use super::client::{Client, Dialed, Live, RequestSpec, Target, is_idempotent, read_body};
+use super::body::read_body;
+use super::classify::classify_hyper;
+use super::client::{Client, RequestSpec, is_idempotent};
+pub use super::connect::DEFAULT_MAX_CONNECTIONS;
+use super::connect::{Dialed, Endpoint, H2Live, Target, is_tls};
 use super::timing::IoStats;
-use super::{ErrorClass, Outcome, classify_hyper};
+use super::transport::Transport;
+use super::{ErrorClass, Outcome};
 
 /// When what the connection has just delivered reached the host: its latest read's receive
 /// stamp, no earlier than `floor` (the stream's own start) and no later than now.
@@ -36,85 +41,46 @@ fn arrived(stats: &IoStats, floor: Instant) -> Instant {
         .map_or(now, |rx| rx.clamp(floor.min(now), now))
 }
 
-/// Which HTTP version a target speaks.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum HttpVersion {
-    /// https: ALPN offers h2 and http/1.1 and the server picks; http://: HTTP/1.1.
-    #[default]
-    Auto,
-    Http1,
-    /// https: ALPN offers only h2; http://: h2c with prior knowledge.
-    Http2,
+/// A user's place among the client's HTTP/2 connections: its slot (`http: "2"`; h2c on
+/// `http://`, ALPN `h2` only on `https://`).
+pub(crate) struct H2 {
+    pub(super) slot: usize,
+    /// Where the last request went.
+    endpoint: Option<Arc<Endpoint>>,
 }
 
-impl HttpVersion {
-    pub fn parse(s: &str) -> Option<HttpVersion> {
-        Some(match s {
-            "auto" => HttpVersion::Auto,
-            "1.1" | "1" => HttpVersion::Http1,
-            "2" | "2.0" => HttpVersion::Http2,
-            _ => return None,
-        })
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HttpVersion::Auto => "auto",
-            HttpVersion::Http1 => "1.1",
-            HttpVersion::Http2 => "2",
-        }
-    }
-}
-
-/// The default `http2.max_connections`.
-pub const DEFAULT_MAX_CONNECTIONS: usize = 4;
-
-/// A client's HTTP/2 connection slots.
-pub(crate) struct Pool {
-    slots: Vec<tokio::sync::Mutex<Option<H2Live>>>,
-    next: AtomicUsize,
-}
-
-impl Pool {
-    pub(crate) fn new(max_connections: usize) -> Pool {
-        Pool {
-            slots: (0..max_connections.max(1))
-                .map(|_| tokio::sync::Mutex::new(None))
-                .collect(),
-            next: AtomicUsize::new(0),
+impl Transport for H2 {
+    fn new(client: &Client) -> H2 {
+        H2 {
+            slot: client.inner.h2.assign(),
+            endpoint: None,
         }
     }
 
-    /// The slot of a new `Conn`.
-    pub(crate) fn assign(&self) -> usize {
-        self.next.fetch_add(1, Ordering::Relaxed) % self.slots.len()
+    fn carries(uri: &Uri) -> bool {
+        is_tls(uri).is_some()
     }
 
-    /// Whether a request on `slot` would open nothing: its connection is open, or another user
-    /// holds the slot (it is sending on it or opening it).
-    pub(crate) fn is_open(&self, slot: usize) -> bool {
-        match self.slots[slot % self.slots.len()].try_lock() {
-            Ok(live) => live.as_ref().is_some_and(|l| !l.sender.is_closed()),
-            Err(_) => true,
+    async fn send(&mut self, client: &Client, req: &RequestSpec) -> Outcome {
+        let start = crate::clock::tokio_instant();
+        let deadline = start + client.options().timeout;
+        let failed = Outcome {
+            error: Some(ErrorClass::Other),
+            ..Outcome::default()
+        };
+        let Some(endpoint) = Endpoint::cached(&mut self.endpoint, &req.uri) else {
+            return failed;
+        };
+        match send(client, self.slot, req, &endpoint.target(), start, deadline).await {
+            Sent::Done(out) => out,
+            // Only ALPN's choice falls back (`alpn.rs`): offering only h2, a server without it
+            // fails the handshake, and h2c speaks HTTP/2 by configuration.
+            Sent::Http1(_) => failed,
         }
     }
-}
 
-/// One open HTTP/2 connection.
-pub(crate) struct H2Live {
-    sender: SendRequest<Full<Bytes>>,
-    /// The connection's receive stamps: a stream's answer arrived no later than the latest.
-    stats: Arc<IoStats>,
-    local_port: u16,
-    tls: bool,
-    host: String,
-    port: u16,
-    driver: JoinHandle<()>,
-}
-
-impl Drop for H2Live {
-    fn drop(&mut self) {
-        self.driver.abort();
+    fn is_open(&self, client: &Client) -> bool {
+        client.inner.h2.is_open(self.slot)
     }
 }
 
@@ -122,8 +88,22 @@ impl Drop for H2Live {
 pub(crate) enum Sent {
     Done(Outcome),
     /// The server picked HTTP/1.1 in ALPN (or already had): the caller sends over HTTP/1.1, on
-    /// the connection given (phases so far in the outcome) or on one of its own.
-    Http1(Option<(Live, Outcome)>),
+    /// the stream dialled (phases so far in the outcome) or on a connection of its own.
+    Http1(Option<(Dialed, Outcome)>),
+}
+
+/// What a stream goes over: the slot's connection as it was when the stream took it.
+struct Opened {
+    sender: SendRequest<Full<Bytes>>,
+    stats: Arc<IoStats>,
+    reused: bool,
+}
+
+/// How one stream's exchange ended.
+enum Ended {
+    Done,
+    /// The connection died under a reused idempotent request: a fresh one may serve it.
+    Stale,
 }
 
 pub(crate) async fn handshake(dialed: Dialed, target: &Target<'_>) -> Result<H2Live, ErrorClass> {
@@ -151,140 +131,167 @@ pub(crate) async fn handshake(dialed: Dialed, target: &Target<'_>) -> Result<H2L
 /// request sent once more.
 pub(crate) async fn send(
     client: &Client,
-    pool: &Pool,
     slot: usize,
     req: &RequestSpec,
     target: &Target<'_>,
     start: Instant,
     deadline: Instant,
 ) -> Sent {
-    let slot = &pool.slots[slot % pool.slots.len()];
+    let slot = client.inner.h2.slot(slot);
     let mut out = Outcome::default();
     for retrying in [false, true] {
         out = Outcome::default();
-        let Ok(mut guard) = timeout_at(deadline, slot.lock()).await else {
-            out.phases.blocked = crate::clock::elapsed(start);
-            out.error = Some(ErrorClass::Timeout);
-            return Sent::Done(out);
+        let opened = match connection(client, slot, target, start, deadline, &mut out).await {
+            Ok(opened) => opened,
+            Err(sent) => return sent,
         };
-        if client.speaks_h1_only() {
-            return Sent::Http1(None);
-        }
-        if guard.as_ref().is_some_and(|l| {
-            l.sender.is_closed()
-                || l.tls != target.tls
-                || l.port != target.port
-                || l.host != target.host
-        }) {
-            *guard = None;
-        }
-        let reused = guard.is_some();
-        out.phases.blocked = crate::clock::elapsed(start);
-        if !reused {
-            let dialed = match client.dial(target, deadline, &mut out.phases).await {
-                Ok(d) => d,
-                Err(class) => {
-                    out.error = Some(class);
-                    return Sent::Done(out);
-                }
-            };
-            if !dialed.h2 {
-                client.set_h1_only();
-                drop(guard);
-                return match client.h1_handshake(dialed, target).await {
-                    Ok(live) => Sent::Http1(Some((live, out))),
-                    Err(class) => {
-                        out.error = Some(class);
-                        Sent::Done(out)
-                    }
-                };
-            }
-            match timeout_at(deadline, handshake(dialed, target)).await {
-                Ok(Ok(live)) => *guard = Some(live),
-                failed => {
-                    out.error = Some(match failed {
-                        Ok(Err(class)) => class,
-                        _ => ErrorClass::Timeout,
-                    });
-                    return Sent::Done(out);
-                }
-            }
-        }
-        let Some(live) = guard.as_ref() else {
-            out.error = Some(ErrorClass::Other);
-            return Sent::Done(out);
-        };
-        let mut sender = live.sender.clone();
-        let stats = live.stats.clone();
-        out.local_port = Some(live.local_port);
-        drop(guard);
-        out.reused = reused;
+        out.reused = opened.reused;
         out.version = Version::HTTP_2;
-        let Some(request) = build_request(req, target) else {
-            out.error = Some(ErrorClass::Other);
+        let stale_ok = !retrying && is_idempotent(&req.method);
+        if let Ended::Done =
+            exchange(client, opened, req, target, deadline, &mut out, stale_ok).await
+        {
             return Sent::Done(out);
-        };
-
-        let t0 = crate::clock::tokio_instant();
-        let ready = timeout_at(deadline, sender.ready()).await;
-        let sent = match ready {
-            Ok(Ok(())) => {
-                let response = sender.send_request(request);
-                let handed = crate::clock::tokio_instant();
-                out.phases.sending = handed - t0;
-                timeout_at(deadline, response).await
-            }
-            Ok(Err(e)) => Ok(Err(e)),
-            Err(e) => Err(e),
-        };
-        // An answer arrived when its bytes did; a failure is timed when it is seen.
-        let head_at = match sent {
-            Ok(Ok(_)) => arrived(&stats, t0 + out.phases.sending),
-            _ => crate::clock::tokio_instant(),
-        };
-        let response = match sent {
-            Ok(Ok(response)) => response,
-            failed => {
-                let class = match failed {
-                    Ok(Err(e)) => classify_hyper(&e),
-                    _ => ErrorClass::Timeout,
-                };
-                // The connection itself died (GOAWAY, reset socket): a fresh one may serve it.
-                if class == ErrorClass::Reset
-                    && reused
-                    && !retrying
-                    && sender.is_closed()
-                    && is_idempotent(&req.method)
-                {
-                    continue;
-                }
-                out.phases.waiting = head_at
-                    .saturating_duration_since(t0)
-                    .saturating_sub(out.phases.sending);
-                out.error = Some(class);
-                return Sent::Done(out);
-            }
-        };
-        out.phases.waiting = head_at
-            .saturating_duration_since(t0)
-            .saturating_sub(out.phases.sending);
-        let (parts, mut body) = response.into_parts();
-        out.version = parts.version;
-        out.status = Some(parts.status.as_u16());
-        out.headers = parts.headers;
-        let read = read_body(&mut body, deadline, client.options().max_body).await;
-        let end = match read.error {
-            None => arrived(&stats, head_at),
-            Some(_) => crate::clock::tokio_instant(),
-        };
-        out.phases.receiving = end.saturating_duration_since(head_at);
-        out.bytes_sent = req.body.len() as u64;
-        out.bytes_received = read.received;
-        (out.body, out.body_discarded) = (read.body, read.discarded);
-        out.error = read.error;
-        return Sent::Done(out);
+        }
     }
     Sent::Done(out)
+}
+
+/// The slot's connection, or a new one (its dns, connecting and tls phases in `out`; the
+/// wait for the slot in `blocked`). `Err` when the request ends here: a failure, or the
+/// server's pick of HTTP/1.1.
+async fn connection(
+    client: &Client,
+    slot: &Mutex<Option<H2Live>>,
+    target: &Target<'_>,
+    start: Instant,
+    deadline: Instant,
+    out: &mut Outcome,
+) -> Result<Opened, Sent> {
+    let fail = |out: &mut Outcome, class| {
+        out.error = Some(class);
+        Sent::Done(std::mem::take(out))
+    };
+    let Ok(mut guard) = timeout_at(deadline, slot.lock()).await else {
+        out.phases.blocked = crate::clock::elapsed(start);
+        return Err(fail(out, ErrorClass::Timeout));
+    };
+    if client.speaks_h1_only() {
+        return Err(Sent::Http1(None));
+    }
+    if guard.as_ref().is_some_and(|l| !l.serves(target)) {
+        *guard = None;
+    }
+    let reused = guard.is_some();
+    out.phases.blocked = crate::clock::elapsed(start);
+    if !reused {
+        let dialed = match client.dial(target, deadline, &mut out.phases).await {
+            Ok(d) => d,
+            Err(class) => return Err(fail(out, class)),
+        };
+        if !dialed.h2 {
+            client.set_h1_only();
+            return Err(Sent::Http1(Some((dialed, std::mem::take(out)))));
+        }
+        match timeout_at(deadline, handshake(dialed, target)).await {
+            Ok(Ok(live)) => *guard = Some(live),
+            Ok(Err(class)) => return Err(fail(out, class)),
+            Err(_) => return Err(fail(out, ErrorClass::Timeout)),
+        }
+    }
+    let Some(live) = guard.as_ref() else {
+        return Err(fail(out, ErrorClass::Other));
+    };
+    out.local_port = Some(live.local_port);
+    Ok(Opened {
+        sender: live.sender.clone(),
+        stats: live.stats.clone(),
+        reused,
+    })
+}
+
+/// One stream: `sending` is handing the request to the connection, `waiting` from there to
+/// the head's arrival, `receiving` to the body's. `stale_ok`: a reused connection that died
+/// under it may be retried.
+async fn exchange(
+    client: &Client,
+    opened: Opened,
+    req: &RequestSpec,
+    target: &Target<'_>,
+    deadline: Instant,
+    out: &mut Outcome,
+    stale_ok: bool,
+) -> Ended {
+    let Opened {
+        mut sender,
+        stats,
+        reused,
+    } = opened;
+    let Some(request) = build_request(req, target) else {
+        out.error = Some(ErrorClass::Other);
+        return Ended::Done;
+    };
+    let t0 = crate::clock::tokio_instant();
+    let ready = timeout_at(deadline, sender.ready()).await;
+    let sent = match ready {
+        Ok(Ok(())) => {
+            let response = sender.send_request(request);
+            let handed = crate::clock::tokio_instant();
+            out.phases.sending = handed - t0;
+            timeout_at(deadline, response).await
+        }
+        Ok(Err(e)) => Ok(Err(e)),
+        Err(e) => Err(e),
+    };
+    // An answer arrived when its bytes did; a failure is timed when it is seen.
+    let head_at = match sent {
+        Ok(Ok(_)) => arrived(&stats, t0 + out.phases.sending),
+        _ => crate::clock::tokio_instant(),
+    };
+    out.phases.waiting = head_at
+        .saturating_duration_since(t0)
+        .saturating_sub(out.phases.sending);
+    let class = match sent {
+        Ok(Ok(response)) => {
+            receive(client, response, req, &stats, head_at, deadline, out).await;
+            return Ended::Done;
+        }
+        Ok(Err(e)) => classify_hyper(&e),
+        Err(_) => ErrorClass::Timeout,
+    };
+    // The connection itself died (GOAWAY, reset socket): a fresh one may serve it.
+    if class == ErrorClass::Reset && reused && stale_ok && sender.is_closed() {
+        return Ended::Stale;
+    }
+    out.error = Some(class);
+    Ended::Done
+}
+
+/// Reads the response's head and body into `out`; its end is when its last bytes reached the
+/// host. Bytes count bodies only: the frames of many streams share one connection.
+async fn receive(
+    client: &Client,
+    response: Response<Incoming>,
+    req: &RequestSpec,
+    stats: &IoStats,
+    head_at: Instant,
+    deadline: Instant,
+    out: &mut Outcome,
+) {
+    let (parts, mut body) = response.into_parts();
+    out.version = parts.version;
+    out.status = Some(parts.status.as_u16());
+    out.headers = parts.headers;
+    let read = read_body(&mut body, deadline, client.options().max_body).await;
+    let end = match read.error {
+        None => arrived(stats, head_at),
+        Some(_) => crate::clock::tokio_instant(),
+    };
+    out.phases.receiving = end.saturating_duration_since(head_at);
+    out.bytes_sent = req.body.len() as u64;
+    out.bytes_received = read.received;
+    (out.body, out.body_discarded) = (read.body, read.discarded);
+    out.error = read.error;
 }
 
 /// The request in the form hyper's HTTP/2 client wants: an absolute URI (its scheme and
@@ -326,14 +333,6 @@ mod tests {
     use http::Method;
 
     #[test]
-    fn versions_parse() {
-        for v in [HttpVersion::Auto, HttpVersion::Http1, HttpVersion::Http2] {
-            assert_eq!(HttpVersion::parse(v.as_str()), Some(v));
-        }
-        assert_eq!(HttpVersion::parse("3"), None);
-    }
-
-    #[test]
     fn the_host_header_becomes_the_authority_and_connection_headers_go() {
         let uri: Uri = "https://127.0.0.1:8443/a?b=1".parse().unwrap();
         let target = Target::parse(&uri).unwrap();
@@ -358,14 +357,5 @@ mod tests {
         };
         let r = build_request(&plain, &target).unwrap();
         assert_eq!(r.uri().to_string(), "https://127.0.0.1:8443/a?b=1");
-    }
-
-    #[test]
-    fn slots_are_assigned_round_robin() {
-        let pool = Pool::new(3);
-        let got: Vec<usize> = (0..7).map(|_| pool.assign()).collect();
-        assert_eq!(got, [0, 1, 2, 0, 1, 2, 0]);
-        assert!(!pool.is_open(1));
-        assert_eq!(Pool::new(0).slots.len(), 1);
     }
 }

@@ -2,6 +2,11 @@
 //!
 //! Phases follow k6's names with DNS split out of `blocked`. A transport failure never
 //! propagates as an error: it becomes an [`Outcome`] with an [`ErrorClass`].
+//!
+//! Every protocol sits behind one seam, [`Transport`]: HTTP/1.1 (`http1.rs`), HTTP/2
+//! (`h2.rs`), `http: auto`'s ALPN choice between them (`alpn.rs`), gRPC (`grpc/`), WebSocket
+//! and the probes (`probe/`). `registry.rs` picks one from a target's scheme and `http:` when a
+//! user's [`Conn`] is made; `conn.rs` holds the user's transport state and sends on it.
 
 use std::time::Duration;
 
@@ -178,6 +183,19 @@ impl Protocol {
         })
     }
 
+    /// The scheme a target of this protocol is written with (its plain form): what the
+    /// [`Transport`] registry picks the target's transport by.
+    pub fn scheme(self) -> &'static str {
+        match self {
+            Protocol::Http => "http",
+            Protocol::Tcp => "tcp",
+            Protocol::Tls => "tls",
+            Protocol::Dns => "dns",
+            Protocol::Grpc => "grpc",
+            Protocol::WebSocket => "ws",
+        }
+    }
+
     /// The `protocol` label value, and the `method` a probe's samples carry (upper case).
     pub fn as_str(self) -> &'static str {
         match self {
@@ -194,6 +212,91 @@ impl Protocol {
     /// connection included. HTTP and gRPC measure a request on a connection that may be kept.
     pub fn is_probe(self) -> bool {
         !matches!(self, Protocol::Http | Protocol::Grpc)
+    }
+}
+
+/// Which HTTP version a target speaks (`http:`): with the scheme, what picks its transport.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum HttpVersion {
+    /// https: ALPN offers h2 and http/1.1 and the server picks; http://: HTTP/1.1.
+    #[default]
+    Auto,
+    Http1,
+    /// https: ALPN offers only h2; http://: h2c with prior knowledge.
+    Http2,
+}
+
+impl HttpVersion {
+    pub fn parse(s: &str) -> Option<HttpVersion> {
+        Some(match s {
+            "auto" => HttpVersion::Auto,
+            "1.1" | "1" => HttpVersion::Http1,
+            "2" | "2.0" => HttpVersion::Http2,
+            _ => return None,
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HttpVersion::Auto => "auto",
+            HttpVersion::Http1 => "1.1",
+            HttpVersion::Http2 => "2",
+        }
+    }
+}
+
+/// What a target asks of the client and its transports: the vocabulary config hands the
+/// layer (the client's own settings, then each transport's: `http`, `probe`, `grpc`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientOptions {
+    /// Bounds a whole request, from the connection slot through the last body byte.
+    pub timeout: Duration,
+    /// false: a new connection per request, sent with `Connection: close` (ab without `-k`).
+    pub keep_alive: bool,
+    /// How long a lookup is reused, capped by the record's TTL; zero resolves on every new
+    /// connection.
+    pub dns_ttl: Duration,
+    /// The most body bytes read per response, all kept in [`Outcome::body`]. A body that goes
+    /// past it is cut there: the request fails as [`ErrorClass::BodyTooLarge`] and its
+    /// connection is closed.
+    pub max_body: usize,
+    /// Skip certificate verification (`tls.insecure`, or `insecure_skip_verify`).
+    pub insecure_skip_verify: bool,
+    pub http: HttpVersion,
+    /// How many HTTP/2 connections this client's users share (`http2.max_connections`).
+    pub h2_max_connections: usize,
+    pub tls: TlsOptions,
+    /// Dial this host and port whatever the URL says; SNI and `Host` stay the URL's.
+    pub connect_to: Option<(String, u16)>,
+    /// Which address of a multi-address name a new connection tries first.
+    pub dns_select: DnsSelect,
+    /// What the target's URL names (HTTP, gRPC, WebSocket or a probe): with `http`, which
+    /// transport the registry gives its users.
+    pub protocol: Protocol,
+    /// A probe's own settings.
+    pub probe: probe::ProbeOptions,
+    /// A gRPC target's call (`grpc://` and `grpcs://`).
+    pub grpc: Option<grpc::GrpcSpec>,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            timeout: Duration::from_secs(10),
+            keep_alive: true,
+            // k6's default DNS TTL.
+            dns_ttl: Duration::from_secs(300),
+            max_body: 1 << 20,
+            insecure_skip_verify: false,
+            http: HttpVersion::Auto,
+            h2_max_connections: connect::DEFAULT_MAX_CONNECTIONS,
+            tls: TlsOptions::default(),
+            connect_to: None,
+            dns_select: DnsSelect::First,
+            protocol: Protocol::Http,
+            probe: probe::ProbeOptions::default(),
+            grpc: None,
+        }
     }
 }
 
@@ -250,6 +353,7 @@ impl Outcome {
     }
 }
 
+mod alpn;
 mod body;
 mod classify;
 pub mod client;
@@ -258,15 +362,18 @@ mod connect;
 pub mod dns;
 pub mod grpc;
 pub mod h2;
+mod http1;
 pub mod probe;
+mod registry;
 mod rx;
 mod timing;
 pub mod tls;
+mod transport;
 
-pub use client::{
-    Client, ClientOptions, Conn, RequestSpec, classify_errno, classify_hyper, classify_io,
-};
+pub use classify::{classify_errno, classify_hyper, classify_io};
+pub use client::{Client, RequestSpec};
+pub use conn::Conn;
 pub use dns::select::DnsSelect;
 pub use dns::{DnsError, HostsFile, Lookup, Resolver, ResolverConfig, ndots_warning, system_ndots};
-pub use h2::HttpVersion;
 pub use tls::{ClientCert, TlsOptions, TlsVersion};
+pub use transport::Transport;

@@ -1,20 +1,19 @@
-//! What one iteration does: send one request (a single-request profile), or walk one journey's
-//! steps in order, with captures, templates, data rows and think times.
+//! What an iteration is: a single request or a journey's steps (`Work`), a run's state over its
+//! iterations (`RunWork`: data cursors, step numbering, tracing) and a VU's own (`Vu`: its
+//! connection, captures). Running one is in `iterate.rs`.
 //!
 //! Steps are numbered across the run's journeys (`StepId`), in config order, so observers keep
 //! per-step figures in flat arrays. A single-request profile is one step named
 //! [`SINGLE_STEP`].
 
-use super::event::{IterationResult, SINGLE_STEP, StepFailure, StepInfo};
-use super::observe::Observers;
-use crate::checks::{self, Check};
+use super::event::{SINGLE_STEP, StepInfo};
+use crate::checks::Check;
 use crate::config::StepSpec;
-use crate::http::{Conn, Outcome, RequestSpec};
+use crate::http::{Conn, RequestSpec};
 use crate::journey::{Cursor, DataSet, Mix, Order, Values};
 use crate::telemetry::RunSpan;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 
 /// One step of a journey as the engine sends it: the config's step and its request.
 #[derive(Debug, Clone)]
@@ -22,16 +21,6 @@ pub struct Step {
     pub spec: StepSpec,
     /// The request, built once, when nothing in it is templated.
     pub fixed: Option<Arc<RequestSpec>>,
-}
-
-impl Step {
-    /// Sends `req`, the step's request, on `conn`: as the step's own gRPC call when it has one.
-    async fn send(&self, conn: &mut Conn, req: &RequestSpec) -> Outcome {
-        match &self.spec.grpc {
-            Some(spec) => conn.send_grpc(spec, req).await,
-            None => conn.send(req).await,
-        }
-    }
 }
 
 /// A journey as the engine walks it.
@@ -176,8 +165,8 @@ impl Work {
 /// A run's work with its per-run state: the data cursors and each journey's first `StepId`.
 pub struct RunWork {
     pub work: Arc<Work>,
-    cursors: Vec<Option<Cursor>>,
-    step_base: Vec<usize>,
+    pub(super) cursors: Vec<Option<Cursor>>,
+    pub(super) step_base: Vec<usize>,
     /// The run's span when tracing is on: each iteration decides (head sampling) whether it
     /// is traced.
     pub trace: Option<RunSpan>,
@@ -187,7 +176,7 @@ pub struct RunWork {
 pub struct Vu {
     pub conn: Conn,
     pub id: u64,
-    captures: Vec<Option<String>>,
+    pub(super) captures: Vec<Option<String>>,
 }
 
 impl Vu {
@@ -264,178 +253,6 @@ impl RunWork {
             Work::Journeys { mix, .. } => mix.pick(k),
         }
     }
-
-    /// Runs iteration `k` on `vu`. `lateness` (how late it started) goes to its first request.
-    pub async fn iteration(
-        &self,
-        k: u64,
-        vu: &mut Vu,
-        lateness: Duration,
-        events: &Observers,
-        cancel: &CancellationToken,
-    ) -> Walked {
-        let journeys = match &*self.work {
-            Work::Single {
-                request,
-                checks,
-                display_url: _,
-            } => {
-                // One random draw decides; an untraced request is sent as built, untouched.
-                let mut traced = self.trace.as_ref().and_then(|r| r.iteration(None));
-                let span = traced.as_mut().map(|it| it.request(0));
-                let outcome = match &span {
-                    Some(s) => {
-                        let mut req = RequestSpec::clone(request);
-                        s.inject(&mut req.headers);
-                        vu.conn.send(&req).await
-                    }
-                    None => vu.conn.send(request).await,
-                };
-                let results = checks::Results::of(checks, &outcome);
-                events.request_finished(0, None, &outcome, lateness, results.as_slice());
-                if let Some(s) = span {
-                    finish_span(s, 0, &outcome, checks, &results, events);
-                }
-                if let Some(it) = traced {
-                    it.finish();
-                }
-                return Walked::Done;
-            }
-            Work::Journeys { journeys, .. } => journeys,
-        };
-        let j = self.journey_of(k);
-        let Some(journey) = journeys.get(j) else {
-            return Walked::Done;
-        };
-        let mut traced = self
-            .trace
-            .as_ref()
-            .and_then(|r| r.iteration(Some(&journey.name)));
-        let (row, row_index) = match (self.cursors.get(j).and_then(Option::as_ref), &journey.data) {
-            (Some(cursor), Some((data, _))) => match cursor.take() {
-                Some(i) => (data.row(i), Some(i)),
-                None => {
-                    events.iteration_finished(j, None, IterationResult::Dropped, Duration::ZERO);
-                    return Walked::DataUsedUp(j);
-                }
-            },
-            _ => (None, None),
-        };
-        vu.captures.clear();
-        vu.captures.resize(journey.slots, None);
-        let base = self.step_base.get(j).copied().unwrap_or(0);
-        let started = crate::clock::tokio_instant();
-        let mut result = IterationResult::Ok;
-        let (mut sent, mut received) = (0, 0);
-        for (i, step) in journey.steps.iter().enumerate() {
-            if cancel.is_cancelled() {
-                break;
-            }
-            let step_started = crate::clock::tokio_instant();
-            let values = Values {
-                vu: vu.id,
-                iter: k,
-                now_ms: crate::clock::unix_ms(),
-                row,
-                captures: &vu.captures,
-            };
-            let span = traced.as_mut().map(|it| it.request(base + i));
-            let outcome = match (&step.fixed, &span) {
-                (Some(req), None) => step.send(&mut vu.conn, req).await,
-                (Some(req), Some(s)) => {
-                    let mut req = RequestSpec::clone(req);
-                    s.inject(&mut req.headers);
-                    step.send(&mut vu.conn, &req).await
-                }
-                (None, _) => match build(&step.spec, &values) {
-                    Some(mut req) => {
-                        if let Some(s) = &span {
-                            s.inject(&mut req.headers);
-                        }
-                        step.send(&mut vu.conn, &req).await
-                    }
-                    // A rendered URL that does not parse, or a header value with a control
-                    // character: never sent as something else (a header left out), the
-                    // target never saw it, and the step fails.
-                    None => Outcome {
-                        error: Some(crate::http::ErrorClass::Template),
-                        ..Outcome::default()
-                    },
-                },
-            };
-            sent += outcome.bytes_sent;
-            received += outcome.bytes_received;
-            let results = checks::Results::of(&step.spec.checks, &outcome);
-            let first = if i == 0 { lateness } else { Duration::ZERO };
-            events.request_finished(base + i, row_index, &outcome, first, results.as_slice());
-            if let Some(s) = span {
-                finish_span(s, base + i, &outcome, &step.spec.checks, &results, events);
-            }
-            let mut failure = None;
-            if !checks::verdict(&step.spec.checks, results.as_slice(), &outcome) {
-                failure = Some(if results.as_slice().iter().any(|p| !p) {
-                    StepFailure::Check
-                } else {
-                    StepFailure::Request
-                });
-            }
-            for c in &step.spec.captures {
-                match c.source.extract(&outcome) {
-                    Some(v) => {
-                        if let Some(slot) = vu.captures.get_mut(c.slot) {
-                            *slot = Some(v);
-                        }
-                    }
-                    None => {
-                        failure.get_or_insert(StepFailure::Capture);
-                    }
-                }
-            }
-            // k6's group of the step ends here: its think time is in the journey's group only.
-            events.step_finished(base + i, crate::clock::elapsed(step_started));
-            if let Some(f) = failure {
-                events.step_failed(base + i, f);
-                result = IterationResult::FailedStep;
-                if !step.spec.keep_going {
-                    break;
-                }
-            }
-            if let Some(think) = step.spec.think {
-                let pause = think.pick(rand::random::<f64>());
-                tokio::select! {
-                    _ = tokio::time::sleep(pause) => {}
-                    _ = cancel.cancelled() => break,
-                }
-            }
-        }
-        events.iteration_data(j, sent, received);
-        events.iteration_finished(j, row_index, result, crate::clock::elapsed(started));
-        if let Some(it) = traced {
-            it.finish();
-        }
-        Walked::Done
-    }
-}
-
-/// Ends a traced request's span (semantic conventions, phases, the first failed check) and
-/// tells the observers its ids, for exemplars.
-fn finish_span(
-    span: crate::telemetry::ReqSpan,
-    step: usize,
-    outcome: &Outcome,
-    checks: &[Check],
-    results: &checks::Results,
-    events: &Observers,
-) {
-    if outcome.status.is_some() {
-        events.request_traced(step, outcome, span.trace_id(), span.span_id());
-    }
-    let failed = checks
-        .iter()
-        .zip(results.as_slice())
-        .find(|(_, ok)| !**ok)
-        .map(|(c, _)| c.name.as_str());
-    span.finish(outcome, failed);
 }
 
 /// Renders a templated step into a request; `None` when the URL does not parse or a header's

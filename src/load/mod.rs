@@ -2,6 +2,7 @@
 
 pub mod capacity;
 pub mod event;
+mod iterate;
 pub mod iteration;
 pub mod merge;
 pub mod observe;

@@ -1,7 +1,7 @@
-//! A gRPC target as a user's [`Conn`](crate::http::Conn) sends it: the call config prepared
-//! (or, with reflection, prepared at the first call and kept), a user's gRPC connection made
-//! at its first call, and each request's headers and body (from a journey: templated) as the
-//! call's extra metadata and messages.
+//! gRPC as a [`Transport`]: a target's call as a user's [`Conn`](crate::http::Conn) sends
+//! it. The call config prepared (or, with reflection, prepared at the first call and kept), a
+//! user's gRPC connection made at its first call, and each request's headers and body (from a
+//! journey: templated) as the call's extra metadata and messages.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,6 +12,7 @@ use super::call::{Call, CallError};
 use super::conn::GrpcClient;
 use super::schema::{SchemaError, find_method};
 use crate::http::client::{Client, RequestSpec};
+use crate::http::transport::Transport;
 use crate::http::{ErrorClass, Outcome, Protocol};
 
 /// Where a target's message types come from.
@@ -103,13 +104,40 @@ impl PartialEq for GrpcSpec {
 impl Eq for GrpcSpec {}
 
 /// The user's gRPC connection, made at its first call, with the URI it was made for (a
-/// journey's steps may call more than one server: a call to another one opens its own).
-pub(crate) type Slot = Option<(http::Uri, super::GrpcConn)>;
+/// journey's steps may call more than one server: a call to another one opens its own). Boxed
+/// when made, so a user slot of another transport stays small.
+type Slot = Option<Box<(http::Uri, super::GrpcConn)>>;
+
+/// gRPC as a transport: the user's gRPC connection. A target's requests call its `grpc:`
+/// method; a journey step's own call ([`Grpc::call`]) goes over the same connection.
+pub(crate) struct Grpc(Slot);
+
+impl Transport for Grpc {
+    fn new(_: &Client) -> Grpc {
+        Grpc(None)
+    }
+
+    async fn send(&mut self, client: &Client, req: &RequestSpec) -> Outcome {
+        send(client, &mut self.0, req).await
+    }
+}
+
+impl Grpc {
+    /// One call of `spec`, a journey step's own gRPC call, to `req.uri`.
+    pub(crate) async fn call(
+        &mut self,
+        client: &Client,
+        spec: &GrpcSpec,
+        req: &RequestSpec,
+    ) -> Outcome {
+        send_with(client, spec, &mut self.0, req).await
+    }
+}
 
 /// One call of `req`'s target: `req.uri` is `grpc://host:port` (`grpcs://` for TLS), its
 /// headers extra metadata, a non-empty body the request message as JSON (an array of them for
 /// a client-streaming method).
-pub(crate) async fn send(client: &Client, slot: &mut Slot, req: &RequestSpec) -> Outcome {
+async fn send(client: &Client, slot: &mut Slot, req: &RequestSpec) -> Outcome {
     match client.options().grpc.clone() {
         Some(spec) => send_with(client, &spec, slot, req).await,
         None => Outcome {
@@ -121,7 +149,7 @@ pub(crate) async fn send(client: &Client, slot: &mut Slot, req: &RequestSpec) ->
 }
 
 /// One call of `spec` (a journey step's own gRPC call, or the target's) to `req.uri`.
-pub(crate) async fn send_with(
+async fn send_with(
     client: &Client,
     spec: &GrpcSpec,
     slot: &mut Slot,
@@ -143,7 +171,7 @@ async fn send_inner(
         ..Outcome::default()
     };
     let target = &spec.0;
-    if slot.as_ref().is_none_or(|(uri, _)| *uri != req.uri) {
+    if slot.as_ref().is_none_or(|made| made.0 != req.uri) {
         let tls = req.uri.scheme_str() == Some("grpcs");
         let Some(address) = req.uri.authority() else {
             return failed(ErrorClass::Template);
@@ -154,11 +182,11 @@ async fn send_inner(
             tls,
             target.authority.as_deref(),
         ) {
-            Ok(c) => *slot = Some((req.uri.clone(), c.conn())),
+            Ok(c) => *slot = Some(Box::new((req.uri.clone(), c.conn()))),
             Err(_) => return failed(ErrorClass::Template),
         }
     }
-    let Some((_, conn)) = slot.as_mut() else {
+    let Some(conn) = slot.as_mut().map(|made| &mut made.1) else {
         return failed(ErrorClass::Other);
     };
     let call = match target.call.get() {

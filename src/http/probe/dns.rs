@@ -14,7 +14,24 @@ use tokio::net::{TcpStream, UdpSocket};
 use tokio::time::{Instant, timeout_at};
 
 use crate::http::client::{Client, RequestSpec};
-use crate::http::{ErrorClass, Outcome, classify_io};
+use crate::http::transport::Transport;
+use crate::http::{ErrorClass, Outcome, Protocol, classify_io};
+
+/// `dns://`: one query, to the server the URL names.
+pub(crate) struct Dns;
+
+impl Transport for Dns {
+    fn new(_: &Client) -> Dns {
+        Dns
+    }
+
+    async fn send(&mut self, client: &Client, req: &RequestSpec) -> Outcome {
+        Outcome {
+            protocol: Protocol::Dns,
+            ..probe(client, req).await
+        }
+    }
+}
 
 /// The EDNS payload size offered (the DNS flag day 2020 value).
 const EDNS_PAYLOAD: u16 = 1232;
@@ -80,7 +97,7 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-pub(super) async fn probe(client: &Client, req: &RequestSpec) -> Outcome {
+async fn probe(client: &Client, req: &RequestSpec) -> Outcome {
     let start = crate::clock::tokio_instant();
     let deadline = start + client.options().timeout;
     let mut out = Outcome::default();

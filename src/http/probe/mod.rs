@@ -14,18 +14,20 @@
 //!   message, messages read until one holds `expect`. Status is the upgrade's (101).
 //!
 //! A probe always opens its own connection (or socket): what it measures is the connect. Its
-//! duration is the whole probe ([`Outcome::duration`]).
+//! duration is the whole probe ([`Outcome::duration`](super::Outcome::duration)). Each is a
+//! [`Transport`](super::Transport) of its own, registered in `registry.rs`.
 
 mod dns;
 mod stream;
 mod ws;
 
+pub(crate) use dns::Dns;
+pub(crate) use stream::{Tcp, Tls};
+pub(crate) use ws::WebSocket;
+
 use std::time::Duration;
 
 use bytes::Bytes;
-
-use super::client::{Client, RequestSpec};
-use super::{ErrorClass, Outcome, Protocol};
 
 /// A probe target's own settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,28 +48,6 @@ impl Default for ProbeOptions {
             expiry_warning: DEFAULT_EXPIRY_WARNING,
         }
     }
-}
-
-/// Runs one probe of `req` (its URL names what to probe; its body is what to send).
-pub(crate) async fn send(client: &Client, protocol: Protocol, req: &RequestSpec) -> Outcome {
-    let mut out = match protocol {
-        Protocol::Tcp => stream::probe(client, req, false).await,
-        Protocol::Tls => stream::probe(client, req, true).await,
-        Protocol::Dns => dns::probe(client, req).await,
-        Protocol::WebSocket => {
-            let tls = req
-                .uri
-                .scheme_str()
-                .is_some_and(|s| s.eq_ignore_ascii_case("wss"));
-            ws::session(client, req, tls).await
-        }
-        Protocol::Http | Protocol::Grpc => Outcome {
-            error: Some(ErrorClass::Other),
-            ..Outcome::default()
-        },
-    };
-    out.protocol = protocol;
-    out
 }
 
 /// The DNS query a `dns://` URL asks: the name (a trailing dot added) and the record type.

@@ -6,11 +6,45 @@ use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::{Instant, timeout_at};
 
-use crate::http::client::{Client, RequestSpec, Target};
+use crate::http::client::{Client, RequestSpec};
+use crate::http::connect::Target;
 use crate::http::tls::Stream;
-use crate::http::{ErrorClass, Outcome, classify_io};
+use crate::http::transport::Transport;
+use crate::http::{ErrorClass, Outcome, Protocol, classify_io};
 
-pub(super) async fn probe(client: &Client, req: &RequestSpec, tls: bool) -> Outcome {
+/// `tcp://`: connect, then the optional exchange.
+pub(crate) struct Tcp;
+
+/// `tls://`: connect and handshake (the chain reported), then the optional exchange.
+pub(crate) struct Tls;
+
+impl Transport for Tcp {
+    fn new(_: &Client) -> Tcp {
+        Tcp
+    }
+
+    async fn send(&mut self, client: &Client, req: &RequestSpec) -> Outcome {
+        Outcome {
+            protocol: Protocol::Tcp,
+            ..probe(client, req, false).await
+        }
+    }
+}
+
+impl Transport for Tls {
+    fn new(_: &Client) -> Tls {
+        Tls
+    }
+
+    async fn send(&mut self, client: &Client, req: &RequestSpec) -> Outcome {
+        Outcome {
+            protocol: Protocol::Tls,
+            ..probe(client, req, true).await
+        }
+    }
+}
+
+async fn probe(client: &Client, req: &RequestSpec, tls: bool) -> Outcome {
     let opts = client.options();
     let start = crate::clock::tokio_instant();
     let deadline = start + opts.timeout;

@@ -7,116 +7,56 @@
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use tokio::time::{Instant, timeout_at};
+use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
-use crate::http::client::{Client, RequestSpec, Target};
-use crate::http::{ErrorClass, Outcome, classify_io};
+use crate::http::client::{Client, RequestSpec};
+use crate::http::connect::Target;
+use crate::http::tls::Stream;
+use crate::http::transport::Transport;
+use crate::http::{ErrorClass, Outcome, Protocol, classify_io};
 
-pub(super) async fn session(client: &Client, req: &RequestSpec, tls: bool) -> Outcome {
-    let opts = client.options();
-    let start = crate::clock::tokio_instant();
-    let deadline = start + opts.timeout;
-    let mut out = Outcome::default();
-    let Some(authority) = req.uri.authority() else {
-        out.error = Some(ErrorClass::Other);
-        return out;
-    };
-    let target = Target {
-        tls,
-        host: authority.host(),
-        port: authority.port_u16().unwrap_or(if tls { 443 } else { 80 }),
-        authority: authority.as_str(),
-    };
-    let Ok(mut request) = req.uri.clone().into_client_request() else {
-        out.error = Some(ErrorClass::Template);
-        return out;
-    };
-    for (name, value) in &req.headers {
-        request.headers_mut().append(name.clone(), value.clone());
+/// `ws://` and `wss://`: a session per request.
+pub(crate) struct WebSocket;
+
+impl Transport for WebSocket {
+    fn new(_: &Client) -> WebSocket {
+        WebSocket
     }
-    let dialed = match client.dial(&target, deadline, &mut out.phases).await {
-        Ok(d) => d,
-        Err(class) => {
-            out.error = Some(class);
-            return out;
+
+    async fn send(&mut self, client: &Client, req: &RequestSpec) -> Outcome {
+        let tls = req
+            .uri
+            .scheme_str()
+            .is_some_and(|s| s.eq_ignore_ascii_case("wss"));
+        Outcome {
+            protocol: Protocol::WebSocket,
+            ..session(client, req, tls).await
         }
+    }
+}
+
+async fn session(client: &Client, req: &RequestSpec, tls: bool) -> Outcome {
+    let start = crate::clock::tokio_instant();
+    let deadline = start + client.options().timeout;
+    let mut out = Outcome::default();
+    let Some(mut ws) = upgrade(client, req, tls, deadline, &mut out).await else {
+        return out;
     };
-    out.local_port = Some(dialed.local_port);
-    let t = crate::clock::tokio_instant();
-    let upgrade = timeout_at(
-        deadline,
-        tokio_tungstenite::client_async(request, dialed.stream),
-    )
-    .await;
-    out.phases.sending = crate::clock::elapsed(t);
-    let mut ws = match upgrade {
-        Ok(Ok((ws, response))) => {
-            out.status = Some(response.status().as_u16());
-            out.headers = response.headers().clone();
-            ws
-        }
-        // The server answered, and not with 101: its status is the outcome.
-        Ok(Err(WsError::Http(response))) => {
-            out.status = Some(response.status().as_u16());
-            out.headers = response.headers().clone();
-            out.body = response.body().clone().map(Bytes::from).unwrap_or_default();
-            return out;
-        }
-        Ok(Err(e)) => {
-            out.error = Some(classify(&e));
-            return out;
-        }
-        Err(_) => {
-            out.error = Some(ErrorClass::Timeout);
-            return out;
-        }
-    };
-    let expect = opts.probe.expect.as_deref();
+    let expect = client.options().probe.expect.as_deref();
     let sent_at = crate::clock::tokio_instant();
-    if !req.body.is_empty() {
-        let msg = match std::str::from_utf8(&req.body) {
-            Ok(text) => Message::text(text),
-            Err(_) => Message::binary(req.body.clone()),
-        };
-        match timeout_at(deadline, ws.send(msg)).await {
-            Ok(Ok(())) => out.bytes_sent = req.body.len() as u64,
-            Ok(Err(e)) => {
-                out.error = Some(classify(&e));
-                return out;
-            }
-            Err(_) => {
-                out.error = Some(ErrorClass::Timeout);
-                return out;
-            }
-        }
+    if !req.body.is_empty()
+        && let Err(class) = send_body(&mut ws, &req.body, deadline, &mut out).await
+    {
+        out.error = Some(class);
+        return out;
     }
     let mut first: Option<Instant> = None;
     let result = if req.body.is_empty() && expect.is_none() {
         Ok(())
     } else {
-        loop {
-            let data = match timeout_at(deadline, ws.next()).await {
-                Ok(Some(Ok(Message::Text(t)))) => Bytes::from(t),
-                Ok(Some(Ok(Message::Binary(b)))) => b,
-                // Pings are answered by tungstenite as the next read goes on.
-                Ok(Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_)))) => continue,
-                // Closed before what was expected: the `expect` check fails on what came.
-                Ok(Some(Ok(Message::Close(_)))) | Ok(None) => break Ok(()),
-                Ok(Some(Err(e))) => break Err(classify(&e)),
-                Err(_) => break Err(ErrorClass::Timeout),
-            };
-            first.get_or_insert_with(crate::clock::tokio_instant);
-            out.bytes_received += data.len() as u64;
-            let done = match expect {
-                Some(e) => memchr::memmem::find(&data, e).is_some(),
-                None => true,
-            };
-            out.body = data;
-            if done {
-                break Ok(());
-            }
-        }
+        read_until(&mut ws, expect, deadline, &mut first, &mut out).await
     };
     let end = crate::clock::tokio_instant();
     let first = first.unwrap_or(end);
@@ -128,6 +68,125 @@ pub(super) async fn session(client: &Client, req: &RequestSpec, tls: bool) -> Ou
     // A polite close, bounded by what is left of the timeout; its fate is not measured.
     let _ = timeout_at(deadline, ws.close(None)).await;
     out
+}
+
+/// The client's dialling, then the upgrade (`sending`: request to `101`). `None` when the
+/// session did not open: the outcome says why (a status other than 101 is the outcome's).
+async fn upgrade(
+    client: &Client,
+    req: &RequestSpec,
+    tls: bool,
+    deadline: Instant,
+    out: &mut Outcome,
+) -> Option<WebSocketStream<Stream>> {
+    let Some(authority) = req.uri.authority() else {
+        out.error = Some(ErrorClass::Other);
+        return None;
+    };
+    let target = Target {
+        tls,
+        host: authority.host(),
+        port: authority.port_u16().unwrap_or(if tls { 443 } else { 80 }),
+        authority: authority.as_str(),
+    };
+    let Ok(mut request) = req.uri.clone().into_client_request() else {
+        out.error = Some(ErrorClass::Template);
+        return None;
+    };
+    for (name, value) in &req.headers {
+        request.headers_mut().append(name.clone(), value.clone());
+    }
+    let dialed = match client.dial(&target, deadline, &mut out.phases).await {
+        Ok(d) => d,
+        Err(class) => {
+            out.error = Some(class);
+            return None;
+        }
+    };
+    out.local_port = Some(dialed.local_port);
+    let t = crate::clock::tokio_instant();
+    let upgrade = timeout_at(
+        deadline,
+        tokio_tungstenite::client_async(request, dialed.stream),
+    )
+    .await;
+    out.phases.sending = crate::clock::elapsed(t);
+    match upgrade {
+        Ok(Ok((ws, response))) => {
+            out.status = Some(response.status().as_u16());
+            out.headers = response.headers().clone();
+            Some(ws)
+        }
+        // The server answered, and not with 101: its status is the outcome.
+        Ok(Err(WsError::Http(response))) => {
+            out.status = Some(response.status().as_u16());
+            out.headers = response.headers().clone();
+            out.body = response.body().clone().map(Bytes::from).unwrap_or_default();
+            None
+        }
+        Ok(Err(e)) => {
+            out.error = Some(classify(&e));
+            None
+        }
+        Err(_) => {
+            out.error = Some(ErrorClass::Timeout);
+            None
+        }
+    }
+}
+
+/// The body as one message: text when it is UTF-8, else binary.
+async fn send_body(
+    ws: &mut WebSocketStream<Stream>,
+    body: &Bytes,
+    deadline: Instant,
+    out: &mut Outcome,
+) -> Result<(), ErrorClass> {
+    let msg = match std::str::from_utf8(body) {
+        Ok(text) => Message::text(text),
+        Err(_) => Message::binary(body.clone()),
+    };
+    match timeout_at(deadline, ws.send(msg)).await {
+        Ok(Ok(())) => {
+            out.bytes_sent = body.len() as u64;
+            Ok(())
+        }
+        Ok(Err(e)) => Err(classify(&e)),
+        Err(_) => Err(ErrorClass::Timeout),
+    }
+}
+
+/// Reads messages until one holds `expect` (without it: the first), or the session ends; the
+/// last message read is the outcome's body, `first` when the first one came.
+async fn read_until(
+    ws: &mut WebSocketStream<Stream>,
+    expect: Option<&[u8]>,
+    deadline: Instant,
+    first: &mut Option<Instant>,
+    out: &mut Outcome,
+) -> Result<(), ErrorClass> {
+    loop {
+        let data = match timeout_at(deadline, ws.next()).await {
+            Ok(Some(Ok(Message::Text(t)))) => Bytes::from(t),
+            Ok(Some(Ok(Message::Binary(b)))) => b,
+            // Pings are answered by tungstenite as the next read goes on.
+            Ok(Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_)))) => continue,
+            // Closed before what was expected: the `expect` check fails on what came.
+            Ok(Some(Ok(Message::Close(_)))) | Ok(None) => return Ok(()),
+            Ok(Some(Err(e))) => return Err(classify(&e)),
+            Err(_) => return Err(ErrorClass::Timeout),
+        };
+        first.get_or_insert_with(crate::clock::tokio_instant);
+        out.bytes_received += data.len() as u64;
+        let done = match expect {
+            Some(e) => memchr::memmem::find(&data, e).is_some(),
+            None => true,
+        };
+        out.body = data;
+        if done {
+            return Ok(());
+        }
+    }
 }
 
 fn classify(e: &WsError) -> ErrorClass {
