@@ -15,7 +15,7 @@ use std::time::Duration;
 use once_cell::race::OnceBox;
 
 use super::bounds::Bounds;
-use super::layout::{OCTAVES, PER_OCTAVE, slot_of};
+use super::layout::{OCTAVES, PER_OCTAVE, RECORD_SCHEMA, slot_of};
 use super::snapshot::{ClassicCounts, HistSnapshot};
 use super::views::NativeRead;
 
@@ -28,6 +28,8 @@ type Octave = [OnceBox<Block>; BLOCKS];
 type Octaves = [OnceBox<Octave>; OCTAVES];
 // `Histogram::made` has a bit per power of two.
 const _: () = assert!(OCTAVES <= 64);
+// A block is a run of keys a coarse bucket holds whole (`native_into`).
+const _: () = assert!(BLOCK.is_power_of_two() && PER_OCTAVE.is_multiple_of(BLOCK));
 
 /// A histogram many tasks record into concurrently: exponential buckets, exact count, sum,
 /// min and max, and classic counts when built [`Histogram::with_bounds`].
@@ -160,6 +162,18 @@ impl Histogram {
         if zero > 0 {
             f(0, zero);
         }
+        self.each_block(|first, counters| {
+            for (i, counter) in counters.iter().enumerate() {
+                let n = counter.load(Relaxed);
+                if n > 0 {
+                    f(first + i, n);
+                }
+            }
+        });
+    }
+
+    /// Calls `f(first slot, counters)` for every block made, ascending.
+    fn each_block(&self, mut f: impl FnMut(usize, &Block)) {
         let Some(octaves) = self.octaves.get() else {
             return;
         };
@@ -173,14 +187,8 @@ impl Histogram {
                 continue;
             };
             for (b, block) in blocks.iter().enumerate() {
-                let Some(counters) = block.get() else {
-                    continue;
-                };
-                for (i, counter) in counters.iter().enumerate() {
-                    let n = counter.load(Relaxed);
-                    if n > 0 {
-                        f(1 + o * PER_OCTAVE + b * BLOCK + i, n);
-                    }
+                if let Some(counters) = block.get() {
+                    f(1 + o * PER_OCTAVE + b * BLOCK, counters);
                 }
             }
         }
@@ -224,6 +232,23 @@ impl Histogram {
     /// reused: the exact merge of the recorded buckets, read in place.
     pub fn native_into(&self, schema: i32, out: &mut NativeRead) {
         out.begin(schema);
-        self.each_slot(|slot, n| out.add_slot(slot, n));
+        if out.schema > RECORD_SCHEMA - BLOCK.trailing_zeros() as i32 {
+            self.each_slot(|slot, n| out.add_slot(slot, n));
+            return;
+        }
+        // A block's 16 keys lie in one bucket at this schema (blocks start at multiples of 16
+        // keys): its counters are summed and the bucket found once.
+        let zero = self.zero.load(Relaxed);
+        if zero > 0 {
+            out.add_slot(0, zero);
+        }
+        self.each_block(|first, counters| {
+            let n = counters
+                .iter()
+                .fold(0u64, |t, c| t.wrapping_add(c.load(Relaxed)));
+            if n > 0 {
+                out.add_slot(first, n);
+            }
+        });
     }
 }
