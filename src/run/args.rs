@@ -86,6 +86,11 @@ pub struct RunArgs {
     /// Where shard 0 listens for the others (default: every address, the --collect URL's port).
     #[arg(long, value_name = "ADDR")]
     pub collect_listen: Option<std::net::SocketAddr>,
+    /// The token every shard and the collector share: the collector refuses a join or a share
+    /// without `Authorization: Bearer <token>`. `${env:NAME}` and `${file:PATH}` are read as in
+    /// --url; default: the SLOBURN_COLLECT_TOKEN environment variable when set.
+    #[arg(long, value_name = "TOKEN")]
+    pub collect_token: Option<String>,
     /// How long the shards wait for each other to start (default 5m: pods may be pulling).
     #[arg(long, value_name = "DURATION")]
     pub collect_timeout: Option<String>,

@@ -16,22 +16,31 @@
 //!   run inconclusive (75), never passed. The other shards print their share's summary and exit
 //!   0 once the collector has their figures (1 when it could not be told).
 //!
-//! No token: the collector's port is the Job's own (its headless Service); it takes only a
-//! join and one share per shard index, each checked.
+//! The collector serves on `crate::server`, hardened as the daemon's own server (idle and
+//! half-sent sockets give way, a share's body is held to [`MAX_SHARE`]). With a token
+//! (`--collect-token`, else `SLOBURN_COLLECT_TOKEN`) shared by every shard, it refuses a join or
+//! a share without `Authorization: Bearer <token>` (401, compared in constant time) and counts
+//! the refusals; without one it takes a join and one share per shard index from whoever reaches
+//! its port, and says so once.
 
+use crate::config::Secret;
 use crate::http::{Client, ClientOptions, RequestSpec, Resolver};
 use crate::load::plan::Shard;
 use crate::load::record::RunRecord;
 use crate::load::runner::RunReport;
 use anyhow::{Context, anyhow, bail};
 use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::HeaderMap;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use subtle::ConstantTimeEq;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 /// How far ahead of the last join the shards start.
 pub const LEAD: Duration = Duration::from_millis(1000);
@@ -43,6 +52,11 @@ pub const SLACK: Duration = Duration::from_secs(30);
 pub const MAX_SHARE: usize = 16 << 20;
 /// One call to the collector.
 const CALL_TIMEOUT: Duration = Duration::from_secs(2);
+/// Where the shards' token comes from without `--collect-token`.
+pub const TOKEN_ENV: &str = "SLOBURN_COLLECT_TOKEN";
+/// Time for a connection to the collector to send its first byte, then a whole request head
+/// (the daemon's default `server.header_timeout`).
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The collector's side: who joined, when everyone starts, what came in.
 struct Room {
@@ -51,6 +65,10 @@ struct Room {
     joined: Mutex<BTreeSet<u32>>,
     start_at_ms: Mutex<Option<u64>>,
     shares: Mutex<BTreeMap<u32, RunRecord>>,
+    /// The shards' shared token; `None`: anyone who reaches the port may join.
+    token: Option<Secret>,
+    /// Calls refused for a missing or wrong token.
+    refused: AtomicU64,
 }
 
 /// A run's part in a collected run, between the barrier and the verdict.
@@ -64,7 +82,8 @@ enum Role {
     Collector {
         room: Arc<Room>,
         stop: CancellationToken,
-        server: tokio::task::JoinHandle<()>,
+        /// The collector's server and its connections.
+        server: TaskTracker,
         /// Shards that had not joined when the run started.
         absent: Vec<u32>,
     },
@@ -72,6 +91,7 @@ enum Role {
         url: String,
         shard: u32,
         client: Client,
+        token: Option<Secret>,
     },
 }
 
@@ -99,52 +119,94 @@ pub fn collector_url(s: &str) -> anyhow::Result<(String, u16)> {
     Ok((format!("http://{host}:{port}"), port))
 }
 
+/// The shards' shared token: `--collect-token` (`${env:NAME}` and `${file:PATH}` expanded, as
+/// in `--url`), else [`TOKEN_ENV`] when set; `None` without either.
+pub fn token(flag: Option<&str>) -> anyhow::Result<Option<Secret>> {
+    let value = match flag {
+        Some(f) => crate::config::expand_flag(f, &crate::config::Env::process())
+            .map_err(|e| anyhow!("--collect-token: {e}"))?,
+        None => match std::env::var(TOKEN_ENV) {
+            Ok(v) => v,
+            Err(std::env::VarError::NotPresent) => return Ok(None),
+            Err(std::env::VarError::NotUnicode(_)) => bail!("{TOKEN_ENV} is not UTF-8"),
+        },
+    };
+    if value.is_empty() {
+        bail!("--collect-token (or {TOKEN_ENV}) is empty: give every shard the same token");
+    }
+    if http::HeaderValue::from_str(&value).is_err() || value.contains(' ') {
+        bail!("--collect-token (or {TOKEN_ENV}) holds spaces or characters HTTP does not allow");
+    }
+    Ok(Some(Secret::new(value)))
+}
+
 /// The barrier: the collector listens and waits for every shard to join, the others join it;
 /// both within `timeout`. Returns the start instant and this process's part.
 pub async fn join(
     url: &str,
-    listen: Option<SocketAddr>,
+    args: &super::args::RunArgs,
     shard: Shard,
     profile: &str,
     timeout: Duration,
 ) -> anyhow::Result<Collect> {
     let (base, port) = collector_url(url)?;
+    let token = token(args.collect_token.as_deref())?;
     if shard.index() == 0 {
-        let addr = listen.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], port)));
-        collect_joins(addr, shard.count(), profile, timeout).await
+        let addr = args
+            .collect_listen
+            .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], port)));
+        let room = Room {
+            count: shard.count(),
+            profile: profile.to_string(),
+            joined: Mutex::new(BTreeSet::new()),
+            start_at_ms: Mutex::new(None),
+            shares: Mutex::new(BTreeMap::new()),
+            token,
+            refused: AtomicU64::new(0),
+        };
+        collect_joins(addr, room, timeout).await
     } else {
-        join_collector(&base, shard, profile, timeout).await
+        join_collector(&base, shard, profile, timeout, token).await
     }
 }
 
-async fn collect_joins(
-    addr: SocketAddr,
-    count: u32,
-    profile: &str,
-    timeout: Duration,
-) -> anyhow::Result<Collect> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
+/// The collector's server on `addr`: the daemon's hardening, a share's size as its body limit,
+/// stopped by the returned token.
+fn listen(addr: SocketAddr, room: &Arc<Room>) -> anyhow::Result<(CancellationToken, TaskTracker)> {
+    let listener = crate::server::bind(addr)
         .with_context(|| format!("--collect-listen {addr}: cannot listen"))?;
-    let room = Arc::new(Room {
-        count,
-        profile: profile.to_string(),
-        joined: Mutex::new(BTreeSet::new()),
-        start_at_ms: Mutex::new(None),
-        shares: Mutex::new(BTreeMap::new()),
-    });
     let app = axum::Router::new()
         .route("/v1/join", axum::routing::post(on_join))
         .route("/v1/shares/{shard}", axum::routing::post(on_share))
         .layer(DefaultBodyLimit::max(MAX_SHARE))
         .with_state(room.clone());
+    let fds = crate::limits::nofile().map_or(1024, |l| l.soft);
+    let slots = room.count.saturating_mul(2).max(64);
+    let limits = crate::server::Limits {
+        max_body: Some(MAX_SHARE),
+        ..crate::server::Limits::new(HEADER_TIMEOUT, slots, fds)
+    };
     let stop = CancellationToken::new();
-    let stopped = stop.clone();
-    let server = tokio::spawn(async move {
-        let _ = axum::serve(listener, app)
-            .with_graceful_shutdown(async move { stopped.cancelled().await })
-            .await;
-    });
+    let server = TaskTracker::new();
+    server.spawn(crate::server::serve(
+        listener,
+        app,
+        limits,
+        stop.clone(),
+        server.clone(),
+    ));
+    Ok((stop, server))
+}
+
+async fn collect_joins(addr: SocketAddr, room: Room, timeout: Duration) -> anyhow::Result<Collect> {
+    let room = Arc::new(room);
+    let (count, profile) = (room.count, room.profile.as_str());
+    let (stop, server) = listen(addr, &room)?;
+    if room.token.is_none() {
+        eprintln!(
+            "warning: the collector on {addr} is unauthenticated: whoever reaches it can join and hand in figures; give every shard --collect-token (or {TOKEN_ENV})"
+        );
+    }
     eprintln!(
         "collecting shards 1..{count} of profile `{profile}` on {addr}; waiting up to {} for them to join",
         crate::units::format_duration(timeout)
@@ -182,9 +244,13 @@ async fn collect_joins(
 /// while the collector waits for the others, 409 when the shard cannot join this run.
 async fn on_join(
     State(room): State<Arc<Room>>,
+    headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> (StatusCode, axum::Json<Value>) {
     let refuse = |code, why: String| (code, axum::Json(json!({ "error": why })));
+    if let Err(why) = authorize(&room, &headers) {
+        return refuse(StatusCode::UNAUTHORIZED, why.into());
+    }
     let v: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
         Err(e) => return refuse(StatusCode::BAD_REQUEST, format!("not a join: {e}")),
@@ -235,9 +301,13 @@ async fn on_join(
 async fn on_share(
     State(room): State<Arc<Room>>,
     Path(shard): Path<u32>,
+    headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> (StatusCode, axum::Json<Value>) {
     let refuse = |code, why: String| (code, axum::Json(json!({ "error": why })));
+    if let Err(why) = authorize(&room, &headers) {
+        return refuse(StatusCode::UNAUTHORIZED, why.into());
+    }
     if !room.joined.lock().is_ok_and(|j| j.contains(&shard)) {
         return refuse(
             StatusCode::CONFLICT,
@@ -262,6 +332,27 @@ async fn on_share(
     }
 }
 
+/// The bearer token of a call against the room's, as the daemon's admin token is checked: one
+/// space after the scheme, nothing trimmed, compared in constant time (`subtle`).
+fn authorize(room: &Room, headers: &HeaderMap) -> Result<(), &'static str> {
+    let Some(token) = &room.token else {
+        return Ok(());
+    };
+    let given = headers
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    let why = match given {
+        Some(g) if bool::from(g.as_bytes().ct_eq(token.expose().as_bytes())) => return Ok(()),
+        Some(_) => "wrong bearer token",
+        None => {
+            "missing `Authorization: Bearer <token>`: give every shard the collector's --collect-token"
+        }
+    };
+    room.refused.fetch_add(1, Relaxed);
+    Err(why)
+}
+
 fn client() -> Client {
     Client::new(
         ClientOptions {
@@ -273,14 +364,26 @@ fn client() -> Client {
     )
 }
 
-async fn post(client: &Client, url: &str, body: Vec<u8>) -> Result<(u16, Value), String> {
+async fn post(
+    client: &Client,
+    url: &str,
+    token: Option<&Secret>,
+    body: Vec<u8>,
+) -> Result<(u16, Value), String> {
+    let mut headers = http::HeaderMap::from_iter([(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    )]);
+    if let Some(t) = token {
+        let mut bearer = http::HeaderValue::from_str(&format!("Bearer {}", t.expose()))
+            .map_err(|_| "the token is no header value".to_string())?;
+        bearer.set_sensitive(true);
+        headers.insert(http::header::AUTHORIZATION, bearer);
+    }
     let req = RequestSpec {
         method: http::Method::POST,
         uri: url.parse().map_err(|_| format!("`{url}` is not a URL"))?,
-        headers: http::HeaderMap::from_iter([(
-            http::header::CONTENT_TYPE,
-            http::HeaderValue::from_static("application/json"),
-        )]),
+        headers,
         body: bytes::Bytes::from(body),
     };
     let mut conn = client.conn();
@@ -299,6 +402,7 @@ async fn join_collector(
     shard: Shard,
     profile: &str,
     timeout: Duration,
+    token: Option<Secret>,
 ) -> anyhow::Result<Collect> {
     let client = client();
     let url = format!("{base}/v1/join");
@@ -309,7 +413,7 @@ async fn join_collector(
     let until = crate::clock::tokio_instant() + timeout * 2 + LEAD;
     let mut last = String::from("not asked yet");
     while crate::clock::tokio_instant() < until {
-        match post(&client, &url, body.clone()).await {
+        match post(&client, &url, token.as_ref(), body.clone()).await {
             Ok((200, v)) => {
                 let at = v["start_at_ms"]
                     .as_u64()
@@ -320,6 +424,7 @@ async fn join_collector(
                         url: format!("{base}/v1/shares/{}", shard.index()),
                         shard: shard.index(),
                         client,
+                        token,
                     },
                 });
             }
@@ -349,12 +454,17 @@ impl Collect {
     /// evaluated again on the sum.
     pub async fn finish(self, report: &mut RunReport, planned: Duration) -> Collected {
         match self.role {
-            Role::Share { url, shard, client } => {
+            Role::Share {
+                url,
+                shard,
+                client,
+                token,
+            } => {
                 let body = serde_json::to_vec(&report.stats).unwrap_or_default();
                 let mut last = String::new();
                 // A few tries: the collector is up (it started this run) unless it died.
                 for _ in 0..10 {
-                    match post(&client, &url, body.clone()).await {
+                    match post(&client, &url, token.as_ref(), body.clone()).await {
                         Ok((200, _)) => return Collected::Share { delivered: Ok(()) },
                         Ok((code, v)) => {
                             last = format!(
@@ -393,7 +503,14 @@ impl Collect {
                     tokio::time::sleep(RETRY / 4).await;
                 }
                 stop.cancel();
-                let _ = server.await;
+                server.close();
+                server.wait().await;
+                let refused = room.refused.load(Relaxed);
+                if refused > 0 {
+                    eprintln!(
+                        "warning: the collector refused {refused} calls without the shards' token"
+                    );
+                }
                 let shares = room
                     .shares
                     .lock()

@@ -194,8 +194,7 @@ async fn join_collect(
                     .map_err(|e| Usage(format!("--collect-timeout `{t}`: {e}")))?,
                 None => Duration::from_secs(300),
             };
-            let c = super::collect::join(url, args.collect_listen, r.spec.shard, &r.name, timeout)
-                .await?;
+            let c = super::collect::join(url, args, r.spec.shard, &r.name, timeout).await?;
             let wait = c.start_at_ms.saturating_sub(crate::clock::unix_ms());
             spec.start_time = spec.start_time.saturating_add(Duration::from_millis(wait));
             Ok(Some(c))

@@ -382,7 +382,7 @@ const CLUSTER_SCOPED: &[&str] = &[
 ];
 
 /// Secrets the user creates (docs/kubernetes.md): never committed, so never rendered.
-const USER_SECRETS: &[&str] = &["sloburn-admin"];
+const USER_SECRETS: &[&str] = &["sloburn-admin", "sloburn-collect"];
 
 /// (kind, name) of every object a pod template refers to by name.
 fn pod_references(w: &Value) -> Vec<(&'static str, String)> {
