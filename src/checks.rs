@@ -172,12 +172,9 @@ impl Check {
                 }
             }
             CheckKind::DurationUnder(limit) => outcome.duration() < *limit,
-            CheckKind::CertificateValidFor(d) => outcome.cert_not_after.is_some_and(|t| {
-                let now = crate::clock::system_time()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |n| n.as_secs() as i64);
-                t.saturating_sub(now) >= d.as_secs() as i64
-            }),
+            CheckKind::CertificateValidFor(d) => outcome
+                .cert_seconds_left
+                .is_some_and(|left| left >= d.as_secs() as i64),
         }
     }
 }
@@ -264,6 +261,33 @@ mod tests {
             kind,
         };
         assert_eq!(c.passes(outcome), expected, "{c:?} on {outcome:?}");
+    }
+
+    #[test]
+    fn a_certificate_check_reads_the_seconds_left_at_the_handshake() {
+        let week = Duration::from_secs(7 * 86_400);
+        let left = |secs: Option<i64>| Outcome {
+            status: Some(0),
+            cert_seconds_left: secs,
+            ..Outcome::default()
+        };
+        check(
+            CheckKind::CertificateValidFor(week),
+            &left(Some(8 * 86_400)),
+            true,
+        );
+        check(
+            CheckKind::CertificateValidFor(week),
+            &left(Some(7 * 86_400)),
+            true,
+        );
+        check(
+            CheckKind::CertificateValidFor(week),
+            &left(Some(6 * 86_400)),
+            false,
+        );
+        check(CheckKind::CertificateValidFor(week), &left(Some(-5)), false);
+        check(CheckKind::CertificateValidFor(week), &left(None), false);
     }
 
     #[test]

@@ -311,6 +311,9 @@ pub struct Outcome {
     pub protocol: Protocol,
     /// A TLS probe's earliest certificate expiry in the chain the server sent (Unix seconds).
     pub cert_not_after: Option<i64>,
+    /// Seconds from the handshake to `cert_not_after` (negative once expired), read on the
+    /// clock when the chain arrived, so the certificate check needs no clock of its own.
+    pub cert_seconds_left: Option<i64>,
     /// Set when the request failed in transport (no status, or the body broke).
     pub error: Option<ErrorClass>,
     pub bytes_sent: u64,

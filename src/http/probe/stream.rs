@@ -76,6 +76,8 @@ async fn probe(client: &Client, req: &RequestSpec, tls: bool) -> Outcome {
         let chain = session.peer_certificates().unwrap_or_default();
         let (body, not_after) = certificate_report(chain, session);
         out.cert_not_after = not_after;
+        let now = crate::clock::since_epoch().as_secs() as i64;
+        out.cert_seconds_left = not_after.map(|t| t.saturating_sub(now));
         out.body = body;
     }
     let expect = opts.probe.expect.as_deref();
