@@ -25,7 +25,7 @@
 //! profile or SLO a 404.
 
 use super::runs::{Launch, StartError, launch_of, start, with_overrides};
-use super::state::{RunRecord, Shared};
+use super::state::{RunEntry, Shared};
 use crate::load::plan::planned_duration;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
@@ -298,7 +298,7 @@ fn start_one(
 }
 
 /// The answer for a finished run.
-fn verdict(r: &RunRecord, joined: bool) -> Answer {
+fn verdict(r: &RunEntry, joined: bool) -> Answer {
     let status = match r.result.as_str() {
         "passed" => StatusCode::OK,
         "error" => StatusCode::INTERNAL_SERVER_ERROR,
@@ -477,7 +477,7 @@ mod tests {
 
     #[test]
     fn an_inconclusive_run_is_a_503_naming_why_never_a_failed_canary() {
-        let record = |result: &str, reason: Option<&str>| RunRecord {
+        let record = |result: &str, reason: Option<&str>| RunEntry {
             id: 1,
             profile: "p".into(),
             target: "t".into(),

@@ -33,4 +33,4 @@ pub use reload::{WATCH_INTERVAL, reload};
 pub use runs::{StartError, start_run};
 #[doc(hidden)]
 pub use state::TEST_CLOCK_ENV;
-pub use state::{ProfileView, RunRecord, Shared, Source, ThresholdRecord};
+pub use state::{ProfileView, RunEntry, Shared, Source, ThresholdRecord};

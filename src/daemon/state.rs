@@ -34,9 +34,10 @@ pub enum Source {
     Fixed(Box<Config>),
 }
 
-/// What the API shows about one run.
+/// What the API shows about one run (an `/api/runs` row; its figures are read from the run's
+/// [`RunRecord`](crate::load::record::RunRecord)).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct RunRecord {
+pub struct RunEntry {
     pub id: u64,
     pub profile: String,
     pub target: String,
@@ -58,7 +59,7 @@ pub struct RunRecord {
     pub shards: Option<serde_json::Value>,
 }
 
-impl RunRecord {
+impl RunEntry {
     /// A run with no figures yet: `result` (`running` as it starts) and why.
     pub(super) fn new(
         id: u64,
@@ -68,8 +69,8 @@ impl RunRecord {
         started_at: f64,
         result: &str,
         reason: Option<String>,
-    ) -> RunRecord {
-        RunRecord {
+    ) -> RunEntry {
+        RunEntry {
             id,
             profile: profile.to_string(),
             target: target.to_string(),
@@ -115,7 +116,7 @@ pub struct ProfileView {
 }
 
 /// How a run ended, once it has: `None` while it runs.
-pub(super) type Ending = tokio::sync::watch::Receiver<Option<RunRecord>>;
+pub(super) type Ending = tokio::sync::watch::Receiver<Option<RunEntry>>;
 
 /// Every SLO's burn-down, by name.
 pub(super) type BurnDowns = Arc<Vec<(String, BurnDown)>>;
@@ -168,7 +169,7 @@ pub struct Shared {
     pub(super) generation: Mutex<CancellationToken>,
     pub(super) profiles: Mutex<BTreeMap<String, ProfileState>>,
     /// The last [`RUNS_PER_PROFILE`] runs of each profile, oldest first (also in the store).
-    pub(super) history: Mutex<BTreeMap<String, VecDeque<RunRecord>>>,
+    pub(super) history: Mutex<BTreeMap<String, VecDeque<RunEntry>>>,
     /// The newest run details, for a store that is not open: `(run id, detail JSON)`.
     pub(super) details: Mutex<VecDeque<(u64, Arc<str>)>>,
     /// Each profile's last hour and its run in progress.
@@ -374,8 +375,8 @@ impl Shared {
     }
 
     /// Every kept run, newest first; only `profile`'s when given.
-    pub fn recent_runs(&self, profile: Option<&str>) -> Vec<RunRecord> {
-        let mut runs: Vec<RunRecord> = self
+    pub fn recent_runs(&self, profile: Option<&str>) -> Vec<RunEntry> {
+        let mut runs: Vec<RunEntry> = self
             .history
             .lock()
             .map(|h| {
@@ -390,7 +391,7 @@ impl Shared {
     }
 
     /// One kept run.
-    pub fn run_record(&self, id: u64) -> Option<RunRecord> {
+    pub fn run_record(&self, id: u64) -> Option<RunEntry> {
         let h = self.history.lock().ok()?;
         h.values()
             .flat_map(|r| r.iter())
@@ -399,7 +400,7 @@ impl Shared {
     }
 
     /// Adds or replaces a run in the history, dropping the profile's oldest past the limit.
-    pub(super) fn remember(&self, record: &RunRecord) {
+    pub(super) fn remember(&self, record: &RunEntry) {
         if let Ok(mut h) = self.history.lock() {
             let runs = h.entry(record.profile.clone()).or_default();
             match runs.iter_mut().find(|r| r.id == record.id) {
@@ -429,7 +430,7 @@ impl Shared {
         };
         self.next_id.fetch_max(max_id, Relaxed);
         for stored in runs.iter().rev() {
-            match serde_json::from_str::<RunRecord>(&stored.record) {
+            match serde_json::from_str::<RunEntry>(&stored.record) {
                 Ok(r) => self.remember(&r),
                 Err(e) => {
                     tracing::warn!(run = stored.id, error = %e, "skipping an unreadable stored run")

@@ -103,7 +103,8 @@ pub struct RunArgs {
     /// Outputs (repeatable): `json=FILE` writes k6's per-sample NDJSON (Metric and Point
     /// lines); `json-agg=FILE` one aggregate JSON line per second;
     /// `prometheus-rw=URL[?interval=5s&native=true]` pushes to a Prometheus remote write
-    /// receiver every interval and at the end.
+    /// receiver every interval and at the end; `opentelemetry[=URL]` pushes OTLP/HTTP metrics
+    /// (by default to `$OTEL_EXPORTER_OTLP_ENDPOINT`, else http://localhost:4318).
     #[arg(long)]
     pub out: Vec<String>,
     /// A `testid` label on every series `--out prometheus-rw` pushes.

@@ -75,7 +75,7 @@ pub(super) async fn series(
 ) -> Result<Response, ApiError> {
     authorize(&shared, &headers, false)?;
     let now = crate::clock::since_epoch().as_secs() as i64;
-    let last_runs: std::collections::BTreeMap<String, crate::daemon::state::RunRecord> = {
+    let last_runs: std::collections::BTreeMap<String, crate::daemon::state::RunEntry> = {
         let mut m = std::collections::BTreeMap::new();
         for r in shared.recent_runs(None) {
             if r.result != "running" {

@@ -2,7 +2,7 @@
 //! gauges, the idle heap release.
 
 use crate::daemon::state::{
-    DETAILS_IN_MEMORY, RUNS_PER_PROFILE, RunRecord, Shared, ThresholdRecord,
+    DETAILS_IN_MEMORY, RUNS_PER_PROFILE, RunEntry, Shared, ThresholdRecord,
 };
 use crate::load::runner::{Abort, RunReport};
 use crate::store::StoredRun;
@@ -14,7 +14,7 @@ use super::*;
 
 /// Writes a run (and its detail) to the store on a blocking thread, or queues it until the
 /// store can take it; keeps the newest details in memory too, for the API meanwhile.
-pub(super) fn save(shared: &Arc<Shared>, record: &RunRecord, detail: Option<&RunDetail>) {
+pub(super) fn save(shared: &Arc<Shared>, record: &RunEntry, detail: Option<&RunDetail>) {
     let detail = detail.and_then(|d| serde_json::to_string(d).ok());
     if let Some(d) = &detail
         && let Ok(mut kept) = shared.details.lock()
@@ -53,7 +53,7 @@ pub(super) fn set_threshold_gauges(shared: &Shared, profile: &str, report: &RunR
 }
 
 /// A finished run's figures, thresholds and result in its record.
-pub(crate) fn fill(record: &mut RunRecord, report: &RunReport) {
+pub(crate) fn fill(record: &mut RunEntry, report: &RunReport) {
     let s = &report.stats;
     record.requests = s.requests;
     record.rate = s.per_second(s.requests);
@@ -148,9 +148,9 @@ pub(super) fn finish(
     shared: &Arc<Shared>,
     profile: &str,
     id: u64,
-    record: RunRecord,
+    record: RunEntry,
     detail: Option<RunDetail>,
-    ended: &tokio::sync::watch::Sender<Option<RunRecord>>,
+    ended: &tokio::sync::watch::Sender<Option<RunEntry>>,
 ) {
     shared.metrics.run_finished(profile, &record.result);
     tracing::info!(

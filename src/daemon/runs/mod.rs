@@ -2,7 +2,7 @@
 //! the dashboard's recorder (scatter, live figures, the profile's series ring), stop it when
 //! its budget guard trips, and record how it ended (in memory and in the store).
 
-use super::state::{Ending, ProfileState, RunRecord, Share, ShareResult, Shared};
+use super::state::{Ending, ProfileState, RunEntry, Share, ShareResult, Shared};
 use crate::config::{self, Profile};
 use crate::load::iteration::Work;
 use crate::load::observe::Observers;
@@ -126,7 +126,7 @@ pub(super) fn start(
         Work::of(&shared.config(), &profile).ok_or(StartError::UnknownProfile)?
     };
     let (id, stopper) = claim(shared, &profile)?;
-    let record = RunRecord::new(
+    let record = RunEntry::new(
         id,
         name,
         &target.name,
@@ -232,8 +232,8 @@ async fn execute(
     profile: &Profile,
     target: &config::Target,
     running: Running,
-    mut record: RunRecord,
-) -> (RunRecord, Option<RunDetail>) {
+    mut record: RunEntry,
+) -> (RunEntry, Option<RunDetail>) {
     let Running {
         work,
         slo_events,

@@ -3,7 +3,7 @@
 
 use crate::daemon::peers::{self, PEER_TIMEOUT};
 use crate::daemon::runs::fill;
-use crate::daemon::state::{Ending, RunRecord, Shared};
+use crate::daemon::state::{Ending, RunEntry, Shared};
 use crate::http::Client;
 use crate::load::record;
 use crate::load::runner::Abort;
@@ -34,7 +34,7 @@ pub(super) async fn collect(
     id: u64,
     mut own: Ending,
     deadline_ms: u64,
-    verdict: tokio::sync::watch::Sender<Option<RunRecord>>,
+    verdict: tokio::sync::watch::Sender<Option<RunEntry>>,
 ) {
     let me = shared.shard.index();
     let shards = shared.shard.count();
@@ -318,15 +318,15 @@ pub(super) fn verdict_of(
     shared: &Shared,
     ask: &StartShare,
     id: u64,
-    own: Option<RunRecord>,
+    own: Option<RunEntry>,
     mut parts: BTreeMap<u32, Part>,
     abort: Option<String>,
     me: u32,
     shards: u32,
-) -> RunRecord {
+) -> RunEntry {
     let mut record = own.unwrap_or_else(|| {
         let why = "the daemon stopped before the run ended".to_string();
-        RunRecord::new(id, &ask.profile, "", "", 0.0, "error", Some(why))
+        RunEntry::new(id, &ask.profile, "", "", 0.0, "error", Some(why))
     });
     let own_report = local_report(shared, &ask.run);
     let mut per_shard = vec![json!({
