@@ -1,7 +1,7 @@
 //! `sloburn run --report FILE.html`: one self-contained file (uPlot, script, style and the
 //! run's data inlined; no `src` or `href` that loads anything) that opens from a CI artifact
-//! store or an email attachment with no network and no server. The `--report` output
-//! (`crate::output`) records the run and writes the page.
+//! store or an email attachment with no network and no server. This module only renders the
+//! page; the run's `--report` output records the run and calls it.
 
 use super::assets::{APP_CSS, APP_JS, UPLOT_CSS, UPLOT_JS};
 use super::detail::RunDetail;
