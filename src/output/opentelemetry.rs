@@ -81,20 +81,13 @@ fn string_value(v: &str) -> Option<AnyValue> {
 }
 
 fn attributes(run: &RunLabels, extra: &[(&str, &str)]) -> Vec<KeyValue> {
-    [
-        ("profile", run.profile.as_str()),
-        ("target", run.target.as_str()),
-    ]
-    .into_iter()
-    .chain(run.testid.as_deref().map(|t| ("testid", t)))
-    .chain(extra.iter().copied())
-    .filter(|(_, v)| !v.is_empty())
-    .map(|(k, v)| KeyValue {
-        key: k.to_string(),
-        value: string_value(v),
-        ..KeyValue::default()
-    })
-    .collect()
+    run.pairs(extra)
+        .map(|(k, v)| KeyValue {
+            key: k.to_string(),
+            value: string_value(v),
+            ..KeyValue::default()
+        })
+        .collect()
 }
 
 /// `h` as an OTLP exponential histogram point: the histogram's own buckets merged exactly to

@@ -86,6 +86,24 @@ pub struct RunLabels {
     pub testid: Option<String>,
 }
 
+impl RunLabels {
+    /// The run's label pairs, then `extra`, leaving out empty values: what both encoders put
+    /// on every series (remote write's labels, OTLP's attributes).
+    pub fn pairs<'a>(
+        &'a self,
+        extra: &'a [(&'a str, &'a str)],
+    ) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
+        [
+            ("profile", self.profile.as_str()),
+            ("target", self.target.as_str()),
+        ]
+        .into_iter()
+        .chain(self.testid.as_deref().map(|t| ("testid", t)))
+        .chain(extra.iter().copied())
+        .filter(|(_, v)| !v.is_empty())
+    }
+}
+
 /// What every push of one run shares.
 #[derive(Debug, Clone)]
 pub struct Series {

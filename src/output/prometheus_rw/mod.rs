@@ -77,20 +77,13 @@ impl Encoding for RemoteWrite {
 }
 
 fn labels_of(name: &str, run: &RunLabels, extra: &[(&str, &str)]) -> Vec<Label> {
-    let mut labels: Vec<Label> = [
-        ("__name__", name),
-        ("profile", run.profile.as_str()),
-        ("target", run.target.as_str()),
-    ]
-    .into_iter()
-    .chain(run.testid.as_deref().map(|t| ("testid", t)))
-    .chain(extra.iter().copied())
-    .filter(|(_, v)| !v.is_empty())
-    .map(|(n, v)| Label {
-        name: n.to_string(),
-        value: v.to_string(),
-    })
-    .collect();
+    let mut labels: Vec<Label> = std::iter::once(("__name__", name))
+        .chain(run.pairs(extra))
+        .map(|(n, v)| Label {
+            name: n.to_string(),
+            value: v.to_string(),
+        })
+        .collect();
     labels.sort();
     labels
 }
