@@ -180,8 +180,8 @@ pub struct Shared {
     pub(super) ready: AtomicBool,
     /// The config text last read, so the watch reloads only on a change.
     pub(super) last_config_text: Mutex<Option<String>>,
-    /// Wrong bearer tokens: counted for the log and the back-off.
-    pub(super) auth_failures: AuthFailures,
+    /// Wrong bearer tokens by source: counted for the log and the back-off.
+    pub(super) auth_failures: crate::server::WrongTokens,
     /// Runs started by the Flagger hook, by call (canary, phase, checksum, metadata), so a
     /// second call with the same key waits for the first one's run: `(run id, its ending)`.
     pub(super) hook_runs: Mutex<BTreeMap<String, (u64, Ending)>>,
@@ -210,72 +210,6 @@ pub(super) struct Share {
     pub ending: Ending,
     /// Set when the share's run finished with a report.
     pub report: ShareResult,
-}
-
-/// Wrong bearer tokens per one-second window: past `AUTH_FAILURES_PER_SECOND` in the current
-/// window every token-checked request answers 429 until the window ends, so guessing runs at
-/// most that fast. Logged at most once a second, with a count.
-#[derive(Default)]
-pub struct AuthFailures {
-    inner: Mutex<AuthWindow>,
-}
-
-/// Wrong tokens allowed per second before token-checked requests answer 429.
-pub const AUTH_FAILURES_PER_SECOND: u32 = 20;
-
-#[derive(Default)]
-struct AuthWindow {
-    window_start: Option<tokio::time::Instant>,
-    in_window: u32,
-    last_log: Option<tokio::time::Instant>,
-    unlogged: u64,
-}
-
-impl AuthFailures {
-    /// Whether token checks are suspended for the rest of the current second.
-    pub fn limited(&self, now: tokio::time::Instant) -> bool {
-        let Ok(w) = self.inner.lock() else {
-            return false;
-        };
-        w.window_start
-            .is_some_and(|s| now.duration_since(s) < std::time::Duration::from_secs(1))
-            && w.in_window >= AUTH_FAILURES_PER_SECOND
-    }
-
-    /// Counts one wrong token; returns how many to log now (the first of a quiet second, with
-    /// those not yet logged), or None while a line was written less than a second ago.
-    pub fn record(&self, now: tokio::time::Instant) -> Option<u64> {
-        let mut w = self.inner.lock().ok()?;
-        let second = std::time::Duration::from_secs(1);
-        match w.window_start {
-            Some(s) if now.duration_since(s) < second => w.in_window += 1,
-            _ => {
-                w.window_start = Some(now);
-                w.in_window = 1;
-            }
-        }
-        w.unlogged += 1;
-        Self::due(&mut w, now)
-    }
-
-    /// Failures not yet logged once a second has passed since the last line (the daemon's
-    /// one-second tick calls this, so the last burst is logged too).
-    pub fn take_unlogged(&self, now: tokio::time::Instant) -> Option<u64> {
-        let mut w = self.inner.lock().ok()?;
-        Self::due(&mut w, now)
-    }
-
-    fn due(w: &mut AuthWindow, now: tokio::time::Instant) -> Option<u64> {
-        let quiet = w
-            .last_log
-            .is_none_or(|l| now.duration_since(l) >= std::time::Duration::from_secs(1));
-        if quiet && w.unlogged > 0 {
-            w.last_log = Some(now);
-            Some(std::mem::take(&mut w.unlogged))
-        } else {
-            None
-        }
-    }
 }
 
 /// Test hook, not a user setting: `SLOBURN_TEST_CLOCK_START=<unix seconds>` starts the daemon's
@@ -336,7 +270,7 @@ impl Shared {
             next_id: AtomicU64::new(0),
             ready: AtomicBool::new(false),
             last_config_text: Mutex::new(text),
-            auth_failures: AuthFailures::default(),
+            auth_failures: crate::server::WrongTokens::default(),
             hook_runs: Mutex::new(BTreeMap::new()),
             shares: Mutex::new(VecDeque::new()),
             verdicts: Mutex::new(VecDeque::new()),
@@ -506,32 +440,5 @@ impl Shared {
                     .collect()
             })
             .unwrap_or_default()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::Duration;
-
-    #[test]
-    fn wrong_tokens_are_limited_per_second_and_logged_once_a_second() {
-        let f = AuthFailures::default();
-        let t0 = crate::clock::tokio_instant();
-        assert!(!f.limited(t0));
-        assert_eq!(f.record(t0), Some(1));
-        for i in 1..AUTH_FAILURES_PER_SECOND {
-            assert!(!f.limited(t0 + Duration::from_millis(i as u64)));
-            assert_eq!(f.record(t0 + Duration::from_millis(i as u64)), None);
-        }
-        assert!(f.limited(t0 + Duration::from_millis(500)));
-        assert_eq!(f.take_unlogged(t0 + Duration::from_millis(500)), None);
-        let later = t0 + Duration::from_millis(1001);
-        assert!(!f.limited(later));
-        assert_eq!(
-            f.take_unlogged(later),
-            Some(AUTH_FAILURES_PER_SECOND as u64 - 1)
-        );
-        assert_eq!(f.take_unlogged(later + Duration::from_secs(5)), None);
     }
 }

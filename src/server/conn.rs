@@ -35,10 +35,21 @@ pub trait Handler: Send + Sync + 'static {
     fn serve(&self, stream: TcpStream, conn: Connection) -> impl Future<Output = ()> + Send;
 }
 
-/// An axum app: the socket as it is and the router's clone on each connection.
+/// An axum app: the socket as it is and the router's clone on each connection. Each request
+/// carries its peer's address as axum's `ConnectInfo<SocketAddr>` (the token limiter keys
+/// wrong tokens by it).
 impl Handler for axum::Router {
     async fn serve(&self, stream: TcpStream, conn: Connection) {
-        let service = hyper_util::service::TowerToHyperService::new(self.clone());
+        let peer = stream.peer_addr().ok();
+        let router = self.clone();
+        let service = hyper::service::service_fn(move |mut req: Request<RequestBody>| {
+            if let Some(peer) = peer {
+                req.extensions_mut()
+                    .insert(axum::extract::ConnectInfo(peer));
+            }
+            // A `Router` is always ready: no `poll_ready` to wait on.
+            tower_service::Service::call(&mut router.clone(), req)
+        });
         conn.serve(stream, service).await;
     }
 }

@@ -27,9 +27,11 @@
 
 mod conn;
 mod table;
+mod tokens;
 
 pub use conn::{BoxError, Connection, Handler, RequestBody};
 pub use table::{DAEMON_MAX_BODY, Limits};
+pub use tokens::{MAX_SOURCES, PER_SOURCE_PER_SECOND, Source, WrongTokens, token_matches};
 
 use conn::Server;
 use hyper_util::rt::TokioTimer;

@@ -17,6 +17,7 @@ mod flagger;
 mod fuzz;
 mod groups;
 mod grpc;
+mod guard;
 mod h2;
 mod hardening;
 mod hardening_config;

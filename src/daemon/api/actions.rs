@@ -7,7 +7,7 @@ use crate::daemon::runs::{StartError, start_run};
 use crate::daemon::shardrun;
 use crate::daemon::state::Shared;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde_json::json;
@@ -17,7 +17,7 @@ use super::*;
 /// Flagger's webhook: the token check (header or metadata `token`), then [`hooks::answer`].
 pub(super) async fn flagger_hook(
     State(shared): State<AppState>,
-    headers: HeaderMap,
+    caller: Caller,
     body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
     let payload = hooks::parse(&body);
@@ -26,9 +26,10 @@ pub(super) async fn flagger_hook(
         .ok()
         .and_then(|p| p.metadata.get("token"))
         .map(String::as_str);
-    authorize_hook(&shared, &headers, metadata_token)?;
+    authorize_hook(&shared, &caller, metadata_token)?;
     let payload = payload.map_err(|e| ApiError(StatusCode::BAD_REQUEST, e))?;
-    let header_timeout = headers
+    let header_timeout = caller
+        .headers
         .get(hooks::TIMEOUT_HEADER)
         .map(|v| v.to_str().unwrap_or("(not text)"));
     let answer = hooks::answer(&shared, &payload, header_timeout).await;
@@ -38,9 +39,9 @@ pub(super) async fn flagger_hook(
 pub(super) async fn run_now(
     State(shared): State<AppState>,
     Path(name): Path<String>,
-    headers: HeaderMap,
+    caller: Caller,
 ) -> Result<Response, ApiError> {
-    authorize(&shared, &headers, true)?;
+    authorize(&shared, &caller, true)?;
     // A split profile over peers runs on every shard at once (`shardrun`), with one verdict
     // at `/api/shard-runs/{shard_run}` here.
     let everywhere = crate::daemon::runs::launch_of(&shared, &name)
@@ -79,10 +80,10 @@ pub(super) async fn run_now(
 /// A collector starting this shard's share of a run on every shard (`shardrun`).
 pub(super) async fn shard_run_start(
     State(shared): State<AppState>,
-    headers: HeaderMap,
+    caller: Caller,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    authorize(&shared, &headers, true)?;
+    authorize(&shared, &caller, true)?;
     let ask = serde_json::from_slice(&body).map_err(|e| {
         ApiError(
             StatusCode::BAD_REQUEST,
@@ -99,9 +100,9 @@ pub(super) async fn shard_run(
     State(shared): State<AppState>,
     Path(run): Path<String>,
     Query(q): Query<SloQuery>,
-    headers: HeaderMap,
+    caller: Caller,
 ) -> Result<Response, ApiError> {
-    authorize(&shared, &headers, false)?;
+    authorize(&shared, &caller, false)?;
     q.local(&shared)?;
     let local = q.scope.as_deref() == Some("local");
     let view = if local {
@@ -126,10 +127,10 @@ pub(super) async fn shard_run(
 pub(super) async fn shard_run_abort(
     State(shared): State<AppState>,
     Path(run): Path<String>,
-    headers: HeaderMap,
+    caller: Caller,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    authorize(&shared, &headers, true)?;
+    authorize(&shared, &caller, true)?;
     let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
     let reason: String = v["reason"]
         .as_str()
@@ -150,26 +151,26 @@ pub(super) async fn shard_run_abort(
 pub(super) async fn pause(
     State(shared): State<AppState>,
     Path(name): Path<String>,
-    headers: HeaderMap,
+    caller: Caller,
 ) -> Result<Response, ApiError> {
-    set_paused(&shared, &name, &headers, true)
+    set_paused(&shared, &name, &caller, true)
 }
 
 pub(super) async fn resume(
     State(shared): State<AppState>,
     Path(name): Path<String>,
-    headers: HeaderMap,
+    caller: Caller,
 ) -> Result<Response, ApiError> {
-    set_paused(&shared, &name, &headers, false)
+    set_paused(&shared, &name, &caller, false)
 }
 
 pub(super) fn set_paused(
     shared: &Shared,
     name: &str,
-    headers: &HeaderMap,
+    caller: &Caller,
     paused: bool,
 ) -> Result<Response, ApiError> {
-    authorize(shared, headers, true)?;
+    authorize(shared, caller, true)?;
     if shared.set_paused(name, paused) {
         Ok(axum::Json(json!({ "profile": name, "paused": paused })).into_response())
     } else {
@@ -182,9 +183,9 @@ pub(super) fn set_paused(
 
 pub(super) async fn reload(
     State(shared): State<AppState>,
-    headers: HeaderMap,
+    caller: Caller,
 ) -> Result<Response, ApiError> {
-    authorize(&shared, &headers, true)?;
+    authorize(&shared, &caller, true)?;
     match reload_config(&shared).await {
         Ok(true) => Ok(axum::Json(json!({ "reloaded": true })).into_response()),
         Ok(false) => Err(ApiError(

@@ -1,13 +1,39 @@
-//! Who may call what: the admin bearer token (compared by `subtle`), `protect_reads`, the
-//! hook's token (admin or `server.hook_token`), and the rate-limited log of failures.
+//! Who may call what: the admin bearer token (compared first, in constant time, by
+//! `crate::server::token_matches`), `protect_reads`, the hook's token (admin or
+//! `server.hook_token`), and wrong tokens limited and logged by their source
+//! (`crate::server::WrongTokens`).
 
 use crate::daemon::state::Shared;
+use crate::server::{Source, token_matches};
+use axum::extract::{ConnectInfo, FromRequestParts};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
-use subtle::ConstantTimeEq;
+use std::net::SocketAddr;
 
 use super::*;
 
-pub(super) fn authorize(shared: &Shared, headers: &HeaderMap, write: bool) -> Result<(), ApiError> {
+/// A request's headers and the address it came from (none without a socket: `oneshot`).
+pub(super) struct Caller {
+    pub headers: HeaderMap,
+    pub source: Source,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Caller, Self::Rejection> {
+        let ip = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|c| c.0.ip());
+        Ok(Caller {
+            headers: parts.headers.clone(),
+            source: Source::of(ip),
+        })
+    }
+}
+
+pub(super) fn authorize(shared: &Shared, caller: &Caller, write: bool) -> Result<(), ApiError> {
     let cfg = shared.config();
     if !write && !cfg.server.protect_reads {
         return Ok(());
@@ -20,7 +46,8 @@ pub(super) fn authorize(shared: &Shared, headers: &HeaderMap, write: bool) -> Re
     };
     check_token(
         shared,
-        bearer(headers),
+        caller.source,
+        bearer(&caller.headers),
         &[token.expose()],
         "missing `Authorization: Bearer <token>`",
     )
@@ -30,7 +57,7 @@ pub(super) fn authorize(shared: &Shared, headers: &HeaderMap, write: bool) -> Re
 /// the payload's metadata `token`.
 pub(super) fn authorize_hook(
     shared: &Shared,
-    headers: &HeaderMap,
+    caller: &Caller,
     metadata_token: Option<&str>,
 ) -> Result<(), ApiError> {
     let cfg = shared.config();
@@ -45,9 +72,10 @@ pub(super) fn authorize_hook(
             "the Flagger hook is disabled: set server.hook_token (or server.admin_token)".into(),
         ));
     }
-    let given = bearer(headers).or(metadata_token);
+    let given = bearer(&caller.headers).or(metadata_token);
     check_token(
         shared,
+        caller.source,
         given,
         &tokens,
         "missing `Authorization: Bearer <token>` (or metadata `token`)",
@@ -64,34 +92,32 @@ pub(super) fn bearer(headers: &HeaderMap) -> Option<&str> {
         .and_then(|v| v.strip_prefix("Bearer "))
 }
 
-/// `given` against each of `tokens`, with the back-off, the count and the log of wrong ones.
+/// `given` against each of `tokens`, compared first: a right token is served whatever the
+/// limiter holds. A wrong or missing one from a source past its limit is answered 429
+/// (uncounted); else a wrong one is counted, logged (throttled) and answered 401.
 pub(super) fn check_token(
     shared: &Shared,
+    source: Source,
     given: Option<&str>,
     tokens: &[&str],
     missing: &str,
 ) -> Result<(), ApiError> {
+    if given.is_some_and(|g| token_matches(g, tokens)) {
+        return Ok(());
+    }
     let now = crate::clock::tokio_instant();
-    if shared.auth_failures.limited(now) {
+    if shared.auth_failures.limited(source, now) {
         return Err(ApiError(
             StatusCode::TOO_MANY_REQUESTS,
             "too many wrong bearer tokens; retry in a second".into(),
         ));
     }
-    let Some(given) = given else {
+    if given.is_none() {
         shared.metrics.admin_auth_failure(true);
         return Err(ApiError(StatusCode::UNAUTHORIZED, missing.into()));
-    };
-    // `subtle` compares in constant time for equal lengths; the length of a token is not
-    // secret. Every token is compared.
-    let ok = tokens.iter().fold(false, |ok, t| {
-        ok | bool::from(given.as_bytes().ct_eq(t.as_bytes()))
-    });
-    if ok {
-        return Ok(());
     }
     shared.metrics.admin_auth_failure(false);
-    if let Some(count) = shared.auth_failures.record(now) {
+    if let Some(count) = shared.auth_failures.record(source, now) {
         log_auth_failures(count);
     }
     Err(ApiError(

@@ -1,17 +1,17 @@
 //! `/api/maintenance`: list, open and close maintenance windows (the budget keeps them).
 
-use super::{ApiError, AppState, authorize};
+use super::{ApiError, AppState, Caller, authorize};
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 /// The configured and API-opened maintenance windows, each with whether it is active.
 pub(super) async fn maintenance(
     State(shared): State<AppState>,
-    headers: HeaderMap,
+    caller: Caller,
 ) -> Result<Response, ApiError> {
-    authorize(&shared, &headers, false)?;
+    authorize(&shared, &caller, false)?;
     let windows = shared
         .budget
         .maintenance(crate::clock::since_epoch().as_secs() as i64);
@@ -33,10 +33,10 @@ struct OpenMaintenance {
 /// ends or is closed.
 pub(super) async fn open_maintenance(
     State(shared): State<AppState>,
-    headers: HeaderMap,
+    caller: Caller,
     body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
-    authorize(&shared, &headers, true)?;
+    authorize(&shared, &caller, true)?;
     let bad = |m: String| ApiError(StatusCode::BAD_REQUEST, m);
     let req: OpenMaintenance = serde_json::from_slice(&body).map_err(|e| {
         bad(format!(
@@ -69,9 +69,9 @@ pub(super) async fn open_maintenance(
 pub(super) async fn close_maintenance(
     State(shared): State<AppState>,
     Path(id): Path<u64>,
-    headers: HeaderMap,
+    caller: Caller,
 ) -> Result<Response, ApiError> {
-    authorize(&shared, &headers, true)?;
+    authorize(&shared, &caller, true)?;
     if shared
         .budget
         .close_maintenance(id, crate::clock::since_epoch().as_secs() as i64)

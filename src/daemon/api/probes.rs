@@ -5,7 +5,7 @@ use crate::daemon::state::Shared;
 use crate::metrics::Metrics;
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use std::convert::Infallible;
@@ -22,8 +22,13 @@ pub(super) const SCRAPE_WRITE_LIMIT: std::time::Duration = std::time::Duration::
 /// out while the rest is written: a scrape of 1,000 profiles holds a few chunks, not 21 MB, at
 /// the moment the runs peak, and no runtime worker (where the runs' requests are timed) stalls
 /// for the tens of milliseconds the encoding takes.
-pub(super) async fn metrics(State(shared): State<AppState>, headers: HeaderMap) -> Response {
-    let format = Metrics::negotiate(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
+pub(super) async fn metrics(State(shared): State<AppState>, caller: Caller) -> Response {
+    let format = Metrics::negotiate(
+        caller
+            .headers
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok()),
+    );
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(2);
     let metrics = shared.metrics.clone();
     let runtime = tokio::runtime::Handle::current();
@@ -45,7 +50,7 @@ pub(super) async fn metrics(State(shared): State<AppState>, headers: HeaderMap) 
 
 /// The status for anyone; the details (the reason, which may name the store's path, and the
 /// local errors) only where reads are open or with the token.
-pub(super) async fn readyz(State(shared): State<AppState>, headers: HeaderMap) -> Response {
+pub(super) async fn readyz(State(shared): State<AppState>, caller: Caller) -> Response {
     let status = shared.readiness();
     let code = if status.is_ok() {
         StatusCode::OK
@@ -54,8 +59,8 @@ pub(super) async fn readyz(State(shared): State<AppState>, headers: HeaderMap) -
     };
     // A probe without a token (the kubelet's) is no failed login: only a token sent is checked.
     let probe =
-        shared.config().server.protect_reads && !headers.contains_key(header::AUTHORIZATION);
-    let details = !probe && authorize(&shared, &headers, false).is_ok();
+        shared.config().server.protect_reads && !caller.headers.contains_key(header::AUTHORIZATION);
+    let details = !probe && authorize(&shared, &caller, false).is_ok();
     if !details {
         let short = if status.is_ok() {
             "ready\n"

@@ -3,7 +3,7 @@
 
 use crate::daemon::state::Shared;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use std::sync::Arc;
@@ -12,9 +12,9 @@ use super::*;
 
 pub(super) async fn profiles(
     State(shared): State<AppState>,
-    headers: HeaderMap,
+    caller: Caller,
 ) -> Result<Response, ApiError> {
-    authorize(&shared, &headers, false)?;
+    authorize(&shared, &caller, false)?;
     Ok(axum::Json(json!({ "profiles": shared.profiles() })).into_response())
 }
 
@@ -25,10 +25,10 @@ pub(super) struct RunsQuery {
 
 pub(super) async fn runs(
     State(shared): State<AppState>,
-    headers: HeaderMap,
+    caller: Caller,
     Query(q): Query<RunsQuery>,
 ) -> Result<Response, ApiError> {
-    authorize(&shared, &headers, false)?;
+    authorize(&shared, &caller, false)?;
     Ok(axum::Json(json!({ "runs": shared.recent_runs(q.profile.as_deref()) })).into_response())
 }
 
@@ -36,9 +36,9 @@ pub(super) async fn runs(
 pub(super) async fn run_detail(
     State(shared): State<AppState>,
     Path(id): Path<String>,
-    headers: HeaderMap,
+    caller: Caller,
 ) -> Result<Response, ApiError> {
-    authorize(&shared, &headers, false)?;
+    authorize(&shared, &caller, false)?;
     let not_found = || ApiError(StatusCode::NOT_FOUND, format!("no run `{id}` is kept"));
     let n: u64 = id.parse().map_err(|_| not_found())?;
     let record = shared.run_record(n).ok_or_else(not_found)?;
@@ -71,9 +71,9 @@ pub(super) async fn run_detail(
 /// samplers, and the burn-downs are redrawn at most once a minute.
 pub(super) async fn series(
     State(shared): State<AppState>,
-    headers: HeaderMap,
+    caller: Caller,
 ) -> Result<Response, ApiError> {
-    authorize(&shared, &headers, false)?;
+    authorize(&shared, &caller, false)?;
     let now = crate::clock::since_epoch().as_secs() as i64;
     let last_runs: std::collections::BTreeMap<String, crate::daemon::state::RunEntry> = {
         let mut m = std::collections::BTreeMap::new();

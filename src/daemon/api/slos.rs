@@ -3,7 +3,7 @@
 
 use crate::daemon::state::Shared;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
@@ -101,9 +101,9 @@ pub(super) fn local_scope(shared: &Shared, v: &mut serde_json::Value) {
 pub(super) async fn slos(
     State(shared): State<AppState>,
     Query(q): Query<SloQuery>,
-    headers: HeaderMap,
+    caller: Caller,
 ) -> Result<Response, ApiError> {
-    authorize(&shared, &headers, false)?;
+    authorize(&shared, &caller, false)?;
     let reports = shared.budget.reports();
     if q.local(&shared)? {
         let mut v = json!({ "slos": reports.iter().map(slo_json).collect::<Vec<_>>() });
@@ -200,9 +200,9 @@ pub(super) async fn slo(
     State(shared): State<AppState>,
     Path(name): Path<String>,
     Query(q): Query<SloQuery>,
-    headers: HeaderMap,
+    caller: Caller,
 ) -> Result<Response, ApiError> {
-    authorize(&shared, &headers, false)?;
+    authorize(&shared, &caller, false)?;
     let local = q.local(&shared)?;
     let reports = shared.budget.reports();
     let Some(r) = reports.iter().find(|r| r.name == name) else {
