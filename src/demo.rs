@@ -144,7 +144,8 @@ pub fn command(listen: Option<SocketAddr>) -> i32 {
         async move {
             match start(listen, Some(data)).await {
                 Ok((d, target_stop)) => {
-                    let code = daemon::run_until_signal(d, &mut signals).await;
+                    let code =
+                        daemon::run_until_signal(d, &mut signals, daemon::OnHangup::Stop).await;
                     target_stop.cancel();
                     code
                 }
@@ -197,7 +198,7 @@ pub async fn start(
         Err(e) => anyhow::bail!("{e}"),
     };
     let base = format!("http://{}", daemon.addr);
-    println!("sloburn demo is running (Ctrl-C stops it)");
+    println!("sloburn demo is running (Ctrl-C, or closing the terminal, stops it)");
     println!("  status page   {base}/");
     println!("  metrics       {base}/metrics");
     println!("  SLOs (JSON)   {base}/api/slos");

@@ -112,8 +112,8 @@ fn target(
         }
         (Some(n), _) => reference(ctx, n, &f.path_of("target"), "target", targets),
         (None, Some(m)) if !m.is_empty() => mix_target(ctx, f, m, journeys, journey_names),
-        (None, Some(_)) => None,
-        (None, None) => {
+        // Neither `journey` nor `mix` (a broken one answers `None` after its own error).
+        (None, Some(_)) | (None, None) => {
             ctx.error(
                 f.node.pos,
                 &f.path,

@@ -125,9 +125,35 @@ fn step(ctx: &mut Ctx, f: &walk::Fields, journey: Option<&super::JourneySpec>) -
     None
 }
 
-/// `objective`: a percentage strictly between 0 and 100.
+/// `objective`: a percentage strictly between 0 and 100. A ratio (`0.999`, at most 1) or a
+/// value written with its sign (`99.9%`) is refused with the number it most likely meant.
 fn objective(ctx: &mut Ctx, n: &Node, p: &str) -> Option<f64> {
+    if let Some(text) = n.as_scalar().map(str::trim)
+        && let Some(v) = text
+            .strip_suffix('%')
+            .and_then(|t| t.trim().parse::<f64>().ok())
+    {
+        ctx.error(
+            n.pos,
+            p,
+            format!("the objective is a plain number of percent: write `{v}`, without `%`"),
+        );
+        return None;
+    }
     let v = walk::number(ctx, n, p)?;
+    if v > 0.0 && v <= 1.0 {
+        ctx.error(
+            n.pos,
+            p,
+            format!(
+                "the objective is a percentage, and {v} % would allow {} % of events to fail: \
+                 did you mean {}?",
+                ((100.0 - v) * 1e6).round() / 1e6,
+                (v * 1e8).round() / 1e6
+            ),
+        );
+        return None;
+    }
     if !(v > 0.0 && v < 100.0) {
         ctx.error(
             n.pos,

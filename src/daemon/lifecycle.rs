@@ -336,7 +336,7 @@ pub fn command(opts: Options) -> i32 {
                 return crate::exit::ERROR;
             }
         };
-        run_until_signal(daemon, &mut signals).await
+        run_until_signal(daemon, &mut signals, OnHangup::Reload).await
     })
 }
 
@@ -380,10 +380,20 @@ enum Sig {
     Reload,
 }
 
-/// SIGHUP reloads; SIGTERM and SIGINT stop. With no more signals possible, waits forever.
-async fn next(signals: &mut Signals) -> Sig {
+/// What SIGHUP means: `serve` reloads its config; `demo`, started from a terminal, stops when
+/// the terminal closes rather than sending load with no one to see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnHangup {
+    Reload,
+    Stop,
+}
+
+/// SIGTERM and SIGINT stop, SIGHUP as `hangup` says. With no more signals possible, waits
+/// forever.
+async fn next(signals: &mut Signals, hangup: OnHangup) -> Sig {
     match signals.next().await {
         Some(Caught::Stop(name)) => Sig::Stop(name),
+        Some(Caught::Hangup) if hangup == OnHangup::Stop => Sig::Stop("SIGHUP"),
         Some(Caught::Hangup) => Sig::Reload,
         None => std::future::pending().await,
     }
@@ -392,12 +402,12 @@ async fn next(signals: &mut Signals) -> Sig {
 /// How long a second signal waits for the SLO state to reach the store.
 const SECOND_SIGNAL_FLUSH: Duration = Duration::from_secs(2);
 
-/// Serves until a stop signal, reloading on SIGHUP; a second stop signal flushes the SLO
+/// Serves until a stop signal, reloading on SIGHUP (or stopping, per `hangup`); a second stop signal flushes the SLO
 /// state (bounded by `SECOND_SIGNAL_FLUSH`) and exits 130 without waiting for runs.
-pub async fn run_until_signal(daemon: Daemon, signals: &mut Signals) -> i32 {
+pub async fn run_until_signal(daemon: Daemon, signals: &mut Signals, hangup: OnHangup) -> i32 {
     let shared = daemon.shared.clone();
     loop {
-        match next(signals).await {
+        match next(signals, hangup).await {
             Sig::Reload => {
                 let _ = reload(&daemon.shared).await;
             }
@@ -421,7 +431,7 @@ pub async fn run_until_signal(daemon: Daemon, signals: &mut Signals) -> i32 {
                 }
                 return crate::exit::OK;
             }
-            sig = next(signals) => if let Sig::Stop(name) = sig {
+            sig = next(signals, hangup) => if let Sig::Stop(name) = sig {
                 tracing::warn!(signal = name, "second signal: flushing the SLO state, then exiting");
                 flush_now(&shared).await;
                 return crate::exit::SECOND_SIGNAL;

@@ -28,7 +28,9 @@ mod schedules;
 mod shardrun;
 mod state;
 
-pub use lifecycle::{Daemon, Options, Startup, command, run_until_signal, start, with_signals};
+pub use lifecycle::{
+    Daemon, OnHangup, Options, Startup, command, run_until_signal, start, with_signals,
+};
 pub use reload::{WATCH_INTERVAL, reload};
 pub use runs::{StartError, start_run};
 #[doc(hidden)]

@@ -19,6 +19,7 @@ mod args;
 mod collect;
 mod execute;
 mod grpc;
+mod overrides;
 mod resolve;
 
 pub use args::{RunArgs, parse_shard};

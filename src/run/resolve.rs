@@ -40,6 +40,8 @@ struct Picked {
     hold: Option<Duration>,
     telemetry: Option<crate::telemetry::TelemetryConfig>,
     shard: Shard,
+    /// What the command line changed of the profile (`overrides`).
+    notes: Vec<String>,
 }
 
 /// Resolves the run from `args`; `Ok(None)` when the config is bad (its errors are written to
@@ -83,19 +85,53 @@ fn from_config(
         .cloned()
         .context("the profile's target vanished")?;
     let work = Work::of(&cfg, profile).context("the profile's journeys vanished")?;
+    let mut executor = profile.executor.clone();
+    let flags = load_flags(args)?;
+    let overridden = super::overrides::apply(&profile.name, &mut executor, profile.vu_hold, flags)
+        .map_err(Usage)?;
+    let hold = profile.vu_hold.filter(|_| flags.max_vus.is_none());
     Ok(Some(Picked {
         name: profile.name.clone(),
         target,
         work,
-        executor: profile.executor.clone(),
+        executor,
         thresholds: profile.thresholds.clone(),
         graceful_stop: profile.graceful_stop,
         start_time: profile.start_time,
         max_lateness: profile.max_lateness,
-        hold: profile.vu_hold,
+        hold,
         telemetry: cfg.telemetry.clone(),
         shard,
+        notes: overridden,
     }))
+}
+
+/// `--duration`, `--vus`, `--rate`, `--iterations` and `--max-vus` as a config's profile takes
+/// them (`overrides`).
+fn load_flags(args: &RunArgs) -> anyhow::Result<super::overrides::LoadFlags> {
+    let duration = match &args.duration {
+        Some(s) => match crate::units::parse_duration(s) {
+            Ok(d) if d.is_zero() => bail!("--duration must be longer than zero"),
+            Ok(d) => Some(d),
+            Err(e) => bail!("--duration: {e}"),
+        },
+        None => None,
+    };
+    let rate = match &args.rate {
+        Some(r) => match crate::units::parse_rate(r) {
+            Ok(r) if r > 0.0 => Some(r),
+            Ok(_) => bail!("--rate must be above zero"),
+            Err(e) => bail!("--rate: {e}"),
+        },
+        None => None,
+    };
+    Ok(super::overrides::LoadFlags {
+        duration,
+        vus: args.vus,
+        rate,
+        iterations: args.iterations,
+        max_vus: args.max_vus,
+    })
 }
 
 fn pick_profile<'a>(
@@ -156,6 +192,7 @@ fn from_flags(args: &RunArgs, url: &str, shard: Shard) -> anyhow::Result<Picked>
         hold,
         telemetry: None,
         shard,
+        notes: Vec::new(),
     })
 }
 
@@ -205,7 +242,7 @@ fn with_common_flags(args: &RunArgs, p: Picked) -> anyhow::Result<Resolved> {
         spec,
         planned,
         telemetry: p.telemetry,
-        notes: pool_note.into_iter().collect(),
+        notes: p.notes.into_iter().chain(pool_note).collect(),
     })
 }
 

@@ -13,6 +13,7 @@ mod daemon;
 mod dashboards;
 mod data_files;
 mod deploy;
+mod first_hour;
 mod flagger;
 mod fuzz;
 mod groups;

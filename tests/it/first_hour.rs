@@ -1,0 +1,151 @@
+//! A new user's first hour (issue 46): `check` refuses what cannot run and says what was
+//! meant, `run FILE` takes the load flags over the profile or says why not, and `demo` stops
+//! when its terminal closes.
+
+use crate::support::{BackgroundTarget, Proc, eventually, root, sloburn};
+use sloburn::target::TargetOptions;
+use std::time::Duration;
+
+/// `check`'s report of `yaml` (errors and warnings as `check` prints them) and its exit code.
+fn check(yaml: &str) -> (i32, String) {
+    let env = sloburn::config::Env::from_map(Default::default(), 1);
+    let result = sloburn::config::from_str(yaml, "first.yaml", &root(), &env);
+    let mut out = Vec::new();
+    let code = sloburn::config::report("first.yaml", result, &mut out);
+    (code, String::from_utf8(out).unwrap())
+}
+
+const TARGET: &str = "targets:\n  api: { url: \"http://127.0.0.1:9/\" }\n";
+
+#[test]
+fn a_profile_with_nothing_to_send_to_is_refused_where_it_is_written() {
+    let yaml = format!(
+        "{TARGET}profiles:\n  smoke:\n    executor: constant-vus\n    vus: 1\n    duration: 1s\n"
+    );
+    let (code, out) = check(&yaml);
+    assert_eq!(code, sloburn::exit::CONFIG, "{out}");
+    assert!(
+        out.contains("first.yaml:5:5: profiles.smoke: missing `target` (or `journey`, or `mix`)"),
+        "{out}"
+    );
+}
+
+#[test]
+fn an_objective_written_as_a_ratio_or_with_its_sign_says_what_was_meant() {
+    let slo = |objective: &str| {
+        format!(
+            "{TARGET}slos:\n  api-availability:\n    target: api\n    sli: availability\n    \
+             objective: {objective}\n    period: 30d\n"
+        )
+    };
+    let (code, out) = check(&slo("0.999"));
+    assert_eq!(code, sloburn::exit::CONFIG, "{out}");
+    assert!(
+        out.contains("first.yaml:7:16: slos.api-availability.objective:")
+            && out.contains("0.999 % would allow 99.001 % of events to fail: did you mean 99.9?"),
+        "{out}"
+    );
+    let (code, out) = check(&slo("\"99.9%\""));
+    assert_eq!(code, sloburn::exit::CONFIG, "{out}");
+    assert!(out.contains("write `99.9`, without `%`"), "{out}");
+    let (code, out) = check(&slo("1"));
+    assert_eq!(code, sloburn::exit::CONFIG, "{out}");
+    assert!(out.contains("did you mean 100?"), "{out}");
+    // A plain percentage still loads.
+    let (code, out) = check(&slo("99.9"));
+    assert_eq!(code, 0, "{out}");
+}
+
+/// A config whose one profile, unchanged, would send 5 requests a second for a minute.
+fn slow_profile(dir: &std::path::Path, target: std::net::SocketAddr, executor: &str) -> String {
+    let path = dir.join("first.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "targets:\n  api: {{ url: \"http://{target}/\" }}\nprofiles:\n  p:\n    target: api\n{executor}"
+        ),
+    )
+    .unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn run_takes_the_load_flags_over_the_profile_or_says_why_not() {
+    let target = BackgroundTarget::start(TargetOptions::default());
+    let dir = tempfile::tempdir().unwrap();
+    let file = slow_profile(
+        dir.path(),
+        target.addr,
+        "    executor: constant-arrival-rate\n    rate: 5/s\n    duration: 1m\n",
+    );
+    let export = dir.path().join("summary.json");
+    let out = sloburn()
+        .args([
+            "run",
+            &file,
+            "--profile",
+            "p",
+            "--duration",
+            "1s",
+            "--rate",
+            "20/s",
+            "--quiet",
+        ])
+        .arg("--summary-export")
+        .arg(&export)
+        .output()
+        .unwrap();
+    let text = crate::support::all_output(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    // 20/s for 1 s: the iterations starting at 0, 50 ms, … 950 ms, not the profile's 300.
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&export).unwrap()).unwrap();
+    assert_eq!(summary["metrics"]["iterations"]["count"], 20, "{text}");
+    assert_eq!(target.stats().requests, 20);
+    assert!(
+        text.contains("--duration 1s over profile `p`'s 1m")
+            && text.contains("--rate 20/s over profile `p`'s 5/s"),
+        "the summary says what the flags changed: {text}"
+    );
+
+    // A flag the executor has no field for is refused before anything is sent.
+    let ramp = slow_profile(
+        dir.path(),
+        target.addr,
+        "    executor: ramping-vus\n    stages: [ { duration: 1m, target: 5 } ]\n",
+    );
+    let out = sloburn()
+        .args([
+            "run",
+            &ramp,
+            "--profile",
+            "p",
+            "--duration",
+            "5s",
+            "--vus",
+            "3",
+        ])
+        .output()
+        .unwrap();
+    let text = crate::support::all_output(&out);
+    assert_eq!(out.status.code(), Some(sloburn::exit::USAGE), "{text}");
+    assert!(
+        text.contains("--duration does not apply to profile `p` (ramping-vus)"),
+        "{text}"
+    );
+    assert_eq!(target.stats().requests, 20, "nothing more was sent");
+}
+
+#[test]
+fn demo_stops_when_its_terminal_closes() {
+    let mut demo = Proc::start(["demo", "--listen", "127.0.0.1:0"]);
+    eventually(Duration::from_secs(60), || {
+        demo.stdout().contains("status page").then_some(())
+    })
+    .unwrap_or_else(|| panic!("the demo did not start: {}", demo.stderr()));
+    demo.signal(libc::SIGHUP);
+    let status = demo
+        .wait(Duration::from_secs(60))
+        .unwrap_or_else(|| panic!("SIGHUP did not stop the demo: {}", demo.stderr()));
+    assert_eq!(status.code(), Some(0), "{}", demo.stderr());
+}
