@@ -1135,3 +1135,57 @@ profiles:
         "{err}"
     );
 }
+
+/// `sloburn run --url grpc://…` calling `Say` with `text` through reflection, under 1 GiB of
+/// address space: what it printed, and its memory and time.
+fn run_say_capped(server: &Server, text: &str) -> (crate::support::Capped, String) {
+    let url = format!("grpc://127.0.0.1:{}", server.port);
+    let body = format!(r#"{{"text": "{text}"}}"#);
+    let mut cmd = crate::support::sloburn();
+    cmd.args(["run", "--url", &url, "--grpc-method", "sloburn.test.Echo/Say"])
+        .args(["--body", &body, "--iterations", "3", "--timeout", "5s"]);
+    let capped = crate::support::run_capped(&mut cmd, 1 << 30);
+    let all = crate::support::all_output(&capped.out);
+    (capped, all)
+}
+
+/// Issue 44, item 1: a server whose reflection answers every request with an endless stream of
+/// service lists took `run` to 4.4 GB in 10 s. The stream is refused at its second answer (one
+/// was asked), the calls fail as `body_too_large` with the reason logged, in bounded memory
+/// and well inside the 5 s timeout.
+#[test]
+fn an_endless_reflection_stream_is_refused_in_bounded_memory() {
+    let server = Server::start_with(
+        "none",
+        &[
+            std::path::Path::new("--hostile"),
+            std::path::Path::new("endless-reflection"),
+        ],
+    );
+    let (capped, all) = run_say_capped(&server, "hi");
+    eprintln!("endless reflection: {}", capped.figure());
+    assert!(
+        all.contains("refused the server's answer, it sent more answers than the 1 asked for"),
+        "{all}"
+    );
+    assert!(all.contains("body_too_large: 3"), "{all}");
+    assert!(capped.peak_rss < 256 << 20, "{}\n{all}", capped.figure());
+    assert!(capped.took < Duration::from_secs(5), "{}", capped.figure());
+}
+
+/// Issue 44, item 3: a 5 MB answer was reported as the server's status 11 (OUT_OF_RANGE);
+/// it is the client's own bound (`max_body`, 1 MiB here), so the call fails as
+/// `body_too_large`, refused from the message's length prefix, and no status 11 is counted.
+/// A small answer on the same server stays status 0.
+#[test]
+fn a_5mb_answer_is_body_too_large_not_the_servers_status_11() {
+    let server = Server::start("v1");
+    let (capped, all) = run_say_capped(&server, "big");
+    eprintln!("5 MB answer: {}", capped.figure());
+    assert!(all.contains("body_too_large: 3"), "{all}");
+    assert!(!all.contains("11:"), "no status 11 counted:\n{all}");
+    assert!(capped.peak_rss < 256 << 20, "{}\n{all}", capped.figure());
+    let (_, all) = run_say_capped(&server, "small");
+    assert!(!all.contains("body_too_large"), "{all}");
+    assert!(all.contains("100.00%"), "{all}");
+}

@@ -923,3 +923,62 @@ pub fn promtool_test_rules(dir: &Path, rules: &str) {
         .unwrap();
     assert!(out.status.success(), "{}\n{rules}", all_output(&out));
 }
+
+/// What [`run_capped`] saw of a child: its output, its peak resident memory (the kernel's
+/// `ru_maxrss` of that one child, in bytes) and how long it ran.
+pub struct Capped {
+    pub out: std::process::Output,
+    pub peak_rss: u64,
+    pub took: Duration,
+}
+
+impl Capped {
+    /// `peak MiB in seconds`, for a test's report line.
+    pub fn figure(&self) -> String {
+        format!(
+            "peak RSS {:.1} MiB in {:.2} s",
+            self.peak_rss as f64 / (1 << 20) as f64,
+            self.took.as_secs_f64()
+        )
+    }
+}
+
+/// Runs `cmd` under `cap` bytes of address space ([`limit_address_space`]) and reaps it with
+/// `wait4`, which gives that child's own peak RSS.
+pub fn run_capped(cmd: &mut Command, cap: u64) -> Capped {
+    use std::io::Read;
+    use std::os::unix::process::ExitStatusExt;
+    limit_address_space(cmd, cap);
+    let started = std::time::Instant::now();
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = r.read_to_end(&mut buf);
+            buf
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().unwrap()));
+    let stderr = drain(Box::new(child.stderr.take().unwrap()));
+    let mut status = 0;
+    // SAFETY: a zeroed rusage is a valid value for wait4 to fill.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: the child is ours and not yet reaped; both pointers are to live locals.
+    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as libc::pid_t, "wait4 reaps the child");
+    let took = started.elapsed();
+    Capped {
+        out: std::process::Output {
+            status: std::process::ExitStatus::from_raw(status),
+            stdout: stdout.join().unwrap(),
+            stderr: stderr.join().unwrap(),
+        },
+        peak_rss: usage.ru_maxrss as u64 * 1024,
+        took,
+    }
+}

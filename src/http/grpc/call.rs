@@ -375,8 +375,12 @@ impl GrpcConn {
         out.local_port = Some(ready.local_port);
         let (written, read) = (ready.stats.written(), ready.stats.read());
         let stats = ready.stats.clone();
+        // A message longer than the body bound is refused from its 5-byte prefix, before any
+        // of it is buffered (tonic's own default, 4 MiB, would answer it as status 11).
+        let limit = call.max_body.max(1);
         let mut grpc =
-            tonic::client::Grpc::with_origin(ready.service, self.client().origin().clone());
+            tonic::client::Grpc::with_origin(ready.service, self.client().origin().clone())
+                .max_decoding_message_size(limit);
         let request = tonic::Request::from_parts(
             MetadataMap::from_headers(call.metadata.clone()),
             http::Extensions::default(),
@@ -416,6 +420,9 @@ impl GrpcConn {
         .await;
         match result {
             Ok(()) => out.status = Some(tonic::Code::Ok as u16),
+            Err(status) if past_own_limit(&status, limit) => {
+                out.error = Some(ErrorClass::BodyTooLarge);
+            }
             Err(status) => match transport_class(&status) {
                 Some(class) => out.error = Some(class),
                 None => {
@@ -427,6 +434,18 @@ impl GrpcConn {
         out.bytes_sent = stats.written().saturating_sub(written);
         out.bytes_received = stats.read().saturating_sub(read);
     }
+}
+
+/// Whether `status` is tonic's own refusal of a message longer than `limit`: the client's
+/// bound, which the server never sent (its text names our limit, to the byte).
+fn past_own_limit(status: &tonic::Status, limit: usize) -> bool {
+    status.code() == tonic::Code::OutOfRange
+        && status
+            .message()
+            .starts_with("Error, decoded message length too large")
+        && status
+            .message()
+            .ends_with(&format!("the limit is: {limit} bytes"))
 }
 
 fn extend(headers: &mut HeaderMap, more: HeaderMap) {

@@ -6,6 +6,11 @@
 //! speaks both: only the method's path differs. Each round is one call with a finite list of
 //! requests: list the services, ask for the file of each, then for any import still missing,
 //! until every file's imports are had (at most [`MAX_ROUNDS`]).
+//!
+//! Bounds, whatever the server sends: one answer per request in each round (a longer stream,
+//! an endless one say, is refused at the first answer past it), each message at most tonic's
+//! 4 MiB, [`MAX_ANSWER_BYTES`] of answers in all, [`MAX_FILES`] files and services, and the
+//! target's timeout for the whole walk. Past a bound: [`SchemaError::ReflectionTooLarge`].
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -26,8 +31,30 @@ const V1: &str = "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo";
 const V1ALPHA: &str = "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo";
 /// Rounds of import look-ups: a chain of imports deeper than this is refused.
 pub const MAX_ROUNDS: usize = 16;
-/// Files taken from one server, at most.
+/// Files taken from one server (and services listed), at most.
 pub const MAX_FILES: usize = 1_000;
+/// Answer bytes (protobuf) taken from one server over every round, at most.
+pub const MAX_ANSWER_BYTES: usize = 32 << 20;
+
+/// What is left of the bounds on answers while the walk goes on.
+struct Budget {
+    bytes: usize,
+}
+
+impl Budget {
+    fn take(&mut self, answer: &ServerReflectionResponse) -> Result<(), SchemaError> {
+        self.bytes = self
+            .bytes
+            .checked_sub(answer.encoded_len())
+            .ok_or_else(|| {
+                SchemaError::ReflectionTooLarge(format!(
+                    "its answers went past {} MiB",
+                    MAX_ANSWER_BYTES >> 20
+                ))
+            })?;
+        Ok(())
+    }
+}
 
 /// The pool of every service the server lists (but reflection itself) with their imports,
 /// asked over `conn`, all within `timeout`.
@@ -47,12 +74,15 @@ pub async fn reflect(
 
 async fn walk(conn: &mut GrpcConn, deadline: Instant) -> Result<DescriptorPool, SchemaError> {
     let list = vec![MessageRequest::ListServices(String::new())];
-    let (path, answers) = match round(conn, V1, list.clone(), deadline).await {
-        Err(status) if status.code() == tonic::Code::Unimplemented => (
+    let budget = &mut Budget {
+        bytes: MAX_ANSWER_BYTES,
+    };
+    let (path, answers) = match round(conn, V1, list.clone(), deadline, budget).await {
+        Err(Failed::Status(status)) if status.code() == tonic::Code::Unimplemented => (
             V1ALPHA,
-            round(conn, V1ALPHA, list, deadline).await.map_err(failed)?,
+            round(conn, V1ALPHA, list, deadline, budget).await?,
         ),
-        other => (V1, other.map_err(failed)?),
+        other => (V1, other?),
     };
     let mut services = Vec::new();
     for answer in answers {
@@ -64,6 +94,11 @@ async fn walk(conn: &mut GrpcConn, deadline: Instant) -> Result<DescriptorPool, 
         }
     }
     services.retain(|s| !s.starts_with("grpc.reflection."));
+    if services.len() > MAX_FILES {
+        return Err(SchemaError::ReflectionTooLarge(format!(
+            "it lists more than {MAX_FILES} services"
+        )));
+    }
     if services.is_empty() {
         return Err(SchemaError::Reflection(
             "the server lists no service but reflection".into(),
@@ -79,9 +114,7 @@ async fn walk(conn: &mut GrpcConn, deadline: Instant) -> Result<DescriptorPool, 
         if asks.is_empty() {
             break;
         }
-        let answers = round(conn, path, std::mem::take(&mut asks), deadline)
-            .await
-            .map_err(failed)?;
+        let answers = round(conn, path, std::mem::take(&mut asks), deadline, budget).await?;
         for answer in answers {
             match answer {
                 MessageResponse::FileDescriptorResponse(found) => {
@@ -98,8 +131,8 @@ async fn walk(conn: &mut GrpcConn, deadline: Instant) -> Result<DescriptorPool, 
             }
         }
         if files.len() > MAX_FILES {
-            return Err(SchemaError::Reflection(format!(
-                "the server's schema has more than {MAX_FILES} files"
+            return Err(SchemaError::ReflectionTooLarge(format!(
+                "its schema has more than {MAX_FILES} files"
             )));
         }
         asks = missing(&mut files);
@@ -138,13 +171,38 @@ fn missing(files: &mut BTreeMap<String, FileDescriptorProto>) -> Vec<MessageRequ
     asks
 }
 
-/// One reflection call: `requests` in, every answer out (an error answer as an error).
+/// Why a round failed: the server's status, or an answer past a bound.
+enum Failed {
+    Status(tonic::Status),
+    Bound(SchemaError),
+}
+
+impl From<tonic::Status> for Failed {
+    fn from(status: tonic::Status) -> Failed {
+        Failed::Status(status)
+    }
+}
+
+impl From<Failed> for SchemaError {
+    fn from(f: Failed) -> SchemaError {
+        match f {
+            Failed::Status(status) => failed(status),
+            Failed::Bound(e) => e,
+        }
+    }
+}
+
+/// One reflection call: `requests` in, every answer out (an error answer as an error). The
+/// protocol answers each request once: an answer past their count ends the call refused, as
+/// does one past what is left of `budget`.
 async fn round(
     conn: &mut GrpcConn,
     path: &'static str,
     requests: Vec<MessageRequest>,
     deadline: Instant,
-) -> Result<Vec<MessageResponse>, tonic::Status> {
+    budget: &mut Budget,
+) -> Result<Vec<MessageResponse>, Failed> {
+    let asked = requests.len();
     let mut phases = Phases::default();
     let ready = conn
         .ready(deadline, &mut phases)
@@ -170,12 +228,18 @@ async fn round(
     let mut stream = response.into_inner();
     let mut answers = Vec::new();
     while let Some(answer) = stream.message().await? {
+        budget.take(&answer).map_err(Failed::Bound)?;
+        if answers.len() == asked {
+            return Err(Failed::Bound(SchemaError::ReflectionTooLarge(format!(
+                "it sent more answers than the {asked} asked for"
+            ))));
+        }
         match answer.message_response {
             Some(MessageResponse::ErrorResponse(e)) => {
-                return Err(tonic::Status::new(
+                return Err(Failed::Status(tonic::Status::new(
                     tonic::Code::from_i32(e.error_code),
                     e.error_message,
-                ));
+                )));
             }
             Some(other) => answers.push(other),
             None => {}

@@ -35,6 +35,10 @@ pub enum SchemaError {
     },
     #[error("server reflection: {0}")]
     Reflection(String),
+    /// The server's reflection answers went past one of sloburn's bounds (an endless stream,
+    /// too many bytes, files or services): refused there, the target's failure.
+    #[error("server reflection: refused the server's answer, {0}")]
+    ReflectionTooLarge(String),
 }
 
 fn known_list(known: &[String]) -> String {

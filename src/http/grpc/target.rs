@@ -215,6 +215,10 @@ async fn send_inner(
                         PrepareError::Schema(SchemaError::Reflection(m)) => {
                             reachable_class(m).unwrap_or(ErrorClass::Other)
                         }
+                        // Past a bound on the answers: the server sent too much.
+                        PrepareError::Schema(SchemaError::ReflectionTooLarge(_)) => {
+                            ErrorClass::BodyTooLarge
+                        }
                         _ => ErrorClass::Other,
                     };
                     if let Ok(mut f) = target.failed.lock() {

@@ -2,7 +2,7 @@
 stdout's first line.
 
     server.py DESCRIPTORS [--reflection both|v1|v1alpha|none] [--tls CERT.pem KEY.pem]
-              [--token TOKEN --seen FILE]
+              [--token TOKEN --seen FILE] [--hostile endless-reflection]
 
 DESCRIPTORS is a serialized FileDescriptorSet of sloburn/test/echo.proto and its imports (the
 test compiles it with protox; no protoc here either). Serves sloburn.test.Echo, the standard
@@ -11,6 +11,10 @@ v1alpha; v1 is the same servicer under v1's name, as the two speak the same mess
 With --token, every Echo call without the metadata `authorization: Bearer TOKEN` is refused
 UNAUTHENTICATED, and each call let in appends its authorization value to FILE (a line each), so
 a test knows what the server saw. Installed by scripts/install-otel-test-tools.sh.
+
+Hostile answers (issue 44): `Say` with text `big` answers a 5 MB reply (past a client's 4 MiB);
+with --hostile endless-reflection, v1 reflection answers any request with an endless stream of
+service lists (1,000 names a message, bounded here at 100,000 messages or 60 s).
 """
 
 import sys
@@ -34,6 +38,18 @@ def load_pool(path):
         pool.Add(file)
     pool.Add(descriptor_pb2.FileDescriptorProto.FromString(health_pb2.DESCRIPTOR.serialized_pb))
     return pool
+
+
+def endless_reflection(requests, context):
+    next(requests, None)
+    names = [reflection_pb2.ServiceResponse(name="hostile.Service%04d" % i) for i in range(1000)]
+    answer = reflection_pb2.ServerReflectionResponse(
+        list_services_response=reflection_pb2.ListServiceResponse(service=names))
+    started = time.monotonic()
+    for _ in range(100_000):
+        if not context.is_active() or time.monotonic() - started > 60:
+            return
+        yield answer
 
 
 def main():
@@ -80,6 +96,8 @@ def main():
                 context.abort(grpc.StatusCode.UNAVAILABLE, "flaky")
         answer(req, context)
         context.set_trailing_metadata((("x-trailer", "said"),))
+        if req.text == "big":
+            return Reply(text="x" * 5_000_000)
         return Reply(text=req.text, metadata=metadata_of(context))
 
     def count(req, context):
@@ -111,7 +129,15 @@ def main():
     names = (ECHO, health.SERVICE_NAME)
     if mode in ("both", "v1alpha"):
         reflection.enable_server_reflection(names + (reflection.SERVICE_NAME,), server, pool=pool)
-    if mode in ("both", "v1"):
+    if "--hostile" in sys.argv and sys.argv[sys.argv.index("--hostile") + 1] == "endless-reflection":
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+            "grpc.reflection.v1.ServerReflection", {
+                "ServerReflectionInfo": grpc.stream_stream_rpc_method_handler(
+                    endless_reflection,
+                    request_deserializer=reflection_pb2.ServerReflectionRequest.FromString,
+                    response_serializer=reflection_pb2.ServerReflectionResponse.SerializeToString),
+            }),))
+    elif mode in ("both", "v1"):
         servicer = reflection.ReflectionServicer(names, pool=pool)
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
             "grpc.reflection.v1.ServerReflection", {
