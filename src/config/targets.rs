@@ -335,7 +335,11 @@ fn probe_fields(ctx: &mut Ctx, f: &Fields, protocol: Protocol, uri: Option<&http
         .and_then(|u| u.scheme_str())
         .unwrap_or(protocol.as_str())
         .to_ascii_lowercase();
-    let mut not_here: Vec<&str> = vec!["method", "http", "http2", "keep_alive", "max_body"];
+    let mut not_here: Vec<&str> = vec!["method", "http", "http2", "keep_alive"];
+    // A WebSocket message is read whole, up to `max_body`.
+    if protocol != Protocol::WebSocket {
+        not_here.push("max_body");
+    }
     match protocol {
         Protocol::Dns => not_here.extend([
             "headers",

@@ -1142,8 +1142,14 @@ fn run_say_capped(server: &Server, text: &str) -> (crate::support::Capped, Strin
     let url = format!("grpc://127.0.0.1:{}", server.port);
     let body = format!(r#"{{"text": "{text}"}}"#);
     let mut cmd = crate::support::sloburn();
-    cmd.args(["run", "--url", &url, "--grpc-method", "sloburn.test.Echo/Say"])
-        .args(["--body", &body, "--iterations", "3", "--timeout", "5s"]);
+    cmd.args([
+        "run",
+        "--url",
+        &url,
+        "--grpc-method",
+        "sloburn.test.Echo/Say",
+    ])
+    .args(["--body", &body, "--iterations", "3", "--timeout", "5s"]);
     let capped = crate::support::run_capped(&mut cmd, 1 << 30);
     let all = crate::support::all_output(&capped.out);
     (capped, all)

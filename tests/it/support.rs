@@ -945,6 +945,7 @@ impl Capped {
 
 /// Runs `cmd` under `cap` bytes of address space ([`limit_address_space`]) and reaps it with
 /// `wait4`, which gives that child's own peak RSS.
+#[allow(clippy::zombie_processes)] // reaped by wait4, which `Child` does not know of
 pub fn run_capped(cmd: &mut Command, cap: u64) -> Capped {
     use std::io::Read;
     use std::os::unix::process::ExitStatusExt;

@@ -78,10 +78,9 @@ async fn walk(conn: &mut GrpcConn, deadline: Instant) -> Result<DescriptorPool, 
         bytes: MAX_ANSWER_BYTES,
     };
     let (path, answers) = match round(conn, V1, list.clone(), deadline, budget).await {
-        Err(Failed::Status(status)) if status.code() == tonic::Code::Unimplemented => (
-            V1ALPHA,
-            round(conn, V1ALPHA, list, deadline, budget).await?,
-        ),
+        Err(Failed::Status(status)) if status.code() == tonic::Code::Unimplemented => {
+            (V1ALPHA, round(conn, V1ALPHA, list, deadline, budget).await?)
+        }
         other => (V1, other?),
     };
     let mut services = Vec::new();

@@ -2,6 +2,11 @@
 //! encoded and decoded by hickory-proto; over UDP, and again over TCP when the answer is
 //! truncated. The server's own name, when it is not an address, is looked up first (`dns`
 //! phase); the query is `sending` and `waiting` (to the answer).
+//!
+//! Bounds: one datagram of at most 4,096 bytes read at a time, a TCP answer of at most 65,535
+//! (its length prefix), all within the target's `timeout`. A datagram from the server that
+//! does not decode as DNS fails the probe at once as `body` (the answer broke); one that
+//! decodes but answers another query is passed over.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::str::FromStr;
@@ -225,7 +230,18 @@ async fn udp(
         {
             return Ok(msg);
         }
+        if malformed(&buf[..n]) {
+            return Err(ErrorClass::Body);
+        }
     }
+}
+
+/// Whether a datagram from the server (the socket is connected: no one else's is read) is no
+/// DNS message at all: the server's answer broke, failed at once as `body` rather than waited
+/// on to the timeout. A well-formed message that is not our answer (another id or question,
+/// a late answer) is passed over, as resolvers do.
+fn malformed(bytes: &[u8]) -> bool {
+    Message::from_vec(bytes).is_err()
 }
 
 async fn tcp(

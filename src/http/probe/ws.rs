@@ -3,12 +3,20 @@
 //! message and messages read until one holds `expect` (without it: the first one). The
 //! round trip, send to first message, is `waiting`; the rest of the session `receiving`; the
 //! session's whole time its duration. Frames and the upgrade are tokio-tungstenite's.
+//!
+//! Bounds, whatever the server sends: the target's `timeout` ends the session (checked before
+//! every read, so a stream of frames that never holds `expect`, or of pings, cannot hold it
+//! open); a message (and a frame) is read up to `max_body`, past it the session fails as
+//! `body_too_large`; the write buffer holds the body and [`WRITE_SLACK`] more, so pongs to a
+//! server that floods pings and never reads are dropped once it is full (tungstenite keeps
+//! the newest one waiting), answered only as fast as the server reads them.
 
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use tokio::time::{Instant, timeout_at};
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
 use crate::http::client::{Client, RequestSpec};
@@ -16,6 +24,21 @@ use crate::http::connect::Target;
 use crate::http::tls::Stream;
 use crate::http::transport::Transport;
 use crate::http::{ErrorClass, Outcome, Protocol, classify_io};
+
+/// Room in the write buffer beside the body: control frames (pongs, the close) queue there,
+/// and past it wait (the newest pong only) for the server to read.
+pub(crate) const WRITE_SLACK: usize = 64 << 10;
+
+/// The session's frame limits: messages and frames up to `max_body`, the write buffer the
+/// body and [`WRITE_SLACK`], written out as soon as they are sent.
+fn config(max_body: usize, body: usize) -> WebSocketConfig {
+    let max_body = max_body.max(1);
+    WebSocketConfig::default()
+        .write_buffer_size(0)
+        .max_write_buffer_size(body.saturating_add(WRITE_SLACK))
+        .max_message_size(Some(max_body))
+        .max_frame_size(Some(max_body))
+}
 
 /// `ws://` and `wss://`: a session per request.
 pub(crate) struct WebSocket;
@@ -105,9 +128,10 @@ async fn upgrade(
     };
     out.local_port = Some(dialed.local_port);
     let t = crate::clock::tokio_instant();
+    let config = config(client.options().max_body, req.body.len());
     let upgrade = timeout_at(
         deadline,
-        tokio_tungstenite::client_async(request, dialed.stream),
+        tokio_tungstenite::client_async_with_config(request, dialed.stream, Some(config)),
     )
     .await;
     out.phases.sending = crate::clock::elapsed(t);
@@ -157,7 +181,8 @@ async fn send_body(
 }
 
 /// Reads messages until one holds `expect` (without it: the first), or the session ends; the
-/// last message read is the outcome's body, `first` when the first one came.
+/// last message read is the outcome's body, `first` when the first one came. The deadline is
+/// checked before each read: a read that is always ready (a flood) never outlives it.
 async fn read_until(
     ws: &mut WebSocketStream<Stream>,
     expect: Option<&[u8]>,
@@ -166,6 +191,9 @@ async fn read_until(
     out: &mut Outcome,
 ) -> Result<(), ErrorClass> {
     loop {
+        if crate::clock::tokio_instant() >= deadline {
+            return Err(ErrorClass::Timeout);
+        }
         let data = match timeout_at(deadline, ws.next()).await {
             Ok(Some(Ok(Message::Text(t)))) => Bytes::from(t),
             Ok(Some(Ok(Message::Binary(b)))) => b,
@@ -194,7 +222,9 @@ fn classify(e: &WsError) -> ErrorClass {
         WsError::Io(io) => classify_io(io, false),
         WsError::Tls(_) => ErrorClass::Tls,
         WsError::ConnectionClosed | WsError::AlreadyClosed => ErrorClass::Reset,
-        WsError::Capacity(_) | WsError::Protocol(_) | WsError::Utf8(_) => ErrorClass::Body,
+        // A message or frame past `max_body`: the client's bound, as for an HTTP body.
+        WsError::Capacity(_) => ErrorClass::BodyTooLarge,
+        WsError::Protocol(_) | WsError::Utf8(_) => ErrorClass::Body,
         WsError::Url(_) => ErrorClass::Template,
         _ => ErrorClass::Other,
     }

@@ -89,6 +89,16 @@ impl RunReport {
     /// pass on what was left would be a guess). Never a failed target, never a passed one.
     pub fn inconclusive(&self) -> Option<String> {
         let s = &self.stats;
+        let ran_out = matches!(self.aborted, None | Some(Abort::DataUsedUp(_)));
+        if ran_out && s.requests == 0 && s.dropped == 0 {
+            // Nothing measured (every request still open when the run ended, or none sent):
+            // never a pass on no evidence.
+            return Some(
+                "inconclusive: no request finished, so nothing was measured (each one outlived \
+                 the run, or none was sent)"
+                    .into(),
+            );
+        }
         let overloaded = s.generator_overloaded();
         if overloaded == 0 {
             return None;
