@@ -21,6 +21,8 @@ mod views;
 pub use bounds::{Bounds, bound_nanos};
 pub use layout::{MIN_SCHEMA, RECORD_SCHEMA, ZERO_THRESHOLD};
 pub use record::Histogram;
+#[cfg(test)]
+pub use record::records_on_this_thread;
 pub use snapshot::{ClassicCounts, HistSnapshot};
 pub use views::{NativeRead, OtlpView};
 

@@ -31,6 +31,18 @@ const _: () = assert!(OCTAVES <= 64);
 // A block is a run of keys a coarse bucket holds whole (`native_into`).
 const _: () = assert!(BLOCK.is_power_of_two() && PER_OCTAVE.is_multiple_of(BLOCK));
 
+#[cfg(test)]
+thread_local! {
+    /// `record` calls on this thread: how a test counts the recordings a request makes.
+    static RECORDS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// `record` calls made on this thread so far (test builds only).
+#[cfg(test)]
+pub fn records_on_this_thread() -> u64 {
+    RECORDS.with(std::cell::Cell::get)
+}
+
 /// A histogram many tasks record into concurrently: exponential buckets, exact count, sum,
 /// min and max, and classic counts when built [`Histogram::with_bounds`].
 #[derive(Debug)]
@@ -95,6 +107,8 @@ impl Histogram {
     /// Record one value. Relaxed ordering suffices: each counter is independent and readers
     /// only need eventual totals, not a consistent cut (see [`Histogram::snapshot`]).
     pub fn record(&self, v: Duration) {
+        #[cfg(test)]
+        RECORDS.with(|n| n.set(n.get() + 1));
         let ns = nanos(v);
         let slot = slot_of(ns);
         if slot == 0 {
@@ -218,6 +232,25 @@ impl Histogram {
             self.max_ns.load(Relaxed),
             classic,
         )
+    }
+
+    /// Begins an interval: returns the snapshot so far (the interval's base for
+    /// [`Histogram::since`]) and starts min and max anew. Counts, sum and classic counts are
+    /// untouched, so a reader of the cumulative figures (a scrape) sees nothing change; the
+    /// extremes become the interval's, so only one interval at a time may be open (the daemon:
+    /// one run per profile).
+    pub fn restart(&self) -> HistSnapshot {
+        let base = self.snapshot();
+        self.min_ns.store(u64::MAX, Relaxed);
+        self.max_ns.store(0, Relaxed);
+        base
+    }
+
+    /// What was recorded since `base` (what [`Histogram::restart`] returned): exact counts,
+    /// sum, min and max of the interval, without classic counts.
+    pub fn since(&self, base: &HistSnapshot) -> HistSnapshot {
+        let (min, max) = (self.min_ns.load(Relaxed), self.max_ns.load(Relaxed));
+        self.snapshot().interval(base, min, max)
     }
 
     /// The cumulative classic counts (one per bound, then `+Inf`) into `cumulative`, replacing

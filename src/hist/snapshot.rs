@@ -183,6 +183,22 @@ impl HistSnapshot {
         }
     }
 
+    /// [`Self::since`] with the interval's own extremes, read from a histogram whose min and max
+    /// began anew with the interval ([`Histogram::restart`](super::Histogram::restart)), and
+    /// without classic counts. Each extreme is kept inside its outer bucket, so a value recorded
+    /// while the copy was read cannot make a snapshot [`Self::check`] refuses.
+    pub(super) fn interval(&self, base: &HistSnapshot, min_ns: u64, max_ns: u64) -> HistSnapshot {
+        let mut s = self.since(base);
+        s.classic = None;
+        if let (Some(f), Some(l)) = (s.buckets.first(), s.buckets.last()) {
+            let (first_lo, first_hi) = nanos_of(f.0 as usize);
+            let (last_lo, last_hi) = nanos_of(l.0 as usize);
+            s.min_ns = min_ns.clamp(first_lo, first_hi.max(first_lo));
+            s.max_ns = max_ns.clamp(last_lo, last_hi.max(last_lo)).max(s.min_ns);
+        }
+        s
+    }
+
     /// Whether this snapshot (read from elsewhere) is one a histogram could have made: slots
     /// ascending and in range, no empty bucket, the count their sum, the extremes inside the
     /// outer buckets' bounds, classic counts (if any) over ascending bounds summing to the

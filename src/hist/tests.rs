@@ -520,3 +520,38 @@ fn counters_first_counted_between_reads_are_read() {
     assert_eq!(counts, [2, 2, 1]);
     assert_eq!(r.buckets[0].0, first.buckets[0].0);
 }
+
+/// A restarted histogram's interval: exact counts, sum and extremes of what came after, while
+/// the cumulative figures (what a scrape reads) keep everything.
+#[test]
+fn an_interval_since_a_restart_has_its_own_exact_extremes() {
+    let h = Histogram::with_bounds(std::sync::Arc::new(Bounds::new(&[0.01])));
+    for ms in [1, 50, 400] {
+        h.record(Duration::from_millis(ms));
+    }
+    let base = h.restart();
+    assert_eq!(base.count(), 3);
+    for us in [2_500, 7_300, 9_100] {
+        h.record(Duration::from_micros(us));
+    }
+    let run = h.since(&base);
+    assert_eq!(run.count(), 3);
+    assert_eq!(run.min(), Duration::from_micros(2_500));
+    assert_eq!(run.max(), Duration::from_micros(9_100));
+    assert_eq!(run.sum(), Duration::from_micros(18_900));
+    assert_eq!(run.check(), Ok(()));
+    assert_eq!(
+        run.buckets_le(&[0.01]),
+        [3],
+        "no classic counts, exact all the same"
+    );
+    assert_eq!(h.count(), 6);
+    let mut cumulative = Vec::new();
+    h.classic_into(&mut cumulative);
+    assert_eq!(
+        cumulative,
+        [4, 6],
+        "a scrape's classic counts keep every value"
+    );
+    assert_eq!(h.since(&h.restart()).count(), 0);
+}

@@ -11,6 +11,7 @@ pub mod placement;
 pub mod plan;
 pub mod record;
 pub mod runner;
+pub mod series;
 pub mod stats;
 pub mod subs;
 pub mod summary;

@@ -17,6 +17,7 @@
 use super::event::{IterationResult, Observer, SINGLE_STEP, StepFailure, StepInfo};
 use super::pacing::DropReason;
 use super::record::{JourneyRecord, RunRecord, StepRecord, k6_phase};
+use super::series::{OnSeries, Series};
 use super::subs::Subs;
 use crate::checks::{Check, CheckKind};
 use crate::config::spec::Executor;
@@ -24,6 +25,7 @@ use crate::hist::{HistSnapshot, Histogram};
 use crate::http::{ErrorClass, Outcome, Phase};
 use crate::thresholds::ThresholdSpec;
 use once_cell::race::OnceBox;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
@@ -85,6 +87,9 @@ pub struct RunStats {
     vus_high: AtomicU32,
     pub vus_max: AtomicU32,
     subs: Subs,
+    /// Set when another observer records the latencies ([`RunStats::on_series`]): the run
+    /// then records only what the series do not hold.
+    series: Option<OnSeries>,
 }
 
 impl RunStats {
@@ -145,6 +150,28 @@ impl RunStats {
         RunStats::for_work(&[step], &[], thresholds, scenario)
     }
 
+    /// These stats read the latencies `series` hold instead of recording them (the daemon's
+    /// profile series, which its run's observer records into): each request's latencies are
+    /// recorded once. Call it before the run's first request; `series` must be numbered as
+    /// these stats' steps and journeys.
+    pub fn on_series(mut self, series: Arc<dyn Series>) -> RunStats {
+        self.series = Some(OnSeries::start(
+            series,
+            self.steps.len(),
+            self.journeys.len(),
+        ));
+        self
+    }
+
+    /// k6's `http_req_duration` so far (the progress line and the dashboard read it each
+    /// second).
+    pub fn duration(&self) -> HistSnapshot {
+        match &self.series {
+            Some(s) => s.duration(),
+            None => self.duration.snapshot(),
+        }
+    }
+
     /// k6's groups of the run with their `group_duration`: each journey (`::journey`), then
     /// each journey step (`::journey::step`).
     fn groups(&self) -> Vec<(String, &Histogram)> {
@@ -157,6 +184,20 @@ impl RunStats {
             Some((path, &s.group_duration))
         });
         journeys.chain(steps).collect()
+    }
+
+    /// The figures of [`Self::groups`], in its order: the journeys' from the series when
+    /// these stats read them.
+    fn group_snapshots(&self) -> Vec<HistSnapshot> {
+        let journeys = self.journeys.iter().enumerate().map(|(j, own)| {
+            self.series
+                .as_ref()
+                .map_or_else(|| own.duration.snapshot(), |s| s.journey(j))
+        });
+        let steps = self.steps.iter().filter(|s| s.journey.is_some());
+        journeys
+            .chain(steps.map(|s| s.group_duration.snapshot()))
+            .collect()
     }
 
     fn plain(checks: &[Check]) -> RunStats {
@@ -191,6 +232,7 @@ impl RunStats {
             vus_high: AtomicU32::new(0),
             vus_max: AtomicU32::new(0),
             subs: Subs::default(),
+            series: None,
         }
     }
 
@@ -244,19 +286,20 @@ impl RunStats {
         if failed {
             self.failed.fetch_add(1, Relaxed);
         }
+        let own = self.series.is_none();
         if let Some(s) = self.steps.get(step) {
-            s.record(outcome, failed);
+            s.record(outcome, failed, own);
         }
-        if outcome.status.is_some() {
-            self.duration.record(outcome.duration());
-            self.corrected.record(outcome.phases.total());
-            for phase in Phase::ALL {
-                self.phases[phase as usize].record(k6_phase(&outcome.phases, phase));
+        if own {
+            self.record_latencies(outcome, lateness);
+        } else {
+            // The series hold the rest (`load::series`).
+            if outcome.status.is_some() {
+                let blocked = k6_phase(&outcome.phases, Phase::Blocked);
+                self.phases[Phase::Blocked as usize].record(blocked);
+            } else if single {
+                self.iteration_duration.record(outcome.phases.total());
             }
-        }
-        if single {
-            self.iteration_duration.record(outcome.phases.total());
-            self.lateness.record(lateness);
         }
         if !self.subs.is_empty() {
             let journeys = !self.journeys.is_empty();
@@ -270,6 +313,21 @@ impl RunStats {
             } else {
                 fail.fetch_add(1, Relaxed);
             }
+        }
+    }
+
+    /// The latencies of a request when these stats keep their own.
+    fn record_latencies(&self, outcome: &Outcome, lateness: Duration) {
+        if outcome.status.is_some() {
+            self.duration.record(outcome.duration());
+            self.corrected.record(outcome.phases.total());
+            for phase in Phase::ALL {
+                self.phases[phase as usize].record(k6_phase(&outcome.phases, phase));
+            }
+        }
+        if self.journeys.is_empty() {
+            self.iteration_duration.record(outcome.phases.total());
+            self.lateness.record(lateness);
         }
     }
 
@@ -306,7 +364,7 @@ impl RunStats {
             .zip(&self.checks)
             .map(|(name, (p, f))| (name.clone(), p.load(Relaxed), f.load(Relaxed)))
             .collect();
-        let groups: Vec<HistSnapshot> = self.groups().iter().map(|(_, h)| h.snapshot()).collect();
+        let groups = self.group_snapshots();
         let group_duration = HistSnapshot::merged(groups.iter());
         let dropped_by = std::array::from_fn(|i| self.dropped_by[i].load(Relaxed));
         let subs = self.subs.snapshot(&checks, &groups, &dropped_by);
@@ -321,7 +379,7 @@ impl RunStats {
             })
             .collect();
         let low = self.vus_low.load(Relaxed);
-        RunRecord {
+        let mut record = RunRecord {
             version: RunRecord::VERSION,
             elapsed,
             duration: self.duration.snapshot(),
@@ -359,7 +417,11 @@ impl RunStats {
             subs,
             steps,
             journeys: self.journeys.iter().map(JourneyStats::snapshot).collect(),
+        };
+        if let Some(s) = &self.series {
+            s.fill(&mut record);
         }
+        record
     }
 }
 
@@ -410,12 +472,12 @@ impl StepStats {
         }
     }
 
-    fn record(&self, outcome: &Outcome, failed: bool) {
+    fn record(&self, outcome: &Outcome, failed: bool, own: bool) {
         self.requests.fetch_add(1, Relaxed);
         if failed {
             self.failed.fetch_add(1, Relaxed);
         }
-        if outcome.status.is_some() {
+        if own && outcome.status.is_some() {
             self.duration.record(outcome.duration());
         }
     }
@@ -467,7 +529,8 @@ impl Observer for RunStats {
         checks: &[bool],
     ) {
         self.record(step, outcome, checks, lateness);
-        if step_is_first(&self.steps, step) && !self.journeys.is_empty() {
+        let own = self.series.is_none();
+        if own && step_is_first(&self.steps, step) && !self.journeys.is_empty() {
             self.lateness.record(lateness);
         }
     }
@@ -485,15 +548,20 @@ impl Observer for RunStats {
     }
 
     fn iteration_finished(&self, journey: usize, result: IterationResult, took: Duration) {
+        // With series, they hold each journey's durations and so the iterations'.
+        let own = self.series.is_none();
+        let ran = result != IterationResult::Dropped;
         if let Some(j) = self.journeys.get(journey) {
             j.results[result as usize].fetch_add(1, Relaxed);
-            if result != IterationResult::Dropped {
+            if ran && own {
                 j.duration.record(took);
             }
         }
-        if result != IterationResult::Dropped {
+        if ran {
             self.iterations.fetch_add(1, Relaxed);
-            self.iteration_duration.record(took);
+            if own {
+                self.iteration_duration.record(took);
+            }
         }
     }
 

@@ -181,7 +181,7 @@ pub struct Reading {
 impl Reading {
     pub fn of(stats: &RunStats) -> Reading {
         Reading {
-            duration: stats.duration.snapshot(),
+            duration: stats.duration(),
             requests: stats.requests.load(Relaxed),
             failed: stats.failed.load(Relaxed),
             errors: stats.errors(),

@@ -245,12 +245,11 @@ async fn execute(
     let steps = work.steps();
     let journeys = work.journey_names();
     let live = live(shared, profile, target, &steps, &journeys, slo_events);
-    let stats = Arc::new(RunStats::for_work(
-        &steps,
-        &journeys,
-        &profile.thresholds,
-        &profile.name,
-    ));
+    // The run's latencies are the series' (recorded once, by `live`).
+    let series: Arc<dyn crate::load::series::Series> = live.metrics.clone();
+    let stats = Arc::new(
+        RunStats::for_work(&steps, &journeys, &profile.thresholds, &profile.name).on_series(series),
+    );
     let capture = Recording::start(
         stats.clone(),
         Some(on_sample(shared, &profile.name, record.id)),

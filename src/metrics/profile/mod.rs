@@ -318,6 +318,26 @@ impl ProfileMetrics {
         &self.profile
     }
 
+    /// Step `step`'s latency histograms: `http_req_duration`, the corrected duration and
+    /// the phases by `Phase as usize` (a daemon run reads its own figures from them).
+    pub fn step_histograms(
+        &self,
+        step: usize,
+    ) -> Option<(&Histogram, &Histogram, &[Histogram; 7])> {
+        let s = self.steps.get(step)?;
+        Some((&s.duration, &s.corrected, &s.phases))
+    }
+
+    /// The iterations' lateness (on each iteration's first request).
+    pub fn lateness_histogram(&self) -> &Histogram {
+        &self.lateness
+    }
+
+    /// Journey `journey`'s iteration durations.
+    pub fn journey_histogram(&self, journey: usize) -> Option<&Histogram> {
+        self.journeys.get(journey).map(|j| &j.duration)
+    }
+
     /// `(class, count)` for every local error class, zeros included, in label order.
     pub(super) fn local_errors(&self) -> impl Iterator<Item = (&'static str, u64)> {
         local_counts(&self.local_errors).into_iter()
