@@ -508,6 +508,28 @@ fn read_errors<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(ErrorClass, u64)>
     Ok(out)
 }
 
+/// A trend as the thresholds read it (k6's aggregations), from the one histogram.
+impl Trend for HistSnapshot {
+    fn count(&self) -> u64 {
+        HistSnapshot::count(self)
+    }
+    fn mean(&self) -> Duration {
+        HistSnapshot::mean(self)
+    }
+    fn min(&self) -> Duration {
+        HistSnapshot::min(self)
+    }
+    fn max(&self) -> Duration {
+        HistSnapshot::max(self)
+    }
+    fn median(&self) -> Duration {
+        HistSnapshot::median(self)
+    }
+    fn quantile(&self, q: f64) -> Duration {
+        HistSnapshot::quantile(self, q)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -585,28 +585,6 @@ impl Observer for RunStats {
     }
 }
 
-/// A trend as the thresholds read it (k6's aggregations), from the one histogram.
-impl crate::thresholds::Trend for HistSnapshot {
-    fn count(&self) -> u64 {
-        HistSnapshot::count(self)
-    }
-    fn mean(&self) -> Duration {
-        HistSnapshot::mean(self)
-    }
-    fn min(&self) -> Duration {
-        HistSnapshot::min(self)
-    }
-    fn max(&self) -> Duration {
-        HistSnapshot::max(self)
-    }
-    fn median(&self) -> Duration {
-        HistSnapshot::median(self)
-    }
-    fn quantile(&self, q: f64) -> Duration {
-        HistSnapshot::quantile(self, q)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
