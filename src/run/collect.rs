@@ -9,36 +9,44 @@
 //!   and the verdict is inconclusive, naming them. A shard waits for the start up to twice
 //!   the timeout (the collector may come up late, then wait the timeout for the rest).
 //! - Verdict: each shard POSTs its finished figures (its `load::record::RunRecord`, at most
-//!   [`MAX_SHARE`]) to `/v1/shares/{i}`; the collector adds them to its own (histogram buckets,
+//!   [`MAX_SHARE`](super::room::MAX_SHARE)) to `/v1/shares/{i}`; the collector adds them to its own (histogram buckets,
 //!   never averaged percentiles), evaluates the thresholds once, prints the merged summary,
 //!   writes the merged `--summary-export` and exits 0, 99 or 75 for the whole run. A shard whose
-//!   figures have not come [`SLACK`] after the planned end, or do not fit, is named and makes the
-//!   run inconclusive (75), never passed. The other shards print their share's summary and exit
-//!   0 once the collector has their figures (1 when it could not be told).
+//!   figures have not come [`SLACK`] after the planned end, or do not fit, or that stopped
+//!   before its plan's end (a signal, an abort: `run::shares`), is named (with how much of its
+//!   plan never ran) and makes the run inconclusive (75), never passed; a share stopped by a
+//!   signal marks the whole run's record `interrupted`. The other shards print their share's
+//!   summary and exit 0 once the collector has their figures (1 when it could not be told).
+//! - Intake: one share per joined shard. A second one is refused (409) and, unless it is the
+//!   same bytes again (a retry whose answer was lost), makes the run inconclusive: somebody
+//!   else reached the collector. Figures no share of that shard's plan can make (more
+//!   iterations or requests than it plans) are refused (422) and wait for the right ones.
+//! - A start instant more than [`MAX_AHEAD`] away is refused by the shard (as the daemon's
+//!   `POST /api/shard-runs` refuses it), never waited for.
 //!
 //! The collector serves on `crate::server`, hardened as the daemon's own server (idle and
-//! half-sent sockets give way, a share's body is held to [`MAX_SHARE`]). With a token
-//! (`--collect-token`, else `SLOBURN_COLLECT_TOKEN`) shared by every shard, it refuses a join or
-//! a share without `Authorization: Bearer <token>` (401, compared in constant time) and counts
-//! the refusals; without one it takes a join and one share per shard index from whoever reaches
-//! its port, and says so once.
+//! half-sent sockets give way, a share's body is held to [`MAX_SHARE`](super::room::MAX_SHARE) and read within
+//! [`BODY_TIMEOUT`](super::room::BODY_TIMEOUT)). With a token (`--collect-token`, else `SLOBURN_COLLECT_TOKEN`) shared by
+//! every shard, it listens on every address (the URL's port) and refuses a join or a share
+//! without `Authorization: Bearer <token>` (401, compared in constant time, before the body is
+//! read) and counts the refusals. Without one it listens on loopback only (refusing a
+//! `--collect` URL that is not loopback unless `--collect-listen` names the address), takes a
+//! join and one share per shard index from whoever reaches it, and says so once.
 
+pub use super::room::TOKEN_ENV;
+use super::room::{Room, add_up, listen, listen_addr};
+use super::shares::{Bounds, Share};
 use crate::config::Secret;
 use crate::http::{Client, ClientOptions, RequestSpec, Resolver};
 use crate::load::plan::Shard;
-use crate::load::record::RunRecord;
-use crate::load::runner::RunReport;
-use anyhow::{Context, anyhow, bail};
-use axum::extract::{DefaultBodyLimit, Path, State};
-use axum::http::HeaderMap;
-use axum::http::StatusCode;
+use crate::load::runner::{RunReport, RunSpec};
+use anyhow::{anyhow, bail};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use subtle::ConstantTimeEq;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -48,28 +56,11 @@ pub const LEAD: Duration = Duration::from_millis(1000);
 pub const RETRY: Duration = Duration::from_millis(200);
 /// How long after the planned end the collector waits for the shards' figures.
 pub const SLACK: Duration = Duration::from_secs(30);
-/// The largest share a collector reads (a share's figures are a few KiB).
-pub const MAX_SHARE: usize = 16 << 20;
 /// One call to the collector.
 const CALL_TIMEOUT: Duration = Duration::from_secs(2);
-/// Where the shards' token comes from without `--collect-token`.
-pub const TOKEN_ENV: &str = "SLOBURN_COLLECT_TOKEN";
-/// Time for a connection to the collector to send its first byte, then a whole request head
-/// (the daemon's default `server.header_timeout`).
-const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The collector's side: who joined, when everyone starts, what came in.
-struct Room {
-    count: u32,
-    profile: String,
-    joined: Mutex<BTreeSet<u32>>,
-    start_at_ms: Mutex<Option<u64>>,
-    shares: Mutex<BTreeMap<u32, RunRecord>>,
-    /// The shards' shared token; `None`: anyone who reaches the port may join.
-    token: Option<Secret>,
-    /// Calls refused for a missing or wrong token.
-    refused: AtomicU64,
-}
+/// The farthest ahead a start instant may be (the daemon's `POST /api/shard-runs` bound): past
+/// it the shards' clocks are apart, or the collector is not one.
+pub const MAX_AHEAD: Duration = Duration::from_secs(10);
 
 /// A run's part in a collected run, between the barrier and the verdict.
 pub struct Collect {
@@ -97,9 +88,12 @@ enum Role {
 
 /// How a collected run ended for this process.
 pub enum Collected {
-    /// The collector: its report now holds every share's figures; the shards without figures,
-    /// with why, when any.
-    Whole { missing: Option<String> },
+    /// The collector: its report now holds every share's figures; the shards without figures
+    /// or with only part of their plan's, with why, when any; the signal that stopped a share.
+    Whole {
+        missing: Option<String>,
+        signal: Option<&'static str>,
+    },
     /// Another shard: whether the collector has its figures.
     Share { delivered: Result<(), String> },
 }
@@ -145,22 +139,27 @@ pub fn token(flag: Option<&str>) -> anyhow::Result<Option<Secret>> {
 pub async fn join(
     url: &str,
     args: &super::args::RunArgs,
-    shard: Shard,
+    spec: &RunSpec,
     profile: &str,
     timeout: Duration,
 ) -> anyhow::Result<Collect> {
     let (base, port) = collector_url(url)?;
     let token = token(args.collect_token.as_deref())?;
+    let shard = spec.shard;
     if shard.index() == 0 {
-        let addr = args
-            .collect_listen
-            .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], port)));
+        let addr = listen_addr(url, args.collect_listen, port, token.is_some())?;
+        let per_iteration = spec.work.steps().len();
+        let bounds = (0..shard.count())
+            .map(|i| Bounds::of(&spec.executor, Shard::new(i, shard.count())?, per_iteration))
+            .collect::<anyhow::Result<Vec<_>>>()?;
         let room = Room {
             count: shard.count(),
             profile: profile.to_string(),
             joined: Mutex::new(BTreeSet::new()),
             start_at_ms: Mutex::new(None),
             shares: Mutex::new(BTreeMap::new()),
+            conflicts: Mutex::new(Vec::new()),
+            bounds,
             token,
             refused: AtomicU64::new(0),
         };
@@ -168,34 +167,6 @@ pub async fn join(
     } else {
         join_collector(&base, shard, profile, timeout, token).await
     }
-}
-
-/// The collector's server on `addr`: the daemon's hardening, a share's size as its body limit,
-/// stopped by the returned token.
-fn listen(addr: SocketAddr, room: &Arc<Room>) -> anyhow::Result<(CancellationToken, TaskTracker)> {
-    let listener = crate::server::bind(addr)
-        .with_context(|| format!("--collect-listen {addr}: cannot listen"))?;
-    let app = axum::Router::new()
-        .route("/v1/join", axum::routing::post(on_join))
-        .route("/v1/shares/{shard}", axum::routing::post(on_share))
-        .layer(DefaultBodyLimit::max(MAX_SHARE))
-        .with_state(room.clone());
-    let fds = crate::limits::nofile().map_or(1024, |l| l.soft);
-    let slots = room.count.saturating_mul(2).max(64);
-    let limits = crate::server::Limits {
-        max_body: Some(MAX_SHARE),
-        ..crate::server::Limits::new(HEADER_TIMEOUT, slots, fds)
-    };
-    let stop = CancellationToken::new();
-    let server = TaskTracker::new();
-    server.spawn(crate::server::serve(
-        listener,
-        app,
-        limits,
-        stop.clone(),
-        server.clone(),
-    ));
-    Ok((stop, server))
 }
 
 async fn collect_joins(addr: SocketAddr, room: Room, timeout: Duration) -> anyhow::Result<Collect> {
@@ -238,119 +209,6 @@ async fn collect_joins(addr: SocketAddr, room: Room, timeout: Duration) -> anyho
             absent,
         },
     })
-}
-
-/// `POST /v1/join`: `{shard, count, profile}`; 200 with the start instant once it is set, 202
-/// while the collector waits for the others, 409 when the shard cannot join this run.
-async fn on_join(
-    State(room): State<Arc<Room>>,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
-) -> (StatusCode, axum::Json<Value>) {
-    let refuse = |code, why: String| (code, axum::Json(json!({ "error": why })));
-    if let Err(why) = authorize(&room, &headers) {
-        return refuse(StatusCode::UNAUTHORIZED, why.into());
-    }
-    let v: Value = match serde_json::from_slice(&body) {
-        Ok(v) => v,
-        Err(e) => return refuse(StatusCode::BAD_REQUEST, format!("not a join: {e}")),
-    };
-    let (Some(shard), Some(count), Some(profile)) = (
-        v["shard"].as_u64(),
-        v["count"].as_u64(),
-        v["profile"].as_str(),
-    ) else {
-        return refuse(
-            StatusCode::BAD_REQUEST,
-            "a join names `shard`, `count` and `profile`".into(),
-        );
-    };
-    if count != u64::from(room.count) || profile != room.profile || shard == 0 || shard >= count {
-        return refuse(
-            StatusCode::CONFLICT,
-            format!(
-                "this collector runs profile `{}` over {} shards; shard {shard}/{count} of `{profile}` is not one of them",
-                room.profile, room.count
-            ),
-        );
-    }
-    let start = room.start_at_ms.lock().ok().and_then(|s| *s);
-    match start {
-        None => {
-            if let Ok(mut j) = room.joined.lock() {
-                j.insert(shard as u32);
-            }
-            (StatusCode::ACCEPTED, axum::Json(json!({ "waiting": true })))
-        }
-        Some(at)
-            if room
-                .joined
-                .lock()
-                .is_ok_and(|j| j.contains(&(shard as u32))) =>
-        {
-            (StatusCode::OK, axum::Json(json!({ "start_at_ms": at })))
-        }
-        Some(_) => refuse(
-            StatusCode::CONFLICT,
-            format!("shard {shard} joined too late: the run started without it"),
-        ),
-    }
-}
-
-/// `POST /v1/shares/{shard}`: a joined shard's finished figures, once.
-async fn on_share(
-    State(room): State<Arc<Room>>,
-    Path(shard): Path<u32>,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
-) -> (StatusCode, axum::Json<Value>) {
-    let refuse = |code, why: String| (code, axum::Json(json!({ "error": why })));
-    if let Err(why) = authorize(&room, &headers) {
-        return refuse(StatusCode::UNAUTHORIZED, why.into());
-    }
-    if !room.joined.lock().is_ok_and(|j| j.contains(&shard)) {
-        return refuse(
-            StatusCode::CONFLICT,
-            format!("shard {shard} is not in this run"),
-        );
-    }
-    let shares: RunRecord = match serde_json::from_slice(&body) {
-        Ok(s) => s,
-        Err(e) => {
-            return refuse(
-                StatusCode::BAD_REQUEST,
-                format!("not a share's figures: {e}"),
-            );
-        }
-    };
-    match room.shares.lock() {
-        Ok(mut all) => {
-            all.entry(shard).or_insert(shares);
-            (StatusCode::OK, axum::Json(json!({ "received": shard })))
-        }
-        Err(_) => refuse(StatusCode::INTERNAL_SERVER_ERROR, "poisoned".into()),
-    }
-}
-
-/// The bearer token of a call against the room's, as the daemon's admin token is checked: one
-/// space after the scheme, nothing trimmed, compared in constant time (`subtle`).
-fn authorize(room: &Room, headers: &HeaderMap) -> Result<(), &'static str> {
-    let Some(token) = &room.token else {
-        return Ok(());
-    };
-    let given = headers
-        .get(http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    let why = match given {
-        Some(g) if bool::from(g.as_bytes().ct_eq(token.expose().as_bytes())) => return Ok(()),
-        Some(_) => "wrong bearer token",
-        None => {
-            "missing `Authorization: Bearer <token>`: give every shard the collector's --collect-token"
-        }
-    };
-    room.refused.fetch_add(1, Relaxed);
-    Err(why)
 }
 
 fn client() -> Client {
@@ -418,6 +276,16 @@ async fn join_collector(
                 let at = v["start_at_ms"]
                     .as_u64()
                     .ok_or_else(|| anyhow!("the collector at {base} sent no start instant"))?;
+                let ahead = at.saturating_sub(crate::clock::unix_ms());
+                if ahead > MAX_AHEAD.as_millis() as u64 {
+                    bail!(
+                        "the collector at {base} set the run's start {} s ahead, more than {} s: \
+                         are the shards' clocks apart? (shard {} does not wait for it)",
+                        ahead / 1000,
+                        MAX_AHEAD.as_secs(),
+                        shard.index()
+                    );
+                }
                 return Ok(Collect {
                     start_at_ms: at,
                     role: Role::Share {
@@ -449,10 +317,16 @@ async fn join_collector(
 }
 
 impl Collect {
-    /// After the run: a share hands its figures in; the collector waits for every share (until
-    /// [`SLACK`] past `planned` after the start) and adds them to `report`, thresholds
-    /// evaluated again on the sum.
-    pub async fn finish(self, report: &mut RunReport, planned: Duration) -> Collected {
+    /// After the run: a share hands its figures in (with why it stopped early, `stopped`, and
+    /// the `signal` that did, if any); the collector waits for every share (until [`SLACK`]
+    /// past `planned` after the start) and adds them to `report`, thresholds evaluated again on
+    /// the sum.
+    pub async fn finish(
+        self,
+        report: &mut RunReport,
+        planned: Duration,
+        signal: Option<&str>,
+    ) -> Collected {
         match self.role {
             Role::Share {
                 url,
@@ -460,30 +334,13 @@ impl Collect {
                 client,
                 token,
             } => {
-                let body = serde_json::to_vec(&report.stats).unwrap_or_default();
-                let mut last = String::new();
-                // A few tries: the collector is up (it started this run) unless it died.
-                for _ in 0..10 {
-                    match post(&client, &url, token.as_ref(), body.clone()).await {
-                        Ok((200, _)) => return Collected::Share { delivered: Ok(()) },
-                        Ok((code, v)) => {
-                            last = format!(
-                                "it answered {code}: {}",
-                                v["error"].as_str().unwrap_or("")
-                            );
-                            if (400..500).contains(&code) {
-                                break;
-                            }
-                        }
-                        Err(why) => last = why,
-                    }
-                    tokio::time::sleep(RETRY).await;
-                }
-                Collected::Share {
-                    delivered: Err(format!(
-                        "shard {shard}'s figures did not reach the collector: {last}"
-                    )),
-                }
+                let share = Share::of(&report.stats, report.aborted.as_ref(), signal);
+                let delivered = hand_in(&client, &url, token.as_ref(), &share)
+                    .await
+                    .map_err(|last| {
+                        format!("shard {shard}'s figures did not reach the collector: {last}")
+                    });
+                Collected::Share { delivered }
             }
             Role::Collector {
                 room,
@@ -511,44 +368,37 @@ impl Collect {
                         "warning: the collector refused {refused} calls without the shards' token"
                     );
                 }
-                let shares = room
-                    .shares
-                    .lock()
-                    .map(|mut s| std::mem::take(&mut *s))
-                    .unwrap_or_default();
-                let mut missing: Vec<(u32, String)> = absent
-                    .iter()
-                    .map(|i| (*i, "it did not join in time".to_string()))
-                    .collect();
-                for i in &expected {
-                    match shares.get(i) {
-                        None => missing.push((*i, "its figures did not come in time".into())),
-                        Some(s) => {
-                            if let Err(why) = report.stats.merge(s) {
-                                missing.push((*i, why));
-                            }
-                        }
-                    }
-                }
-                report.thresholds = report
-                    .thresholds
-                    .iter()
-                    .map(|(spec, _)| (spec.clone(), spec.threshold.evaluate(&report.stats)))
-                    .collect();
-                missing.sort();
-                let missing = (!missing.is_empty()).then(|| {
-                    let names: Vec<u32> = missing.iter().map(|(i, _)| *i).collect();
-                    let why: Vec<String> =
-                        missing.iter().map(|(i, w)| format!("shard {i}: {w}")).collect();
-                    format!(
-                        "inconclusive: shards {names:?} gave no figures, so the whole run cannot be judged ({})",
-                        why.join("; ")
-                    )
-                });
-                Collected::Whole { missing }
+                let (missing, signal) = add_up(&room, report, &absent, &expected);
+                Collected::Whole { missing, signal }
             }
         }
     }
+}
+
+/// Sends this shard's share, a few tries (the collector is up: it started this run, unless it
+/// died); a refusal (4xx) is final. Why it did not get there, if it did not.
+async fn hand_in(
+    client: &Client,
+    url: &str,
+    token: Option<&Secret>,
+    share: &Share,
+) -> Result<(), String> {
+    let body = serde_json::to_vec(share).map_err(|e| e.to_string())?;
+    let mut last = String::new();
+    for _ in 0..10 {
+        match post(client, url, token, body.clone()).await {
+            Ok((200, _)) => return Ok(()),
+            Ok((code, v)) => {
+                last = format!("it answered {code}: {}", v["error"].as_str().unwrap_or(""));
+                if (400..500).contains(&code) {
+                    break;
+                }
+            }
+            Err(why) => last = why,
+        }
+        tokio::time::sleep(RETRY).await;
+    }
+    Err(last)
 }
 
 #[cfg(test)]

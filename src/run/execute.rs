@@ -88,21 +88,26 @@ pub async fn execute(
         report = run => report.map_err(|e| anyhow!("profile `{}`: {e}", r.name))?,
         () = watch.cut.cancelled() => cut_short(&r.spec, &stats, started, watch.caught.get().copied()),
     };
-    let (collected, notes) = settle_collect(collect, &mut report, &r).await;
     let interrupted_by = watch.stop(&report);
+    let (collected, notes) = settle_collect(collect, &mut report, &r, interrupted_by).await;
+    // The record says a run was interrupted when this process was, or a share it adds was.
+    let marked = interrupted_by.or(match &collected {
+        Some(Collected::Whole { signal, .. }) => *signal,
+        _ => None,
+    });
     progress.stop().await;
     stop_exporter(exporter).await;
     // The run and its observers are gone: the outputs see their last samples.
     let (said, stopped) = outputs
         .stop(&Last {
             report: &report,
-            interrupted_by,
+            interrupted_by: marked,
         })
         .await;
     for line in said {
         let _ = writeln!(std::io::stderr(), "{line}");
     }
-    let exported = write_export(args, &report, interrupted_by);
+    let exported = write_export(args, &report, marked);
     print_summary(args, &r, &report, &notes, tty);
     exported?;
     stopped?;
@@ -194,7 +199,7 @@ async fn join_collect(
                     .map_err(|e| Usage(format!("--collect-timeout `{t}`: {e}")))?,
                 None => Duration::from_secs(300),
             };
-            let c = super::collect::join(url, args, r.spec.shard, &r.name, timeout).await?;
+            let c = super::collect::join(url, args, &r.spec, &r.name, timeout).await?;
             let wait = c.start_at_ms.saturating_sub(crate::clock::unix_ms());
             spec.start_time = spec.start_time.saturating_add(Duration::from_millis(wait));
             Ok(Some(c))
@@ -210,15 +215,18 @@ async fn settle_collect(
     collect: Option<Collect>,
     report: &mut RunReport,
     r: &Resolved,
+    signal: Option<&str>,
 ) -> (Option<Collected>, Vec<String>) {
     let collected = match collect {
-        Some(c) => Some(c.finish(report, r.planned).await),
+        Some(c) => Some(c.finish(report, r.planned, signal).await),
         None => None,
     };
     let mut notes = r.notes.clone();
     match &collected {
-        Some(Collected::Whole { missing: Some(why) }) => notes.push(why.clone()),
-        Some(Collected::Whole { missing: None }) => notes.push(format!(
+        Some(Collected::Whole {
+            missing: Some(why), ..
+        }) => notes.push(why.clone()),
+        Some(Collected::Whole { missing: None, .. }) => notes.push(format!(
             "the whole run: every one of {} shards' figures added up",
             r.spec.shard.count()
         )),

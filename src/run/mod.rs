@@ -21,6 +21,8 @@ mod execute;
 mod grpc;
 mod overrides;
 mod resolve;
+mod room;
+mod shares;
 
 pub use args::{RunArgs, parse_shard};
 pub use execute::{Finished, execute};
@@ -77,7 +79,10 @@ pub fn command(args: RunArgs) -> i32 {
             Err(_) => crate::exit::ERROR,
         },
         Ok(Finished {
-            collected: Some(collect::Collected::Whole { missing: Some(why) }),
+            collected:
+                Some(collect::Collected::Whole {
+                    missing: Some(why), ..
+                }),
             ..
         }) => {
             eprintln!("{why}");

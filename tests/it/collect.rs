@@ -1,8 +1,10 @@
 //! `run --shard i/N --collect URL`'s collector: with a token, a join or a share that lacks it
 //! (or brings a wrong one) is refused 401 and the run's verdict comes from the rightful shards
 //! alone; without one it warns, once, that it is unauthenticated. It serves on the daemon's
-//! server, so sockets that never send a byte cannot lock the shards out, even past its
-//! descriptors.
+//! server, so sockets that never send a byte, heads that never end and stalled bodies cannot
+//! lock the shards out, even past its descriptors. One share per shard, only figures its plan
+//! can make; a share stopped by SIGTERM makes the run inconclusive (75), named with what it
+//! never ran; a start 10 years ahead is refused (issues 43 and 44).
 
 use crate::support::{BackgroundTarget, eventually, free_port, sloburn, with_nofile};
 use serde_json::Value;
@@ -25,15 +27,27 @@ struct Shard {
 impl Shard {
     /// `sloburn run` of shard `i`/3 against `target`, collected on 127.0.0.1:`port`.
     fn command(dir: &Path, i: u32, port: u16, target: SocketAddr) -> Command {
+        Shard::command_at(dir, i, port, target, 30, "2s")
+    }
+
+    /// The same at `rate` a second for `duration`.
+    fn command_at(
+        dir: &Path,
+        i: u32,
+        port: u16,
+        target: SocketAddr,
+        rate: u32,
+        duration: &str,
+    ) -> Command {
         let mut cmd = sloburn();
         cmd.env_remove("SLOBURN_COLLECT_TOKEN").args([
             "run".to_string(),
             "--url".into(),
             format!("http://{target}/"),
             "--rate".into(),
-            "30/s".into(),
+            format!("{rate}/s"),
             "--duration".into(),
-            "2s".into(),
+            duration.into(),
             "--max-vus".into(),
             "10".into(),
             "--shard".into(),
@@ -249,4 +263,327 @@ fn idle_sockets_past_its_descriptors_do_not_lock_the_shards_out_of_the_collector
     assert_eq!(err.matches("unauthenticated").count(), 1, "{err}");
     assert!(!one.stderr().contains("unauthenticated"));
     drop(idle);
+}
+
+/// The summary-export of shard 0.
+fn export_of(dir: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("summary-0.json")).unwrap()).unwrap()
+}
+
+/// Issue 43, item 4: a share stopped by SIGTERM (a pod evicted) hands in what it measured, and
+/// the whole run is inconclusive (75), naming the shard and the part of its plan it never ran;
+/// the record says it was interrupted.
+#[test]
+fn a_share_stopped_by_sigterm_mid_run_makes_the_whole_run_inconclusive_naming_what_it_missed() {
+    let target = BackgroundTarget::start(TargetOptions::default());
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    // 60/s for 6 s: 360 arrivals, 120 a shard.
+    let start = |i| {
+        let mut cmd = Shard::command_at(dir.path(), i, port, target.addr, 60, "6s");
+        cmd.env("SLOBURN_COLLECT_TOKEN", TOKEN);
+        Shard::start(dir.path(), i, cmd)
+    };
+    let mut collector = start(0);
+    let mut one = start(1);
+    let mut two = start(2);
+    // A second of load (60 requests) reached the target: the run is under way on every shard.
+    let going = eventually(Duration::from_secs(30), || {
+        (target.stats().requests >= 60).then_some(())
+    });
+    assert!(going.is_some(), "{}", collector.stderr());
+    unsafe { libc::kill(two.child.id() as i32, libc::SIGTERM) };
+    let codes = [collector.code(), one.code(), two.code()];
+    assert_eq!(
+        codes,
+        [75, 0, 105],
+        "{}\n{}\n{}",
+        collector.stderr(),
+        one.stderr(),
+        two.stderr()
+    );
+    let err = collector.stderr();
+    assert!(err.contains("[2]"), "{err}");
+    assert!(
+        err.contains("shard 2: interrupted by SIGTERM: it stopped at"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("shard 1:") && !err.contains("every one of"),
+        "{err}"
+    );
+    // How much of shard 2's plan never ran, and the merged figures agree with it: what every
+    // shard started (or dropped) plus what shard 2 never started is the whole plan.
+    let missing: u64 = err
+        .split(" of its 120 planned iterations")
+        .next()
+        .and_then(|head| head.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no shortfall in {err}"));
+    let export = export_of(dir.path());
+    let metric = |name: &str| export["metrics"][name]["count"].as_u64().unwrap_or(0);
+    let (iterations, dropped) = (metric("iterations"), metric("dropped_iterations"));
+    eprintln!(
+        "shard 2 never ran {missing} of 120; merged: {iterations} iterations, {dropped} dropped"
+    );
+    assert!(missing > 0 && missing < 120, "{missing}");
+    assert_eq!(iterations + dropped + missing, 360, "{export:#}");
+    assert_eq!(
+        export["state"]["interrupted"], true,
+        "{:#}",
+        export["state"]
+    );
+    assert_eq!(export["state"]["signal"], "SIGTERM");
+    assert!(collector.stdout().contains("interrupted by SIGTERM"));
+}
+
+/// A share's figures for shard 1 of the run shard 0 collects on `port`, from the version 1
+/// fixture: `requests` requests of which `failed` failed, in as many iterations.
+fn fake_share(requests: u64, failed: u64) -> String {
+    let mut record: Value = serde_json::from_str(
+        &std::fs::read_to_string(crate::support::root().join("tests/it/golden/record-v1.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    record["requests"] = requests.into();
+    record["failed"] = failed.into();
+    record["no_response"] = 0.into();
+    record["iterations"] = requests.into();
+    record["dropped"] = 0.into();
+    serde_json::json!({ "stopped": null, "signal": null, "record": record }).to_string()
+}
+
+/// Issue 44, item 7: 1,000,000 failed requests handed in for shard 1 by someone else are
+/// refused without the token, with a wrong one, and with the right one (no share of 20
+/// arrivals holds them); the verdict comes from the real shards alone.
+#[test]
+fn a_fake_shards_million_failed_requests_are_refused_and_the_verdict_stands() {
+    let target = BackgroundTarget::start(TargetOptions::default());
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let start = |i| {
+        let mut cmd = Shard::command(dir.path(), i, port, target.addr);
+        cmd.env("SLOBURN_COLLECT_TOKEN", TOKEN);
+        Shard::start(dir.path(), i, cmd)
+    };
+    let mut collector = start(0);
+    let mut one = start(1);
+    let mut two = start(2);
+    let forged = fake_share(1_000_000, 1_000_000);
+    let right = format!("Bearer {TOKEN}");
+    let wrong = format!("Bearer {TOKEN}-not");
+    // Once shard 1 has joined, the right token gets as far as the figures.
+    let answer = eventually(Duration::from_secs(20), || {
+        match post(port, "/v1/shares/1", Some(&right), &forged) {
+            Ok(409) | Err(_) => None,
+            other => Some(other),
+        }
+    });
+    assert_eq!(answer, Some(Ok(422)), "{}", collector.stderr());
+    for auth in [None, Some(wrong.as_str())] {
+        assert_eq!(
+            post(port, "/v1/shares/1", auth, &forged),
+            Ok(401),
+            "{auth:?}"
+        );
+    }
+    // Out of range: no shard 3 of 3, and shard 0 hands in nothing.
+    for shard in [3u32, 0, 4_000_000_000] {
+        let path = format!("/v1/shares/{shard}");
+        assert_eq!(post(port, &path, Some(&right), &forged), Ok(409), "{path}");
+    }
+    let codes = [collector.code(), one.code(), two.code()];
+    assert_eq!(codes, [0, 0, 0], "{}", collector.stderr());
+    let export = export_of(dir.path());
+    assert_eq!(export["metrics"]["http_reqs"]["count"], 60, "{export:#}");
+    assert_eq!(
+        export["metrics"]["http_req_failed"]["passes"], 0,
+        "{export:#}"
+    );
+    assert!(
+        collector.stderr().contains("refused 2 calls"),
+        "{}",
+        collector.stderr()
+    );
+}
+
+/// Issue 44, item 7: one share per shard. A second share with other figures is refused (409)
+/// and the run is inconclusive, naming the shard; the same bytes again (a retry whose answer
+/// was lost) are taken once.
+#[test]
+fn a_second_share_for_a_shard_is_refused_and_makes_the_run_inconclusive() {
+    let target = BackgroundTarget::start(TargetOptions::default());
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut cmd = Shard::command(dir.path(), 0, port, target.addr);
+    cmd.args(["--collect-token", TOKEN]);
+    let mut collector = Shard::start(dir.path(), 0, cmd);
+    // This test is shard 1: it joins, then shard 2 comes and the run starts.
+    let auth = format!("Bearer {TOKEN}");
+    let join = r#"{"shard":1,"count":3,"profile":"adhoc"}"#;
+    let first = eventually(Duration::from_secs(20), || {
+        post(port, "/v1/join", Some(&auth), join).ok()
+    });
+    assert_eq!(first, Some(202), "{}", collector.stderr());
+    let mut cmd = Shard::command(dir.path(), 2, port, target.addr);
+    cmd.args(["--collect-token", TOKEN]);
+    let mut two = Shard::start(dir.path(), 2, cmd);
+    let started = eventually(Duration::from_secs(20), || {
+        (post(port, "/v1/join", Some(&auth), join) == Ok(200)).then_some(())
+    });
+    assert!(started.is_some(), "{}", collector.stderr());
+    let share = fake_share(20, 0);
+    assert_eq!(post(port, "/v1/shares/1", Some(&auth), &share), Ok(200));
+    assert_eq!(
+        post(port, "/v1/shares/1", Some(&auth), &share),
+        Ok(200),
+        "a retry"
+    );
+    let other = fake_share(19, 0);
+    assert_eq!(
+        post(port, "/v1/shares/1", Some(&auth), &other),
+        Ok(409),
+        "a second share"
+    );
+    assert_eq!(
+        [collector.code(), two.code()],
+        [75, 0],
+        "{}",
+        collector.stderr()
+    );
+    let err = collector.stderr();
+    assert!(
+        err.contains("[1]") && err.contains("shard 1: a second share with other figures"),
+        "{err}"
+    );
+}
+
+/// Issue 44, item 8: sockets that never send a byte, heads that never end and bodies that stall
+/// (without the token: refused from the head, before any body is read) do not keep the real
+/// shards from joining and handing in.
+#[test]
+fn idle_half_sent_and_stalled_sockets_do_not_keep_the_real_shards_out() {
+    let target = BackgroundTarget::start(TargetOptions::default());
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut cmd = Shard::command(dir.path(), 0, port, target.addr);
+    cmd.env("SLOBURN_COLLECT_TOKEN", TOKEN);
+    let mut collector = Shard::start(dir.path(), 0, cmd);
+    let listening = eventually(Duration::from_secs(20), || {
+        TcpStream::connect(("127.0.0.1", port)).ok()
+    });
+    assert!(listening.is_some(), "{}", collector.stderr());
+    let open = |n: usize, send: &str| -> Vec<TcpStream> {
+        (0..n)
+            .filter_map(|_| {
+                let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+                s.write_all(send.as_bytes()).ok()?;
+                Some(s)
+            })
+            .collect()
+    };
+    let idle = open(100, "");
+    let half = open(100, "POST /v1/join HTTP/1.1\r\nHost: c\r\nContent-Le");
+    let stalled = open(
+        100,
+        "POST /v1/shares/1 HTTP/1.1\r\nHost: c\r\nContent-Length: 100000\r\n\r\n{\"stopped\":",
+    );
+    assert_eq!((idle.len(), half.len(), stalled.len()), (100, 100, 100));
+    let start = |i| {
+        let mut cmd = Shard::command(dir.path(), i, port, target.addr);
+        cmd.env("SLOBURN_COLLECT_TOKEN", TOKEN);
+        Shard::start(dir.path(), i, cmd)
+    };
+    let mut one = start(1);
+    let mut two = start(2);
+    let codes = [collector.code(), one.code(), two.code()];
+    assert_eq!(codes, [0, 0, 0], "{}\n{}", collector.stderr(), one.stderr());
+    assert_eq!(requests_of_the_whole_run(dir.path()), 60);
+    // Every stalled body was answered 401 from its head, not left waiting on its body.
+    let answered = stalled
+        .into_iter()
+        .filter(|s| {
+            let mut s = s.try_clone().unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut head = [0u8; 12];
+            s.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.1 401")
+        })
+        .count();
+    assert_eq!(answered, 100);
+    drop((idle, half));
+}
+
+/// A collector that answers every join with a start `start_at_ms` (unix ms) away; its port.
+fn fake_collector(start_at_ms: u64) -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        // A shard calls a few times at most; the thread ends with the test binary.
+        for conn in listener.incoming().take(50) {
+            let Ok(mut s) = conn else { continue };
+            s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            let body = format!("{{\"start_at_ms\":{start_at_ms}}}");
+            let _ = write!(
+                s,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    port
+}
+
+/// Issue 44, item 9: a start 10 years ahead is refused at once with an error, never waited
+/// for; and shard 0 without a token will not listen for a URL other shards reach from afar.
+#[test]
+fn a_start_ten_years_ahead_is_refused_and_an_open_collector_needs_a_token() {
+    let target = BackgroundTarget::start(TargetOptions::default());
+    let dir = tempfile::tempdir().unwrap();
+    let ten_years = 10 * 365 * 24 * 3600 * 1000;
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let port = fake_collector(now_ms + ten_years);
+    let mut one = Shard::start(
+        dir.path(),
+        1,
+        Shard::command(dir.path(), 1, port, target.addr),
+    );
+    let started = Instant::now();
+    assert_eq!(one.code(), 1, "{}", one.stderr());
+    let took = started.elapsed();
+    let err = one.stderr();
+    assert!(
+        err.contains("set the run's start 3153") && err.contains(" s ahead, more than 10 s"),
+        "{err}"
+    );
+    assert!(took < Duration::from_secs(30), "{took:?}");
+    assert_eq!(target.stats().requests, 0);
+
+    // Shard 0, no token, a URL other pods reach: refused before it listens (exit 2).
+    let mut cmd = sloburn();
+    cmd.env_remove("SLOBURN_COLLECT_TOKEN").args([
+        "run".to_string(),
+        "--url".into(),
+        format!("http://{}/", target.addr),
+        "--rate".into(),
+        "30/s".into(),
+        "--duration".into(),
+        "2s".into(),
+        "--shard".into(),
+        "0/3".into(),
+        "--collect".into(),
+        "http://sloburn-job-0.sloburn-job:9091".into(),
+        "--quiet".into(),
+    ]);
+    let mut zero = Shard::start(dir.path(), 0, cmd);
+    assert_eq!(zero.code(), 2, "{}", zero.stderr());
+    assert!(
+        zero.stderr().contains("without a token"),
+        "{}",
+        zero.stderr()
+    );
 }
