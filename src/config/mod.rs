@@ -434,8 +434,12 @@ pub fn load(path: &Path) -> Result<Loaded, ConfigError> {
 
 /// Reads and validates a config file for `sloburn run`: the daemon's own secrets
 /// (`server.admin_token`) are checked for shape but not read, since a run never serves the API.
-pub fn load_for_run(path: &Path) -> Result<Loaded, ConfigError> {
-    let mut env = Env::process();
+/// `overrides` are `run -e KEY=VALUE`'s values, over the process's environment.
+pub fn load_for_run(
+    path: &Path,
+    overrides: BTreeMap<String, String>,
+) -> Result<Loaded, ConfigError> {
+    let mut env = Env::process_with(overrides);
     env.resolve_server_secrets = false;
     load_with(path, &env)
 }
@@ -484,6 +488,18 @@ impl Env {
             ndots: crate::http::system_ndots(),
             resolve_secrets: true,
             resolve_server_secrets: true,
+        }
+    }
+
+    /// The process's environment with `overrides` (k6's `-e KEY=VALUE`) over it.
+    pub fn process_with(overrides: BTreeMap<String, String>) -> Env {
+        if overrides.is_empty() {
+            return Env::process();
+        }
+        let vars = move |name: &str| overrides.get(name).cloned().or(std::env::var(name).ok());
+        Env {
+            vars: Box::new(vars),
+            ..Env::process()
         }
     }
 

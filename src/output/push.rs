@@ -84,6 +84,8 @@ pub struct RunLabels {
     pub profile: String,
     pub target: String,
     pub testid: Option<String>,
+    /// `--tag NAME=VALUE` pairs.
+    pub tags: Vec<(String, String)>,
 }
 
 impl RunLabels {
@@ -99,6 +101,7 @@ impl RunLabels {
         ]
         .into_iter()
         .chain(self.testid.as_deref().map(|t| ("testid", t)))
+        .chain(self.tags.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .chain(extra.iter().copied())
         .filter(|(_, v)| !v.is_empty())
     }
@@ -167,6 +170,7 @@ impl<E: Encoding> Output for Push<E> {
                 profile: run.profile.to_string(),
                 target: run.target.to_string(),
                 testid: run.testid.map(str::to_string),
+                tags: run.tags.to_vec(),
             },
             buckets: run.buckets.to_vec(),
             start_ns: u64::try_from(crate::clock::since_epoch().as_nanos()).unwrap_or(u64::MAX),

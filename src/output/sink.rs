@@ -17,6 +17,8 @@ pub struct RunInfo<'a> {
     pub target: &'a str,
     /// `--testid`: a `testid` label on every series pushed.
     pub testid: Option<&'a str>,
+    /// `--tag NAME=VALUE`: a tag on every sample written and a label on every series pushed.
+    pub tags: &'a [(String, String)],
     /// One request or a mix of journeys: their steps and names.
     pub work: &'a Work,
     /// The target's headers, for redacting what a failure's evidence shows.

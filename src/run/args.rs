@@ -36,7 +36,7 @@ pub struct RunArgs {
     #[arg(long = "import-path", value_name = "DIR")]
     pub import_paths: Vec<PathBuf>,
     /// Virtual users (closed model), or pre-allocated VUs with --rate.
-    #[arg(long)]
+    #[arg(long, env = "K6_VUS")]
     pub vus: Option<u32>,
     /// Open model: iterations per time unit, e.g. `2000/s`.
     #[arg(long)]
@@ -50,19 +50,19 @@ pub struct RunArgs {
     #[arg(long)]
     pub max_lateness: Option<String>,
     /// Test duration, e.g. `30s` (default 10s).
-    #[arg(long)]
+    #[arg(long, env = "K6_DURATION")]
     pub duration: Option<String>,
     /// Total iterations shared by the VUs (shared-iterations executor).
-    #[arg(long)]
+    #[arg(long, env = "K6_ITERATIONS")]
     pub iterations: Option<u64>,
     /// Open a new connection for every request (ab without -k).
-    #[arg(long)]
+    #[arg(long, env = "K6_NO_CONNECTION_REUSE", value_parser = clap::builder::BoolishValueParser::new())]
     pub no_keep_alive: bool,
     /// Per-request timeout (default 10s).
     #[arg(long)]
     pub timeout: Option<String>,
     /// Skip TLS certificate verification.
-    #[arg(long)]
+    #[arg(long, env = "K6_INSECURE_SKIP_TLS_VERIFY", value_parser = clap::builder::BoolishValueParser::new())]
     pub insecure: bool,
     /// HTTP version, over the target's `http`: `2` (h2c prior knowledge on http://, only h2 in
     /// ALPN on https), `1.1`, or `auto` (ALPN on https).
@@ -95,7 +95,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "DURATION")]
     pub collect_timeout: Option<String>,
     /// Write k6's summary-export JSON here.
-    #[arg(long)]
+    #[arg(long, env = "K6_SUMMARY_EXPORT")]
     pub summary_export: Option<PathBuf>,
     /// Write a self-contained HTML report of the run here (charts inlined; opens offline).
     #[arg(long, value_name = "FILE.html")]
@@ -105,8 +105,19 @@ pub struct RunArgs {
     /// `prometheus-rw=URL[?interval=5s&native=true]` pushes to a Prometheus remote write
     /// receiver every interval and at the end; `opentelemetry[=URL]` pushes OTLP/HTTP metrics
     /// (by default to `$OTEL_EXPORTER_OTLP_ENDPOINT`, else http://localhost:4318).
-    #[arg(long)]
+    #[arg(long, env = "K6_OUT")]
     pub out: Vec<String>,
+    /// k6's `-e KEY=VALUE` (repeatable): the value `${env:KEY}` reads in the config, --url and
+    /// -H, over the process's environment.
+    #[arg(short = 'e', long = "env", value_name = "KEY=VALUE")]
+    pub env: Vec<String>,
+    /// k6's `--tag NAME=VALUE` (repeatable): a tag on every sample `--out json` writes and a
+    /// label on every series `--out prometheus-rw` and `opentelemetry` push.
+    #[arg(long = "tag", value_name = "NAME=VALUE")]
+    pub tags: Vec<String>,
+    /// Accepted as k6 takes it; sloburn's summary is plain text without colours.
+    #[arg(long, env = "K6_NO_COLOR", value_parser = clap::builder::BoolishValueParser::new())]
+    pub no_color: bool,
     /// A `testid` label on every series `--out prometheus-rw` pushes.
     #[arg(long)]
     pub testid: Option<String>,

@@ -64,6 +64,7 @@ pub async fn execute(
         profile: &r.name,
         target: &r.target.name,
         testid: args.testid.as_deref(),
+        tags: &r.tags,
         work: &r.spec.work,
         headers: &r.target.headers,
         thresholds: &r.spec.thresholds,

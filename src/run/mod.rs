@@ -19,6 +19,7 @@ mod args;
 mod collect;
 mod execute;
 mod grpc;
+mod k6flags;
 mod overrides;
 mod resolve;
 mod room;

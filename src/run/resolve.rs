@@ -24,6 +24,8 @@ pub struct Resolved {
     pub telemetry: Option<crate::telemetry::TelemetryConfig>,
     /// How the run was set up that its summary should say (a capped default VU pool).
     pub notes: Vec<String>,
+    /// `--tag NAME=VALUE`, sorted by name.
+    pub tags: Vec<(String, String)>,
 }
 
 /// What a config's profile or the ad-hoc flags give, before the flags both take apply.
@@ -51,6 +53,7 @@ pub fn resolve(args: &RunArgs, out: &mut impl Write) -> anyhow::Result<Option<Re
         Some(s) => parse_shard(s)?,
         None => Shard::WHOLE,
     };
+    let tags = super::k6flags::tags(&args.tags).map_err(Usage)?;
     let picked = match (&args.file, &args.url) {
         (Some(_), Some(_)) => bail!("give a config file or --url, not both"),
         (None, None) => bail!("give a config file (and --profile) or --url for an ad-hoc run"),
@@ -60,7 +63,9 @@ pub fn resolve(args: &RunArgs, out: &mut impl Write) -> anyhow::Result<Option<Re
         },
         (None, Some(url)) => from_flags(args, url, shard)?,
     };
-    with_common_flags(args, picked).map(Some)
+    let mut resolved = with_common_flags(args, picked)?;
+    resolved.tags = tags;
+    Ok(Some(resolved))
 }
 
 /// A config file's profile (`--profile`, or its only one).
@@ -70,7 +75,9 @@ fn from_config(
     shard: Shard,
     out: &mut impl Write,
 ) -> anyhow::Result<Option<Picked>> {
-    let cfg = match config::load_for_run(file) {
+    super::k6flags::not_a_script(file).map_err(Usage)?;
+    let env = super::k6flags::env_values(&args.env).map_err(Usage)?;
+    let cfg = match config::load_for_run(file, env) {
         Ok(l) => l.config,
         Err(e) => {
             config::report(&file.display().to_string(), Err(e), out);
@@ -243,6 +250,7 @@ fn with_common_flags(args: &RunArgs, p: Picked) -> anyhow::Result<Resolved> {
         planned,
         telemetry: p.telemetry,
         notes: p.notes.into_iter().chain(pool_note).collect(),
+        tags: Vec::new(),
     })
 }
 
@@ -292,7 +300,7 @@ pub(super) fn split_threshold(t: &str) -> Option<(&str, &str)> {
 pub(super) fn ad_hoc(args: &RunArgs, url: &str) -> anyhow::Result<(Target, Executor)> {
     // `${env:NAME}` and `${file:PATH}` work as in a config, so a secret need not be on the
     // command line; messages show the URL as written.
-    let env = config::Env::process();
+    let env = config::Env::process_with(super::k6flags::env_values(&args.env).map_err(Usage)?);
     let expanded = config::expand_flag(url, &env).map_err(|e| anyhow!("--url: {e}"))?;
     let uri: http::Uri = expanded
         .parse()

@@ -149,3 +149,84 @@ fn demo_stops_when_its_terminal_closes() {
         .unwrap_or_else(|| panic!("SIGHUP did not stop the demo: {}", demo.stderr()));
     assert_eq!(status.code(), Some(0), "{}", demo.stderr());
 }
+
+#[test]
+fn k6_command_line_habits_work() {
+    let target = BackgroundTarget::start(TargetOptions::default());
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("samples.json");
+    // `-e` fills `${env:…}` in --url; `--tag` tags every sample; K6_* variables set the flags.
+    let out = sloburn()
+        .args(["run", "--url", "http://${env:TARGET}/", "--quiet"])
+        .args([
+            "-e",
+            &format!("TARGET={}", target.addr),
+            "--tag",
+            "team=payments",
+        ])
+        .arg("--out")
+        .arg(format!("json={}", json.display()))
+        .env("K6_VUS", "2")
+        .env("K6_ITERATIONS", "6")
+        .env("K6_NO_COLOR", "true")
+        .output()
+        .unwrap();
+    let text = crate::support::all_output(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert_eq!(target.stats().requests, 6, "K6_ITERATIONS: {text}");
+    let points: Vec<serde_json::Value> = std::fs::read_to_string(&json)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|v: &serde_json::Value| v["type"] == "Point")
+        .collect();
+    let requests = points.iter().filter(|p| p["metric"] == "http_reqs").count();
+    assert_eq!(requests, 6);
+    for p in points
+        .iter()
+        .filter(|p| !p["metric"].as_str().unwrap().starts_with("vus"))
+    {
+        assert_eq!(p["data"]["tags"]["team"], "payments", "{p}");
+    }
+
+    // `-e` also fills a config's `${env:…}`, over the process's environment.
+    let file = dir.path().join("env.yaml");
+    std::fs::write(
+        &file,
+        "targets:\n  api: { url: \"http://${env:TARGET}/\" }\nprofiles:\n  p:\n    target: api\n    executor: shared-iterations\n    vus: 1\n    iterations: 3\n",
+    )
+    .unwrap();
+    let out = sloburn()
+        .arg("run")
+        .arg(&file)
+        .args(["-e", &format!("TARGET={}", target.addr), "--quiet"])
+        .env("TARGET", "127.0.0.1:9")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        crate::support::all_output(&out)
+    );
+    assert_eq!(target.stats().requests, 9);
+
+    // A tag sloburn sets itself, and a k6 script where a config goes, say what to do.
+    let out = sloburn()
+        .args(["run", "--url", "http://127.0.0.1:9/", "--tag", "scenario=x"])
+        .output()
+        .unwrap();
+    let text = crate::support::all_output(&out);
+    assert_eq!(out.status.code(), Some(sloburn::exit::USAGE), "{text}");
+    assert!(text.contains("sloburn sets `scenario` itself"), "{text}");
+    let script = dir.path().join("script.js");
+    std::fs::write(&script, "export default function () {}\n").unwrap();
+    let out = sloburn().arg("run").arg(&script).output().unwrap();
+    let text = crate::support::all_output(&out);
+    assert_eq!(out.status.code(), Some(sloburn::exit::USAGE), "{text}");
+    assert!(
+        text.contains("is a k6 script") && text.contains("sloburn import k6"),
+        "{text}"
+    );
+    assert_eq!(target.stats().requests, 9, "nothing more was sent");
+}

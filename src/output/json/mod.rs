@@ -118,6 +118,7 @@ impl Output for Json {
                 scenario: run.profile.to_string(),
                 steps: run.work.steps(),
                 journeys: run.work.journey_names(),
+                extra: run.tags.to_vec(),
             },
             run.thresholds
                 .iter()
@@ -174,6 +175,7 @@ mod tests {
                 url: "http://127.0.0.1:1/".into(),
             }],
             journeys: Vec::new(),
+            extra: Vec::new(),
         };
         let (out, writer) = start(
             file,

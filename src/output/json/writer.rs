@@ -22,6 +22,8 @@ pub struct Tags {
     pub steps: Vec<StepInfo>,
     /// The journeys, in mix order (empty for a single-request profile).
     pub journeys: Vec<String>,
+    /// `--tag NAME=VALUE`: on every point's tags.
+    pub extra: Vec<(String, String)>,
 }
 
 /// k6's RFC 3339 time with nanoseconds, in UTC.
@@ -212,6 +214,35 @@ struct Tagged {
 
 impl Tagged {
     fn new(tags: &Tags) -> Tagged {
+        let mut tagged = Tagged::of_steps(tags);
+        if !tags.extra.is_empty() {
+            tagged.add(&tags.extra);
+        }
+        tagged
+    }
+
+    /// `--tag`s on every tag set.
+    fn add(&mut self, extra: &[(String, String)]) {
+        let put = |m: &mut serde_json::Map<String, Value>| {
+            for (k, v) in extra {
+                m.insert(k.clone(), Value::String(v.clone()));
+            }
+        };
+        let mut values: Vec<&mut Value> = vec![&mut self.base];
+        values.extend(self.journey_groups.iter_mut());
+        for st in &mut self.steps {
+            put(&mut st.http);
+            values.push(&mut st.group);
+            values.extend(st.checks.iter_mut());
+        }
+        for v in values {
+            if let Value::Object(m) = v {
+                put(m);
+            }
+        }
+    }
+
+    fn of_steps(tags: &Tags) -> Tagged {
         Tagged {
             journeys: !tags.journeys.is_empty(),
             base: json!({ "group": "", "scenario": tags.scenario }),

@@ -294,6 +294,7 @@ mod tests {
             profile: "p".into(),
             target: "t".into(),
             testid: Some("id".into()),
+            tags: vec![("team".into(), "payments".into())],
         };
         let req = write_request(&snap, &run, &[0.002, 0.01], true, 7);
         for t in &req.timeseries {
@@ -304,6 +305,10 @@ mod tests {
             assert!(t.labels.contains(&Label {
                 name: "testid".into(),
                 value: "id".into()
+            }));
+            assert!(t.labels.contains(&Label {
+                name: "team".into(),
+                value: "payments".into()
             }));
         }
         let value = |name: &str, le: Option<&str>| {
