@@ -63,6 +63,9 @@ pub enum Command {
         /// default one is taken).
         #[arg(long)]
         listen: Option<std::net::SocketAddr>,
+        /// Print the demo's config (for `sloburn target` on 127.0.0.1:8080) and exit.
+        #[arg(long)]
+        print_config: bool,
     },
     /// The daemon: runs the config's profiles on their schedules and serves /metrics.
     Serve {
@@ -225,7 +228,14 @@ pub fn main() -> i32 {
 /// file descriptor the process may have.
 fn prepare(cli: &Cli) {
     // The daemon's malloc settings that glibc reads only at exec: before any thread exists.
-    let daemon = matches!(cli.command, Command::Serve { .. } | Command::Demo { .. });
+    let daemon = matches!(
+        cli.command,
+        Command::Serve { .. }
+            | Command::Demo {
+                print_config: false,
+                ..
+            }
+    );
     let not_reexecuted = daemon
         .then(crate::memory::reexec_with_serve_tunables)
         .flatten();
@@ -250,7 +260,13 @@ fn prepare(cli: &Cli) {
 /// Runs one command: a line per subcommand, its flags handed to the library.
 fn dispatch(command: Command) -> i32 {
     match command {
-        Command::Demo { listen } => crate::demo::command(listen),
+        Command::Demo {
+            print_config: true, ..
+        } => {
+            print!("{}", crate::demo::printable_config());
+            exit::OK
+        }
+        Command::Demo { listen, .. } => crate::demo::command(listen),
         Command::Serve {
             config,
             listen,

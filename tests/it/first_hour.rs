@@ -230,3 +230,45 @@ fn k6_command_line_habits_work() {
     );
     assert_eq!(target.stats().requests, 9, "nothing more was sent");
 }
+
+#[test]
+fn the_demo_tells_one_story_and_shows_its_config() {
+    // `--print-config` prints a config that `check` accepts as it is.
+    let out = sloburn().args(["demo", "--print-config"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let env = sloburn::config::Env::from_map(
+        [("SLOBURN_DEMO_TOKEN".to_string(), "t".to_string())].into(),
+        1,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = sloburn::config::from_str(&text, "demo.yaml", dir.path(), &env)
+        .unwrap_or_else(|e| panic!("{e}\n{text}"))
+        .config;
+    assert!(text.contains("http://127.0.0.1:8080/checkout"), "{text}");
+    // Every failure-rate threshold is at least as strict as the error budget of each
+    // availability SLO on its target: a run never reads `passed` while its SLO burns.
+    let mut compared = 0;
+    for p in cfg.profiles.values() {
+        for t in &p.thresholds {
+            if t.threshold.metric != "http_req_failed" {
+                continue;
+            }
+            let limit = t.threshold.value;
+            for slo in cfg.slos.values().filter(|s| s.target == p.target) {
+                if matches!(slo.sli, sloburn::config::Sli::Availability) {
+                    let budget = 1.0 - slo.objective / 100.0;
+                    assert!(
+                        limit <= budget + 1e-12,
+                        "{}: http_req_failed {} is looser than {}'s budget {budget}",
+                        p.name,
+                        t.threshold.source,
+                        slo.name
+                    );
+                    compared += 1;
+                }
+            }
+        }
+    }
+    assert!(compared > 0, "the demo compares a threshold with an SLO");
+}
