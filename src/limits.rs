@@ -27,12 +27,19 @@ fn get() -> std::io::Result<libc::rlimit> {
     Ok(rl)
 }
 
+/// A limit as a count: `rlim_t` is unsigned on Linux and macOS, signed on the BSDs (whose
+/// `RLIM_INFINITY` is `i64::MAX`); a negative one, which no kernel gives, counts as none.
+#[allow(clippy::useless_conversion, clippy::unnecessary_fallible_conversions)]
+fn count(v: libc::rlim_t) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
 /// The limit now.
 pub fn nofile() -> std::io::Result<FdLimit> {
     let rl = get()?;
     Ok(FdLimit {
-        soft: rl.rlim_cur,
-        hard: rl.rlim_max,
+        soft: count(rl.rlim_cur),
+        hard: count(rl.rlim_max),
     })
 }
 

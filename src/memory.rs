@@ -154,7 +154,9 @@ pub fn release_idle_code() -> u64 {
 }
 
 /// `((start, end), resident KiB)` of the mappings in `smaps` text that [`release_idle_code`]
-/// may drop: private, read-only (`r-xp`, `r--p`), backed by a file, no anonymous page.
+/// may drop: private, read-only (`r-xp`, `r--p`), backed by a file, no anonymous page. Only
+/// Linux has `/proc/self/smaps`; the parser is tested everywhere.
+#[cfg(any(target_os = "linux", test))]
 fn clean_file_mappings(smaps: &str) -> Vec<((usize, usize), u64)> {
     let mut out = Vec::new();
     let mut current: Option<((usize, usize), u64, bool)> = None;
