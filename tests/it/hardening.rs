@@ -643,8 +643,8 @@ fn timed_get(addr: SocketAddr, path: &str) -> (Result<String, String>, String) {
 }
 
 /// `/metrics` and `/healthz` 50 times each over fresh connections: the slowest answer, and
-/// every failure (a status other than 200, or no answer within 100 ms).
-fn probe_50(addr: SocketAddr) -> (Duration, Vec<String>) {
+/// every failure (a status other than 200, or no answer within `limit`).
+fn probe_50(addr: SocketAddr, limit: Duration) -> (Duration, Vec<String>) {
     let mut slowest = Duration::ZERO;
     let mut failures = Vec::new();
     for i in 0..50 {
@@ -653,7 +653,7 @@ fn probe_50(addr: SocketAddr) -> (Duration, Vec<String>) {
             let (status, steps) = timed_get(addr, path);
             let took = asked.elapsed();
             slowest = slowest.max(took);
-            if status.as_deref() != Ok("HTTP/1.1 200 OK") || took > Duration::from_millis(100) {
+            if status.as_deref() != Ok("HTTP/1.1 200 OK") || took > limit {
                 failures.push(format!("#{i} {path}: {status:?} ({steps})"));
             }
         }
@@ -662,11 +662,25 @@ fn probe_50(addr: SocketAddr) -> (Duration, Vec<String>) {
     (slowest, failures)
 }
 
+/// How long an answer may take beside the held sockets: ten times the slowest of 100 asked of
+/// the same daemon on this machine just before, with none held (a few ms idle), and at least
+/// 500 ms (one loaded-machine stall of the probing thread, beside 2,600 sockets it reads every
+/// 100 ms); at most the 2 s each step of `timed_get` waits. A daemon shut out by the sockets
+/// does not answer at all (issue 30: 20 of 20 failed), so the bound only needs to be finite.
+fn limit_beside_sockets(addr: SocketAddr) -> Duration {
+    let (slowest, failures) = probe_50(addr, Duration::from_secs(2));
+    assert!(failures.is_empty(), "with no socket held: {failures:#?}");
+    let limit = (slowest * 10).clamp(Duration::from_millis(500), Duration::from_secs(2));
+    eprintln!("no socket held: slowest answer {slowest:?}; the bound beside them {limit:?}");
+    limit
+}
+
 /// Issue 30, item 4: 512 sockets that never sent a byte kept `/metrics` failing 20 of 20
 /// times, and 2,000 shut out `/healthz` too. Silent sockets now wait apart from the server's
 /// slots, and half-sent heads give way to a connection that sends a whole request: with 2,000
 /// silent sockets held open (and reopened when closed), then 600 half-sent heads beside them,
-/// both answer 50 of 50 within 100 ms.
+/// both answer 50 of 50, each within ten times the slowest answer with no socket held (at least
+/// 500 ms; 100 ms held idle, but not beside a build on 2 cores).
 #[test]
 fn thousands_of_idle_sockets_never_shut_out_the_scrape_or_the_probes() {
     use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -676,11 +690,12 @@ fn thousands_of_idle_sockets_never_shut_out_the_scrape_or_the_probes() {
     let path = write_config(dir.path(), &text);
     let d = Daemon::start(&path, &["--no-watch"]);
     let addr: SocketAddr = d.base.trim_start_matches("http://").parse().unwrap();
+    let limit = limit_beside_sockets(addr);
     let stop = std::sync::Arc::new(AtomicBool::new(false));
     let silent = hold_sockets(addr, 2_000, b"", stop.clone());
     // Let the 2,000 connect (each is accepted before the next is opened).
     std::thread::sleep(Duration::from_secs(2));
-    let (slowest, failures) = probe_50(addr);
+    let (slowest, failures) = probe_50(addr, limit);
     eprintln!("2,000 silent sockets: slowest answer {slowest:?}");
     assert!(
         failures.is_empty(),
@@ -694,7 +709,7 @@ fn thousands_of_idle_sockets_never_shut_out_the_scrape_or_the_probes() {
         stop.clone(),
     );
     std::thread::sleep(Duration::from_secs(2));
-    let (slowest, failures) = probe_50(addr);
+    let (slowest, failures) = probe_50(addr, limit);
     eprintln!("and 600 half-sent heads: slowest answer {slowest:?}");
     assert!(
         failures.is_empty(),

@@ -307,6 +307,84 @@ fn check_lines(text: &str) -> Vec<&str> {
         .collect()
 }
 
+/// The `value`s of `metric`'s samples whose `group` tag is `group` or, when `nested`, a group
+/// inside it (every group when `group` is empty).
+fn sample_values(lines: &[Value], metric: &str, group: &str, nested: bool) -> Vec<f64> {
+    lines
+        .iter()
+        .filter(|l| l["type"] == "Point" && l["metric"] == metric)
+        .filter(|l| {
+            let g = l["data"]["tags"]["group"].as_str().unwrap_or_default();
+            group.is_empty() || g == group || (nested && g.starts_with(&format!("{group}::")))
+        })
+        .map(|l| l["data"]["value"].as_f64().unwrap())
+        .collect()
+}
+
+/// One tool's `group_duration` against its other figures of the same run: for each group, the
+/// sum of its durations is at least the sum of its requests' `http_req_duration` (every
+/// request of a group runs inside it); the journeys' (`::browse`, `::buy`: one per iteration)
+/// at most the sum of `iteration_duration`; and the export's avg, min, max and percentiles
+/// are those of the samples (k6's interpolated percentiles; `quantile_error` is the relative
+/// precision of the tool's percentiles). A group timed in the wrong unit, over the wrong span
+/// or not at all fails here; `> 0` did not see it.
+fn group_durations_hold_together(r: &Ran, who: &str, quantile_error: f64) {
+    let sum = |v: Vec<f64>| v.iter().sum::<f64>();
+    for group in [
+        "::browse",
+        "::browse::home",
+        "::browse::product",
+        "::buy",
+        "::buy::login",
+        "::buy::cart",
+        "::buy::add",
+    ] {
+        let durations = sample_values(&r.ndjson, "group_duration", group, false);
+        assert!(!durations.is_empty(), "{who}: no group_duration of {group}");
+        let lasted = sum(durations);
+        let requests = sum(sample_values(&r.ndjson, "http_req_duration", group, true));
+        assert!(
+            lasted >= requests && requests > 0.0,
+            "{who}: {group} lasted {lasted:.3} ms in all, its requests {requests:.3} ms"
+        );
+    }
+    let journeys = sum(sample_values(
+        &r.ndjson,
+        "group_duration",
+        "::browse",
+        false,
+    )) + sum(sample_values(&r.ndjson, "group_duration", "::buy", false));
+    let iterations = sum(sample_values(&r.ndjson, "iteration_duration", "", true));
+    assert!(
+        journeys <= iterations,
+        "{who}: journeys lasted {journeys:.3} ms, their iterations {iterations:.3} ms"
+    );
+    let mut all = sample_values(&r.ndjson, "group_duration", "", true);
+    all.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let export = &r.export["metrics"]["group_duration"];
+    let close = |stat: &str, want: f64, rel: f64| {
+        let got = export[stat].as_f64().unwrap();
+        assert!(
+            (got - want).abs() <= want.abs() * rel + 1e-6,
+            "{who}: group_duration {stat} {got} in the export, {want} from the samples"
+        );
+    };
+    close("min", all[0], 1e-9);
+    close("max", all[all.len() - 1], 1e-9);
+    close("avg", sum(all.clone()) / all.len() as f64, 1e-9);
+    for (stat, q) in [
+        ("med", 0.5),
+        ("p(90)", 0.9),
+        ("p(95)", 0.95),
+        ("p(99)", 0.99),
+    ] {
+        let pos = q * (all.len() - 1) as f64;
+        let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+        let want = all[lo] + (all[hi] - all[lo]) * (pos - lo as f64);
+        close(stat, want, quantile_error + 1e-9);
+    }
+}
+
 /// The figures a sub-metric's entry in the export holds that must be equal, not close:
 /// counts, passes and fails, and the threshold verdicts.
 fn exact(entry: &Value) -> Value {
@@ -403,9 +481,11 @@ fn a_journey_run_tags_filters_and_exports_each_request_as_k6_does() {
     for (m, _) in thresholds(&base) {
         assert!(mk[&m]["thresholds"].is_object(), "k6 has {m}");
     }
-    for stat in ["avg", "min", "med", "max", "p(90)", "p(95)", "p(99)"] {
-        assert!(ms["group_duration"][stat].as_f64().unwrap() > 0.0, "{stat}");
-    }
+    // group_duration: the same relations hold in both tools' figures (k6's show the
+    // relations are k6's): a group lasts at least as long as its requests, the journeys at
+    // most as long as their iterations, and the export summarises the samples.
+    group_durations_hold_together(&k, "k6", 0.0);
+    group_durations_hold_together(&s, "sloburn", 0.0027);
     // root_group: the groups, their checks with k6's ids, paths and counts; no check at the
     // root, since every check is made in a group.
     assert_eq!(

@@ -372,16 +372,22 @@ async fn dns_probes_a_good_a_slow_a_failing_and_a_truncated_answer() {
     assert_eq!((out.status, out.error), (Some(0), None), "{out:?}");
     assert_eq!(String::from_utf8_lossy(&out.body).lines().count(), 40);
 
-    // Nothing listens: the closed port's ICMP answer, or the timeout.
-    let closed = free_port();
+    // A UDP port held by a socket connected to another peer: the kernel delivers it nothing
+    // from the probe and answers with ICMP "port unreachable", a refusal, at once. Held, the
+    // port cannot be taken by anything else while the probe runs.
+    let held = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    held.connect("127.0.0.1:9").unwrap();
+    let closed = held.local_addr().unwrap().port();
     let out = probe(&c, &format!("dns://127.0.0.1:{closed}/ok.test"), b"").await;
-    assert!(
-        matches!(
-            out.error,
-            Some(ErrorClass::ConnectRefused | ErrorClass::Timeout)
-        ),
-        "{out:?}"
-    );
+    assert_eq!(out.error, Some(ErrorClass::ConnectRefused), "{out:?}");
+    // A server that reads every query and never answers: the client's timeout (2 s).
+    let silent = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let silent_addr = silent.local_addr().unwrap();
+    let out = probe(&c, &format!("dns://{silent_addr}/ok.test"), b"").await;
+    assert_eq!(out.error, Some(ErrorClass::Timeout), "{out:?}");
+    let mut query = [0u8; 512];
+    let (n, _) = silent.try_recv_from(&mut query).unwrap();
+    assert!(n > 12, "the query reached the silent server ({n} bytes)");
 }
 
 #[test]

@@ -5,7 +5,8 @@
 //! arrived and how long it held it.
 //!
 //! A Flagger hook call to shard 1 runs on all three at one instant (each shard's plan zero, as
-//! the target sees it, within 50 ms of the others), and shard 1 answers once, with the
+//! the target sees it, never before the instant the collector set and within 500 ms of the
+//! others: a few ms on an idle machine), and shard 1 answers once, with the
 //! thresholds evaluated on the merged histogram: its p95 is the p95 of every request the target
 //! held (not an average of the shards' p95s, which the per-shard latencies set far apart), and
 //! its request count is the target's. A shard killed mid-run makes the answer inconclusive
@@ -203,21 +204,8 @@ fn issue_31_a_flagger_call_to_one_shard_runs_on_all_three_at_one_instant_and_ans
 
     // One start instant: shard i's first arrival is the plan's iteration i (arrivals are
     // dealt `k mod 3`), due i / rate after the plan's zero; the zeros the target saw agree.
-    let zeros: Vec<Instant> = (0..SHARDS)
-        .map(|i| {
-            let first = seen
-                .iter()
-                .filter(|s| s.shard == i)
-                .map(|s| s.arrived)
-                .min()
-                .unwrap();
-            first - Duration::from_secs_f64(f64::from(i) / f64::from(rate))
-        })
-        .collect();
-    let (lo, hi) = (zeros.iter().min().unwrap(), zeros.iter().max().unwrap());
-    let skew = *hi - *lo;
-    eprintln!("start skew across the three shards, at the target: {skew:?}");
-    assert!(skew < Duration::from_millis(50), "start skew {skew:?}");
+    let start_at = shards["start_at_ms"].as_u64().expect("start_at_ms");
+    assert_one_start(&seen, start_at, f64::from(rate));
 
     // The threshold was judged on the merged histogram: its p95 is the p95 of every request
     // the target held (the client also counts loopback and its own scheduling: a few ms),
@@ -657,7 +645,18 @@ fn issue_31_a_scheduled_run_of_a_split_profile_runs_on_every_shard_with_one_verd
     }
     // At one instant, as the target saw it: the shares' first arrivals around the run's start.
     let seen = log.lock().unwrap().clone();
-    let at = std::time::SystemTime::UNIX_EPOCH + Duration::from_millis(start_at);
+    assert_one_start(&seen, start_at, 30.0);
+}
+
+/// The shards started their shares of the run starting at `start_at_ms` (unix ms) at that
+/// instant, as the target saw it: shard i's first arrival of the run is the plan's iteration i
+/// (arrivals are dealt `k mod 3`), due i / `rate` after the plan's zero. No shard's zero is
+/// before the instant (without the barrier a shard starts when asked, the collector's `LEAD` of
+/// 1 s early; an arrival up to 2 s before it counts, an earlier run's ended 4 s before),
+/// and the zeros are within half of that lead of each other: on an idle machine they are a few
+/// milliseconds apart, and a loaded 2-core machine has delayed one by tens.
+fn assert_one_start(seen: &[Seen], start_at_ms: u64, rate: f64) {
+    let at = std::time::SystemTime::UNIX_EPOCH + Duration::from_millis(start_at_ms);
     let now_wall = std::time::SystemTime::now();
     let now = Instant::now();
     let start = now - now_wall.duration_since(at).unwrap();
@@ -665,17 +664,25 @@ fn issue_31_a_scheduled_run_of_a_split_profile_runs_on_every_shard_with_one_verd
         .map(|i| {
             let first = seen
                 .iter()
-                .filter(|s| s.shard == i && s.arrived + Duration::from_millis(500) >= start)
+                .filter(|s| s.shard == i && s.arrived + Duration::from_secs(2) >= start)
                 .map(|s| s.arrived)
                 .min()
                 .unwrap();
-            first - Duration::from_secs_f64(f64::from(i) / 30.0)
+            first - Duration::from_secs_f64(f64::from(i) / rate)
         })
         .collect();
     let (lo, hi) = (zeros.iter().min().unwrap(), zeros.iter().max().unwrap());
     let skew = *hi - *lo;
-    eprintln!("scheduled run: start skew across the three shards, at the target: {skew:?}");
-    assert!(skew < Duration::from_millis(50), "start skew {skew:?}");
+    let early = start.saturating_duration_since(*lo);
+    eprintln!(
+        "start skew across the three shards, at the target: {skew:?}; earliest {early:?} before the instant"
+    );
+    // The instant is whole milliseconds of the wall clock, read apart from the monotonic one.
+    assert!(
+        early <= Duration::from_millis(20),
+        "a shard started {early:?} before the instant"
+    );
+    assert!(skew < Duration::from_millis(500), "start skew {skew:?}");
 }
 
 /// Shard 0 never comes up: the other shards wait for it at each due time, then run their own
