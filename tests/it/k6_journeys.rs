@@ -355,8 +355,9 @@ fn group_durations_hold_together(r: &Ran, who: &str, quantile_error: f64) {
         false,
     )) + sum(sample_values(&r.ndjson, "group_duration", "::buy", false));
     let iterations = sum(sample_values(&r.ndjson, "iteration_duration", "", true));
+    // (sloburn times a journey and its iteration as one span: equal, but for the sums' rounding)
     assert!(
-        journeys <= iterations,
+        journeys <= iterations * (1.0 + 1e-12),
         "{who}: journeys lasted {journeys:.3} ms, their iterations {iterations:.3} ms"
     );
     let mut all = sample_values(&r.ndjson, "group_duration", "", true);
