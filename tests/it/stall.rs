@@ -445,8 +445,17 @@ fn arrivals_turned_away_by_a_saturated_target_are_bad_events() {
     );
     assert_eq!(bad, saturated, "each user turned away is one bad event");
     assert_eq!(good + bad + overloaded, (RATE * SECONDS) as f64);
+    // No threshold: the run itself passes and the SLO carries the failure; a generator that
+    // fell behind on too many arrivals makes it inconclusive instead (its own trouble).
+    let result = |r: &str| {
+        metric_sum(
+            &m,
+            &format!(r#"sloburn_runs_total{{profile="stall",result="{r}"}}"#),
+        )
+    };
+    let inconclusive = overloaded > 0.0 && result("inconclusive") == 1.0;
     assert!(
-        metric_sum(&m, r#"sloburn_runs_total{profile="stall",result="passed"}"#) == 1.0,
-        "no threshold: the run itself passes; the SLO carries the failure"
+        result("passed") == 1.0 || inconclusive,
+        "the run passes (or is the generator's inconclusive): {overloaded} overloaded"
     );
 }
