@@ -527,7 +527,7 @@
             el("pre", { class: "body", text: f.body + (f.body_truncated ? "\n…" : "") }),
           ]);
         }))
-      : el("p", { class: "nodata", text: "no failing response" }));
+      : el("p", { class: "nodata", text: d.evidence_withheld || "no failing response" }));
   }
 
   // ---- routing and polling ----

@@ -69,7 +69,18 @@ pub fn config(ctx: &mut Ctx, root: &Node, base: &Path, env: &Env) -> Option<Conf
         slos,
         journeys,
         telemetry,
+        secrets: secrets_of(ctx),
     })
+}
+
+/// The values the config's references resolved to, each once, longest first.
+fn secrets_of(ctx: &Ctx) -> Vec<super::Secret> {
+    let mut all: Vec<&String> = ctx.secrets.iter().filter(|s| !s.is_empty()).collect();
+    all.sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
+    all.dedup();
+    all.into_iter()
+        .map(|s| super::Secret::new(s.clone()))
+        .collect()
 }
 
 /// What the SLOs and profiles may name: the targets and journeys read, and every name given

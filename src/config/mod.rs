@@ -150,6 +150,10 @@ pub struct Config {
     pub journeys: Journeys,
     /// `telemetry:`; `None` when absent (nothing traced, nothing exported).
     pub telemetry: Option<crate::telemetry::TelemetryConfig>,
+    /// Every value a `${env:}` or `${file:}` reference resolved to, anywhere in the config
+    /// (headers, URLs, bodies, gRPC metadata, tokens): what a run's evidence scrubs from the
+    /// target's answers (`web::scrub`).
+    pub secrets: Vec<Secret>,
 }
 
 #[derive(Debug, Clone)]
@@ -161,6 +165,9 @@ pub struct Server {
     pub hook_token: Option<Secret>,
     /// Whether read endpoints also require the token.
     pub protect_reads: bool,
+    /// `server.public_evidence`: whether a run's failure evidence (the target's answers,
+    /// scrubbed) is shown without the admin token. Off by default.
+    pub public_evidence: bool,
     /// How long in-flight requests may take to finish on shutdown.
     pub grace_period: Duration,
     /// Cap on in-flight requests across all profiles.

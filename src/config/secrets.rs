@@ -30,7 +30,10 @@ pub fn expand(
         match reference.split_once(':') {
             Some(("env" | "file", _)) if !env.resolve_secrets => out.push_str("unresolved"),
             Some(("env", name)) => match env.var(name) {
-                Some(v) => out.push_str(&v),
+                Some(v) => {
+                    out.push_str(&v);
+                    ctx.secrets.push(v);
+                }
                 None => {
                     ctx.error(
                         pos,
@@ -41,7 +44,11 @@ pub fn expand(
                 }
             },
             Some(("file", file)) => match read_secret(&base.join(file)) {
-                Ok(v) => out.push_str(v.trim_end_matches(['\n', '\r'])),
+                Ok(v) => {
+                    let v = v.trim_end_matches(['\n', '\r']);
+                    out.push_str(v);
+                    ctx.secrets.push(v.to_string());
+                }
                 Err(e) => {
                     ctx.error(pos, path, format!("cannot read `{file}`: {e}"));
                     ok = false;

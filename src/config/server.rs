@@ -15,6 +15,7 @@ pub fn server(ctx: &mut Ctx, node: Option<&Node>, base: &Path, env: &Env) -> Opt
         admin_token: None,
         hook_token: None,
         protect_reads: false,
+        public_evidence: false,
         grace_period: Duration::from_secs(30),
         max_in_flight: 20_000,
         header_timeout: Duration::from_secs(10),
@@ -34,6 +35,7 @@ pub fn server(ctx: &mut Ctx, node: Option<&Node>, base: &Path, env: &Env) -> Opt
             "admin_token",
             "hook_token",
             "protect_reads",
+            "public_evidence",
             "grace_period",
             "max_in_flight",
             "header_timeout",
@@ -48,6 +50,10 @@ pub fn server(ctx: &mut Ctx, node: Option<&Node>, base: &Path, env: &Env) -> Opt
     tokens(ctx, &f, base, env, &mut server);
     if let Some(n) = f.get("protect_reads") {
         server.protect_reads = walk::boolean(ctx, n, &f.path_of("protect_reads")).unwrap_or(false);
+    }
+    if let Some(n) = f.get("public_evidence") {
+        server.public_evidence =
+            walk::boolean(ctx, n, &f.path_of("public_evidence")).unwrap_or(false);
     }
     if let Some(n) = f.get("grace_period") {
         server.grace_period =
@@ -272,6 +278,7 @@ mod tests {
             admin_token: None,
             hook_token: None,
             protect_reads: false,
+            public_evidence: false,
             grace_period: std::time::Duration::ZERO,
             max_in_flight: 1,
             header_timeout: std::time::Duration::ZERO,

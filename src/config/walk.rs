@@ -22,6 +22,9 @@ pub const HINT_CELLS: usize = 20_000_000;
 pub struct Ctx {
     pub errors: Vec<Diagnostic>,
     pub warnings: Vec<Diagnostic>,
+    /// Every value a `${env:}` or `${file:}` reference resolved to (`secrets::expand`), for
+    /// the outputs that scrub them from what a target echoes (`Config::secrets`).
+    pub secrets: Vec<String>,
     /// Levenshtein cells spent on did-you-mean hints, bounded by [`HINT_CELLS`].
     hint_cells: usize,
 }

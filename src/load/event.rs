@@ -95,6 +95,14 @@ impl StepFailure {
     }
 }
 
+/// What an iteration's request carried from its data row and its capture slots: observers
+/// that keep a response's text scrub these values from it (`web::evidence`).
+#[derive(Clone, Copy, Default)]
+pub struct Sent<'a> {
+    pub row: Option<crate::journey::Row<'a>>,
+    pub captures: &'a [Option<String>],
+}
+
 /// Someone who watches a run.
 pub trait Observer: Send + Sync {
     /// A request finished. `step` is its step in the run (`load::iteration`; 0 for a single-request
@@ -148,6 +156,20 @@ pub trait Observer: Send + Sync {
         checks: &[bool],
     ) {
         self.request_finished(step, outcome, lateness, checks);
+    }
+
+    /// `request_finished_in_row` with what the request carried from its iteration's data row
+    /// and captures ([`Sent`]). Observers that keep response text take this one.
+    fn request_finished_sent(
+        &self,
+        step: usize,
+        row: Option<usize>,
+        _sent: Sent<'_>,
+        outcome: &Outcome,
+        lateness: Duration,
+        checks: &[bool],
+    ) {
+        self.request_finished_in_row(step, row, outcome, lateness, checks);
     }
 
     /// `iteration_finished` with the iteration's data row, as `request_finished_in_row`.

@@ -2,7 +2,7 @@
 //! (the mix's pick, a data row, templates rendered, captures taken, think times), each request
 //! sent on the VU's connection and told to the observers.
 
-use super::event::{IterationResult, StepFailure};
+use super::event::{IterationResult, Sent, StepFailure};
 use super::iteration::{Journey, RunWork, Step, Vu, Walked, Work, build};
 use super::observe::Observers;
 use crate::checks::{self, Check};
@@ -57,7 +57,13 @@ impl RunWork {
             None => vu.conn.send(request).await,
         };
         let results = checks::Results::of(checks, &outcome);
-        events.request_finished(0, None, &outcome, lateness, results.as_slice());
+        events.request_finished(
+            0,
+            (None, Sent::default()),
+            &outcome,
+            lateness,
+            results.as_slice(),
+        );
         if let Some(s) = span {
             finish_span(s, 0, &outcome, checks, &results, events);
         }
@@ -176,9 +182,13 @@ async fn run_step(
     let outcome = send_step(step, k, place.row, vu, span.as_ref()).await;
     let results = checks::Results::of(&step.spec.checks, &outcome);
     let id = place.id;
+    let sent = Sent {
+        row: place.row,
+        captures: &vu.captures,
+    };
     events.request_finished(
         id,
-        place.row_index,
+        (place.row_index, sent),
         &outcome,
         place.lateness,
         results.as_slice(),

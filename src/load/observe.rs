@@ -7,7 +7,7 @@
 //! Events are called on the request path: an observer does atomics only, never a lock or an
 //! allocation.
 
-use super::event::{IterationResult, Observer, StepFailure};
+use super::event::{IterationResult, Observer, Sent, StepFailure};
 use super::pacing::DropReason;
 use super::stats::RunStats;
 use crate::http::Outcome;
@@ -35,18 +35,19 @@ impl Observers {
         &self.stats
     }
 
-    /// A request finished; `row` is its iteration's data row (`None` without a data file).
+    /// A request finished; `row` is its iteration's data row (`None` without a data file),
+    /// `sent` what it carried from that row and the iteration's captures.
     pub fn request_finished(
         &self,
         step: usize,
-        row: Option<usize>,
+        (row, sent): (Option<usize>, Sent<'_>),
         outcome: &Outcome,
         lateness: Duration,
         checks: &[bool],
     ) {
         self.stats.request_finished(step, outcome, lateness, checks);
         for o in &self.others {
-            o.request_finished_in_row(step, row, outcome, lateness, checks);
+            o.request_finished_sent(step, row, sent, outcome, lateness, checks);
         }
     }
 
@@ -167,7 +168,13 @@ mod tests {
         let stats = Arc::new(RunStats::new(&[]));
         let (a, b) = (Arc::new(Count::default()), Arc::new(Count::default()));
         let obs = Observers::new(stats.clone(), vec![a.clone(), b.clone()]);
-        obs.request_finished(0, None, &Outcome::default(), Duration::ZERO, &[]);
+        obs.request_finished(
+            0,
+            (None, Sent::default()),
+            &Outcome::default(),
+            Duration::ZERO,
+            &[],
+        );
         obs.iteration_dropped(DropReason::Saturated, 0, None);
         obs.iteration_dropped(DropReason::Late, 0, None);
         obs.vus_allocated(3);

@@ -31,8 +31,12 @@ impl Output for Report {
     }
 
     fn start(&mut self, run: &RunInfo<'_>) -> anyhow::Result<Vec<Arc<dyn Observer>>> {
-        let evidence =
-            crate::web::evidence::Evidence::for_work(run.stats.clone(), run.work, run.headers);
+        let evidence = crate::web::evidence::Evidence::for_work(
+            run.stats.clone(),
+            run.work,
+            run.headers,
+            run.secrets,
+        );
         let capture = Recording::start(run.stats.clone(), None).with_evidence(evidence);
         let observers = capture.observers();
         self.capture = Some((capture, run.profile.to_string(), run.target.to_string()));

@@ -23,6 +23,9 @@ pub struct RunInfo<'a> {
     pub work: &'a Work,
     /// The target's headers, for redacting what a failure's evidence shows.
     pub headers: &'a http::HeaderMap,
+    /// The values the config's `${env:}`/`${file:}` references resolved to: scrubbed from
+    /// what a failure's evidence shows.
+    pub secrets: &'a [crate::config::Secret],
     pub thresholds: &'a [ThresholdSpec],
     /// The target's classic histogram buckets, in seconds.
     pub buckets: &'a [f64],

@@ -67,6 +67,7 @@ pub async fn execute(
         tags: &r.tags,
         work: &r.spec.work,
         headers: &r.target.headers,
+        secrets: &r.secrets,
         thresholds: &r.spec.thresholds,
         buckets: &r.target.buckets,
         stats: &stats,

@@ -26,6 +26,9 @@ pub struct Resolved {
     pub notes: Vec<String>,
     /// `--tag NAME=VALUE`, sorted by name.
     pub tags: Vec<(String, String)>,
+    /// The values the config's references resolved to (none for `--url`, whose `--header`
+    /// secrets are marked sensitive), for the report's evidence to scrub.
+    pub secrets: Vec<crate::config::Secret>,
 }
 
 /// What a config's profile or the ad-hoc flags give, before the flags both take apply.
@@ -44,6 +47,7 @@ struct Picked {
     shard: Shard,
     /// What the command line changed of the profile (`overrides`).
     notes: Vec<String>,
+    secrets: Vec<crate::config::Secret>,
 }
 
 /// Resolves the run from `args`; `Ok(None)` when the config is bad (its errors are written to
@@ -108,6 +112,7 @@ fn from_config(
         max_lateness: profile.max_lateness,
         hold,
         telemetry: cfg.telemetry.clone(),
+        secrets: cfg.secrets.clone(),
         shard,
         notes: overridden,
     }))
@@ -198,6 +203,7 @@ fn from_flags(args: &RunArgs, url: &str, shard: Shard) -> anyhow::Result<Picked>
         max_lateness: crate::config::spec::DEFAULT_MAX_LATENESS,
         hold,
         telemetry: None,
+        secrets: Vec::new(),
         shard,
         notes: Vec::new(),
     })
@@ -249,6 +255,7 @@ fn with_common_flags(args: &RunArgs, p: Picked) -> anyhow::Result<Resolved> {
         spec,
         planned,
         telemetry: p.telemetry,
+        secrets: p.secrets,
         notes: p.notes.into_iter().chain(pool_note).collect(),
         tags: Vec::new(),
     })

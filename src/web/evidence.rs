@@ -1,13 +1,16 @@
 //! Failure evidence: for each step, the last few responses that failed (a bad status, a
 //! transport error or a failed check), as the run detail, `/api/runs/{id}` and the HTML
 //! report show them. Bounded: [`PER_STEP`] responses per step, each with its headers and the
-//! first [`BODY_BYTES`] of its body. Redacted as secrets are: the values of headers sloburn
-//! marks sensitive (from `${env:…}`/`${file:…}`, `Authorization`, cookies) are replaced
-//! wherever they appear, and sensitive response headers are never shown.
+//! first [`BODY_BYTES`] of its body. Scrubbed before it is kept (`web::scrub`): every value
+//! sloburn sent that came from a secret (the config's `${env:…}`/`${file:…}` values, sensitive
+//! headers: `Authorization`, cookies, `X-Api-Key`), a data file's cell, or a capture (the
+//! iteration's, and what the failing step itself captures) is replaced wherever the target
+//! echoes it (body, headers); sensitive response headers are never shown.
 
+use super::scrub::{self, Scrub};
 use crate::checks::Check;
 use crate::http::Outcome;
-use crate::load::event::Observer;
+use crate::load::event::{Observer, Sent};
 use crate::load::stats::RunStats;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
@@ -18,9 +21,7 @@ use std::time::{Duration, Instant};
 pub const PER_STEP: usize = 5;
 /// Body bytes kept per response.
 pub const BODY_BYTES: usize = 1024;
-const REDACTED: &str = "[redacted]";
-/// Shorter secrets are not searched for in bodies (they would match by chance).
-const MIN_SECRET: usize = 4;
+const REDACTED: &str = scrub::REDACTED;
 
 /// One failing response.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -40,32 +41,35 @@ pub struct Failure {
 pub struct Evidence {
     started: Instant,
     stats: Arc<RunStats>,
-    /// Per step: its name and checks.
-    steps: Vec<(String, Vec<Check>)>,
-    secrets: Vec<String>,
+    /// Per step: its name, checks and captures.
+    steps: Vec<EvidenceStep>,
+    /// The run's fixed values: secrets, sensitive headers, data files' cells (bounded).
+    fixed: Scrub,
     kept: Vec<Mutex<VecDeque<Failure>>>,
 }
 
+/// A step as its evidence needs it.
+pub struct EvidenceStep {
+    pub name: String,
+    pub checks: Vec<Check>,
+    /// What the step captures: a failing answer is scrubbed of the values it would give.
+    pub captures: Vec<crate::journey::Source>,
+}
+
 impl Evidence {
-    /// `steps` in the run's step numbering; `secrets` the sensitive values its requests carry.
-    pub fn new(
+    /// `steps` in the run's step numbering; `values` the run's fixed values to scrub, in
+    /// priority order (`Scrub::new`'s bounds keep the first).
+    pub fn new<'a>(
         stats: Arc<RunStats>,
-        steps: Vec<(String, Vec<Check>)>,
-        secrets: Vec<String>,
+        steps: Vec<EvidenceStep>,
+        values: impl IntoIterator<Item = &'a str>,
     ) -> Evidence {
         let kept = steps.iter().map(|_| Mutex::new(VecDeque::new())).collect();
-        let mut secrets: Vec<String> = secrets
-            .into_iter()
-            .filter(|s| s.len() >= MIN_SECRET)
-            .collect();
-        // Longest first: a secret that holds another is replaced whole.
-        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-        secrets.dedup();
         Evidence {
             started: crate::clock::instant(),
             stats,
             steps,
-            secrets,
+            fixed: Scrub::new(values),
             kept,
         }
     }
@@ -90,46 +94,69 @@ impl Evidence {
         out
     }
 
-    /// The evidence recorder of a run of `work`, whose target sends `target_headers`.
+    /// The evidence recorder of a run of `work`, whose target sends `target_headers`, under a
+    /// config whose references resolved to `secrets`.
     pub fn for_work(
         stats: Arc<RunStats>,
         work: &crate::load::iteration::Work,
         target_headers: &http::HeaderMap,
+        secrets: &[crate::config::Secret],
     ) -> Evidence {
         use crate::load::iteration::Work;
-        let steps = work
+        let mut steps: Vec<EvidenceStep> = work
             .steps()
             .into_iter()
-            .map(|s| {
-                let name = match &s.journey {
+            .map(|s| EvidenceStep {
+                name: match &s.journey {
                     Some(j) => format!("{j}::{}", s.name),
                     None => s.name.clone(),
-                };
-                (name, s.checks)
+                },
+                checks: s.checks,
+                captures: Vec::new(),
             })
             .collect();
-        let mut secrets = Evidence::secrets_of(target_headers);
+        let mut values: Vec<String> = secrets.iter().map(|s| s.expose().to_string()).collect();
+        values.extend(Evidence::secrets_of(target_headers));
+        let mut cells: Vec<&str> = Vec::new();
         match work {
-            Work::Single { request, .. } => secrets.extend(Evidence::secrets_of(&request.headers)),
+            Work::Single { request, .. } => values.extend(Evidence::secrets_of(&request.headers)),
             Work::Journeys { journeys, .. } => {
-                for step in journeys.iter().flat_map(|j| j.steps.iter()) {
+                let all = journeys.iter().flat_map(|j| j.steps.iter());
+                for (step, into) in all.zip(steps.iter_mut()) {
                     if let Some(req) = &step.fixed {
-                        secrets.extend(Evidence::secrets_of(&req.headers));
+                        values.extend(Evidence::secrets_of(&req.headers));
                     }
+                    into.captures = step
+                        .spec
+                        .captures
+                        .iter()
+                        .map(|c| c.source.clone())
+                        .collect();
+                }
+                for (data, _) in journeys.iter().filter_map(|j| j.data.as_ref()) {
+                    cells.extend(
+                        (0..data.len())
+                            .filter_map(|i| data.row(i))
+                            .flat_map(|r| r.values()),
+                    );
                 }
             }
         }
-        Evidence::new(stats, steps, secrets)
+        let fixed = values.iter().map(String::as_str).chain(cells);
+        Evidence::new(stats, steps, fixed)
     }
 
-    fn scrub(&self, text: &str) -> String {
-        let mut out = text.to_string();
-        for s in &self.secrets {
-            if out.contains(s.as_str()) {
-                out = out.replace(s.as_str(), REDACTED);
-            }
-        }
-        out
+    /// The values of this request's iteration (its row, its captures, and what its step
+    /// captures from `outcome`), as a set of their own.
+    fn sent_values(&self, step: &EvidenceStep, sent: Sent<'_>, outcome: &Outcome) -> Scrub {
+        let taken: Vec<String> = step
+            .captures
+            .iter()
+            .filter_map(|c| c.extract(outcome))
+            .collect();
+        let row = sent.row.into_iter().flat_map(|r| r.values());
+        let captures = sent.captures.iter().flatten().map(String::as_str);
+        Scrub::new(row.chain(captures).chain(taken.iter().map(String::as_str)))
     }
 
     /// Every kept failure, step by step, oldest first.
@@ -145,18 +172,14 @@ impl Evidence {
     }
 }
 
-impl Observer for Evidence {
-    fn request_finished(
-        &self,
-        step: usize,
-        outcome: &Outcome,
-        _lateness: Duration,
-        results: &[bool],
-    ) {
-        let Some((name, checks)) = self.steps.get(step) else {
+impl Evidence {
+    /// Keeps `outcome` when it failed, scrubbed of the run's values and of `sent`.
+    fn keep(&self, step: usize, outcome: &Outcome, results: &[bool], sent: Sent<'_>) {
+        let Some(info) = self.steps.get(step) else {
             return;
         };
-        let failed_checks: Vec<String> = checks
+        let failed_checks: Vec<String> = info
+            .checks
             .iter()
             .zip(results)
             .filter(|(_, ok)| !**ok)
@@ -165,6 +188,8 @@ impl Observer for Evidence {
         if failed_checks.is_empty() && !self.stats.is_failed_at(step, outcome) {
             return;
         }
+        let own = self.sent_values(info, sent, outcome);
+        let sets = [&self.fixed, &own];
         let headers = outcome
             .headers
             .iter()
@@ -173,21 +198,25 @@ impl Observer for Evidence {
                     "set-cookie" | "authorization" | "proxy-authorization" | "cookie" => {
                         REDACTED.to_string()
                     }
-                    _ => self.scrub(&String::from_utf8_lossy(v.as_bytes())),
+                    _ => scrub::redact(&String::from_utf8_lossy(v.as_bytes()), usize::MAX, &sets),
                 };
                 (k.as_str().to_string(), shown)
             })
             .collect();
-        let cut = outcome.body.len().min(BODY_BYTES);
+        // Scrubbed over the kept part and the longest value past it, so a value that starts
+        // inside is found whole; then cut.
+        let longest = self.fixed.longest().max(own.longest());
+        let window = outcome.body.len().min(BODY_BYTES + longest);
+        let text = String::from_utf8_lossy(&outcome.body[..window]);
         let failure = Failure {
-            step: name.clone(),
+            step: info.name.clone(),
             at: crate::clock::elapsed(self.started).as_secs_f64(),
             status: outcome.status,
             error: outcome.error.map(|e| e.as_str().to_string()),
             failed_checks,
             headers,
-            body: self.scrub(&String::from_utf8_lossy(&outcome.body[..cut])),
-            body_truncated: outcome.body.len() > cut,
+            body: scrub::redact(&text, BODY_BYTES, &sets),
+            body_truncated: outcome.body.len() > BODY_BYTES,
         };
         if let Some(q) = self.kept.get(step)
             && let Ok(mut q) = q.lock()
@@ -197,5 +226,29 @@ impl Observer for Evidence {
             }
             q.push_back(failure);
         }
+    }
+}
+
+impl Observer for Evidence {
+    fn request_finished(
+        &self,
+        step: usize,
+        outcome: &Outcome,
+        _lateness: Duration,
+        results: &[bool],
+    ) {
+        self.keep(step, outcome, results, Sent::default());
+    }
+
+    fn request_finished_sent(
+        &self,
+        step: usize,
+        _row: Option<usize>,
+        sent: Sent<'_>,
+        outcome: &Outcome,
+        _lateness: Duration,
+        results: &[bool],
+    ) {
+        self.keep(step, outcome, results, sent);
     }
 }

@@ -9,6 +9,7 @@ pub mod evidence;
 pub mod recorder;
 pub mod recording;
 pub mod report;
+pub mod scrub;
 pub mod series;
 
 pub use detail::RunDetail;

@@ -116,3 +116,258 @@ fn a_wrong_token_flood_from_one_source_never_locks_out_a_right_token_from_anothe
         right.len()
     );
 }
+
+/// The 13 values of the echo test: (what it is, its value). Letters and digits only, so the
+/// target sees and echoes them as they are, in a URL too.
+const PLANTED: [(&str, &str); 13] = [
+    ("env header", "plant01envheaderq8"),
+    ("file header", "plant02fileheaderz3"),
+    ("env in the URL path", "plant03envpathk1"),
+    ("env query value", "plant04envqueryw7"),
+    ("env bearer token", "plant05envbearerm2"),
+    ("env cookie", "plant06envcookiex5"),
+    ("env JSON body", "plant07envbodyj4"),
+    ("data column user", "plant08datauserc6"),
+    ("data column password", "plant09datapassv9"),
+    ("data column pin (query)", "plant10datapinr2"),
+    ("data column api_key (header)", "plant11dataapikeyt8"),
+    ("json capture (header)", "plant12capturetokeny1"),
+    ("header capture (query)", "plant13capturesidh5"),
+];
+
+/// A target that reflects everything it receives: `POST /login` answers 200 with a token in
+/// its JSON and a session id in a header (both captured); anything else answers 500 (so it is
+/// failure evidence) with the request's method, URI, body and headers in its body, and the
+/// URI and every request header again as response headers.
+async fn echo(req: axum::extract::Request) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let (parts, body) = req.into_parts();
+    let body = axum::body::to_bytes(body, 1 << 20)
+        .await
+        .unwrap_or_default();
+    if parts.uri.path() == "/login" {
+        return (
+            [("x-sid", PLANTED[12].1)],
+            axum::Json(serde_json::json!({ "token": PLANTED[11].1 })),
+        )
+            .into_response();
+    }
+    let mut text = format!(
+        "{} {}\n{}\n",
+        parts.method,
+        parts.uri,
+        String::from_utf8_lossy(&body)
+    );
+    let mut headers = http::HeaderMap::new();
+    headers.insert("x-echo-uri", parts.uri.to_string().parse().unwrap());
+    for (name, value) in &parts.headers {
+        text.push_str(&format!("{name}: {}\n", value.to_str().unwrap_or("?")));
+        if let Ok(n) = http::HeaderName::from_bytes(format!("x-echo-{name}").as_bytes()) {
+            headers.append(n, value.clone());
+        }
+    }
+    (http::StatusCode::INTERNAL_SERVER_ERROR, headers, text).into_response()
+}
+
+/// Starts [`echo`] on 127.0.0.1:0 on a runtime of its own (kept alive by the returned value).
+fn start_echo() -> (SocketAddr, tokio::runtime::Runtime) {
+    let rt = runtime();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    rt.spawn(async move {
+        let _ = axum::serve(listener, axum::Router::new().fallback(echo)).await;
+    });
+    (addr, rt)
+}
+
+/// The config of the echo test in `dir`: the secret file, the data file, a journey that sends
+/// every planted value (two captured from the login), and `server` lines for the daemon.
+fn echo_config(dir: &std::path::Path, echo: SocketAddr) -> std::path::PathBuf {
+    let p = |i: usize| PLANTED[i].1;
+    std::fs::write(dir.join("secret.txt"), format!("{}\n", p(1))).unwrap();
+    std::fs::write(
+        dir.join("users.csv"),
+        format!(
+            "user,password,pin,api_key\n{},{},{},{}\n",
+            p(7),
+            p(8),
+            p(9),
+            p(10)
+        ),
+    )
+    .unwrap();
+    let text = format!(
+        r#"server:
+  admin_token: "${{env:TEST_ADMIN_TOKEN}}"
+  grace_period: 2s
+storage:
+  path: "{data}"
+targets:
+  echo:
+    url: http://{echo}/
+    headers:
+      X-Token: "${{env:GUARD_01}}"
+      X-File: "${{file:secret.txt}}"
+journeys:
+  leak:
+    target: echo
+    data: {{ file: users.csv, order: sequential }}
+    steps:
+      - name: login
+        method: POST
+        path: /login
+        json: {{ user: "${{data.user}}", password: "${{data.password}}" }}
+        checks: [ {{ status: 200 }} ]
+        capture: {{ token: {{ json: "$.token" }}, sid: {{ header: X-Sid }} }}
+      - name: echo
+        method: POST
+        path: "/echo/${{env:GUARD_03}}?key=${{env:GUARD_04}}&pin=${{data.pin}}&sid=${{sid}}"
+        headers:
+          Authorization: "Bearer ${{env:GUARD_05}}"
+          Cookie: "c=${{env:GUARD_06}}"
+          X-Api-Key: "${{data.api_key}}"
+          X-Session: "${{token}}"
+        json: {{ note: "${{env:GUARD_07}}", user: "${{data.user}}", password: "${{data.password}}" }}
+        checks: [ {{ status: 200 }} ]
+profiles:
+  leak:
+    journey: leak
+    executor: shared-iterations
+    vus: 1
+    iterations: 3
+    max_duration: 30s
+"#,
+        data = dir.join("data").display(),
+    );
+    write_config(dir, &text)
+}
+
+/// The environment of the echo test: the planted `${env:}` values and the admin token.
+fn echo_env(cmd: &mut std::process::Command) -> &mut std::process::Command {
+    for (var, i) in [
+        ("GUARD_01", 0),
+        ("GUARD_03", 2),
+        ("GUARD_04", 3),
+        ("GUARD_05", 4),
+        ("GUARD_06", 5),
+        ("GUARD_07", 6),
+    ] {
+        cmd.env(var, PLANTED[i].1);
+    }
+    cmd.env("TEST_ADMIN_TOKEN", ADMIN_TOKEN)
+}
+
+/// Which planted values `text` (an output named `what`) holds.
+fn leaks(what: &str, text: &str) -> Vec<String> {
+    PLANTED
+        .iter()
+        .filter(|(_, v)| text.contains(v))
+        .map(|(name, _)| format!("{what}: {name}"))
+        .collect()
+}
+
+/// Item 4: a target that echoes everything back (URL, headers, body) and 13 planted values
+/// (env, file, data file columns, captures; in the path, the query, headers and bodies): none
+/// is in any output of `sloburn run` (the `--report` HTML, `--out json`, the summary,
+/// `--summary-export`, stderr) nor of the daemon (`/api/runs/{id}` with the token, the
+/// dashboard's `/api/series`, `/metrics`, its logs). The evidence is there, echo and all,
+/// with the values replaced; without the token `/api/runs/{id}` withholds it. HTTP only: the
+/// gRPC metadata's `${env:}` values are in the same scrubbed set (`Config::secrets`), but no
+/// echoing gRPC server is started here.
+#[test]
+fn an_echoing_target_gets_none_of_13_planted_values_into_any_output() {
+    let (echo, _echo_rt) = start_echo();
+    let dir = tempfile::tempdir().unwrap();
+    let config = echo_config(dir.path(), echo);
+    let mut found = Vec::new();
+
+    // `sloburn run` with every output.
+    let out = |f: &str| dir.path().join(f);
+    let run = echo_env(
+        crate::support::sloburn()
+            .arg("run")
+            .arg(&config)
+            .args(["--profile", "leak", "--report"])
+            .arg(out("report.html"))
+            .arg("--out")
+            .arg(format!("json={}", out("samples.ndjson").display()))
+            .arg("--summary-export")
+            .arg(out("summary.json")),
+    )
+    .output()
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(stdout.contains("leak"), "no summary: {stdout}\n{stderr}");
+    let report = std::fs::read_to_string(out("report.html")).unwrap();
+    // The evidence is in the report, echoed request and all, scrubbed.
+    assert!(
+        report.contains("/echo/"),
+        "no echo in the report's evidence"
+    );
+    assert!(
+        report.contains("[redacted]"),
+        "nothing redacted in the report"
+    );
+    found.extend(leaks("--report", &report));
+    found.extend(leaks(
+        "--out json",
+        &std::fs::read_to_string(out("samples.ndjson")).unwrap(),
+    ));
+    found.extend(leaks("summary", &stdout));
+    found.extend(leaks(
+        "--summary-export",
+        &std::fs::read_to_string(out("summary.json")).unwrap(),
+    ));
+    found.extend(leaks("run's stderr", &stderr));
+
+    // The daemon: a run through the API, then everything it shows.
+    let mut cmd = Daemon::command(&config, &["--no-watch"]);
+    echo_env(&mut cmd);
+    let d = Daemon::spawn(cmd);
+    let rt = runtime();
+    let get = |path: &str, token: Option<&str>| {
+        rt.block_on(crate::support::request(
+            "GET",
+            &format!("{}{path}", d.base),
+            token,
+        ))
+    };
+    let (code, body) = rt.block_on(crate::support::request(
+        "POST",
+        &format!("{}/api/profiles/leak/run", d.base),
+        Some(ADMIN_TOKEN),
+    ));
+    assert_eq!(code, 202, "{body}");
+    let id = serde_json::from_str::<serde_json::Value>(&body).unwrap()["run"].clone();
+    let detail = crate::support::eventually(Duration::from_secs(30), || {
+        let (_, body) = get(&format!("/api/runs/{id}"), Some(ADMIN_TOKEN));
+        let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+        (v["run"]["result"] != "running" && v["detail"]["evidence"].as_array()?.len() > 1)
+            .then_some(body)
+    })
+    .expect("the run's evidence");
+    assert!(detail.contains("/echo/") && detail.contains("[redacted]"));
+    found.extend(leaks("/api/runs/{id} with the token", &detail));
+    let (_, open) = get(&format!("/api/runs/{id}"), None);
+    let open: serde_json::Value = serde_json::from_str(&open).unwrap();
+    assert_eq!(open["detail"]["evidence"], serde_json::json!([]), "{open}");
+    assert!(open["detail"]["evidence_withheld"].is_string(), "{open}");
+    found.extend(leaks(
+        "/api/series",
+        &get("/api/series", Some(ADMIN_TOKEN)).1,
+    ));
+    found.extend(leaks("/api/runs", &get("/api/runs", Some(ADMIN_TOKEN)).1));
+    found.extend(leaks("/metrics", &d.metrics()));
+    found.extend(leaks("daemon's logs", &d.logs.lock().unwrap().join("\n")));
+    eprintln!(
+        "echo test: {} planted values, {} found; report {} B, run detail {} B",
+        PLANTED.len(),
+        found.len(),
+        report.len(),
+        detail.len()
+    );
+    assert!(found.is_empty(), "planted values in outputs: {found:#?}");
+}

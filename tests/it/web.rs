@@ -759,12 +759,15 @@ fn the_run_detail_shows_failing_responses_with_the_secret_redacted() {
             )
         }),
     ));
+    // Evidence is open here (`server.public_evidence`), so the page shows it without a token;
+    // without the key it needs the token (`guard::an_echoing_target_…`).
     let text = daemon_config(
         server.addr,
         &dir.path().join("data"),
         "  p:\n    target: api\n    executor: shared-iterations\n    vus: 2\n    iterations: 20\n    run_on_start: true\n    every: 1h\n",
         "  avail:\n    target: api\n    sli: availability\n    objective: 99\n    period: 1h\n",
     )
+    .replace("server:\n", "server:\n  public_evidence: true\n")
     .replace(
         "    checks:\n      - status: 200\n",
         "    headers: { Authorization: \"Bearer ${env:TEST_ADMIN_TOKEN}\" }\n    checks:\n      - status: 200\n",

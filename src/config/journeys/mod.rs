@@ -255,10 +255,14 @@ fn compile(
     site: Site<'_>,
 ) -> Option<Template> {
     let (base, env) = (site.base, site.env);
+    // The values references resolve to, for `Config::secrets`.
+    let mut resolved = Vec::new();
     let mut resolve = |kind: &str, arg: &str| {
         let mut inner = Ctx::default();
         let reference = format!("${{{kind}:{arg}}}");
-        match secrets::expand(&mut inner, &reference, node.pos, path, base, env) {
+        let expanded = secrets::expand(&mut inner, &reference, node.pos, path, base, env);
+        resolved.append(&mut inner.secrets);
+        match expanded {
             Some(v) if inner.errors.is_empty() => Ok(v),
             _ => Err(inner.errors.first().map_or_else(
                 || "cannot resolve the reference".into(),
@@ -266,7 +270,9 @@ fn compile(
             )),
         }
     };
-    match Template::compile(text, scope, escape, &mut resolve) {
+    let compiled = Template::compile(text, scope, escape, &mut resolve);
+    ctx.secrets.append(&mut resolved);
+    match compiled {
         Ok(t) => Some(t),
         Err(errors) => {
             for e in errors {

@@ -82,6 +82,16 @@ pub(super) fn authorize_hook(
     )
 }
 
+/// Whether the caller sent the admin token (no count, no limiter: for what a read shows more
+/// of with the token, such as failure evidence).
+pub(super) fn holds_admin_token(shared: &Shared, caller: &Caller) -> bool {
+    let cfg = shared.config();
+    match (&cfg.server.admin_token, bearer(&caller.headers)) {
+        (Some(token), Some(given)) => token_matches(given, &[token.expose()]),
+        _ => false,
+    }
+}
+
 /// The token of `Authorization: Bearer <token>`, taken as sent: one space after the scheme
 /// and nothing trimmed, so `Bearer  <token>` and `Bearer <token> ` are wrong tokens (RFC
 /// 6750's `b64token` holds no whitespace), compared and counted like any other.

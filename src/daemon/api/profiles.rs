@@ -60,10 +60,33 @@ pub(super) async fn run_detail(
                 .map(Arc::from)
         }
     };
-    let detail = detail
+    let mut detail = detail
         .and_then(|d| serde_json::from_str::<serde_json::Value>(&d).ok())
         .unwrap_or(serde_json::Value::Null);
+    withhold_evidence(&shared, &caller, &mut detail);
     Ok(axum::Json(json!({ "run": record, "detail": detail })).into_response())
+}
+
+/// What the target answered (failure evidence, scrubbed) is shown only with the admin token,
+/// unless `server.public_evidence`; without it the detail says why its evidence is empty.
+fn withhold_evidence(shared: &Shared, caller: &Caller, detail: &mut serde_json::Value) {
+    let Some(d) = detail.as_object_mut() else {
+        return;
+    };
+    if shared.config().server.public_evidence || holds_admin_token(shared, caller) {
+        return;
+    }
+    let had = d
+        .get("evidence")
+        .and_then(|e| e.as_array())
+        .is_some_and(|e| !e.is_empty());
+    d.insert("evidence".into(), json!([]));
+    if had {
+        d.insert(
+            "evidence_withheld".into(),
+            json!("failure evidence needs the admin token (or server.public_evidence: true)"),
+        );
+    }
 }
 
 /// Each profile's last hour (10 s points from its ring), its run in progress, and each SLO's

@@ -258,6 +258,7 @@ async fn execute(
         stats.clone(),
         &work,
         &target.headers,
+        &shared.config().secrets,
     ));
     let mut observers: Vec<Arc<dyn crate::load::event::Observer>> = vec![Arc::new(live)];
     observers.extend(capture.observers());

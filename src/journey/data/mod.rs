@@ -193,6 +193,12 @@ impl<'a> Row<'a> {
         };
         Some(self.set.cell(k))
     }
+
+    /// Every value this row has, in column order.
+    pub fn values(&self) -> impl Iterator<Item = &'a str> + use<'a> {
+        let set = self.set;
+        (self.first..self.last).map(move |k| set.cell(k))
+    }
 }
 
 impl std::fmt::Debug for Row<'_> {
