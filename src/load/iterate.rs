@@ -57,13 +57,7 @@ impl RunWork {
             None => vu.conn.send(request).await,
         };
         let results = checks::Results::of(checks, &outcome);
-        events.request_finished(
-            0,
-            (None, Sent::default()),
-            &outcome,
-            lateness,
-            results.as_slice(),
-        );
+        events.request_finished(0, None, &outcome, lateness, results.as_slice());
         if let Some(s) = span {
             finish_span(s, 0, &outcome, checks, &results, events);
         }
@@ -186,7 +180,7 @@ async fn run_step(
         row: place.row,
         captures: &vu.captures,
     };
-    events.request_finished(
+    events.request_finished_sent(
         id,
         (place.row_index, sent),
         &outcome,

@@ -35,9 +35,21 @@ impl Observers {
         &self.stats
     }
 
-    /// A request finished; `row` is its iteration's data row (`None` without a data file),
-    /// `sent` what it carried from that row and the iteration's captures.
+    /// A request finished; `row` is its iteration's data row (`None` without a data file).
     pub fn request_finished(
+        &self,
+        step: usize,
+        row: Option<usize>,
+        outcome: &Outcome,
+        lateness: Duration,
+        checks: &[bool],
+    ) {
+        self.request_finished_sent(step, (row, Sent::default()), outcome, lateness, checks);
+    }
+
+    /// [`Observers::request_finished`] with `sent`: what the request carried from its row and
+    /// the iteration's captures.
+    pub fn request_finished_sent(
         &self,
         step: usize,
         (row, sent): (Option<usize>, Sent<'_>),
@@ -168,13 +180,7 @@ mod tests {
         let stats = Arc::new(RunStats::new(&[]));
         let (a, b) = (Arc::new(Count::default()), Arc::new(Count::default()));
         let obs = Observers::new(stats.clone(), vec![a.clone(), b.clone()]);
-        obs.request_finished(
-            0,
-            (None, Sent::default()),
-            &Outcome::default(),
-            Duration::ZERO,
-            &[],
-        );
+        obs.request_finished(0, None, &Outcome::default(), Duration::ZERO, &[]);
         obs.iteration_dropped(DropReason::Saturated, 0, None);
         obs.iteration_dropped(DropReason::Late, 0, None);
         obs.vus_allocated(3);
