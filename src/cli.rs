@@ -228,14 +228,7 @@ pub fn main() -> i32 {
 /// file descriptor the process may have.
 fn prepare(cli: &Cli) {
     // The daemon's malloc settings that glibc reads only at exec: before any thread exists.
-    let daemon = matches!(
-        cli.command,
-        Command::Serve { .. }
-            | Command::Demo {
-                print_config: false,
-                ..
-            }
-    );
+    let daemon = matches!(cli.command, Command::Serve { .. } | Command::Demo { .. });
     let not_reexecuted = daemon
         .then(crate::memory::reexec_with_serve_tunables)
         .flatten();
@@ -261,12 +254,9 @@ fn prepare(cli: &Cli) {
 fn dispatch(command: Command) -> i32 {
     match command {
         Command::Demo {
-            print_config: true, ..
-        } => {
-            print!("{}", crate::demo::printable_config());
-            exit::OK
-        }
-        Command::Demo { listen, .. } => crate::demo::command(listen),
+            listen,
+            print_config,
+        } => crate::demo::command(listen, print_config),
         Command::Serve {
             config,
             listen,

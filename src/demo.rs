@@ -150,7 +150,11 @@ fn default_data_dir() -> std::path::PathBuf {
     std::env::temp_dir().join(format!("sloburn-demo-{}", std::process::id()))
 }
 
-pub fn command(listen: Option<SocketAddr>) -> i32 {
+pub fn command(listen: Option<SocketAddr>, print_config: bool) -> i32 {
+    if print_config {
+        print!("{}", printable_config());
+        return crate::exit::OK;
+    }
     // Each demo has a store of its own, so two demos, or a demo after another, never show each
     // other's figures; it goes when the demo stops.
     let data = default_data_dir();

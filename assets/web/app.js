@@ -433,6 +433,11 @@
     root.append(
       el("h2", {}, [`${d.profile}${d.target ? " → " + d.target : ""}${d.id ? ` · run #${d.id}` : ""} · `, el("span", { "data-field": "result", class: d.result === "passed" ? "good" : "bad", text: d.result })]),
       d.reason ? el("p", { class: "bad", text: d.reason }) : "",
+      d.setup ? el("dl", { class: "setup", "data-field": "setup" }, [
+        el("dt", { text: "URL" + (d.setup.urls.length > 1 ? "s" : "") }), el("dd", { text: d.setup.urls.join(", ") }),
+        el("dt", { text: "load" }), el("dd", { text: d.setup.load }),
+        el("dt", { text: "command" }), el("dd", {}, [el("code", { text: d.setup.command })]),
+      ]) : "",
       figures([
         ["started", document.createTextNode(`${clock(d.started_at)} (took ${span(d.finished_at - d.started_at)})`)],
         ["requests", field("requests", num(s.requests, 0), s.requests)],

@@ -13,6 +13,7 @@ pub struct Report {
     path: PathBuf,
     /// The recorder (its sampler task is its own) and the run's names, once started.
     capture: Option<(Recording, String, String)>,
+    setup: Option<crate::web::detail::RunSetup>,
 }
 
 impl Report {
@@ -20,6 +21,7 @@ impl Report {
         Report {
             path,
             capture: None,
+            setup: None,
         }
     }
 }
@@ -40,6 +42,7 @@ impl Output for Report {
         let capture = Recording::start(run.stats.clone(), None).with_evidence(evidence);
         let observers = capture.observers();
         self.capture = Some((capture, run.profile.to_string(), run.target.to_string()));
+        self.setup = Some(run.setup.clone());
         Ok(observers)
     }
 
@@ -50,8 +53,9 @@ impl Output for Report {
         let (mut detail, _) = capture.finish(last.report);
         detail.profile = profile;
         detail.target = target;
+        detail.setup = self.setup.take();
         crate::web::report::write(&self.path, &detail)
             .with_context(|| format!("cannot write --report `{}`", self.path.display()))?;
-        Ok(Vec::new())
+        Ok(vec![format!("report written to {}", self.path.display())])
     }
 }

@@ -19,6 +19,8 @@ pub struct RunInfo<'a> {
     pub testid: Option<&'a str>,
     /// `--tag NAME=VALUE`: a tag on every sample written and a label on every series pushed.
     pub tags: &'a [(String, String)],
+    /// What the run is (URLs, load, command line) as a report names it.
+    pub setup: &'a crate::web::detail::RunSetup,
     /// One request or a mix of journeys: their steps and names.
     pub work: &'a Work,
     /// The target's headers, for redacting what a failure's evidence shows.

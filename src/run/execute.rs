@@ -65,6 +65,7 @@ pub async fn execute(
         target: &r.target.name,
         testid: args.testid.as_deref(),
         tags: &r.tags,
+        setup: &setup_of(&r),
         work: &r.spec.work,
         headers: &r.target.headers,
         secrets: &r.secrets,
@@ -374,5 +375,19 @@ pub(super) async fn report_progress(
         let mut stdout = std::io::stdout().lock();
         let _ = write!(stdout, "\r\x1b[2K{}", summary::progress(&now, planned))
             .and_then(|()| stdout.flush());
+    }
+}
+
+/// What a report names of the run: its URLs, its load as k6's scenario line, the command line
+/// with its secret values hidden.
+fn setup_of(r: &Resolved) -> crate::web::detail::RunSetup {
+    let mut urls: Vec<String> = r.spec.work.steps().into_iter().map(|s| s.url).collect();
+    urls.dedup();
+    let (load, _, _) =
+        crate::load::summary::scenario_line(&r.name, &r.spec.executor, r.spec.graceful_stop);
+    crate::web::detail::RunSetup {
+        urls,
+        load,
+        command: super::k6flags::shown_command(std::env::args()),
     }
 }

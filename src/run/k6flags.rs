@@ -98,6 +98,64 @@ pub(super) fn tags(given: &[String]) -> Result<Vec<(String, String)>, String> {
     Ok(tags)
 }
 
+/// Flags whose values may hold a secret: a report shows them as `…` (a header and `-e` keep
+/// their name).
+const SECRET_FLAGS: &[&str] = &["-H", "--header", "-e", "--env", "--body", "--collect-token"];
+
+/// The command line as a report shows it: the values of [`SECRET_FLAGS`] replaced by `…`, and
+/// every URL without its user part and with its query values redacted.
+pub(super) fn shown_command(args: impl IntoIterator<Item = String>) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut secret_next: Option<String> = None;
+    for (i, arg) in args.into_iter().enumerate() {
+        let shown = if i == 0 {
+            "sloburn".to_string()
+        } else if let Some(flag) = secret_next.take() {
+            hide(&flag, &arg)
+        } else if let Some((flag, value)) = arg
+            .split_once('=')
+            .filter(|(f, _)| f.starts_with("--") && SECRET_FLAGS.contains(f))
+        {
+            format!("{flag}={}", hide(flag, value))
+        } else if SECRET_FLAGS.contains(&arg.as_str()) {
+            secret_next = Some(arg.clone());
+            arg
+        } else if arg.contains("://") {
+            crate::telemetry::redact::url_full(&arg)
+        } else {
+            arg
+        };
+        out.push(quote(&shown));
+    }
+    out.join(" ")
+}
+
+/// A secret flag's value as shown: `Name: …` for a header, `KEY=…` for `-e`, else `…`.
+fn hide(flag: &str, value: &str) -> String {
+    match flag {
+        "-H" | "--header" => value
+            .split_once(':')
+            .map_or("…".into(), |(name, _)| format!("{name}: …")),
+        "-e" | "--env" => value
+            .split_once('=')
+            .map_or("…".into(), |(key, _)| format!("{key}=…")),
+        _ => "…".into(),
+    }
+}
+
+/// Shell quoting for an argument that needs it.
+fn quote(arg: &str) -> String {
+    let plain = !arg.is_empty()
+        && arg
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=,@%+…".contains(c));
+    if plain {
+        arg.to_string()
+    } else {
+        format!("'{}'", arg.replace('\'', "'\\''"))
+    }
+}
+
 /// A k6 script given where a config goes: point to the importer rather than fail on its
 /// JavaScript as YAML.
 pub(super) fn not_a_script(file: &Path) -> Result<(), String> {
@@ -156,6 +214,35 @@ mod tests {
         assert!(tags(&s(&["a=1", "a=2"])).unwrap_err().contains("twice"));
         let many: Vec<String> = (0..=MAX_PAIRS).map(|i| format!("t{i}=x")).collect();
         assert!(tags(&many).is_err());
+    }
+
+    #[test]
+    fn the_shown_command_hides_every_secret_value() {
+        let args = [
+            "target/debug/sloburn",
+            "run",
+            "--url",
+            "https://user:pw@api.test/x?key=k3y",
+            "-H",
+            "Authorization: Bearer s3cret",
+            "-e",
+            "TOKEN=t0ken",
+            "--body={\"password\":\"hunter2\"}",
+            "--collect-token",
+            "c0llect",
+            "--rate",
+            "50/s",
+        ]
+        .map(String::from);
+        let shown = shown_command(args);
+        for secret in ["pw", "k3y", "s3cret", "t0ken", "hunter2", "c0llect"] {
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+        }
+        assert_eq!(
+            shown,
+            "sloburn run --url 'https://REDACTED:REDACTED@api.test/x?key=REDACTED' -H \
+             'Authorization: …' -e TOKEN=… --body=… --collect-token … --rate 50/s"
+        );
     }
 
     #[test]

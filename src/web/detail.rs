@@ -34,6 +34,21 @@ pub struct RunDetail {
     /// The last failing responses of each step (`evidence.rs`); none in records from before.
     #[serde(default)]
     pub evidence: Vec<super::evidence::Failure>,
+    /// How `sloburn run` was set up (the `--report` page says it); none in the daemon.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup: Option<RunSetup>,
+}
+
+/// What a report names of its run, so a page read later says what was tested and how.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct RunSetup {
+    /// The URLs requested, as written (secrets as their references), without user part and
+    /// query.
+    pub urls: Vec<String>,
+    /// The load, as k6's scenario line says it (`50.00 iterations/s for 10s (maxVUs: …)`).
+    pub load: String,
+    /// The command line, values of headers, `-e`, bodies and tokens replaced by `…`.
+    pub command: String,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -204,6 +219,7 @@ impl RunDetail {
                 })
                 .collect(),
             evidence: Vec::new(),
+            setup: None,
         }
     }
 }

@@ -25,7 +25,10 @@ pub fn html(detail: &RunDetail) -> String {
     let data = serde_json::to_string(detail)
         .unwrap_or_else(|_| "{}".into())
         .replace('<', "\\u003c");
-    let title = format!("sloburn run report: {}", detail.profile);
+    let title = match detail.setup.as_ref().and_then(|s| s.urls.first()) {
+        Some(url) => format!("sloburn run report: {} → {url}", detail.profile),
+        None => format!("sloburn run report: {}", detail.profile),
+    };
     format!(
         "<!doctype html>\n<html lang=en><head><meta charset=utf-8>\
          <meta name=viewport content=\"width=device-width,initial-scale=1\">\

@@ -628,6 +628,22 @@ fn a_run_report_opens_offline_from_a_file_and_its_scatter_shows_the_stall() {
         json!(["✗ FAIL"]),
         "the threshold's verdict"
     );
+    // The page says what was run: the URL, the load and the command line; `run` says where
+    // the page went.
+    let setup = page.eval("document.querySelector('[data-field=setup]').textContent");
+    let setup = setup.as_str().unwrap_or_default();
+    assert!(
+        setup.contains(&format!("{url}/"))
+            && setup.contains("50.00 iterations/s for 5s")
+            && setup.contains("--rate 50/s --max-vus 120"),
+        "{setup}"
+    );
+    assert!(
+        run.stderr()
+            .contains(&format!("report written to {}", report.display())),
+        "{}",
+        run.stderr()
+    );
     let pcts =
         page.eval("window.__sloburn.charts.percentiles.data[1].filter(v => v !== null).length");
     assert!(pcts.as_u64().unwrap() >= 3, "percentile points: {pcts}");

@@ -18,7 +18,7 @@ mod vegeta;
 use checks::by_name;
 pub use export::{bucket_json, export_json, last_bucket_json};
 pub use progress::progress;
-pub use text::{Header, text, text_with};
+pub use text::{Header, scenario_line, text, text_with};
 pub use vegeta::error_set;
 
 /// Human duration with k6's precision: `812µs`, `12.34ms`, `1.5s`.

@@ -24,7 +24,7 @@ pub struct Header<'a> {
 }
 
 /// k6's scenario line: `main: 10.00 iterations/s for 3s (maxVUs: 2-5, gracefulStop: 30s)`.
-fn scenario_line(name: &str, e: &Executor, graceful_stop: Duration) -> (String, u32, Duration) {
+pub fn scenario_line(name: &str, e: &Executor, graceful_stop: Duration) -> (String, u32, Duration) {
     let gs = crate::units::format_duration(graceful_stop);
     let d = crate::units::format_duration;
     let total = crate::load::plan::planned_duration(e);
