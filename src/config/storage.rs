@@ -26,10 +26,8 @@ pub fn storage(ctx: &mut Ctx, node: Option<&Node>, base: &Path, env: &Env) -> Op
         return Some(storage);
     };
     let f = walk::fields(ctx, node, "storage", &["path", "flush_interval", "restore"])?;
-    if let Some(n) = f.get("path")
-        && let Some(p) = walk::string(ctx, n, &f.path_of("path"))
-    {
-        storage.path = base.join(p);
+    if let Some(n) = f.get("path") {
+        storage.path = data_path(ctx, n, &f.path_of("path"), base, env).unwrap_or(storage.path);
     }
     if let Some(n) = f.get("flush_interval") {
         let path = f.path_of("flush_interval");
@@ -49,6 +47,25 @@ pub fn storage(ctx: &mut Ctx, node: Option<&Node>, base: &Path, env: &Env) -> Op
         storage.restore = restore(ctx, n, &f.path_of("restore"), base, env);
     }
     Some(storage)
+}
+
+/// `storage.path`, its `${env:NAME}` and `${file:PATH}` references expanded as everywhere
+/// else (an unset variable is an error at its position): shards given different values must
+/// not share one database under a directory named `${env:X}`.
+fn data_path(
+    ctx: &mut Ctx,
+    node: &Node,
+    path: &str,
+    base: &Path,
+    env: &Env,
+) -> Option<std::path::PathBuf> {
+    let written = walk::string(ctx, node, path)?;
+    let expanded = super::secrets::expand(ctx, &written, node.pos, path, base, env)?;
+    if expanded.trim().is_empty() {
+        ctx.error(node.pos, path, "the path is empty");
+        return None;
+    }
+    Some(base.join(expanded))
 }
 
 /// `storage.restore: { prometheus: URL, max_age: 30d, timeout: 30s }`.
@@ -172,6 +189,21 @@ mod tests {
         assert!(!format!("{r:?}").contains("hidden"), "{r:?}");
         let (s, errors) = read("storage:\n  path: x\n");
         assert!(errors.is_empty() && s.unwrap().restore.is_none());
+    }
+
+    /// `path: "${env:X}"` made `serve` create a directory named `${env:X}`.
+    #[test]
+    fn the_path_expands_its_references_and_refuses_an_unset_variable() {
+        let (s, errors) = read("storage:\n  path: \"/var/lib/${env:PROM}/db\"\n");
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(s.unwrap().path, Path::new("/var/lib/hidden:9090/db"));
+        let (_, errors) = read("storage:\n  path: \"${env:SHARD_DIR}\"\n");
+        assert_eq!(
+            errors,
+            ["2:9: storage.path: environment variable `SHARD_DIR` is not set"]
+        );
+        let (_, errors) = read("storage:\n  path: \"${env:PROM\"\n");
+        assert_eq!(errors, ["2:9: storage.path: `${` without a closing `}`"]);
     }
 
     #[test]

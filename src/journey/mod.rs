@@ -10,7 +10,7 @@ pub mod template;
 pub use capture::{Capture, Source};
 pub use data::{Cursor, DataError, DataSet, MAX_COLUMNS, Order, Row};
 pub use mix::Mix;
-pub use template::{Escape, Scope, Template, TemplateError, URL_VALUE, Values};
+pub use template::{Escape, Scope, Template, TemplateError, URL_VALUE, Values, k6_name};
 
 use std::time::Duration;
 

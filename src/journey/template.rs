@@ -380,9 +380,62 @@ pub const URL_VALUE: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHAN
     .remove(b'_')
     .remove(b'~');
 
+/// k6's `name` tag of a templated URL as written: each value known only when the request is
+/// sent (`${item}`, `${vu}`, `${data.id}`, …) becomes `${}`, as k6 names a URL built with
+/// `http.url` (`http://shop/items/${}`), so a filter written for k6 matches. `${env:..}` and
+/// `${file:..}` are constants of the config and stay as written (never their value); `$${` is
+/// the literal `${`.
+pub fn k6_name(written: &str) -> String {
+    let mut out = String::with_capacity(written.len());
+    let mut rest = written;
+    while let Some(start) = rest.find("${") {
+        if rest[..start].ends_with('$') {
+            out.push_str(&rest[..start - 1]);
+            out.push_str("${");
+            rest = &rest[start + 2..];
+            continue;
+        }
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let Some(end) = after.find('}') else {
+            out.push_str(&rest[start..]);
+            return out;
+        };
+        let name = after[..end].trim();
+        if matches!(name.split_once(':'), Some(("env" | "file", _))) {
+            out.push_str(&rest[start..start + 2 + end + 1]);
+        } else {
+            out.push_str("${}");
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// k6 names `http.url`\`http://shop/items/${id}\`` `http://shop/items/${}`: a filter
+    /// ported from k6 (`{name:http://shop/items/${}}`) counted 0 against `…/${item}`.
+    #[test]
+    fn the_k6_name_of_a_templated_url_has_empty_expressions() {
+        let cases = [
+            ("http://shop/items/${item}", "http://shop/items/${}"),
+            (
+                "http://shop/u/${data.user}/o/${ random_int(1,5) }?x",
+                "http://shop/u/${}/o/${}?x",
+            ),
+            ("http://${env:HOST}/a/${vu}", "http://${env:HOST}/a/${}"),
+            ("http://shop/price/$${item}", "http://shop/price/${item}"),
+            ("http://shop/plain", "http://shop/plain"),
+            ("http://shop/${open", "http://shop/${open"),
+        ];
+        for (written, name) in cases {
+            assert_eq!(k6_name(written), name, "{written}");
+        }
+    }
 
     fn no_secrets(_: &str, _: &str) -> Result<String, String> {
         Err("no secrets here".into())

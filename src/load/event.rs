@@ -25,8 +25,8 @@ pub struct StepInfo {
     pub name: String,
     pub checks: Vec<Check>,
     pub method: String,
-    /// k6's `url` and `name` tags: the URL as written (templates and references kept),
-    /// without its user part and query, where a secret may sit.
+    /// k6's `url` tag: the URL as written (templates and references kept), without its user
+    /// part and query, where a secret may sit. Its `name` tag is `journey::k6_name` of it.
     pub url: String,
 }
 

@@ -54,7 +54,7 @@ impl Matcher {
                     Tag::Scenario(x) => x == scenario,
                     Tag::Group(g) => *g == group,
                     Tag::Step(x) => !root && *x == step.name,
-                    Tag::Name(x) => !root && *x == step.url,
+                    Tag::Name(x) => !root && *x == crate::journey::k6_name(&step.url),
                 })
             })
             .collect();

@@ -35,14 +35,16 @@ pub struct RunArgs {
     /// gRPC: a folder --proto's imports are found in (repeatable).
     #[arg(long = "import-path", value_name = "DIR")]
     pub import_paths: Vec<PathBuf>,
-    /// Virtual users (closed model), or pre-allocated VUs with --rate.
+    /// Virtual users (closed model), or pre-allocated VUs with --rate (default: a tenth of a
+    /// second of arrivals, 1 to 1000, at most --max-vus).
     #[arg(long, env = "K6_VUS")]
     pub vus: Option<u32>,
     /// Open model: iterations per time unit, e.g. `2000/s`.
     #[arg(long)]
     pub rate: Option<String>,
-    /// Upper bound on VUs for --rate (default: 100 ms of arrivals, sized for a 50 ms target
-    /// with 2x headroom; at least 100).
+    /// Upper bound on VUs for --rate (default: --rate × --timeout, so a stall as long as the
+    /// timeout is measured, not dropped; at least 100 and 100 ms of arrivals, at most 100000).
+    /// VUs are made as arrivals need them.
     #[arg(long)]
     pub max_vus: Option<u32>,
     /// With --rate: drop arrivals the generator reaches later than this behind schedule

@@ -396,6 +396,22 @@ fn duration_flag(s: &Option<String>, what: &str, default: Duration) -> anyhow::R
     }
 }
 
+/// `--rate`'s `(pre-allocated, max)` VUs. Unset, `--max-vus` is `--rate × --timeout` (a stall
+/// as long as the timeout is measured, not dropped) within `stall_pool`'s bounds, as its help
+/// says; the pre-allocation the user did not set (a tenth of a second of arrivals) never
+/// exceeds a `--max-vus` they did: `--rate 2000/s --max-vus 100` was refused against 200.
+pub(super) fn vu_pool_flags(args: &RunArgs, rate: f64, timeout: Duration) -> (u32, u32) {
+    let (default_pre, _) = crate::config::spec::default_vu_pool(rate);
+    match (args.vus, args.max_vus) {
+        (Some(pre), Some(max)) => (pre, max),
+        (None, Some(max)) => (default_pre.min(max), max),
+        (pre, None) => {
+            let pre = pre.unwrap_or(default_pre);
+            (pre, crate::config::spec::stall_pool(rate, timeout).max(pre))
+        }
+    }
+}
+
 /// `--rate` (open model), `--iterations` (shared), or `--vus` for `duration`.
 fn executor_flags(
     args: &RunArgs,
@@ -409,10 +425,7 @@ fn executor_flags(
             if rate <= 0.0 {
                 bail!("--rate must be above zero");
             }
-            let (default_pre, _) = crate::config::spec::default_vu_pool(rate);
-            let default_max = crate::config::spec::stall_pool(rate, timeout);
-            let pre = args.vus.unwrap_or(default_pre);
-            let max = args.max_vus.unwrap_or_else(|| default_max.max(pre));
+            let (pre, max) = vu_pool_flags(args, rate, timeout);
             if max < pre {
                 bail!("--max-vus ({max}) is below the pre-allocated VUs ({pre})");
             }
@@ -438,6 +451,65 @@ fn executor_flags(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `run --help` said `--max-vus` defaults to 100 ms of arrivals while the run used
+    /// `--rate × --timeout`; and `--rate 2000/s --max-vus 100` was refused (exit 1) against a
+    /// pre-allocation of 200 the user never set.
+    #[test]
+    fn the_max_vus_help_states_the_default_the_run_uses() {
+        use crate::config::spec::{MAX_DEFAULT_MAX_VUS, MIN_DEFAULT_MAX_VUS};
+        use clap::CommandFactory;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            run: RunArgs,
+        }
+        let cmd = Cli::command();
+        let help = |id: &str| {
+            let arg = cmd.get_arguments().find(|a| a.get_id() == id).unwrap();
+            arg.get_help().unwrap().to_string()
+        };
+        let max_help = help("max_vus");
+        for said in [
+            "--rate × --timeout".to_string(),
+            format!("at least {MIN_DEFAULT_MAX_VUS} and 100 ms of arrivals"),
+            format!("at most {MAX_DEFAULT_MAX_VUS}"),
+        ] {
+            assert!(max_help.contains(&said), "{said}: {max_help}");
+        }
+        assert!(help("vus").contains("at most --max-vus"));
+        let pool = |rate: &str, timeout: u64, vus: Option<u32>, max: Option<u32>| {
+            let args = RunArgs {
+                rate: Some(rate.into()),
+                vus,
+                max_vus: max,
+                ..RunArgs::default()
+            };
+            let timeout = Duration::from_secs(timeout);
+            match executor_flags(&args, Duration::from_secs(1), timeout) {
+                Ok(Executor::ConstantArrivalRate {
+                    pre_allocated_vus,
+                    max_vus,
+                    ..
+                }) => Ok((pre_allocated_vus, max_vus)),
+                Ok(other) => panic!("{other:?}"),
+                Err(e) => Err(e.to_string()),
+            }
+        };
+        // --rate × --timeout, within its bounds.
+        assert_eq!(pool("2000/s", 3, None, None), Ok((200, 6000)));
+        assert_eq!(pool("5/s", 10, None, None), Ok((1, MIN_DEFAULT_MAX_VUS)));
+        assert_eq!(
+            pool("1000000/s", 10, None, None),
+            Ok((1000, MAX_DEFAULT_MAX_VUS))
+        );
+        assert_eq!(pool("2000/s", 1, None, None).unwrap().1, 2000);
+        // An explicit --max-vus caps the pre-allocation nobody set.
+        assert_eq!(pool("2000/s", 10, None, Some(100)), Ok((100, 100)));
+        assert_eq!(pool("2000/s", 10, Some(50), Some(100)), Ok((50, 100)));
+        // Both given and contradicting: still the user's error.
+        assert!(pool("2000/s", 10, Some(300), Some(100)).is_err());
+    }
 
     #[test]
     fn a_threshold_flag_splits_at_the_first_equals_outside_braces() {

@@ -52,4 +52,5 @@ mod storm;
 mod support;
 mod target;
 mod tls;
+mod untruths;
 mod web;

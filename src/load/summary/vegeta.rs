@@ -80,12 +80,13 @@ pub(super) fn vegeta(out: &mut String, s: &RunRecord) {
 
 /// vegeta's error set: a status outside 200-399 is an error named by its status line
 /// (`500 Internal Server Error`), as vegeta names it; transport errors by their class. Each with
-/// its count.
+/// its count. Status 0 is a probe's (and gRPC's) OK, never an error: a request with no answer
+/// is counted under its transport class instead.
 pub fn error_set(s: &RunRecord) -> Vec<String> {
     let mut lines: Vec<String> = s
         .statuses
         .iter()
-        .filter(|(c, _)| !(200..400).contains(c))
+        .filter(|(c, _)| *c != 0 && !(200..400).contains(c))
         .map(|(c, n)| {
             let reason = http::StatusCode::from_u16(*c)
                 .ok()

@@ -175,7 +175,10 @@ impl StepTags {
         let mut http = serde_json::Map::new();
         http.insert("group".into(), Value::String(group.clone()));
         http.insert("method".into(), Value::String(step.method.clone()));
-        http.insert("name".into(), Value::String(step.url.clone()));
+        http.insert(
+            "name".into(),
+            Value::String(crate::journey::k6_name(&step.url)),
+        );
         http.insert("scenario".into(), Value::String(scenario.into()));
         http.insert("url".into(), Value::String(step.url.clone()));
         // sloburn's own tag: the journey step (k6 has only the group path).
