@@ -71,9 +71,74 @@ pub fn classify_hyper(e: &hyper::Error) -> ErrorClass {
     }
 }
 
+/// Why a TLS handshake failed, for failure evidence and logs: the class stays `tls` (the
+/// `error` label set is a contract), the reason says which of the usual causes it was.
+pub fn tls_reason(e: &io::Error) -> &'static str {
+    match e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+    {
+        Some(e) => rustls_reason(e),
+        // The peer closed or reset the connection mid-handshake.
+        None => "handshake",
+    }
+}
+
+/// [`tls_reason`] of a rustls error.
+pub fn rustls_reason(e: &rustls::Error) -> &'static str {
+    use rustls::{AlertDescription as A, CertificateError as C, Error as E};
+    match e {
+        E::InvalidCertificate(c) => match c {
+            C::UnknownIssuer => "unknown issuer",
+            C::Expired | C::ExpiredContext { .. } => "expired",
+            C::NotValidYet | C::NotValidYetContext { .. } => "not yet valid",
+            C::NotValidForName | C::NotValidForNameContext { .. } => "name mismatch",
+            C::Revoked => "revoked",
+            C::BadSignature => "bad signature",
+            _ => "bad certificate",
+        },
+        E::NoCertificatesPresented => "no certificate",
+        E::NoApplicationProtocol => "no common protocol (ALPN)",
+        E::PeerIncompatible(_) => "incompatible (version or ciphers)",
+        E::AlertReceived(A::HandshakeFailure) => "handshake refused by the server",
+        E::AlertReceived(A::CertificateRequired) => "client certificate required",
+        E::AlertReceived(A::ProtocolVersion) => "incompatible (version or ciphers)",
+        E::AlertReceived(A::UnknownCA | A::BadCertificate | A::CertificateUnknown) => {
+            "client certificate refused"
+        }
+        E::AlertReceived(_) => "alert from the server",
+        _ => "handshake",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A TLS failure said only `error=tls`: its reason is named, its class unchanged.
+    #[test]
+    fn tls_failures_have_a_reason() {
+        use rustls::{CertificateError as C, Error as E};
+        let io = |e: E| io::Error::new(io::ErrorKind::InvalidData, e);
+        let cases = [
+            (E::InvalidCertificate(C::UnknownIssuer), "unknown issuer"),
+            (E::InvalidCertificate(C::Expired), "expired"),
+            (E::InvalidCertificate(C::NotValidForName), "name mismatch"),
+            (E::InvalidCertificate(C::NotValidYet), "not yet valid"),
+            (
+                E::AlertReceived(rustls::AlertDescription::HandshakeFailure),
+                "handshake refused by the server",
+            ),
+            (E::DecryptError, "handshake"),
+        ];
+        for (e, reason) in cases {
+            let e = io(e);
+            assert_eq!(tls_reason(&e), reason, "{e}");
+            assert_eq!(classify_io(&e, false), ErrorClass::Tls);
+        }
+        let reset = io::Error::from(io::ErrorKind::ConnectionReset);
+        assert_eq!(tls_reason(&reset), "handshake");
+    }
 
     #[test]
     fn errno_mapping() {

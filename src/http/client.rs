@@ -150,14 +150,15 @@ impl Client {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// DNS, TCP connect and TLS, recording each phase as it completes. `connect_to` replaces
+    /// DNS, TCP connect and TLS, recording each phase as it completes. A failure is its class
+    /// and, for TLS, its reason ([`Outcome::dial_failed`] keeps both). `connect_to` replaces
     /// the host and port dialled, never the name sent as SNI.
     pub(crate) async fn dial(
         &self,
         target: &Target<'_>,
         deadline: Instant,
         phases: &mut Phases,
-    ) -> Result<Dialed, ErrorClass> {
+    ) -> Result<Dialed, DialError> {
         let opts = &self.inner.opts;
         let (host, port) = match &opts.connect_to {
             Some((host, port)) => (host.as_str(), *port),
@@ -169,8 +170,8 @@ impl Client {
         let mut addrs = match resolved {
             Ok(Ok(addrs)) if !addrs.is_empty() => addrs,
             // No socket for the nameserver: sloburn's own limit, not the name's fault.
-            Ok(Err(DnsError::LocalFdExhausted)) => return Err(ErrorClass::LocalFdExhausted),
-            _ => return Err(ErrorClass::Dns),
+            Ok(Err(DnsError::LocalFdExhausted)) => return Err(ErrorClass::LocalFdExhausted.into()),
+            _ => return Err(ErrorClass::Dns.into()),
         };
         let turn = match opts.dns_select {
             DnsSelect::First => 0,
@@ -191,7 +192,7 @@ impl Client {
                 Ok(Err(e)) => last_err = classify_io(&e, true),
                 Err(_) => {
                     phases.connecting = crate::clock::elapsed(t);
-                    return Err(ErrorClass::ConnectTimeout);
+                    return Err(ErrorClass::ConnectTimeout.into());
                 }
             }
         }
@@ -212,18 +213,20 @@ impl Client {
             });
         }
         let t = crate::clock::tokio_instant();
-        let name = server_name(&opts.tls, target.host).ok_or(ErrorClass::Tls)?;
+        let name = server_name(&opts.tls, target.host).ok_or(DialError::tls(
+            "the server name is not a DNS name or an IP address",
+        ))?;
         let handshake = timeout_at(deadline, self.tls().connect(name, tcp)).await;
         phases.tls_handshaking = crate::clock::elapsed(t);
         let tls = match handshake {
             Ok(Ok(tls)) => tls,
-            Ok(Err(_)) => return Err(ErrorClass::Tls),
-            Err(_) => return Err(ErrorClass::Timeout),
+            Ok(Err(e)) => return Err(DialError::tls(super::tls_reason(&e))),
+            Err(_) => return Err(ErrorClass::Timeout.into()),
         };
         let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
         if opts.http == HttpVersion::Http2 && !h2 {
             // Offered only h2 and the server did not take it: no protocol in common.
-            return Err(ErrorClass::Tls);
+            return Err(DialError::tls("no common protocol (ALPN)"));
         }
         Ok(Dialed {
             stream: Stream::Tls(Box::new(tls)),
@@ -231,5 +234,44 @@ impl Client {
             local_port,
             h2,
         })
+    }
+}
+
+/// A dial that failed: its class, and for TLS why (`unknown issuer`, `expired`, …).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DialError {
+    pub class: ErrorClass,
+    pub reason: Option<&'static str>,
+}
+
+impl DialError {
+    fn tls(reason: &'static str) -> DialError {
+        DialError {
+            class: ErrorClass::Tls,
+            reason: Some(reason),
+        }
+    }
+}
+
+impl From<ErrorClass> for DialError {
+    fn from(class: ErrorClass) -> DialError {
+        DialError {
+            class,
+            reason: None,
+        }
+    }
+}
+
+impl From<DialError> for ErrorClass {
+    fn from(e: DialError) -> ErrorClass {
+        e.class
+    }
+}
+
+impl super::Outcome {
+    /// Records a failed dial (its reason with it); its class, for the caller to return.
+    pub(crate) fn dial_failed(&mut self, e: DialError) -> ErrorClass {
+        self.error_reason = e.reason;
+        e.class
     }
 }

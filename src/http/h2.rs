@@ -187,7 +187,10 @@ async fn connection(
     if !reused {
         let dialed = match client.dial(target, deadline, &mut out.phases).await {
             Ok(d) => d,
-            Err(class) => return Err(fail(out, class)),
+            Err(e) => {
+                let class = out.dial_failed(e);
+                return Err(fail(out, class));
+            }
         };
         if !dialed.h2 {
             client.set_h1_only();

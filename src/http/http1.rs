@@ -219,7 +219,7 @@ impl Http1 {
         out.phases.blocked = crate::clock::elapsed(start);
         let connected = match client.dial(target, deadline, &mut out.phases).await {
             Ok(dialed) => handshake(dialed, target).await,
-            Err(class) => Err(class),
+            Err(e) => Err(out.dial_failed(e)),
         };
         match connected {
             Ok(live) => {

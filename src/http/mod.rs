@@ -316,6 +316,9 @@ pub struct Outcome {
     pub cert_seconds_left: Option<i64>,
     /// Set when the request failed in transport (no status, or the body broke).
     pub error: Option<ErrorClass>,
+    /// Why, where the class alone does not say: a TLS failure's reason (`unknown issuer`,
+    /// `expired`, `name mismatch`, `handshake`…), shown in failure evidence, never a label.
+    pub error_reason: Option<&'static str>,
     pub bytes_sent: u64,
     pub bytes_received: u64,
     pub local_port: Option<u16>,
@@ -373,7 +376,7 @@ mod timing;
 pub mod tls;
 mod transport;
 
-pub use classify::{classify_errno, classify_hyper, classify_io};
+pub use classify::{classify_errno, classify_hyper, classify_io, tls_reason};
 pub use client::{Client, RequestSpec};
 pub use conn::Conn;
 pub use dns::select::DnsSelect;

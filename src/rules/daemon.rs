@@ -104,7 +104,10 @@ fn profile_alert(opts: &RulesOptions, job: &str, profile: &str, interval: Durati
     }
 }
 
-/// A TLS probe's certificate check failed inside its warning tier.
+/// A TLS probe's certificate check failed inside its warning tier. Every check fails on a
+/// probe that failed in transport (a server down, an untrusted chain: no certificate seen), so
+/// the alert fires only when the check failed more often than the target's probes did: on a
+/// certificate that was seen. (A probe that failed after its handshake does not count.)
 fn certificate_alert(opts: &RulesOptions, job: &str, target: &str, check: &str) -> Rule {
     let sel = selector(
         names::CHECKS_TOTAL,
@@ -115,12 +118,20 @@ fn certificate_alert(opts: &RulesOptions, job: &str, target: &str, check: &str) 
             "result=\"fail\"".to_string(),
         ],
     );
+    let failed = selector(
+        names::HTTP_REQS_TOTAL,
+        job,
+        vec![
+            format!("target={}", quote(target)),
+            "error!=\"none\"".to_string(),
+        ],
+    );
     let summary = template_literal(&format!(
         "the certificate of {target} fails `{check}`: renew it before it expires"
     ));
     Rule::Alert {
         alert: CERT_ALERT,
-        expr: format!("sum(increase({sel}[1h])) > 0\n"),
+        expr: format!("sum(increase({sel}[1h]))\n> (sum(increase({failed}[1h])) or vector(0))\n"),
         r#for: None,
         labels: BTreeMap::from([
             ("severity".to_string(), "warning".to_string()),

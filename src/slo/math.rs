@@ -83,6 +83,9 @@ pub struct TierStatus {
     pub long: SloStatus,
     pub short: SloStatus,
     pub active: bool,
+    /// Both windows burn past `factor`, but a maintenance window silences the tier: `active`
+    /// is then false, as the generated alert (`unless` the maintenance series) is.
+    pub silenced: bool,
 }
 
 /// Everything the daemon exposes about one SLO at one minute.
@@ -120,6 +123,14 @@ impl SloReport {
             .iter()
             .any(|t| t.severity == severity && t.active)
     }
+
+    /// A maintenance window covers the SLO: every tier that would fire is silenced instead.
+    pub fn silence(&mut self) {
+        for t in &mut self.tiers {
+            t.silenced |= t.active;
+            t.active = false;
+        }
+    }
 }
 
 fn tier_status(tier: &Tier, w: &Windows, now_minute: i64, budget: f64) -> TierStatus {
@@ -135,6 +146,7 @@ fn tier_status(tier: &Tier, w: &Windows, now_minute: i64, budget: f64) -> TierSt
         long,
         short,
         active,
+        silenced: false,
     }
 }
 

@@ -67,6 +67,8 @@ pub fn merged(local: &SloReport, others: &[Counts]) -> Result<SloReport, Duratio
             long,
             short,
             active: long.error_ratio > threshold && short.error_ratio > threshold,
+            // A maintenance window is the daemon's to apply (`/api/slos` does).
+            silenced: false,
             ..t.clone()
         });
     }

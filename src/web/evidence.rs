@@ -212,7 +212,11 @@ impl Evidence {
             step: info.name.clone(),
             at: crate::clock::elapsed(self.started).as_secs_f64(),
             status: outcome.status,
-            error: outcome.error.map(|e| e.as_str().to_string()),
+            // The class, and why where the class alone does not say (`tls: unknown issuer`).
+            error: outcome.error.map(|e| match outcome.error_reason {
+                Some(why) => format!("{}: {why}", e.as_str()),
+                None => e.as_str().to_string(),
+            }),
             failed_checks,
             headers,
             body: scrub::redact(&text, BODY_BYTES, &sets),

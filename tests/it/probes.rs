@@ -197,6 +197,96 @@ async fn tls_probes_report_the_chain_expiry_and_fail_an_untrusted_chain() {
     assert_eq!(out.error, Some(ErrorClass::Tls), "{out:?}");
 }
 
+/// Issue 43: a TLS failure said only `error=tls`. Its reason is on the outcome (and in failure
+/// evidence) while the class stays `tls`; a server that is down has no TLS reason and no
+/// certificate, so nothing about one can be said.
+#[tokio::test]
+async fn a_tls_failure_names_its_reason_and_a_down_server_shows_no_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let addr = tls_server(pki(dir.path(), 5)).await;
+    let ca = sloburn::http::tls::parse_certs(&std::fs::read(dir.path().join("ca.pem")).unwrap())
+        .unwrap();
+    let untrusted = client(Protocol::Tls, ProbeOptions::default(), Default::default());
+    let out = probe(&untrusted, &format!("tls://{addr}"), b"").await;
+    assert_eq!(
+        (out.error, out.error_reason, out.cert_seconds_left),
+        (Some(ErrorClass::Tls), Some("unknown issuer"), None),
+        "{out:?}"
+    );
+    let other_name = sloburn::http::TlsOptions {
+        ca,
+        server_name: Some("other.example".into()),
+        ..Default::default()
+    };
+    let c = client(Protocol::Tls, ProbeOptions::default(), other_name);
+    let out = probe(&c, &format!("tls://{addr}"), b"").await;
+    assert_eq!(
+        (out.error, out.error_reason),
+        (Some(ErrorClass::Tls), Some("name mismatch")),
+        "{out:?}"
+    );
+    let down = format!("tls://127.0.0.1:{}", free_port());
+    let out = probe(&untrusted, &down, b"").await;
+    assert_eq!(
+        (out.error, out.error_reason, out.cert_seconds_left),
+        (Some(ErrorClass::ConnectRefused), None, None),
+        "{out:?}"
+    );
+}
+
+/// Issue 43: the certificate warning ("renew it") fired for a server that was down or whose
+/// chain was untrusted, where no certificate was seen: every check fails on a failed probe.
+/// It fires now only when the check failed more often than the target's probes did.
+#[test]
+fn the_certificate_warning_is_quiet_when_no_certificate_was_seen() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.yaml");
+    std::fs::write(
+        &cfg,
+        "targets:\n  down:\n    url: tls://127.0.0.1:8443\n  untrusted:\n    url: tls://127.0.0.1:9443\n  expiring:\n    url: tls://127.0.0.1:10443\n",
+    )
+    .unwrap();
+    let rules = crate::support::stdout_of(crate::support::sloburn().arg("rules").arg(&cfg));
+    std::fs::write(dir.path().join("rules.yml"), &rules).unwrap();
+    let check = "check=\"certificate valid for 14d\"";
+    std::fs::write(
+        dir.path().join("test.yml"),
+        format!(
+            r#"rule_files: [rules.yml]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - series: 'sloburn_checks_total{{target="down",profile="p",step="request",{check},result="fail"}}'
+        values: '0+1x90'
+      - series: 'sloburn_http_reqs_total{{target="down",profile="p",step="request",status="0",error="connect_refused"}}'
+        values: '0+1x90'
+      - series: 'sloburn_checks_total{{target="untrusted",profile="p",step="request",{check},result="fail"}}'
+        values: '0+2x90'
+      - series: 'sloburn_http_reqs_total{{target="untrusted",profile="p",step="request",status="0",error="tls"}}'
+        values: '0+2x90'
+      - series: 'sloburn_checks_total{{target="expiring",profile="p",step="request",{check},result="fail"}}'
+        values: '0+2x90'
+      - series: 'sloburn_http_reqs_total{{target="expiring",profile="p",step="request",status="0",error="connect_refused"}}'
+        values: '0+1x90'
+      - series: 'sloburn_http_reqs_total{{target="expiring",profile="p",step="request",status="0",error="none"}}'
+        values: '0+1x90'
+      - series: 'sloburn_build_info{{version="t"}}'
+        values: '1+0x90'
+    alert_rule_test:
+      - eval_time: 30m
+        alertname: SloburnCertificateExpiring
+        exp_alerts:
+          - exp_labels: {{ severity: warning, target: expiring }}
+            exp_annotations:
+              summary: "the certificate of expiring fails `certificate valid for 14d`: renew it before it expires"
+"#
+        ),
+    )
+    .unwrap();
+    crate::support::promtool_test_rules(dir.path(), &rules);
+}
+
 /// The warning tier: a certificate 5 days from expiry passes availability (the SLO counts
 /// every probe good) and fails only the `certificate valid for 14d` check.
 #[test]

@@ -60,10 +60,22 @@ pub(super) fn slo_json(r: &crate::slo::SloReport) -> serde_json::Value {
             "severity": t.severity.as_str(),
             "factor": t.factor,
             "active": t.active,
+            "silenced": t.silenced,
+            "state": tier_state(t.active, t.silenced),
             "long": window(&t.long),
             "short": window(&t.short),
         })).collect::<Vec<_>>(),
     })
+}
+
+/// A tier as the dashboard's alerts table names it: `firing`, `silenced` (it would fire, but a
+/// maintenance window covers the SLO, as the generated alert's `unless` does) or `ok`.
+fn tier_state(active: bool, silenced: bool) -> &'static str {
+    match (active, silenced) {
+        (true, _) => "firing",
+        (false, true) => "silenced",
+        (false, false) => "ok",
+    }
 }
 
 /// `?scope=local` (this shard's own figures, what a peer asks for) and `?window=` (with
@@ -137,7 +149,17 @@ pub(super) fn mark_maintenance(shared: &Shared, v: &mut serde_json::Value) {
 /// alerts table.
 pub(super) fn enrich(shared: &Shared, cfg: &crate::config::Config, slo: &mut serde_json::Value) {
     let name = slo["name"].as_str().unwrap_or_default().to_string();
-    slo["maintenance"] = json!(shared.budget.in_maintenance(&name));
+    let maintenance = shared.budget.in_maintenance(&name);
+    slo["maintenance"] = json!(maintenance);
+    if maintenance && let Some(tiers) = slo["tiers"].as_array_mut() {
+        // Also the whole SLO's tiers, recomputed from every shard's counts.
+        for t in tiers {
+            let silenced = t["active"] == true || t["silenced"] == true;
+            t["active"] = json!(false);
+            t["silenced"] = json!(silenced);
+            t["state"] = json!(tier_state(false, silenced));
+        }
+    }
     let Some(conf) = cfg.slos.get(&name) else {
         return;
     };

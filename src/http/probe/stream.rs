@@ -65,8 +65,8 @@ async fn probe(client: &Client, req: &RequestSpec, tls: bool) -> Outcome {
     };
     let mut dialed = match client.dial(&target, deadline, &mut out.phases).await {
         Ok(d) => d,
-        Err(class) => {
-            out.error = Some(class);
+        Err(e) => {
+            out.error = Some(out.dial_failed(e));
             return out;
         }
     };

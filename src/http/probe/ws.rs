@@ -121,8 +121,8 @@ async fn upgrade(
     }
     let dialed = match client.dial(&target, deadline, &mut out.phases).await {
         Ok(d) => d,
-        Err(class) => {
-            out.error = Some(class);
+        Err(e) => {
+            out.error = Some(out.dial_failed(e));
             return None;
         }
     };
