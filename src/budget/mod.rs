@@ -98,7 +98,7 @@ impl Budget {
             tracing::error!(problem = %p, "SLO store problem; load and metrics go on");
         }
         metrics.set_store_healthy(problem.is_none());
-        Budget {
+        let budget = Budget {
             inner: Mutex::new(Inner {
                 slos: BTreeMap::new(),
                 by_target: HashMap::new(),
@@ -114,7 +114,13 @@ impl Budget {
             flush_error: Mutex::new(None),
             restore: Mutex::new(None),
             metrics,
-        }
+        };
+        let now = crate::clock::since_epoch().as_secs() as i64;
+        budget.with_store(|st| {
+            budget.sync_maintenance(st, now);
+            Ok(())
+        });
+        budget
     }
 
     /// Why the store is not healthy, if it is not; while it is not open, with what waits in
@@ -291,12 +297,14 @@ impl Budget {
                 || s.group
                     .as_ref()
                     .is_some_and(|g| inner.maintenance.covers(&g.parent, now_unix));
+            // A window opening or closing changes the report (its tiers silenced or not).
+            let turned = s.events.paused() != covered;
             s.events.pause(covered);
             let (good, bad) = s.events.events();
             let dg = good.saturating_sub(s.folded.0);
             let db = bad.saturating_sub(s.folded.1);
             s.folded = (good, bad);
-            if dg + db == 0 && s.evaluated == Some(now_minute) {
+            if dg + db == 0 && s.evaluated == Some(now_minute) && !turned {
                 continue;
             }
             s.windows.advance(now_minute);
@@ -304,7 +312,10 @@ impl Budget {
                 s.windows.record(now_minute, dg, db);
                 inner.pending.add(name, now_minute, dg, db);
             }
-            let report = slo::evaluate(&s.def, &s.windows, now_minute);
+            let mut report = slo::evaluate(&s.def, &s.windows, now_minute);
+            if covered {
+                report.silence();
+            }
             s.series.set_report(&report);
             s.report = Some(report);
             s.evaluated = Some(now_minute);

@@ -177,6 +177,8 @@ impl Budget {
                 }
             }
         }
+        let mut store = store;
+        self.sync_maintenance(&mut store, now_unix);
         if let Ok(mut slot) = self.store.lock() {
             *slot = Some(store);
         }

@@ -264,7 +264,10 @@ pub(super) fn tier_alert(
     // `$value` the long window's burn rate. `max without (sloth_window)` lets the two windows'
     // series match in `and`, as Sloth does.
     // A maintenance window silences the alert (`sloburn_slo_maintenance`); with no such series
-    // (another exporter, an old sloburn) `unless` keeps it.
+    // (another exporter, an old sloburn) `unless` keeps it. The alert sums the events of every
+    // instance its selector takes, so it is silenced only while every one of them is in a
+    // window (`min`): one instance of another job (or namespace) with an SLO of the same name
+    // in maintenance silenced it with `max`.
     let mut m = Vec::new();
     if let Some(job) = &opts.job {
         m.push(format!("job={}", quote(job)));
@@ -272,7 +275,7 @@ pub(super) fn tier_alert(
     m.push(format!("slo={}", quote(&slo.name)));
     let maintenance = format!("{}{{{}}}", names::SLO_MAINTENANCE, m.join(","));
     let expr = format!(
-        "(\n  max without (sloth_window) (slo:sli_error:ratio_rate{long}{sel} > {threshold})\n  / {budget_expr}\n)\nand\nmax without (sloth_window) (slo:sli_error:ratio_rate{short}{sel} > {threshold})\nunless on ()\nmax({maintenance}) == 1\n"
+        "(\n  max without (sloth_window) (slo:sli_error:ratio_rate{long}{sel} > {threshold})\n  / {budget_expr}\n)\nand\nmax without (sloth_window) (slo:sli_error:ratio_rate{short}{sel} > {threshold})\nunless on ()\nmin({maintenance}) == 1\n"
     );
     let sev = tier.severity.as_str();
     let mut labels = BTreeMap::new();

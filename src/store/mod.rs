@@ -25,9 +25,11 @@ use std::time::Duration;
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, ErrorCode, OpenFlags, TransactionBehavior};
 
+mod maintenance;
 mod minutes;
 mod runs;
 
+pub use maintenance::StoredWindow;
 pub use minutes::PendingBatch;
 pub use runs::StoredRun;
 
@@ -56,6 +58,15 @@ const MIGRATIONS: &[&str] = &[
         detail TEXT
     );
     CREATE INDEX runs_by_profile ON runs (profile, id);",
+    // 3: maintenance windows opened through the API, so they survive a restart: the SLOs they
+    // cover as a JSON array (empty: every SLO), `[start, end)` in unix seconds, the reason.
+    "CREATE TABLE maintenance (
+        id INTEGER PRIMARY KEY,
+        slos TEXT NOT NULL,
+        start INTEGER NOT NULL,
+        end INTEGER NOT NULL,
+        reason TEXT NOT NULL
+    );",
 ];
 
 /// The schema version this build writes and understands.

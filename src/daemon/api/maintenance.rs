@@ -23,14 +23,16 @@ pub(super) async fn maintenance(
 struct OpenMaintenance {
     /// How long, e.g. `30m` (at most 7 days).
     duration: String,
+    /// A set: repeats are dropped as the body is read (200,000 repeats of one name are one).
     #[serde(default)]
-    slos: Vec<String>,
+    slos: std::collections::BTreeSet<String>,
     #[serde(default)]
     reason: String,
 }
 
 /// Opens a maintenance window now: the SLOs named (all, when none) count no event until it
-/// ends or is closed.
+/// ends or is closed. Each name once, configured SLOs only, at most `budget`'s `MAX_NAMES`;
+/// the window is kept in the store, so it outlives a restart.
 pub(super) async fn open_maintenance(
     State(shared): State<AppState>,
     caller: Caller,
@@ -54,14 +56,15 @@ pub(super) async fn open_maintenance(
     let now = crate::clock::since_epoch().as_secs() as i64;
     let end = now + d.as_secs().max(1) as i64;
     let reason: String = req.reason.chars().take(200).collect();
+    let slos: Vec<String> = req.slos.into_iter().collect();
     let id = shared
         .budget
-        .open_maintenance(req.slos.clone(), now, end, reason.clone())
+        .open_maintenance(slos.clone(), now, end, reason.clone())
         .map_err(bad)?;
-    tracing::info!(id, slos = ?req.slos, end, reason = %reason, "maintenance window opened");
+    tracing::info!(id, slos = ?slos, end, reason = %reason, "maintenance window opened");
     Ok((
         StatusCode::CREATED,
-        axum::Json(json!({ "id": id, "slos": req.slos, "start": now, "end": end })),
+        axum::Json(json!({ "id": id, "slos": slos, "start": now, "end": end })),
     )
         .into_response())
 }
