@@ -432,6 +432,16 @@ fn api_windows_are_bounded_checked_and_survive_a_restart() {
     assert_eq!(d.wait(Duration::from_secs(20)), Some(0));
     let mut d = Daemon::start(&path, &["--no-watch"]);
     let (again, _) = listed(&d);
+    let brief = |ws: &[serde_json::Value]| -> Vec<String> {
+        ws.iter()
+            .map(|w| format!("{} {} {} {}", w["id"], w["end"], w["active"], w["slos"]))
+            .collect()
+    };
+    assert_eq!(
+        brief(&again),
+        brief(&ids),
+        "the same windows after the restart"
+    );
     assert_eq!(
         again, ids,
         "the same windows, ids, ends and reasons after the restart"
