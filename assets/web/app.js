@@ -282,7 +282,9 @@
         burn(t.short),
         num(t.factor, 1) + "×",
         t.for || "0s",
-        period && has(t.long.burn_rate) && t.long.burn_rate > 0 ? span(period / t.long.burn_rate) : "—",
+        // A budget already spent has no time left to lose it in.
+        has(s.budget_remaining) && s.budget_remaining <= 0 ? "spent"
+          : period && has(t.long.burn_rate) && t.long.burn_rate > 0 ? span(period / t.long.burn_rate) : "—",
         t.expr ? el("details", {}, [el("summary", { text: "PromQL" }), el("pre", { class: "promql", text: t.expr })]) : "—",
       ]),
       [false, false, false, true, true, true, true, true, false]

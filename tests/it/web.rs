@@ -888,6 +888,8 @@ fn each_slo_card_shows_its_alerts_table_with_the_rules_promql() {
         rows[0][4].as_str().unwrap().ends_with("over 5m"),
         "{rows:?}"
     );
+    // Every request failed: the budget is spent, and no tier says when it will be.
+    assert!(rows.iter().all(|r| r[7] == "spent"), "{rows:?}");
     let promql =
         page.eval("document.querySelector('article.slo-card .alerts pre.promql').textContent");
     let rules = sloburn_rules([&write_config(dir.path(), &text)]);
