@@ -9,6 +9,10 @@ RSS, descriptors and threads are read from /proc; tasks are the daemon's own
 `sloburn_runtime_alive_tasks` (tokio's alive-task count) from the same scrape that is timed.
 
     python3 -u bench/soak.py [--sloburn target/release/sloburn] [--minutes 30] [--profiles 20]
+                             [--hostile]
+
+With `--hostile`, two more profiles send to `bench/hostile.py`: one HTTP target whose body never
+ends, and one WebSocket target that floods pings and frames matching no `expect`.
 
 Outside CI. Only 127.0.0.1: the target and the daemon are started here on free ports.
 """
@@ -45,13 +49,47 @@ TARGET_PATHS = {
 SAMPLE_EVERY = 5  # seconds between /proc samples within a minute
 
 
-def config(port: int, target_port: int, data: str, profiles: int) -> str:
+HOSTILE = """  hostile-body:
+    url: http://127.0.0.1:{port}/endless
+    timeout: 2s
+  hostile-ws:
+    url: ws://127.0.0.1:{port}/ws
+    body: hello
+    expect: never-sent
+    timeout: 2s
+"""
+
+HOSTILE_PROFILES = """  h-body:
+    target: hostile-body
+    schedule: "* * * * *"
+    overlap: skip
+    executor: constant-arrival-rate
+    rate: 5/s
+    duration: 20s
+    max_vus: 20
+  h-ws:
+    target: hostile-ws
+    schedule: "* * * * *"
+    overlap: skip
+    executor: constant-arrival-rate
+    rate: 5/s
+    duration: 20s
+    max_vus: 20
+"""
+
+
+def config(port: int, target_port: int, data: str, profiles: int,
+           hostile_port: int | None = None) -> str:
     out = [f'server: {{ listen: "127.0.0.1:{port}", max_in_flight: 200 }}',
            f'storage: {{ path: "{data}", flush_interval: 5s }}', "targets:"]
     for name, path in TARGET_PATHS.items():
         out.append(f"  {name}:\n    url: http://127.0.0.1:{target_port}{path}\n    timeout: 2s\n"
                    "    checks:\n      - status: 200\n      - duration_under: 100ms")
+    if hostile_port:
+        out.append(HOSTILE.format(port=hostile_port).rstrip("\n"))
     out.append("profiles:")
+    if hostile_port:
+        out.append(HOSTILE_PROFILES.rstrip("\n"))
     names = list(TARGET_PATHS)
     for i in range(profiles):
         out.append(f"  p{i:02}:\n    target: {names[i % len(names)]}\n"
@@ -102,6 +140,8 @@ def main() -> int:
     sloburn_arg(ap)
     ap.add_argument("--minutes", type=int, default=30)
     ap.add_argument("--profiles", type=int, default=20)
+    ap.add_argument("--hostile", action="store_true",
+                    help="two more profiles against bench/hostile.py (endless body, ping flood)")
     args = ap.parse_args()
     binary = str(Path(args.sloburn).resolve())
     tport, port = free_port(), free_port()
@@ -111,9 +151,13 @@ def main() -> int:
          "--error-ratio", "0.02", "--reset-ratio", "0.005",
          "--stall-every", "45s", "--stall-for", "1s"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    hport = free_port() if args.hostile else None
+    hostile = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("hostile.py")), "--port", str(hport)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) if hport else None
     with tempfile.TemporaryDirectory() as work:
         cfg = Path(work) / "soak.yaml"
-        cfg.write_text(config(port, tport, f"{work}/data", args.profiles))
+        cfg.write_text(config(port, tport, f"{work}/data", args.profiles, hport))
         log = open(Path(work) / "serve.log", "w")
         daemon = subprocess.Popen([binary, "--log-format", "json", "serve", "--config", str(cfg),
                                    "--no-watch"], stdout=log, stderr=log)
@@ -169,9 +213,15 @@ def main() -> int:
             errors = sum(1 for line in Path(work, "serve.log").read_text().splitlines()
                          if '"level":"ERROR"' in line)
             print(f"\ndaemon log lines at ERROR: {errors}", flush=True)
+            if hostile:
+                ended = metric_sum(text, "sloburn_http_reqs_total", 'target="hostile')
+                print(f"requests to the hostile targets that ended (each by a bound): {ended:.0f}")
             return 0
         finally:
             stop(daemon, target, timeout=60)
+            if hostile:
+                hostile.kill()
+                hostile.wait()
 
 
 if __name__ == "__main__":
