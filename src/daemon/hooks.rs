@@ -494,6 +494,7 @@ mod tests {
             p99_ms: 1.0,
             thresholds: Vec::new(),
             shards: None,
+            share_of: None,
         };
         let why = "inconclusive: the generator dropped 10 of 100 arrivals";
         let a = verdict(&record("inconclusive", Some(why)), false);

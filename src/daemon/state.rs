@@ -44,7 +44,7 @@ pub struct RunEntry {
     pub trigger: String,
     pub started_at: f64,
     pub finished_at: Option<f64>,
-    /// running | passed | failed | aborted | aborted_by_guard | error
+    /// running | passed | failed | aborted | aborted_by_guard | inconclusive | error | share
     pub result: String,
     pub reason: Option<String>,
     pub requests: u64,
@@ -57,6 +57,10 @@ pub struct RunEntry {
     /// A run on every shard (`daemon::shardrun`): its shards, which answered, which did not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shards: Option<serde_json::Value>,
+    /// A share of a run on every shard (`{run, shard, collector}`): its figures are part of the
+    /// run whose one verdict the collector records; this row is no run of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share_of: Option<serde_json::Value>,
 }
 
 impl RunEntry {
@@ -87,6 +91,7 @@ impl RunEntry {
             p99_ms: 0.0,
             thresholds: Vec::new(),
             shards: None,
+            share_of: None,
         }
     }
 }

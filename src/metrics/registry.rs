@@ -154,6 +154,14 @@ impl Metrics {
         st.last_run.insert(key, crate::clock::unix_secs());
     }
 
+    /// A share of a run on every shard ended: the profile is idle again, and the run is
+    /// counted (`run_finished`) by the shard that collects it, once.
+    pub fn share_finished(&self, profile: &str) {
+        lock(&self.inner.state)
+            .run_active
+            .insert(profile.to_string(), false);
+    }
+
     /// Pre-creates `sloburn_runs_total{result="passed"|"failed"}` at 0 and `run_active` at 0.
     pub fn init_profile(&self, profile: &str) {
         let mut st = lock(&self.inner.state);

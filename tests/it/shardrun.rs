@@ -238,13 +238,15 @@ fn issue_31_a_flagger_call_to_one_shard_runs_on_all_three_at_one_instant_and_ans
         "the shards' latencies are too alike to tell a merge from an average"
     );
 
-    // The peers ran their shares for shard 1; nobody else answered the hook.
+    // The peers ran their shares for shard 1; nobody else answered the hook, and only shard 1
+    // records a verdict: the others list their part as a share of its run (issue 43, item 5).
     for (i, d) in daemons.iter().enumerate() {
         let runs = runs_of(d);
         let run = &runs["runs"][0];
         let trigger = if i == 1 { "flagger" } else { "shard 1" };
         assert_eq!(run["trigger"], trigger, "shard {i}: {runs:#}");
-        assert_eq!(run["result"], "passed", "shard {i}: {runs:#}");
+        let result = if i == 1 { "passed" } else { "share" };
+        assert_eq!(run["result"], result, "shard {i}: {runs:#}");
     }
     // And the verdict stays readable on the collector under the run's id.
     let id = shards["run"].as_str().unwrap();
@@ -256,6 +258,79 @@ fn issue_31_a_flagger_call_to_one_shard_runs_on_all_three_at_one_instant_and_ans
     assert_eq!(code, 200, "{body}");
     let v: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v["verdict"]["requests"], answer["requests"], "{v:#}");
+}
+
+/// `sloburn_runs_total{profile="canary",result=R}` on `d`, by result (those above zero).
+fn runs_total(d: &Daemon) -> BTreeMap<String, f64> {
+    d.metrics()
+        .lines()
+        .filter(|l| l.starts_with("sloburn_runs_total{") && l.contains("profile=\"canary\""))
+        .filter_map(|l| {
+            let result = l.split("result=\"").nth(1)?.split('"').next()?.to_string();
+            let n: f64 = l.rsplit_once(' ')?.1.parse().ok()?;
+            (n > 0.0).then_some((result, n))
+        })
+        .collect()
+}
+
+/// Issue 43, item 5: a run that passes as a whole (180 requests of the `count>=150` it
+/// needs), whose shares would each fail that threshold alone (60 each), is one run: passed,
+/// recorded and counted in `sloburn_runs_total` by the collector only, once across the three;
+/// the other shards list their part as a share of it, judged by no threshold.
+#[test]
+fn issue_43_a_run_on_three_shards_is_one_verdict_counted_once_and_the_others_list_shares() {
+    let (server, log) = target();
+    let dir = tempfile::tempdir().unwrap();
+    let daemons = shards(
+        dir.path(),
+        server.addr,
+        60,
+        "3s",
+        "      http_reqs: [\"count>=150\"]\n",
+    );
+    let (code, answer) = call_hook(&daemons[2]);
+    assert_eq!(code, 200, "{answer:#}");
+    assert_eq!(answer["result"], "passed", "{answer:#}");
+    assert_eq!(answer["requests"], 180, "{answer:#}");
+    assert_eq!(log.lock().unwrap().len(), 180);
+    let run = answer["shards"]["run"].as_str().unwrap().to_string();
+    // Every shard has finished its part (the collector answered after polling each share).
+    let counted: Vec<BTreeMap<String, f64>> = daemons.iter().map(runs_total).collect();
+    eprintln!("sloburn_runs_total by shard: {counted:?}");
+    let total: f64 = counted.iter().flat_map(|m| m.values()).sum();
+    assert_eq!(total, 1.0, "{counted:?}");
+    assert_eq!(counted[2].get("passed"), Some(&1.0), "{counted:?}");
+    for (i, d) in daemons.iter().enumerate() {
+        let runs = runs_of(d);
+        let row = &runs["runs"][0];
+        if i == 2 {
+            assert_eq!(row["result"], "passed", "{runs:#}");
+            assert_eq!(row["requests"], 180, "{runs:#}");
+            assert!(row.get("share_of").is_none(), "{runs:#}");
+            continue;
+        }
+        assert_eq!(row["result"], "share", "shard {i}: {runs:#}");
+        assert_eq!(row["requests"], 60, "shard {i}: {runs:#}");
+        assert_eq!(row["share_of"]["run"], run.as_str(), "shard {i}: {runs:#}");
+        assert_eq!(row["share_of"]["shard"], i, "shard {i}: {runs:#}");
+        assert_eq!(row["share_of"]["collector"], 2, "shard {i}: {runs:#}");
+        assert_eq!(
+            row["thresholds"],
+            serde_json::json!([]),
+            "shard {i}: {runs:#}"
+        );
+        // Its part is over: the profile is idle there.
+        let active: Vec<String> = d
+            .metrics()
+            .lines()
+            .filter(|l| l.starts_with("sloburn_run_active{") && l.contains("\"canary\""))
+            .map(str::to_string)
+            .collect();
+        assert!(
+            !active.is_empty() && active.iter().all(|l| l.ends_with(" 0")),
+            "shard {i}: {active:?}"
+        );
+    }
 }
 
 #[test]

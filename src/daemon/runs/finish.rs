@@ -16,13 +16,8 @@ use super::*;
 /// store can take it; keeps the newest details in memory too, for the API meanwhile.
 pub(super) fn save(shared: &Arc<Shared>, record: &RunEntry, detail: Option<&RunDetail>) {
     let detail = detail.and_then(|d| serde_json::to_string(d).ok());
-    if let Some(d) = &detail
-        && let Ok(mut kept) = shared.details.lock()
-    {
-        kept.push_back((record.id, Arc::from(d.as_str())));
-        while kept.len() > DETAILS_IN_MEMORY {
-            kept.pop_front();
-        }
+    if let Some(d) = &detail {
+        keep_detail(shared, record.id, d);
     }
     let Ok(json) = serde_json::to_string(record) else {
         return;
@@ -40,8 +35,43 @@ pub(super) fn save(shared: &Arc<Shared>, record: &RunEntry, detail: Option<&RunD
         .spawn_blocking(move || s.budget.save_run(stored, detail, RUNS_PER_PROFILE));
 }
 
+/// A run on every shard's one verdict, saved under the collecting shard's own share (whose
+/// row it replaces), with that share's detail (kept in memory when the share ended) showing the
+/// verdict's result.
+pub(crate) fn save_verdict(shared: &Arc<Shared>, record: &RunEntry) {
+    let detail = shared.details.lock().ok().and_then(|kept| {
+        kept.iter()
+            .find(|(id, _)| *id == record.id)
+            .and_then(|(_, d)| serde_json::from_str::<RunDetail>(d).ok())
+    });
+    let detail = detail.map(|mut d| {
+        d.result = record.result.clone();
+        d.reason = record.reason.clone();
+        d
+    });
+    save(shared, record, detail.as_ref());
+}
+
+/// A share's row: its figures are part of a run judged once, by the shard that collects it
+/// (`share_of`), so the share is not judged against the whole run's thresholds. How it ended
+/// stays when something stopped it (aborted, the guard, an error); otherwise it is a `share`.
+pub(crate) fn as_share(record: &mut RunEntry) {
+    if !matches!(record.result.as_str(), "passed" | "failed" | "inconclusive") {
+        return;
+    }
+    let link = record.share_of.clone().unwrap_or_default();
+    record.result = "share".into();
+    record.reason = Some(format!(
+        "shard {}'s share of run {}: the whole run's verdict is shard {}'s",
+        link["shard"],
+        link["run"].as_str().unwrap_or(""),
+        link["collector"]
+    ));
+    record.thresholds.clear();
+}
+
 /// `sloburn_threshold_passed` of each of the run's thresholds.
-pub(super) fn set_threshold_gauges(shared: &Shared, profile: &str, report: &RunReport) {
+pub(crate) fn set_threshold_gauges(shared: &Shared, profile: &str, report: &RunReport) {
     for (spec, r) in &report.thresholds {
         shared.metrics.set_threshold(
             profile,
@@ -49,6 +79,18 @@ pub(super) fn set_threshold_gauges(shared: &Shared, profile: &str, report: &RunR
             &spec.threshold.source,
             r.passed,
         );
+    }
+}
+
+/// A run's detail in memory (the newest [`DETAILS_IN_MEMORY`]): for the API while the store
+/// cannot take it, and for the collecting shard's own share until its verdict saves it.
+fn keep_detail(shared: &Shared, id: u64, detail: &str) {
+    if let Ok(mut kept) = shared.details.lock() {
+        kept.retain(|(i, _)| *i != id);
+        kept.push_back((id, Arc::from(detail)));
+        while kept.len() > DETAILS_IN_MEMORY {
+            kept.pop_front();
+        }
     }
 }
 
@@ -152,7 +194,16 @@ pub(super) fn finish(
     detail: Option<RunDetail>,
     ended: &tokio::sync::watch::Sender<Option<RunEntry>>,
 ) {
-    shared.metrics.run_finished(profile, &record.result);
+    // A share is no run of its own: the shard that collects it counts the run, once, and
+    // saves its verdict (with this share's detail) under this id.
+    let collects = record
+        .share_of
+        .as_ref()
+        .map(|s| s["collector"].as_u64() == Some(u64::from(shared.shard.index())));
+    match collects {
+        None => shared.metrics.run_finished(profile, &record.result),
+        Some(_) => shared.metrics.share_finished(profile),
+    }
     tracing::info!(
         profile = %profile,
         run = id,
@@ -167,7 +218,13 @@ pub(super) fn finish(
         "run finished"
     );
     shared.remember(&record);
-    save(shared, &record, detail.as_ref());
+    if collects == Some(true) {
+        if let Some(d) = detail.as_ref().and_then(|d| serde_json::to_string(d).ok()) {
+            keep_detail(shared, id, &d);
+        }
+    } else {
+        save(shared, &record, detail.as_ref());
+    }
     let (again, idle) = match shared.profiles.lock() {
         Ok(mut states) => {
             let again = match states.get_mut(profile) {

@@ -63,6 +63,8 @@ pub(super) struct Sharded {
     pub run: String,
     /// When every shard starts its share (unix ms, wall clock).
     pub start_at_ms: u64,
+    /// The shard that collects the run and records its one verdict.
+    pub collector: u32,
 }
 
 /// Starts a run of `name` now. Returns its id.
@@ -141,6 +143,9 @@ pub(super) fn start(
     let (ended, ending) = tokio::sync::watch::channel(None);
     let report = ShareResult::default();
     let start_at_ms = sharded.as_ref().map(|s| s.start_at_ms);
+    let share_of = sharded.as_ref().map(|s| {
+        serde_json::json!({ "run": s.run, "shard": shared.shard.index(), "collector": s.collector })
+    });
     if let Some(s) = sharded {
         shared.keep_share(
             s.run,
@@ -174,6 +179,7 @@ pub(super) fn start(
                 stopper,
                 start_at_ms,
                 report,
+                share_of,
             },
             record,
         )
@@ -225,6 +231,8 @@ struct Running {
     start_at_ms: Option<u64>,
     /// Where a share leaves its report for the shard that collects it.
     report: ShareResult,
+    /// A share's link to its run (`RunEntry::share_of`): its row is no run of its own.
+    share_of: Option<serde_json::Value>,
 }
 
 async fn execute(
@@ -240,6 +248,7 @@ async fn execute(
         stopper,
         start_at_ms,
         report: share,
+        share_of,
     } = running;
     let work = Arc::new(work);
     let steps = work.steps();
@@ -275,10 +284,16 @@ async fn execute(
     let outcome = runner::run(&spec, &client, events, stopper).await;
     guards.abort_all();
     record.finished_at = Some(shared.clock.unix_secs());
+    record.share_of = share_of;
     let detail = match outcome {
         Ok(report) => {
             fill(&mut record, &report);
-            set_threshold_gauges(shared, &profile.name, &report);
+            if record.share_of.is_some() {
+                // Judged once, on every shard's figures, by the collector.
+                as_share(&mut record);
+            } else {
+                set_threshold_gauges(shared, &profile.name, &report);
+            }
             let (mut detail, slot) = capture.finish(&report);
             detail.id = record.id;
             detail.profile = record.profile.clone();

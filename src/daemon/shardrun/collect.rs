@@ -2,7 +2,7 @@
 //! polled until it ends, their records added (`RunRecord::merge`), the verdict once, aborts passed on.
 
 use crate::daemon::peers::{self, PEER_TIMEOUT};
-use crate::daemon::runs::fill;
+use crate::daemon::runs::{fill, save_verdict, set_threshold_gauges};
 use crate::daemon::state::{Ending, RunEntry, Shared};
 use crate::http::Client;
 use crate::load::record;
@@ -107,8 +107,11 @@ pub(super) async fn collect(
         p95_ms = format!("{:.2}", record.p95_ms),
         "run on every shard finished"
     );
-    // The run's history here shows the whole run (a scheduled run has nobody waiting on it).
+    // The run's history here shows the whole run (a scheduled run has nobody waiting on it),
+    // counted once, here: the shares, this shard's own included, counted nothing.
+    shared.metrics.run_finished(&record.profile, &record.result);
     shared.remember(&record);
+    save_verdict(&shared, &record);
     verdict.send_replace(Some(record));
 }
 
@@ -328,6 +331,8 @@ pub(super) fn verdict_of(
         let why = "the daemon stopped before the run ended".to_string();
         RunEntry::new(id, &ask.profile, "", "", 0.0, "error", Some(why))
     });
+    // The whole run, no longer this shard's share of it.
+    record.share_of = None;
     let own_report = local_report(shared, &ask.run);
     let mut per_shard = vec![json!({
         "index": me,
@@ -367,6 +372,7 @@ pub(super) fn verdict_of(
             report.aborted = abort.clone().map(Abort::Stopped);
         }
         fill(&mut record, &report);
+        set_threshold_gauges(shared, &ask.profile, &report);
     } else if record.result != "error" {
         record.result = "error".into();
         record.reason = Some("this shard's own share left no figures".into());

@@ -91,6 +91,7 @@ pub(super) fn start_everywhere(
     launch.sharded = Some(Sharded {
         run: run.clone(),
         start_at_ms,
+        collector: shared.shard.index(),
     });
     let profile = launch.profile.clone();
     let (id, own) = start(shared, launch, trigger)?;

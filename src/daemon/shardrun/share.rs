@@ -150,6 +150,7 @@ pub(crate) fn start_share(shared: &Arc<Shared>, ask: StartShare) -> (http::Statu
     launch.sharded = Some(Sharded {
         run: ask.run.clone(),
         start_at_ms: ask.start_at_ms,
+        collector: ask.from,
     });
     let trigger = format!("shard {}", ask.from);
     match start(shared, launch, &trigger) {
