@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use sloburn::config::DEFAULT_BUCKETS;
 use sloburn::http::Outcome;
+use sloburn::load::event::Observer;
+use sloburn::load::stats::RunStats;
 use sloburn::metrics::Metrics;
 
 /// Counts the bytes held on the heap, so the example can print the memory a profile's series
@@ -38,6 +40,15 @@ fn held() -> isize {
 #[path = "support/outcome.rs"]
 mod support;
 use support::outcome;
+
+fn n_daemon() -> u64 {
+    2_000_000
+}
+
+/// A daemon run's figures over the profile's series (`daemon::runs::execute`).
+fn daemon_run_stats(pm: &std::sync::Arc<sloburn::metrics::ProfileMetrics>) -> RunStats {
+    RunStats::for_run(&[], &[], "p", "GET").on_series(pm.clone())
+}
 
 fn stats(mut ms: Vec<f64>) -> String {
     ms.sort_by(f64::total_cmp);
@@ -101,6 +112,28 @@ fn main() {
         (held() - before) / kept.len() as isize
     );
     drop(kept);
+    // A daemon run: the profile's series and the run's own figures, as `daemon::runs` wires
+    // them (the series record each request; the run's stats read them, issue 42).
+    let runs = Metrics::new(env!("CARGO_PKG_VERSION"));
+    let before = held();
+    let daemon: Vec<_> = (0..400)
+        .map(|p| {
+            let pm = runs.profile("t", &format!("p{p:03}"), DEFAULT_BUCKETS, &checks);
+            let stats = daemon_run_stats(&pm);
+            (pm, stats)
+        })
+        .collect();
+    for (pm, stats) in &daemon {
+        for (i, o) in outcomes.iter().enumerate() {
+            let results = [o.status == Some(200), true, i % 3 > 0];
+            stats.request_finished(0, o, Duration::ZERO, &results);
+            pm.observe(o, Duration::ZERO, &results);
+        }
+    }
+    println!(
+        "memory: {} bytes per daemon profile (its series and its run's figures) after 1,000 requests",
+        (held() - before) / daemon.len() as isize
+    );
     for s in 0..20 {
         let events = std::sync::Arc::new(sloburn::budget::SloEvents::default());
         m.slo(&format!("slo-{s:02}"), 0.999)
@@ -138,6 +171,20 @@ fn main() {
             stats(times)
         );
     }
+
+    // A daemon request: the run's figures and the profile's series.
+    let (pm, stats) = &daemon[0];
+    let start = sloburn::clock::instant();
+    for i in 0..n_daemon() {
+        let o = &outcomes[(i % 1000) as usize];
+        stats.request_finished(0, o, Duration::ZERO, &[true, false, true]);
+        pm.observe(o, Duration::ZERO, &[true, false, true]);
+    }
+    let elapsed = sloburn::clock::elapsed(start).as_secs_f64();
+    println!(
+        "a daemon request (the run's figures and the series), 1 thread: {:.0} ns each",
+        elapsed * 1e9 / n_daemon() as f64
+    );
 
     // The hot path: one observe (13-bucket duration, 7 phases, lateness, status table, 3 checks).
     let h = &handles[0];

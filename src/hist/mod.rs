@@ -12,6 +12,7 @@
 //! comparing against Prometheus' own bound table, in counters allocated where values fall
 //! (`record`). Nothing here reads the clock or does I/O.
 
+mod block;
 mod bounds;
 mod layout;
 mod record;

@@ -3,9 +3,10 @@
 //! Memory: a fixed 72 bytes, then what values need. The exponential counters are allocated
 //! where values fall, in three levels of one-pointer slots ([`OnceBox`]): a table of the 42
 //! powers of two (336 bytes) at the first value above 0 ns, a table of 8 blocks (64 bytes) per
-//! power of two at its first value, and blocks of 16 counters (128 bytes) at theirs. A 0 ns
-//! value (a phase that did not happen) allocates nothing. Latencies cluster, so a series holds
-//! about a kilobyte, never more than 45 KB. Classic counters, when the histogram has bounds,
+//! power of two at its first value, and blocks of 16 counters (72 bytes: 32-bit counters that
+//! carry into 64 bits past 2^31, [`Block`]) at theirs. A 0 ns value (a phase that did not
+//! happen) allocates nothing. Latencies cluster, so a series holds about a kilobyte, never more
+//! than 27 KB (and 128 bytes per block one of whose counters passed 2^31). Classic counters, when the histogram has bounds,
 //! are one counter per bound and one for `+Inf`, made with the histogram.
 
 use std::sync::Arc;
@@ -14,16 +15,14 @@ use std::time::Duration;
 
 use once_cell::race::OnceBox;
 
+use super::block::{BLOCK, Block};
 use super::bounds::Bounds;
 use super::layout::{OCTAVES, PER_OCTAVE, RECORD_SCHEMA, slot_of};
 use super::snapshot::{ClassicCounts, HistSnapshot};
 use super::views::NativeRead;
 
-/// Counters per lazily allocated block.
-const BLOCK: usize = 16;
 /// Blocks per power of two.
 const BLOCKS: usize = PER_OCTAVE / BLOCK;
-type Block = [AtomicU64; BLOCK];
 type Octave = [OnceBox<Block>; BLOCKS];
 type Octaves = [OnceBox<Octave>; OCTAVES];
 // `Histogram::made` has a bit per power of two.
@@ -114,7 +113,8 @@ impl Histogram {
         if slot == 0 {
             self.zero.fetch_add(1, Relaxed);
         } else {
-            self.counter(slot - 1).fetch_add(1, Relaxed);
+            let (block, i) = self.block_of(slot - 1);
+            block.add(i);
         }
         if let Some(c) = &self.classic
             && let Some(n) = c.counts.get(c.bounds.index(ns))
@@ -134,8 +134,8 @@ impl Histogram {
         }
     }
 
-    /// The counter of key index `i` (slot − 1), made with its block if it is the first.
-    fn counter(&self, i: usize) -> &AtomicU64 {
+    /// The block of key index `i` (slot − 1), made if it is the first, and `i`'s place in it.
+    fn block_of(&self, i: usize) -> (&Block, usize) {
         let octaves = self
             .octaves
             .get_or_init(|| Box::new(std::array::from_fn(|_| OnceBox::new())));
@@ -144,9 +144,8 @@ impl Histogram {
             self.made.fetch_or(1 << o, Relaxed);
             Box::new(std::array::from_fn(|_| OnceBox::new()))
         });
-        let block = blocks[i % PER_OCTAVE / BLOCK]
-            .get_or_init(|| Box::new(std::array::from_fn(|_| AtomicU64::new(0))));
-        &block[i % BLOCK]
+        let block = blocks[i % PER_OCTAVE / BLOCK].get_or_init(|| Box::new(Block::new()));
+        (block, i % BLOCK)
     }
 
     /// Values recorded so far: the total of the buckets (a read, not a hot-path figure).
@@ -169,8 +168,8 @@ impl Histogram {
             return classic;
         };
         let made = octaves.iter().filter_map(OnceBox::get).map(|blocks| {
-            let held = blocks.iter().filter(|b| b.get().is_some()).count();
-            size_of::<Octave>() + held * size_of::<Block>()
+            let held = blocks.iter().filter_map(OnceBox::get).map(Block::bytes);
+            size_of::<Octave>() + held.sum::<usize>()
         });
         classic + size_of::<Octaves>() + made.sum::<usize>()
     }
@@ -183,8 +182,7 @@ impl Histogram {
             f(0, zero);
         }
         self.each_block(|first, counters| {
-            for (i, counter) in counters.iter().enumerate() {
-                let n = counter.load(Relaxed);
+            for (i, &n) in counters.iter().enumerate() {
                 if n > 0 {
                     f(first + i, n);
                 }
@@ -192,8 +190,8 @@ impl Histogram {
         });
     }
 
-    /// Calls `f(first slot, counters)` for every block made, ascending.
-    fn each_block(&self, mut f: impl FnMut(usize, &Block)) {
+    /// Calls `f(first slot, counts)` for every block made, ascending.
+    fn each_block(&self, mut f: impl FnMut(usize, &[u64; BLOCK])) {
         let Some(octaves) = self.octaves.get() else {
             return;
         };
@@ -208,7 +206,7 @@ impl Histogram {
             };
             for (b, block) in blocks.iter().enumerate() {
                 if let Some(counters) = block.get() {
-                    f(1 + o * PER_OCTAVE + b * BLOCK, counters);
+                    f(1 + o * PER_OCTAVE + b * BLOCK, &counters.read());
                 }
             }
         }
@@ -282,9 +280,7 @@ impl Histogram {
             out.add_slot(0, zero);
         }
         self.each_block(|first, counters| {
-            let n = counters
-                .iter()
-                .fold(0u64, |t, c| t.wrapping_add(c.load(Relaxed)));
+            let n = counters.iter().fold(0u64, |t, c| t.wrapping_add(*c));
             if n > 0 {
                 out.add_slot(first, n);
             }

@@ -457,7 +457,7 @@ fn histograms(
                 .steps
                 .get(j)
                 .filter(|_| with_exemplars)
-                .map(|s| &s.duration_exemplars);
+                .and_then(|s| s.exemplars());
             // `name_bucket{labels,le="`: the same for every bucket of the series.
             bucket.clear();
             bucket.push_str(f.name);

@@ -10,7 +10,6 @@
 //! starts, and the bytes go out in chunks of about `encoder::CHUNK`, as the text does.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
 
 use super::exemplar::{self, Slot};
 use super::families::HTTP_REQ_DURATION;
@@ -144,8 +143,9 @@ pub(super) fn histograms(
             let exemplars = p
                 .steps
                 .get(j)
-                .filter(|s| with_exemplars && s.any_exemplar.load(Relaxed))
-                .map_or(&[][..], |s| &s.duration_exemplars[..]);
+                .filter(|_| with_exemplars)
+                .and_then(|s| s.exemplars())
+                .unwrap_or_default();
             reads.read(hist, out.opts);
             out.histogram(labels, p.bounds.seconds(), &reads, exemplars);
         }

@@ -158,7 +158,7 @@ impl ProfileMetrics {
     /// Records a sampled request of step `step` as the exemplar of the
     /// `sloburn_http_req_duration_seconds` bucket its duration falls in (the latest one wins).
     /// Call it only for sampled requests that got a status (as `observe` records the
-    /// duration); atomics only, no allocation.
+    /// duration); atomics only, after the step's first (which makes its slots).
     pub fn exemplar(
         &self,
         step: usize,
@@ -174,8 +174,12 @@ impl ProfileMetrics {
         let unix_millis = crate::clock::system_time()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX));
-        if let Some(slot) = s.duration_exemplars.get(self.bounds.index(nanos)) {
-            s.any_exemplar.store(true, Relaxed);
+        let slots = s.duration_exemplars.get_or_init(|| {
+            (0..=self.bounds.seconds().len())
+                .map(|_| super::exemplar::Slot::default())
+                .collect()
+        });
+        if let Some(slot) = slots.get(self.bounds.index(nanos)) {
             slot.write(super::exemplar::Exemplar {
                 trace_id: u128::from_be_bytes(trace_id.to_bytes()),
                 span_id: u64::from_be_bytes(span_id.to_bytes()),

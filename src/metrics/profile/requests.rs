@@ -2,6 +2,7 @@
 //! and the label values it writes.
 
 use crate::http::ErrorClass;
+use once_cell::race::OnceBox;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 
 /// Slots of the (status, error) table; a power of two. 512 covers every pair a real target
@@ -17,16 +18,26 @@ pub const STATUS_NONE: &str = "0";
 /// The `error` label of a request without a transport error.
 pub const ERROR_NONE: &str = "none";
 
+/// Slots per lazily made chunk of the table.
+const CHUNK: usize = 16;
+
 /// A fixed-size, insert-only, lock-free hash table from a (status, error) pair to a counter.
 ///
 /// Keys are claimed with one compare-exchange and never removed (a config reload replaces the
-/// whole [`ProfileMetrics`]), so a reader sees a key either absent or final.
+/// whole [`ProfileMetrics`]), so a reader sees a key either absent or final. The slots are
+/// made 16 at a time where keys land: a target that answers with a few pairs holds a few
+/// chunks of 192 bytes, not the 6 KB of all 512 slots (a daemon holds a table per step).
 #[derive(Debug)]
 pub(super) struct ReqTable {
-    pub(super) keys: Box<[AtomicU32]>,
-    pub(super) counts: Box<[AtomicU64]>,
+    chunks: [OnceBox<Chunk>; REQ_SLOTS / CHUNK],
     /// Indexed by error code (0 = none, 1 + ErrorClass index) when the table is full.
     pub(super) overflow: [AtomicU64; 1 + ErrorClass::ALL.len()],
+}
+
+#[derive(Debug)]
+struct Chunk {
+    keys: [AtomicU32; CHUNK],
+    counts: [AtomicU64; CHUNK],
 }
 
 /// `(status + 1) << 4 | error code`: never 0, which marks an empty slot.
@@ -51,8 +62,7 @@ pub(super) fn error_label(code: u32) -> &'static str {
 impl ReqTable {
     pub(super) fn new() -> ReqTable {
         ReqTable {
-            keys: (0..REQ_SLOTS).map(|_| AtomicU32::new(0)).collect(),
-            counts: (0..REQ_SLOTS).map(|_| AtomicU64::new(0)).collect(),
+            chunks: std::array::from_fn(|_| OnceBox::new()),
             overflow: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
@@ -63,9 +73,16 @@ impl ReqTable {
         let start = (key.wrapping_mul(0x9E37_79B1) >> (32 - REQ_SLOTS.trailing_zeros())) as usize;
         for probe in 0..REQ_SLOTS {
             let i = (start + probe) & (REQ_SLOTS - 1);
-            let (Some(k), Some(c)) = (self.keys.get(i), self.counts.get(i)) else {
+            let Some(chunk) = self.chunks.get(i / CHUNK) else {
                 break;
             };
+            let chunk = chunk.get_or_init(|| {
+                Box::new(Chunk {
+                    keys: std::array::from_fn(|_| AtomicU32::new(0)),
+                    counts: std::array::from_fn(|_| AtomicU64::new(0)),
+                })
+            });
+            let (k, c) = (&chunk.keys[i % CHUNK], &chunk.counts[i % CHUNK]);
             let mut seen = k.load(Relaxed);
             if seen == 0 {
                 // Acquire/Release is not needed: the count is read independently of the key,
@@ -87,10 +104,12 @@ impl ReqTable {
 
     /// (status label, error label, count), sorted by labels.
     pub(super) fn read(&self) -> Vec<(String, &'static str, u64)> {
-        let mut rows: Vec<(String, &'static str, u64)> = self
-            .keys
+        let slots = self
+            .chunks
             .iter()
-            .zip(self.counts.iter())
+            .filter_map(OnceBox::get)
+            .flat_map(|c| c.keys.iter().zip(c.counts.iter()));
+        let mut rows: Vec<(String, &'static str, u64)> = slots
             .filter_map(|(k, c)| {
                 let key = k.load(Relaxed);
                 (key != 0).then(|| {

@@ -4,7 +4,8 @@ use crate::hist::Histogram;
 use crate::http::{Outcome, Phase};
 use crate::metrics::text::label_set;
 use crate::metrics::wire::Labels;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use super::*;
 
@@ -43,11 +44,9 @@ pub(crate) struct StepSeries {
     /// The same with `,phase=".."`, in [`PHASES_BY_LABEL`] order.
     pub phase_labels: [Labels; 7],
     pub duration: Histogram,
-    /// The latest sampled request per `duration` bucket (OpenMetrics exemplars).
-    pub duration_exemplars: Box<[crate::metrics::exemplar::Slot]>,
-    /// Whether any slot was ever written: a daemon without tracing has none, and a scrape
-    /// then reads none of them (eleven cache lines per step).
-    pub any_exemplar: AtomicBool,
+    /// The latest sampled request per `duration` bucket (OpenMetrics exemplars), made at the
+    /// first: a daemon without tracing holds none, and a scrape then reads none of them.
+    pub(super) duration_exemplars: OnceLock<Box<[crate::metrics::exemplar::Slot]>>,
     /// Every phase of the request (`Phases::total`): the latency the user saw, without the
     /// generator's own lateness.
     pub corrected: Histogram,
@@ -106,10 +105,7 @@ impl StepSeries {
             labels: Labels::new(label_set(&base)),
             phase_labels: PHASES_BY_LABEL.map(|p| with("phase", p.as_str())),
             duration: bounds.histogram(),
-            duration_exemplars: (0..=bounds.seconds().len())
-                .map(|_| crate::metrics::exemplar::Slot::default())
-                .collect(),
-            any_exemplar: AtomicBool::new(false),
+            duration_exemplars: OnceLock::new(),
             corrected: bounds.histogram(),
             phases: std::array::from_fn(|_| bounds.histogram()),
             reqs: ReqTable::new(),
@@ -141,6 +137,11 @@ impl StepSeries {
                 pair[usize::from(!passed)].fetch_add(1, Relaxed);
             }
         }
+    }
+
+    /// The exemplar slots per `duration` bucket, once a sampled request wrote one.
+    pub(crate) fn exemplars(&self) -> Option<&[crate::metrics::exemplar::Slot]> {
+        self.duration_exemplars.get().map(|s| &s[..])
     }
 
     pub(crate) fn reqs(&self) -> Vec<(String, &'static str, u64)> {
