@@ -498,20 +498,22 @@ fn import_with(
     let text = match read {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("{name}: {e}");
+            eprintln!("{}", crate::importers::printable(&format!("{name}: {e}")));
             return exit::CONFIG;
         }
     };
     match import(&text, &name) {
         Ok(imported) => {
             for n in &imported.notes {
-                eprintln!("warning: {n}");
+                eprintln!("warning: {}", crate::importers::printable(n));
             }
             print!("{}", imported.yaml);
             exit::OK
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            // Line by line: the importer's own lines stay lines, each escaped and cut.
+            let lines: Vec<String> = e.split('\n').map(crate::importers::printable).collect();
+            eprintln!("error: {}", lines.join("\n"));
             exit::CONFIG
         }
     }

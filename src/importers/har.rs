@@ -11,13 +11,27 @@
 //!   `${name}` reference where it is sent: a session token is taken from each run's own login,
 //!   never replayed from the recording.
 //! - Each step checks for the status it got in the recording.
+//!
+//! Linear in the recording: the values learnt are found in each request by Aho-Corasick
+//! automata (`index.rs`), and "sent before" is a set of the tokens sent, so 16,000 entries take
+//! about four times what 4,000 do. Bounds: at most [`MAX_STEPS`] requests replayed (past it
+//! the import is refused, saying so) and [`MAX_REFS`] values referred to in one request (the
+//! rest sent as recorded, noted).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
 use serde_json::Value as J;
 
 use crate::config::quote;
+
+mod index;
+use index::{Index, Sent};
+
+/// The most requests one imported journey replays.
+pub const MAX_STEPS: usize = 50_000;
+/// The most values a request refers to by capture; more are sent as recorded.
+pub const MAX_REFS: usize = 64;
 
 #[derive(Debug, Clone, Default)]
 pub struct Options {
@@ -158,7 +172,14 @@ pub fn import(text: &str, file: &str, opts: &Options) -> Result<super::openapi::
     if kept.is_empty() {
         return Err(format!("{file}: nothing left to replay on {main_host}"));
     }
-    let mut steps = correlate(kept);
+    if kept.len() > MAX_STEPS {
+        return Err(format!(
+            "{file}: {} requests to replay on {main_host}, more than the {MAX_STEPS} one journey \
+             takes: cut the recording",
+            kept.len()
+        ));
+    }
+    let mut steps = correlate(kept, &mut notes);
     for i in 0..steps.len().saturating_sub(1) {
         let end = steps[i].entry.started_ms + steps[i].entry.time_ms.max(0.0);
         let gap = steps[i + 1].entry.started_ms - end;
@@ -304,12 +325,20 @@ fn name_for(from: &From, taken: &mut BTreeMap<String, usize>) -> String {
     name
 }
 
-fn correlate(entries: Vec<Entry>) -> Vec<Step> {
+fn correlate(entries: Vec<Entry>, notes: &mut Vec<String>) -> Vec<Step> {
     let mut known = Known::default();
     let mut steps: Vec<Step> = Vec::new();
     for (i, e) in entries.into_iter().enumerate() {
         let mut request = Request::recorded(&e);
-        known.refer(&mut request, &mut steps);
+        if known.refer(&mut request, &mut steps) {
+            notes.push(format!(
+                "request {} ({} {}): more than {MAX_REFS} values to refer to: the rest are sent \
+                 as recorded",
+                i + 1,
+                e.method,
+                e.url
+            ));
+        }
         known.learn(i, &e);
         steps.push(Step {
             entry: e,
@@ -358,22 +387,37 @@ impl Request {
 /// What the walk over the recording has learnt so far.
 #[derive(Default)]
 struct Known {
-    /// Values some request sent before any response gave them are constants (a user name
-    /// typed in, then echoed back): never correlated.
-    sent_before: Vec<String>,
-    /// value → (step, source, capture name once used)
+    /// What requests sent before any response gave it is a constant (a user name typed in,
+    /// then echoed back): never correlated.
+    sent: Sent,
+    /// value → (step, source, capture name once used), by id in the order learnt.
     values: Vec<(String, usize, From, Option<String>)>,
+    ids: HashMap<String, usize>,
+    /// The values (and their percent-encoded forms), to find them in a request.
+    index: Index,
     /// Capture names given, for `name_for`.
     taken: BTreeMap<String, usize>,
 }
 
 impl Known {
     /// Replaces each value a response gave with a reference to its capture, adding the
-    /// capture to the step it came from the first time it is used.
-    fn refer(&mut self, r: &mut Request, steps: &mut [Step]) {
+    /// capture to the step it came from the first time it is used. True when more than
+    /// [`MAX_REFS`] were found (the rest left as recorded).
+    fn refer(&mut self, r: &mut Request, steps: &mut [Step]) -> bool {
+        let mut hits = Vec::new();
+        self.index.find(&r.path, &mut hits);
+        for (_, v) in &r.headers {
+            self.index.find(v, &mut hits);
+        }
+        if let Some(b) = &r.body {
+            self.index.find(b, &mut hits);
+        }
         // Longest first, so a value holding another is replaced whole.
-        self.values.sort_by_key(|k| std::cmp::Reverse(k.0.len()));
-        for (value, from_step, from, name) in &mut self.values {
+        hits.sort_unstable_by_key(|&id| (std::cmp::Reverse(self.values[id].0.len()), id));
+        hits.dedup();
+        let past = hits.len() > MAX_REFS;
+        for id in hits.into_iter().take(MAX_REFS) {
+            let (value, from_step, from, name) = &mut self.values[id];
             let encoded = super::openapi::encode_component(value);
             let in_path = r.path.contains(value.as_str()) || r.path.contains(encoded.as_str());
             let in_headers = r.headers.iter().any(|(_, v)| v.contains(value.as_str()));
@@ -400,27 +444,28 @@ impl Known {
                 *b = b.replace(value.as_str(), &reference);
             }
         }
+        past
     }
 
     /// What request `i` sent raw is now known as sent; what its response gives (JSON leaves,
     /// headers that are not generic) is known, unless a request already sent it.
     fn learn(&mut self, i: usize, e: &Entry) {
-        self.sent_before.push(e.url.to_string());
-        self.sent_before
-            .extend(e.headers.iter().map(|(_, v)| v.clone()));
-        self.sent_before.extend(e.body.clone());
+        self.sent.add(&e.url.to_string());
+        for (_, v) in &e.headers {
+            self.sent.add(v);
+        }
+        if let Some(b) = &e.body {
+            self.sent.add(b);
+        }
         let mut found = Vec::new();
         if let Some(text) = &e.response_body
             && let Ok(v) = serde_json::from_str::<J>(text)
         {
             leaves(&v, "$", &mut found);
         }
-        let sent_before = &self.sent_before;
-        let fresh = |value: &str| !sent_before.iter().any(|s| s.contains(value));
+        let mut fresh = Vec::new();
         for (value, p) in found {
-            if fresh(&value) && !self.values.iter().any(|k| k.0 == value) {
-                self.values.push((value, i, From::Json(p), None));
-            }
+            self.know(&mut fresh, value, i, From::Json(p));
         }
         for (k, v) in &e.response_headers {
             let lower = k.to_ascii_lowercase();
@@ -437,14 +482,31 @@ impl Known {
                     | "vary"
                     | "cache-control"
             );
-            if !generic
-                && v.len() >= MIN_VALUE
-                && fresh(v)
-                && !self.values.iter().any(|x| &x.0 == v)
-            {
-                self.values.push((v.clone(), i, From::Header(lower), None));
+            if !generic && v.len() >= MIN_VALUE {
+                self.know(&mut fresh, v.clone(), i, From::Header(lower));
             }
         }
+        let patterns: Vec<(usize, String)> = fresh
+            .into_iter()
+            .flat_map(|id| {
+                let value = &self.values[id].0;
+                let encoded = super::openapi::encode_component(value);
+                let encoded = (encoded != *value).then_some((id, encoded));
+                std::iter::once((id, value.clone())).chain(encoded)
+            })
+            .collect();
+        self.index.add(patterns);
+    }
+
+    /// Keeps `value` (given by step `i`) when no request sent it and it is not known yet.
+    fn know(&mut self, fresh: &mut Vec<usize>, value: String, i: usize, from: From) {
+        if self.sent.holds(&value) || self.ids.contains_key(&value) {
+            return;
+        }
+        let id = self.values.len();
+        self.ids.insert(value.clone(), id);
+        self.values.push((value, i, from, None));
+        fresh.push(id);
     }
 }
 

@@ -15,6 +15,34 @@ pub mod har;
 pub mod k6;
 pub mod openapi;
 
+/// The most characters of one importer message printed; the rest is cut, its size said.
+pub const MAX_MESSAGE_CHARS: usize = 400;
+
+/// An importer's message as it is safe to print on a terminal, whatever the input held:
+/// control characters (ESC, CR, C1…) and the bidirectional overrides and isolates (U+202A–E,
+/// U+2066–9, the marks) escaped as `\u{…}`, and a message longer than [`MAX_MESSAGE_CHARS`]
+/// cut with the size of what was left out.
+pub fn printable(message: &str) -> String {
+    let mut out = String::new();
+    for (shown, (at, c)) in message.char_indices().enumerate() {
+        if shown >= MAX_MESSAGE_CHARS {
+            out.push_str(&format!("… ({} more bytes)", message.len() - at));
+            break;
+        }
+        if c.is_control() || is_bidi(c) {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The characters that reorder the text around them (Trojan Source, CVE-2021-42574).
+fn is_bidi(c: char) -> bool {
+    matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}' | '\u{061c}')
+}
+
 /// A config name (`[A-Za-z0-9._-]`, at most 64) made from free text: other characters become
 /// `-`, runs of them one.
 pub fn config_name(text: &str) -> String {
@@ -43,5 +71,18 @@ mod tests {
         assert_eq!(config_name("find pet by id"), "find-pet-by-id");
         assert_eq!(config_name("GET /pet/{petId}"), "GET-pet-petId");
         assert_eq!(config_name("///"), "op");
+    }
+
+    #[test]
+    fn messages_escape_controls_and_bidi_and_are_cut() {
+        assert_eq!(
+            printable("a\x1b[31mb\u{202e}c\td"),
+            "a\\u{1b}[31mb\\u{202e}c\\u{9}d"
+        );
+        let long = "é".repeat(1000);
+        let p = printable(&long);
+        assert_eq!(p.chars().filter(|c| *c == 'é').count(), MAX_MESSAGE_CHARS);
+        assert!(p.ends_with("… (1200 more bytes)"), "{p}");
+        assert_eq!(printable("plain"), "plain");
     }
 }

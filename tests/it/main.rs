@@ -22,6 +22,7 @@ mod guard;
 mod h2;
 mod hardening;
 mod hardening_config;
+mod hostile_imports;
 mod hostile_peers;
 mod http;
 mod import;

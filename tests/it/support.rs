@@ -924,8 +924,8 @@ pub fn promtool_test_rules(dir: &Path, rules: &str) {
     assert!(out.status.success(), "{}\n{rules}", all_output(&out));
 }
 
-/// What [`run_capped`] saw of a child: its output, its peak resident memory (the kernel's
-/// `ru_maxrss` of that one child, in bytes) and how long it ran.
+/// What [`run_capped`] saw of a child: its output, its peak resident memory (`VmHWM` of
+/// `/proc/PID/status`, in bytes, read every 5 ms while it ran) and how long it ran.
 pub struct Capped {
     pub out: std::process::Output,
     pub peak_rss: u64,
@@ -943,8 +943,9 @@ impl Capped {
     }
 }
 
-/// Runs `cmd` under `cap` bytes of address space ([`limit_address_space`]) and reaps it with
-/// `wait4`, which gives that child's own peak RSS.
+/// Runs `cmd` under `cap` bytes of address space ([`limit_address_space`]), reading its peak
+/// RSS as it runs (`ru_maxrss` will not do: a forked child starts from the test's own RSS), and
+/// reaps it with `wait4`.
 #[allow(clippy::zombie_processes)] // reaped by wait4, which `Child` does not know of
 pub fn run_capped(cmd: &mut Command, cap: u64) -> Capped {
     use std::io::Read;
@@ -966,6 +967,23 @@ pub fn run_capped(cmd: &mut Command, cap: u64) -> Capped {
     };
     let stdout = drain(Box::new(child.stdout.take().unwrap()));
     let stderr = drain(Box::new(child.stderr.take().unwrap()));
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let status_file = format!("/proc/{}/status", child.id());
+    let peak = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut peak = 0u64;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                let hwm = std::fs::read_to_string(&status_file).ok().and_then(|s| {
+                    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+                    line.split_whitespace().nth(1)?.parse::<u64>().ok()
+                });
+                peak = peak.max(hwm.unwrap_or(0) * 1024);
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            peak
+        })
+    };
     let mut status = 0;
     // SAFETY: a zeroed rusage is a valid value for wait4 to fill.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
@@ -973,13 +991,16 @@ pub fn run_capped(cmd: &mut Command, cap: u64) -> Capped {
     let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
     assert_eq!(pid, child.id() as libc::pid_t, "wait4 reaps the child");
     let took = started.elapsed();
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let peak_rss = peak.join().unwrap();
+    let _ = usage;
     Capped {
         out: std::process::Output {
             status: std::process::ExitStatus::from_raw(status),
             stdout: stdout.join().unwrap(),
             stderr: stderr.join().unwrap(),
         },
-        peak_rss: usage.ru_maxrss as u64 * 1024,
+        peak_rss,
         took,
     }
 }

@@ -30,7 +30,88 @@ use executor::*;
 use values::*;
 use walk::*;
 
+/// The deepest nesting of brackets, braces and parentheses read: oxc's parser recurses once
+/// per level, so a deeper script is refused, with its line, before it is parsed.
+pub const MAX_NESTING: usize = 256;
+/// The most operator characters (`=?!~+-*/%<>&|^`) and prefix keywords (`new`, `typeof`,
+/// `void`, `delete`, `await`, `yield`) a script holds: a chain of right-associative or prefix
+/// operators (`a=a=…`, `a?b:a?b:…`, `new new …`) is a recursion of the parser as deep as it
+/// is long, so their count bounds it. Counted everywhere, strings and comments too (a lexer
+/// that skips them can be fooled): a hand-written script holds a few thousand.
+pub const MAX_OPERATORS: usize = 50_000;
+/// The stack the import runs on (its own thread): room for [`MAX_NESTING`] levels and
+/// [`MAX_OPERATORS`] chained operators of the parser, and [`MAX_EXPR_DEPTH`] of the walk, in
+/// a debug build too (50,000 chained `a=` took under 64 MiB there). Reserved, touched only
+/// as deep as a script goes.
+const STACK_BYTES: usize = 256 << 20;
+
+/// Imports `text` on a thread of its own with a [`STACK_BYTES`] stack: the parser and the
+/// walk recurse, each bounded in depth, and never on the caller's stack.
 pub fn import(
+    text: &str,
+    file: &str,
+    opts: &super::har::Options,
+) -> Result<super::openapi::Imported, String> {
+    bounds(text).map_err(|(line, why)| format!("{file}:{line}: {why}"))?;
+    std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .name("import-k6".into())
+            .stack_size(STACK_BYTES)
+            .spawn_scoped(s, || import_here(text, file, opts))
+            .map_err(|e| format!("{file}: the importer could not start its thread: {e}"))?
+            .join()
+            .map_err(|_| format!("{file}: the importer failed on this script"))?
+    })
+}
+
+/// Whether `text` stays inside [`MAX_NESTING`] and [`MAX_OPERATORS`]; else the line where it
+/// went past, and which. Every byte counts (see [`MAX_OPERATORS`]).
+fn bounds(text: &str) -> Result<(), (usize, String)> {
+    const KEYWORDS: [&[u8]; 6] = [b"new", b"typeof", b"void", b"delete", b"await", b"yield"];
+    let bytes = text.as_bytes();
+    let (mut depth, mut operators, mut line) = (0usize, 0usize, 1usize);
+    let mut word_start = None;
+    for (i, &b) in bytes.iter().enumerate() {
+        let in_word = b.is_ascii_alphanumeric() || b == b'_' || b == b'$';
+        match (in_word, word_start) {
+            (true, None) => word_start = Some(i),
+            (false, Some(start)) => {
+                word_start = None;
+                operators += usize::from(KEYWORDS.contains(&&bytes[start..i]));
+            }
+            _ => {}
+        }
+        match b {
+            b'\n' => line += 1,
+            b'(' | b'[' | b'{' => depth += 1,
+            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+            b'=' | b'?' | b'!' | b'~' | b'+' | b'-' | b'*' | b'/' | b'%' | b'<' | b'>' | b'&'
+            | b'|' | b'^' => operators += 1,
+            _ => {}
+        }
+        if depth > MAX_NESTING {
+            return Err((
+                line,
+                format!(
+                    "nested more than {MAX_NESTING} deep (brackets, braces, parentheses): more \
+                     than the importer reads"
+                ),
+            ));
+        }
+        if operators > MAX_OPERATORS {
+            return Err((
+                line,
+                format!(
+                    "more than {MAX_OPERATORS} operators (a long chain?): more than the \
+                     importer reads"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn import_here(
     text: &str,
     file: &str,
     opts: &super::har::Options,
@@ -59,10 +140,19 @@ pub fn import(
         responses: BTreeMap::new(),
         steps: Vec::new(),
         notes: Vec::new(),
+        depth: Default::default(),
+        too_deep: Default::default(),
     };
     let (options, body) = top_level(&mut w, &parsed.program.body, file)?;
     let body = body.ok_or_else(|| format!("{file}: no `export default function`"))?;
     w.statements(body);
+    if let Some(span) = w.too_deep.get() {
+        return Err(format!(
+            "{file}:{}: an expression deeper than {MAX_EXPR_DEPTH} (a long chain of `+`?): more \
+             than the importer follows",
+            w.line(span)
+        ));
+    }
     if w.steps.is_empty() {
         return Err(format!(
             "{file}: the default function sends no http.* request the importer can follow{}",

@@ -27,7 +27,14 @@ pub(super) struct Walker<'s> {
     pub(super) responses: BTreeMap<String, usize>,
     pub(super) steps: Vec<Step>,
     pub(super) notes: Vec<String>,
+    /// How deep [`Walker::eval`] is now; past [`MAX_EXPR_DEPTH`] it stops, noting where.
+    pub(super) depth: std::cell::Cell<usize>,
+    pub(super) too_deep: std::cell::Cell<Option<oxc_span::Span>>,
 }
+
+/// The deepest expression evaluated (a chain of `+` is as deep as it is long): past it the
+/// import stops with the line, never the stack.
+pub(super) const MAX_EXPR_DEPTH: usize = 256;
 
 impl Walker<'_> {
     pub(super) fn line(&self, span: oxc_span::Span) -> usize {
@@ -50,7 +57,22 @@ impl Walker<'_> {
         ));
     }
 
+    /// The value of `e`, when the importer can compute it, at most [`MAX_EXPR_DEPTH`] deep.
     pub(super) fn eval(&self, e: &Expression) -> Option<V> {
+        let depth = self.depth.get();
+        if depth >= MAX_EXPR_DEPTH {
+            if self.too_deep.get().is_none() {
+                self.too_deep.set(Some(e.span()));
+            }
+            return None;
+        }
+        self.depth.set(depth + 1);
+        let v = self.eval_inner(e);
+        self.depth.set(depth);
+        v
+    }
+
+    fn eval_inner(&self, e: &Expression) -> Option<V> {
         Some(match e {
             Expression::StringLiteral(s) => V::Str(s.value.to_string().replace("${", "$${")),
             Expression::NumericLiteral(n) => V::Num(n.value),
@@ -393,14 +415,22 @@ pub(super) fn arrow_expression<'b, 'a>(
 }
 
 /// `r.status` → `status`, `r.timings.duration` → `timings.duration` (the parameter dropped).
+/// A loop, not a recursion: a chain of any length costs no stack.
 pub(super) fn member_path(e: &Expression) -> Option<String> {
-    match e {
-        Expression::StaticMemberExpression(m) => match &m.object {
-            Expression::Identifier(_) => Some(m.property.name.to_string()),
-            inner => Some(format!("{}.{}", member_path(inner)?, m.property.name)),
-        },
-        _ => None,
+    let mut names = Vec::new();
+    let mut cur = e;
+    loop {
+        match cur {
+            Expression::StaticMemberExpression(m) => {
+                names.push(m.property.name.as_str());
+                cur = &m.object;
+            }
+            Expression::Identifier(_) if !names.is_empty() => break,
+            _ => return None,
+        }
     }
+    names.reverse();
+    Some(names.join("."))
 }
 
 /// A capture's response variable and source (`json: "$.a.b"` or `header: "X"`).

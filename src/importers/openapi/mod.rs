@@ -7,8 +7,10 @@
 //! Values come from, in order: the parameter's or media type's `example`/`examples`, the
 //! schema's `example`, `default`, first `enum` value, then one made from the type and format.
 //! `$ref`s inside the document are followed (at most 32 deep); an operation that needs
-//! something that cannot be made (an external `$ref`, a binary upload) is listed on stderr
-//! and left out, never dropped in silence.
+//! something that cannot be made (an external `$ref` parameter or body, a binary upload, an
+//! example past the expansion bounds of `values.rs`: 1 MiB an operation, 32 MiB a document)
+//! is listed on stderr and left out, never dropped in silence; a `$ref` into another file
+//! inside a schema is listed as a warning and its value left null.
 
 use serde_json::Value as J;
 
@@ -120,6 +122,7 @@ fn operations(
     let doc = &document.value;
     let mut notes = Vec::new();
     let mut ops = Vec::new();
+    let mut ex = Expansion::new();
     let paths = doc
         .get("paths")
         .and_then(J::as_object)
@@ -135,7 +138,7 @@ fn operations(
         for method in METHODS {
             let Some(op) = item.get(method) else { continue };
             let mut left_out = Vec::new();
-            match operation(doc, path, method, op, shared, &mut left_out) {
+            match operation(doc, path, method, op, shared, &mut left_out, &mut ex) {
                 Ok(op) => {
                     notes.extend(left_out.into_iter().map(|why| {
                         format!("{} {path} ({}): {why}", method.to_ascii_uppercase(), op.id)
@@ -277,6 +280,7 @@ mod tests {
             &doc,
             &serde_json::json!({"$ref": "#/components/schemas/Pet"}),
             0,
+            &mut Expansion::new(),
         );
         assert_eq!(
             pet,
@@ -290,6 +294,7 @@ mod tests {
             &doc,
             &serde_json::json!({"$ref": "#/components/schemas/Loop"}),
             0,
+            &mut Expansion::new(),
         );
         assert!(l.to_string().len() < 200, "{l}");
     }

@@ -1,8 +1,120 @@
 //! An operation's request: parameters and bodies from examples, defaults, enums, then types.
+//!
+//! Made under an [`Expansion`] bound: a schema whose `$ref`s fan out (each property the next
+//! schema, many times over) would grow exponentially with its depth; each value made or
+//! copied is weighed against [`MAX_EXAMPLE_BYTES`] per operation and [`MAX_TOTAL_BYTES`] per
+//! document, and past either the operation is not converted, the `$ref` it was in named.
 
 use serde_json::{Map, Value as J};
 
 use super::*;
+
+/// The most bytes (about: JSON text) of values made for one operation's request.
+pub const MAX_EXAMPLE_BYTES: usize = 1 << 20;
+/// The most bytes of values made for every operation of a document together.
+pub const MAX_TOTAL_BYTES: usize = 32 << 20;
+
+/// What is left to make, and what was met on the way.
+#[derive(Debug)]
+pub(super) struct Expansion {
+    op_left: usize,
+    total_left: usize,
+    /// The `$ref` (or `the schema`) being made when a bound was reached.
+    pub(super) past: Option<String>,
+    /// `$ref`s into other files met in schemas (their values are left null).
+    pub(super) external: Vec<String>,
+    /// The innermost `$ref` followed, to name where a bound was reached.
+    at: Vec<String>,
+}
+
+impl Expansion {
+    pub(super) fn new() -> Expansion {
+        Expansion {
+            op_left: MAX_EXAMPLE_BYTES,
+            total_left: MAX_TOTAL_BYTES,
+            past: None,
+            external: Vec::new(),
+            at: Vec::new(),
+        }
+    }
+
+    /// A fresh per-operation bound; the document's stays as spent.
+    pub(super) fn next_operation(&mut self) {
+        self.op_left = MAX_EXAMPLE_BYTES;
+        self.past = None;
+        self.external.clear();
+        self.at.clear();
+    }
+
+    /// Charges `v`'s weight; false (and the place noted) when it does not fit.
+    fn charge(&mut self, v: &J) -> bool {
+        let left = self.op_left.min(self.total_left);
+        self.spend(weigh(v, left).unwrap_or(usize::MAX))
+    }
+
+    /// Charges `n` bytes; false (and the place noted) when they do not fit.
+    fn spend(&mut self, n: usize) -> bool {
+        if self.past.is_some() {
+            return false;
+        }
+        if n > self.op_left.min(self.total_left) {
+            let at = self
+                .at
+                .last()
+                .cloned()
+                .unwrap_or_else(|| "the schema".into());
+            self.past = Some(at);
+            return false;
+        }
+        self.op_left -= n;
+        self.total_left -= n;
+        true
+    }
+
+    /// Why the operation cannot be made, when a bound was reached.
+    pub(super) fn check(&self) -> Result<(), String> {
+        match &self.past {
+            None => Ok(()),
+            Some(at) if self.total_left == 0 || self.total_left < self.op_left => Err(format!(
+                "the values made for the document's operations grow past {} MiB (at `{at}`): \
+                 give its schemas `example`s",
+                MAX_TOTAL_BYTES >> 20
+            )),
+            Some(at) => Err(format!(
+                "the example made from `{at}` grows past {} MiB (its `$ref`s fan out): give \
+                 the schema an `example`",
+                MAX_EXAMPLE_BYTES >> 20
+            )),
+        }
+    }
+}
+
+/// About the JSON size of `v`, or `None` once it passes `limit` (never walking further).
+fn weigh(v: &J, limit: usize) -> Option<usize> {
+    let mut total = 0usize;
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        total += match v {
+            J::String(s) => s.len() + 2,
+            J::Array(items) => {
+                stack.extend(items);
+                2
+            }
+            J::Object(m) => {
+                for (k, v) in m {
+                    total += k.len() + 4;
+                    stack.push(v);
+                }
+                2
+            }
+            _ => 8,
+        };
+        if total > limit {
+            return None;
+        }
+    }
+    Some(total)
+}
 
 pub(super) fn operation(
     doc: &J,
@@ -11,15 +123,23 @@ pub(super) fn operation(
     op: &J,
     shared: Option<&Vec<J>>,
     left_out: &mut Vec<String>,
+    ex: &mut Expansion,
 ) -> Result<Op, String> {
+    ex.next_operation();
     let id = op
         .get("operationId")
         .and_then(J::as_str)
         .map(str::to_string)
         .unwrap_or_else(|| format!("{method} {path}"));
     let params = parameters(doc, op, shared)?;
-    let (filled, headers) = fill(doc, path, params)?;
-    let body = body(doc, op, left_out)?;
+    let (filled, headers) = fill(doc, path, params, ex)?;
+    let body = body(doc, op, left_out, ex)?;
+    ex.check()?;
+    for r in ex.external.drain(..) {
+        left_out.push(format!(
+            "`$ref: {r}` is in another file: its value is left null"
+        ));
+    }
     let mut statuses: Vec<u16> = op
         .get("responses")
         .and_then(J::as_object)
@@ -73,7 +193,12 @@ fn parameters<'a>(doc: &'a J, op: &'a J, shared: Option<&'a Vec<J>>) -> Result<V
 
 /// The path with its parameters filled and its query appended (required or exemplified
 /// parameters), and the required headers.
-fn fill(doc: &J, path: &str, params: Vec<&J>) -> Result<(String, Vec<(String, String)>), String> {
+fn fill(
+    doc: &J,
+    path: &str,
+    params: Vec<&J>,
+    ex: &mut Expansion,
+) -> Result<(String, Vec<(String, String)>), String> {
     let mut filled = path.to_string();
     let mut query = Vec::new();
     let mut headers = Vec::new();
@@ -82,7 +207,7 @@ fn fill(doc: &J, path: &str, params: Vec<&J>) -> Result<(String, Vec<(String, St
         let place = p.get("in").and_then(J::as_str).unwrap_or_default();
         let required = p.get("required").and_then(J::as_bool).unwrap_or(false);
         let explicit = p.get("example").is_some() || p.get("examples").is_some();
-        let value = param_value(doc, p);
+        let value = param_value(doc, p, ex);
         match place {
             "path" => filled = filled.replace(&format!("{{{name}}}"), &encode(&text_of(&value))),
             "query" if required || explicit => match &value {
@@ -111,7 +236,12 @@ fn fill(doc: &J, path: &str, params: Vec<&J>) -> Result<(String, Vec<(String, St
 
 /// The request body: a required one that cannot be made leaves the operation out, an
 /// optional one is left out of the request (noted in `left_out`).
-fn body(doc: &J, op: &J, left_out: &mut Vec<String>) -> Result<Option<(String, String)>, String> {
+fn body(
+    doc: &J,
+    op: &J,
+    left_out: &mut Vec<String>,
+    ex: &mut Expansion,
+) -> Result<Option<(String, String)>, String> {
     let Some(rb) = op.get("requestBody") else {
         return Ok(None);
     };
@@ -120,7 +250,7 @@ fn body(doc: &J, op: &J, left_out: &mut Vec<String>) -> Result<Option<(String, S
     }
     let rb = resolve(doc, rb);
     let required = rb.get("required").and_then(J::as_bool).unwrap_or(false);
-    match request_body(doc, rb) {
+    match request_body(doc, rb, ex) {
         Ok(b) => Ok(Some(b)),
         Err(why) if required => Err(why),
         Err(why) => {
@@ -131,15 +261,20 @@ fn body(doc: &J, op: &J, left_out: &mut Vec<String>) -> Result<Option<(String, S
 }
 
 /// A parameter's value: its `example`, the first of its `examples`, else its schema's.
-pub(super) fn param_value(doc: &J, p: &J) -> J {
+pub(super) fn param_value(doc: &J, p: &J, ex: &mut Expansion) -> J {
     if let Some(e) = p.get("example") {
-        return e.clone();
+        return copied(e, ex);
     }
     if let Some(e) = first_example(doc, p) {
-        return e;
+        return copied(&e, ex);
     }
-    let schema = p.get("schema").map_or(&J::Null, |s| resolve(doc, s));
-    example(doc, schema, 0)
+    let schema = p.get("schema").unwrap_or(&J::Null);
+    example(doc, schema, 0, ex)
+}
+
+/// `v` copied when it fits what is left, else null (the bound noted).
+fn copied(v: &J, ex: &mut Expansion) -> J {
+    if ex.charge(v) { v.clone() } else { J::Null }
 }
 
 pub(super) fn first_example(doc: &J, v: &J) -> Option<J> {
@@ -149,7 +284,11 @@ pub(super) fn first_example(doc: &J, v: &J) -> Option<J> {
 }
 
 /// The body to send and its content type: JSON when the operation takes it, else a form.
-pub(super) fn request_body(doc: &J, rb: &J) -> Result<(String, String), String> {
+pub(super) fn request_body(
+    doc: &J,
+    rb: &J,
+    ex: &mut Expansion,
+) -> Result<(String, String), String> {
     let content = rb
         .get("content")
         .and_then(J::as_object)
@@ -167,15 +306,13 @@ pub(super) fn request_body(doc: &J, rb: &J) -> Result<(String, String), String> 
         return Err(format!("a request body only in {}", types.join(", ")));
     };
     let value = match media.get("example") {
-        Some(e) => e.clone(),
+        Some(e) => copied(e, ex),
         None => match first_example(doc, media) {
-            Some(e) => e,
-            None => {
-                let schema = media.get("schema").map_or(&J::Null, |s| resolve(doc, s));
-                example(doc, schema, 0)
-            }
+            Some(e) => copied(&e, ex),
+            None => example(doc, media.get("schema").unwrap_or(&J::Null), 0, ex),
         },
     };
+    ex.check()?;
     let text = if ctype.starts_with("application/x-www-form-urlencoded") {
         match &value {
             J::Object(m) => m
@@ -193,12 +330,34 @@ pub(super) fn request_body(doc: &J, rb: &J) -> Result<(String, String), String> 
 }
 
 /// A value for `schema`: its example, default or first enum value, else one made from its type
-/// and format (objects with every property, arrays of one item).
-pub(super) fn example(doc: &J, schema: &J, depth: usize) -> J {
-    let schema = resolve(doc, schema);
+/// and format (objects with every property, arrays of one item), within `ex`'s bounds. The
+/// `$ref` followed is kept on `ex` while its value is made, to name it past a bound.
+pub(super) fn example(doc: &J, schema: &J, depth: usize, ex: &mut Expansion) -> J {
+    let followed = schema.get("$ref").and_then(J::as_str);
+    if let Some(r) = followed.filter(|r| !r.starts_with('#')) {
+        if !ex.external.iter().any(|e| e == r) {
+            ex.external.push(r.to_string());
+        }
+        return J::Null;
+    }
+    if let Some(r) = followed {
+        ex.at.push(r.to_string());
+    }
+    let v = made(doc, resolve(doc, schema), depth, ex);
+    if followed.is_some() {
+        ex.at.pop();
+    }
+    v
+}
+
+fn made(doc: &J, schema: &J, depth: usize, ex: &mut Expansion) -> J {
+    // Every value made is charged, a copied one at its weight.
+    if !ex.spend(8) {
+        return J::Null;
+    }
     for key in ["example", "default", "const"] {
         if let Some(v) = schema.get(key) {
-            return coerce(schema, v.clone());
+            return coerce(schema, copied(v, ex));
         }
     }
     if let Some(v) = schema
@@ -206,14 +365,14 @@ pub(super) fn example(doc: &J, schema: &J, depth: usize) -> J {
         .and_then(J::as_array)
         .and_then(|a| a.first())
     {
-        return coerce(schema, v.clone());
+        return coerce(schema, copied(v, ex));
     }
     if let Some(v) = schema
         .get("enum")
         .and_then(J::as_array)
         .and_then(|a| a.first())
     {
-        return v.clone();
+        return copied(v, ex);
     }
     if depth >= MAX_DEPTH {
         return J::Null;
@@ -221,7 +380,7 @@ pub(super) fn example(doc: &J, schema: &J, depth: usize) -> J {
     if let Some(all) = schema.get("allOf").and_then(J::as_array) {
         let mut merged = Map::new();
         for part in all {
-            if let J::Object(m) = example(doc, part, depth + 1) {
+            if let J::Object(m) = example(doc, part, depth + 1, ex) {
                 merged.extend(m);
             }
         }
@@ -233,7 +392,7 @@ pub(super) fn example(doc: &J, schema: &J, depth: usize) -> J {
             .and_then(J::as_array)
             .and_then(|a| a.first())
         {
-            return example(doc, first, depth + 1);
+            return example(doc, first, depth + 1, ex);
         }
     }
     let ty = match schema.get("type") {
@@ -254,18 +413,20 @@ pub(super) fn example(doc: &J, schema: &J, depth: usize) -> J {
             let mut m = Map::new();
             if let Some(props) = schema.get("properties").and_then(J::as_object) {
                 for (k, v) in props {
-                    let r = resolve(doc, v);
-                    if r.get("readOnly").and_then(J::as_bool) == Some(true) {
+                    if resolve(doc, v).get("readOnly").and_then(J::as_bool) == Some(true) {
                         continue;
                     }
-                    m.insert(k.clone(), example(doc, r, depth + 1));
+                    if !ex.spend(k.len() + 4) {
+                        break;
+                    }
+                    m.insert(k.clone(), example(doc, v, depth + 1, ex));
                 }
             }
             J::Object(m)
         }
         "array" => {
-            let item = schema.get("items").map_or(&J::Null, |i| resolve(doc, i));
-            J::Array(vec![example(doc, item, depth + 1)])
+            let item = schema.get("items").unwrap_or(&J::Null);
+            J::Array(vec![example(doc, item, depth + 1, ex)])
         }
         "integer" => J::from(
             schema
