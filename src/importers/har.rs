@@ -26,7 +26,7 @@ use serde_json::Value as J;
 use crate::config::quote;
 
 mod index;
-use index::{Index, Sent};
+use index::{Index, Sent, leaves};
 
 /// The most requests one imported journey replays.
 pub const MAX_STEPS: usize = 50_000;
@@ -270,29 +270,6 @@ fn is_asset(e: &Entry) -> bool {
     ASSET_EXTENSIONS.iter().any(|x| path.ends_with(x))
 }
 
-/// Every string leaf of at least [`MIN_VALUE`] characters with its JSONPath.
-fn leaves(v: &J, path: &str, out: &mut Vec<(String, String)>) {
-    match v {
-        J::String(s) if s.chars().count() >= MIN_VALUE => out.push((s.clone(), path.to_string())),
-        J::Object(m) => {
-            for (k, x) in m {
-                let p = if k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-                    format!("{path}.{k}")
-                } else {
-                    format!("{path}[{}]", quote(k).replace('"', "'"))
-                };
-                leaves(x, &p, out);
-            }
-        }
-        J::Array(items) => {
-            for (i, x) in items.iter().enumerate() {
-                leaves(x, &format!("{path}[{i}]"), out);
-            }
-        }
-        _ => {}
-    }
-}
-
 /// A capture name from where the value came from: the last key of its path, or the header.
 fn name_for(from: &From, taken: &mut BTreeMap<String, usize>) -> String {
     let raw = match from {
@@ -461,7 +438,7 @@ impl Known {
         if let Some(text) = &e.response_body
             && let Ok(v) = serde_json::from_str::<J>(text)
         {
-            leaves(&v, "$", &mut found);
+            leaves(&v, "$", MIN_VALUE, &mut found);
         }
         let mut fresh = Vec::new();
         for (value, p) in found {

@@ -1,10 +1,14 @@
 //! The HAR importer's two look-ups, each linear in what it reads: which learnt values a
-//! request holds ([`Index`]), and whether a value was sent before ([`Sent`]).
+//! request holds ([`Index`]), and whether a value was sent before ([`Sent`]); and the values a
+//! JSON response gives ([`leaves`]).
 
 use std::collections::HashSet;
 use std::hash::{BuildHasher, RandomState};
 
 use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
+use serde_json::Value as J;
+
+use crate::config::quote;
 
 /// Values to find in text, in Aho-Corasick automata of doubling sizes (the logarithmic
 /// method): adding a batch builds one small automaton and merges equal-sized ones, so each
@@ -108,6 +112,29 @@ impl Sent {
             .filter(|t| !t.is_empty())
             .peekable();
         tokens.peek().is_some() && tokens.all(|t| self.seen.contains(&self.hasher.hash_one(t)))
+    }
+}
+
+/// Every string leaf of at least `min` characters with its JSONPath.
+pub(super) fn leaves(v: &J, path: &str, min: usize, out: &mut Vec<(String, String)>) {
+    match v {
+        J::String(s) if s.chars().count() >= min => out.push((s.clone(), path.to_string())),
+        J::Object(m) => {
+            for (k, x) in m {
+                let p = if k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                    format!("{path}.{k}")
+                } else {
+                    format!("{path}[{}]", quote(k).replace('"', "'"))
+                };
+                leaves(x, &p, min, out);
+            }
+        }
+        J::Array(items) => {
+            for (i, x) in items.iter().enumerate() {
+                leaves(x, &format!("{path}[{i}]"), min, out);
+            }
+        }
+        _ => {}
     }
 }
 

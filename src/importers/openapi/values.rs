@@ -377,6 +377,11 @@ fn made(doc: &J, schema: &J, depth: usize, ex: &mut Expansion) -> J {
     if depth >= MAX_DEPTH {
         return J::Null;
     }
+    composed(doc, schema, depth, ex).unwrap_or_else(|| by_type(doc, schema, depth, ex))
+}
+
+/// The value of an `allOf` (merged) or a `oneOf`/`anyOf` (its first), if `schema` is one.
+fn composed(doc: &J, schema: &J, depth: usize, ex: &mut Expansion) -> Option<J> {
     if let Some(all) = schema.get("allOf").and_then(J::as_array) {
         let mut merged = Map::new();
         for part in all {
@@ -384,17 +389,16 @@ fn made(doc: &J, schema: &J, depth: usize, ex: &mut Expansion) -> J {
                 merged.extend(m);
             }
         }
-        return J::Object(merged);
+        return Some(J::Object(merged));
     }
-    for key in ["oneOf", "anyOf"] {
-        if let Some(first) = schema
-            .get(key)
-            .and_then(J::as_array)
-            .and_then(|a| a.first())
-        {
-            return example(doc, first, depth + 1, ex);
-        }
-    }
+    ["oneOf", "anyOf"].into_iter().find_map(|key| {
+        let first = schema.get(key).and_then(J::as_array)?.first()?;
+        Some(example(doc, first, depth + 1, ex))
+    })
+}
+
+/// A value made from `schema`'s type and format.
+fn by_type(doc: &J, schema: &J, depth: usize, ex: &mut Expansion) -> J {
     let ty = match schema.get("type") {
         Some(J::String(t)) => t.as_str(),
         // 3.1: `type: [string, "null"]`.
