@@ -337,6 +337,17 @@ fn a_share_stopped_by_sigterm_mid_run_makes_the_whole_run_inconclusive_naming_wh
     assert!(collector.stdout().contains("interrupted by SIGTERM"));
 }
 
+/// The collector's peak resident memory (`VmHWM`) so far, in MiB.
+fn peak_mib(shard: &Shard) -> u64 {
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/status", shard.child.id())).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kib| kib / 1024)
+}
+
 /// A share's figures for shard 1 of the run shard 0 collects on `port`, from the version 1
 /// fixture: `requests` requests of which `failed` failed, in as many iterations.
 fn fake_share(requests: u64, failed: u64) -> String {
@@ -364,12 +375,15 @@ fn a_fake_shards_million_failed_requests_are_refused_and_the_verdict_stands() {
     let start = |i| {
         let mut cmd = Shard::command(dir.path(), i, port, target.addr);
         cmd.env("SLOBURN_COLLECT_TOKEN", TOKEN);
+        // Under a memory cap: what it is sent must not take it past 1 GiB.
+        crate::support::limit_address_space(&mut cmd, 1 << 30);
         Shard::start(dir.path(), i, cmd)
     };
     let mut collector = start(0);
     let mut one = start(1);
     let mut two = start(2);
     let forged = fake_share(1_000_000, 1_000_000);
+    let began = Instant::now();
     let right = format!("Bearer {TOKEN}");
     let wrong = format!("Bearer {TOKEN}-not");
     // Once shard 1 has joined, the right token gets as far as the figures.
@@ -392,6 +406,12 @@ fn a_fake_shards_million_failed_requests_are_refused_and_the_verdict_stands() {
         let path = format!("/v1/shares/{shard}");
         assert_eq!(post(port, &path, Some(&right), &forged), Ok(409), "{path}");
     }
+    let peak = peak_mib(&collector);
+    eprintln!(
+        "forged shares refused in {:?}; the collector's peak RSS {peak} MiB",
+        began.elapsed()
+    );
+    assert!(peak < 256, "{peak} MiB");
     let codes = [collector.code(), one.code(), two.code()];
     assert_eq!(codes, [0, 0, 0], "{}", collector.stderr());
     let export = export_of(dir.path());
@@ -496,6 +516,12 @@ fn idle_half_sent_and_stalled_sockets_do_not_keep_the_real_shards_out() {
     };
     let mut one = start(1);
     let mut two = start(2);
+    // The shards join while the 300 sockets are open: the collector's memory stays small.
+    let joined = eventually(Duration::from_secs(20), || {
+        (target.stats().requests > 0).then_some(peak_mib(&collector))
+    });
+    eprintln!("collector's peak RSS with 300 hostile sockets open: {joined:?} MiB");
+    assert!(joined.is_some_and(|mib| mib < 256), "{joined:?}");
     let codes = [collector.code(), one.code(), two.code()];
     assert_eq!(codes, [0, 0, 0], "{}\n{}", collector.stderr(), one.stderr());
     assert_eq!(requests_of_the_whole_run(dir.path()), 60);
