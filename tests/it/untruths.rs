@@ -132,3 +132,29 @@ fn max_vus_alone_caps_the_pre_allocation_it_was_refused_against() {
     assert_ne!(out.status.code(), Some(1), "{text}");
     assert!(text.contains("100 max VUs"), "{text}");
 }
+
+/// `storage.path: "${env:X}"` was neither expanded nor refused: `serve` made a directory named
+/// `${env:X}`, so shards given different values shared one database. `check` now names an
+/// unset variable at its position (exit 78).
+#[test]
+fn check_names_an_unset_variable_in_the_storage_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_config(
+        dir.path(),
+        "storage:\n  path: \"/var/lib/sloburn/${env:SLOBURN_TEST_UNSET_SHARD}\"\ntargets:\n  t:\n    url: http://127.0.0.1:1/\n",
+    );
+    let out = sloburn()
+        .arg("check")
+        .arg(&cfg)
+        .env_remove("SLOBURN_TEST_UNSET_SHARD")
+        .output()
+        .unwrap();
+    let text = all_output(&out);
+    assert_eq!(out.status.code(), Some(78), "{text}");
+    assert!(
+        text.contains(
+            "sloburn.yaml:2:9: storage.path: environment variable `SLOBURN_TEST_UNSET_SHARD` is not set"
+        ),
+        "{text}"
+    );
+}
