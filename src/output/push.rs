@@ -9,6 +9,12 @@
 //! queued then is dropped too. Memory: at most `QUEUE + 2` encoded requests, each linear in the
 //! run's steps and buckets. Both tasks are the output's (a `JoinSet`) and end with the run's
 //! token, an early error included.
+//!
+//! Dropped samples are never silent: the end line `NAME: N samples sent, M dropped` is
+//! followed, when M > 0, by `NAME: dropped because …` with each reason (the receiver's HTTP
+//! status and the start of its answer, connection refused, no answer in time, the queue full,
+//! the end's wait over) and its pushes and samples; at most [`MAX_REASONS`] reasons, the rest
+//! counted together.
 
 use super::sink::{Last, Output, RunInfo};
 use crate::http::{Client, ClientOptions, RequestSpec, Resolver};
@@ -27,6 +33,10 @@ use tokio_util::sync::CancellationToken;
 pub const QUEUE: usize = 2;
 /// How long the run waits, after its summary figures are final, for the last push.
 pub const FINAL_WAIT: Duration = Duration::from_secs(10);
+/// Distinct reasons for drops kept (the rest are counted as `other reasons`).
+pub const MAX_REASONS: usize = 4;
+/// The most characters of a receiver's answer quoted in a reason.
+const MAX_ANSWER_CHARS: usize = 160;
 /// The default push interval (k6's `K6_PROMETHEUS_RW_PUSH_INTERVAL`).
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(5);
 
@@ -189,21 +199,103 @@ impl<E: Encoding> Output for Push<E> {
         let Some(p) = self.running.take() else {
             return Ok(Vec::new());
         };
-        let (sent, dropped) = p.finish(&last.report.stats).await;
-        Ok(vec![format!(
-            "{}: {sent} samples sent, {dropped} dropped",
-            self.encoding.name()
-        )])
+        let (sent, dropped, why) = p.finish(&last.report.stats).await;
+        let name = self.encoding.name();
+        let mut lines = vec![format!("{name}: {sent} samples sent, {dropped} dropped")];
+        if dropped > 0 {
+            lines.push(format!("{name}: dropped because {why}"));
+        }
+        Ok(lines)
     }
 }
 
-/// Samples sent and dropped by a pusher.
+/// Samples sent and dropped by a pusher, and why they were dropped.
 #[derive(Debug, Default)]
 struct PushCounts {
     sent: AtomicU64,
     dropped: AtomicU64,
     /// Samples in pushes queued or being sent.
     queued: AtomicU64,
+    /// (reason, pushes, samples), in the order first seen.
+    why: std::sync::Mutex<Vec<(String, u64, u64)>>,
+}
+
+impl PushCounts {
+    /// Counts a push of `samples` as dropped, for `reason`.
+    fn drop_push(&self, samples: u64, reason: impl FnOnce() -> String) {
+        self.dropped.fetch_add(samples, Relaxed);
+        let Ok(mut why) = self.why.lock() else { return };
+        let reason = reason();
+        let at = match why.iter().position(|(r, _, _)| *r == reason) {
+            Some(at) => at,
+            None if why.len() < MAX_REASONS => {
+                why.push((reason, 0, 0));
+                why.len() - 1
+            }
+            None => {
+                if why.len() == MAX_REASONS {
+                    why.push(("other reasons".into(), 0, 0));
+                }
+                MAX_REASONS
+            }
+        };
+        why[at].1 += 1;
+        why[at].2 += samples;
+    }
+
+    /// `reason (N pushes, M samples); …`.
+    fn reasons(&self) -> String {
+        let Ok(why) = self.why.lock() else {
+            return "unknown".into();
+        };
+        let parts: Vec<String> = why
+            .iter()
+            .map(|(r, pushes, samples)| {
+                let s = if *pushes == 1 { "" } else { "es" };
+                format!("{r} ({pushes} push{s}, {samples} samples)")
+            })
+            .collect();
+        parts.join("; ")
+    }
+}
+
+/// Why a push the receiver was sent did not count as sent: its status and the start of its
+/// answer (control characters shown as `?`), or the transport's failure.
+fn failure(outcome: &crate::http::Outcome, timeout: Duration) -> String {
+    use crate::http::ErrorClass;
+    // A refusal's answer longer than the client reads (64 KiB) still has its status.
+    let refused = outcome.status.filter(|s| !(200..300).contains(s));
+    match (
+        outcome.error.filter(|_| refused.is_none()),
+        refused.or(outcome.status),
+    ) {
+        (Some(ErrorClass::ConnectRefused), _) => "connection refused".into(),
+        (Some(ErrorClass::Timeout), _) => format!(
+            "no answer within {}",
+            crate::units::format_duration(timeout)
+        ),
+        (Some(ErrorClass::ConnectTimeout), _) => "the connect timed out".into(),
+        (Some(ErrorClass::Dns), _) => "the receiver's name did not resolve".into(),
+        (Some(class), _) => format!("the request failed ({})", class.as_str()),
+        (None, Some(status)) => {
+            let text = String::from_utf8_lossy(&outcome.body);
+            let mut answer: String = text
+                .chars()
+                .take(MAX_ANSWER_CHARS)
+                .map(|c| if c.is_control() { ' ' } else { c })
+                .collect();
+            answer = answer.trim().to_string();
+            if text.chars().nth(MAX_ANSWER_CHARS).is_some() {
+                answer.push('…');
+            }
+            if answer.is_empty() {
+                format!("HTTP {status}")
+            } else {
+                format!("HTTP {status}: {answer:?}")
+            }
+        }
+        (None, None) => "no answer".into(),
+    }
 }
 
 /// Everything a push is built from.
@@ -296,8 +388,8 @@ impl<E: Encoding> Pusher<E> {
     }
 
     /// Pushes the run's final figures and waits up to [`FINAL_WAIT`] for what is queued;
-    /// returns the samples sent and dropped.
-    async fn finish(mut self, last: &RunRecord) -> (u64, u64) {
+    /// returns the samples sent and dropped, and why they were dropped.
+    async fn finish(mut self, last: &RunRecord) -> (u64, u64, String) {
         self.ticker.abort();
         let batch = self.source.batch(last);
         let samples = batch.samples;
@@ -308,7 +400,9 @@ impl<E: Encoding> Pusher<E> {
             .map_or(true, |r| r.is_err())
         {
             self.counts.queued.fetch_sub(samples, Relaxed);
-            self.counts.dropped.fetch_add(samples, Relaxed);
+            self.counts.drop_push(samples, || {
+                "the last push found the queue full until the end's wait was over".into()
+            });
         }
         drop(self.tx);
         let all_done = async { while self.tasks.join_next().await.is_some() {} };
@@ -317,8 +411,19 @@ impl<E: Encoding> Pusher<E> {
             self.tasks.shutdown().await;
         }
         let stranded = self.counts.queued.swap(0, Relaxed);
-        let dropped = self.counts.dropped.fetch_add(stranded, Relaxed) + stranded;
-        (self.counts.sent.load(Relaxed), dropped)
+        if stranded > 0 {
+            self.counts.drop_push(stranded, || {
+                format!(
+                    "still queued or being sent {} after the run",
+                    crate::units::format_duration(FINAL_WAIT)
+                )
+            });
+        }
+        let (sent, dropped) = (
+            self.counts.sent.load(Relaxed),
+            self.counts.dropped.load(Relaxed),
+        );
+        (sent, dropped, self.counts.reasons())
     }
 }
 
@@ -350,7 +455,12 @@ async fn tick<E: Encoding>(
         counts.queued.fetch_add(samples, Relaxed);
         if tx.try_send(batch).is_err() {
             counts.queued.fetch_sub(samples, Relaxed);
-            counts.dropped.fetch_add(samples, Relaxed);
+            counts.drop_push(samples, || {
+                format!(
+                    "the queue was full (the receiver took longer than the {} interval)",
+                    crate::units::format_duration(every)
+                )
+            });
         }
     }
 }
@@ -390,12 +500,12 @@ impl Sender {
                 tracing::debug!(status = ?outcome.status, error = ?outcome.error, out = self.name, "push failed");
             }
             self.counts.queued.fetch_sub(batch.samples, Relaxed);
-            let slot = if ok {
-                &self.counts.sent
+            if ok {
+                self.counts.sent.fetch_add(batch.samples, Relaxed);
             } else {
-                &self.counts.dropped
-            };
-            slot.fetch_add(batch.samples, Relaxed);
+                self.counts
+                    .drop_push(batch.samples, || failure(&outcome, self.timeout));
+            }
         }
     }
 }

@@ -175,3 +175,61 @@ fn a_run_with_no_request_finished_is_inconclusive_never_passed() {
     assert!(all.contains("no request finished"), "{all}");
     assert!(capped.took < SERVER_LIFE / 2, "{}", capped.figure());
 }
+
+/// `sloburn run --url TARGET` for 1 s at 50/s, pushing to `out` every 200 ms: its stderr.
+fn run_pushing(target: SocketAddr, out: &str) -> (Capped, String) {
+    let mut cmd = sloburn();
+    cmd.args(["run", "--url", &format!("http://{target}/")])
+        .args(["--rate", "50/s", "--duration", "1s", "--out", out]);
+    let capped = run_capped(&mut cmd, 1 << 30);
+    let stderr = String::from_utf8_lossy(&capped.out.stderr).into_owned();
+    (capped, stderr)
+}
+
+/// The `NAME: dropped because …` line.
+fn why_dropped<'a>(stderr: &'a str, name: &str) -> &'a str {
+    stderr
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}: dropped because ")))
+        .unwrap_or_else(|| panic!("no reason for {name}'s drops: {stderr}"))
+}
+
+/// Item 15: remote write and OTLP printed `0 sent, N dropped` with no reason. A receiver that
+/// refuses every push with 400 and a message (and an ESC in it), and one that is not there:
+/// each drop line now names the status and the start of the answer, or the refused connection,
+/// with the pushes and samples each reason cost.
+#[test]
+fn pushes_dropped_say_why() {
+    let target = crate::support::serve_on_thread(axum::Router::new().fallback(|| async { "ok" }));
+    let refusing = crate::support::serve_on_thread(axum::Router::new().fallback(|| async {
+        (
+            axum::http::StatusCode::BAD_REQUEST,
+            format!("out of order sample\u{1b}[31m{}", "x".repeat(100_000)),
+        )
+    }));
+    for name in ["prometheus-rw", "opentelemetry"] {
+        let out = format!(
+            "{name}=http://{}/api/v1/write?interval=200ms",
+            refusing.addr
+        );
+        let (capped, stderr) = run_pushing(target.addr, &out);
+        eprintln!("{name} to a refusing receiver: {}", capped.figure());
+        let why = why_dropped(&stderr, name);
+        assert!(why.starts_with("HTTP 400: \"out of order sample"), "{why}");
+        assert!(
+            why.contains("pushes, ") && why.contains(" samples)"),
+            "{why}"
+        );
+        assert!(why.len() < 400 && !why.contains('\u{1b}'), "{why}");
+
+        let down = format!(
+            "{name}=http://127.0.0.1:{}/?interval=200ms",
+            crate::support::free_port()
+        );
+        let (_, stderr) = run_pushing(target.addr, &down);
+        assert!(
+            why_dropped(&stderr, name).starts_with("connection refused ("),
+            "{stderr}"
+        );
+    }
+}
