@@ -22,10 +22,9 @@ const RATE: &str = "1000/s";
 /// Beside the hog: what a sloburn with 1 % of a core still sends some of.
 const HOG_RATE: &str = "400/s";
 const SECONDS: &str = "3s";
-/// The threshold the issue failed with, at 100 ms: a 0.1 ms target takes that only when the
-/// machine's own load holds it (a shared test machine can, for tens of milliseconds); a
-/// throttled sloburn is held up to 92 ms of each 100 ms period, and its backlog longer.
-const THRESHOLD: &str = "http_req_duration=max<100";
+/// The threshold the issue failed with: a 0.1 ms target never takes 50 ms, a throttled sloburn
+/// (held up to 92 ms of each 100 ms period) does.
+const THRESHOLD: &str = "http_req_duration=max<50";
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
@@ -349,7 +348,6 @@ fn a_cpu_hog_at_high_priority_on_sloburns_core_is_never_the_targets_latency() {
     let starved = run_at(pinned, &base, HOG_RATE);
     let _ = hog.kill();
     let _ = hog.wait();
-    drop(target);
     figures("hog at nice -20 on CPU 0", &starved);
     assert!(
         starved.by("run_queue") + starved.by("timer_lateness") > 0,
@@ -364,9 +362,7 @@ fn a_cpu_hog_at_high_priority_on_sloburns_core_is_never_the_targets_latency() {
             "timer_lateness"
         },
     );
-    // The same run, the hog gone, against a target free to use either CPU.
-    let target = Target::start(None);
-    let plain = run_at(sloburn(), &target.base, HOG_RATE);
+    let plain = run_at(sloburn(), &base, HOG_RATE);
     figures("no hog", &plain);
     assert_unstarved(&plain, &starved);
 }
