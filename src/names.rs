@@ -54,16 +54,6 @@ counter!(
     "sloburn_generator_overloaded_iterations"
 );
 counter!(
-    GENERATOR_AFFECTED,
-    GENERATOR_AFFECTED_TOTAL,
-    "sloburn_generator_affected_requests"
-);
-counter!(
-    GENERATOR_THROTTLED,
-    GENERATOR_THROTTLED_TOTAL,
-    "sloburn_generator_throttled_seconds"
-);
-counter!(
     SATURATED_ITERATIONS,
     SATURATED_ITERATIONS_TOTAL,
     "sloburn_saturated_iterations"

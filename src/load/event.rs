@@ -172,23 +172,6 @@ pub trait Observer: Send + Sync {
         self.request_finished_in_row(step, row, outcome, lateness, checks);
     }
 
-    /// A request finished whose measured time overlapped a starvation of sloburn itself
-    /// (`starve::Starvation::judge`: CFS throttling, run-queue delay, timer lateness):
-    /// **generator-affected**, its figures sloburn's stall as much as the target's. Never an SLO
-    /// event; the run keeps it out of the figures its thresholds judge. By default told as any
-    /// request (`request_finished_in_row`): an output that writes every request writes it too.
-    fn request_affected(
-        &self,
-        step: usize,
-        row: Option<usize>,
-        outcome: &Outcome,
-        lateness: Duration,
-        checks: &[bool],
-        _cause: crate::starve::Cause,
-    ) {
-        self.request_finished_in_row(step, row, outcome, lateness, checks);
-    }
-
     /// `iteration_finished` with the iteration's data row, as `request_finished_in_row`.
     fn iteration_finished_in_row(
         &self,

@@ -73,7 +73,6 @@ impl RunRecord {
             (&mut self.data_received, other.data_received),
             (&mut self.iterations, other.iterations),
             (&mut self.dropped, other.dropped),
-            (&mut self.generator_affected, other.generator_affected),
         ] {
             *a = a.saturating_add(b);
         }

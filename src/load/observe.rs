@@ -11,51 +11,19 @@ use super::event::{IterationResult, Observer, Sent, StepFailure};
 use super::pacing::DropReason;
 use super::stats::RunStats;
 use crate::http::Outcome;
-use crate::starve::Starvation;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The run's stats first, then every other observer.
 #[derive(Clone)]
 pub struct Observers {
     stats: Arc<RunStats>,
     others: Vec<Arc<dyn Observer>>,
-    /// The process's starvation watch, when it runs one (`run`, `serve`).
-    starvation: Option<Arc<Starvation>>,
-    /// Generator-affected requests' own figures, of the run's shape: added to `stats`, they
-    /// tell whether a threshold failed only through them (`load::runner`).
-    affected: Option<Arc<RunStats>>,
 }
 
 impl Observers {
     pub fn new(stats: Arc<RunStats>, others: Vec<Arc<dyn Observer>>) -> Observers {
-        Observers {
-            stats,
-            others,
-            starvation: None,
-            affected: None,
-        }
-    }
-
-    /// Judges every request against `starvation`: one that overlapped sloburn's own starvation
-    /// is generator-affected (`Observer::request_affected`).
-    pub fn with_starvation(mut self, starvation: Arc<Starvation>) -> Observers {
-        self.starvation = Some(starvation);
-        self
-    }
-
-    pub fn starvation(&self) -> Option<&Arc<Starvation>> {
-        self.starvation.as_ref()
-    }
-
-    /// Records generator-affected requests in `affected` (the runner's, of the run's shape).
-    pub fn keep_affected_in(mut self, affected: Arc<RunStats>) -> Observers {
-        self.affected = Some(affected);
-        self
-    }
-
-    pub fn affected(&self) -> Option<&Arc<RunStats>> {
-        self.affected.as_ref()
+        Observers { stats, others }
     }
 
     /// Only the run's own stats (`sloburn run`).
@@ -67,8 +35,7 @@ impl Observers {
         &self.stats
     }
 
-    /// A request finished just now; `row` is its iteration's data row (`None` without a data
-    /// file). It began its phases' total ago ([`Observers::request_finished_at`]).
+    /// A request finished; `row` is its iteration's data row (`None` without a data file).
     pub fn request_finished(
         &self,
         step: usize,
@@ -81,8 +48,7 @@ impl Observers {
     }
 
     /// [`Observers::request_finished`] with `sent`: what the request carried from its row and
-    /// the iteration's captures. It began its phases' total ago
-    /// ([`Observers::request_finished_at`]).
+    /// the iteration's captures.
     pub fn request_finished_sent(
         &self,
         step: usize,
@@ -91,38 +57,6 @@ impl Observers {
         lateness: Duration,
         checks: &[bool],
     ) {
-        let now = crate::clock::instant();
-        let began = now.checked_sub(outcome.phases.total()).unwrap_or(now);
-        self.request_finished_at(step, (row, sent), outcome, lateness, checks, began);
-    }
-
-    /// [`Observers::request_finished_sent`] of a request its VU began at `began` (its phases
-    /// count from there). One that overlapped a starvation of sloburn goes to
-    /// `request_affected` instead.
-    pub fn request_finished_at(
-        &self,
-        step: usize,
-        (row, sent): (Option<usize>, Sent<'_>),
-        outcome: &Outcome,
-        lateness: Duration,
-        checks: &[bool],
-        began: Instant,
-    ) {
-        let cause = self
-            .starvation
-            .as_ref()
-            .and_then(|s| s.judge(began, outcome.phases.total()));
-        if let Some(cause) = cause {
-            self.stats
-                .request_affected(step, row, outcome, lateness, checks, cause);
-            if let Some(a) = &self.affected {
-                a.request_finished(step, outcome, lateness, checks);
-            }
-            for o in &self.others {
-                o.request_affected(step, row, outcome, lateness, checks, cause);
-            }
-            return;
-        }
         self.stats.request_finished(step, outcome, lateness, checks);
         for o in &self.others {
             o.request_finished_sent(step, row, sent, outcome, lateness, checks);
@@ -246,15 +180,7 @@ mod tests {
         let stats = Arc::new(RunStats::new(&[]));
         let (a, b) = (Arc::new(Count::default()), Arc::new(Count::default()));
         let obs = Observers::new(stats.clone(), vec![a.clone(), b.clone()]);
-        let now = crate::clock::instant();
-        obs.request_finished_at(
-            0,
-            (None, Sent::default()),
-            &Outcome::default(),
-            Duration::ZERO,
-            &[],
-            now,
-        );
+        obs.request_finished(0, None, &Outcome::default(), Duration::ZERO, &[]);
         obs.iteration_dropped(DropReason::Saturated, 0, None);
         obs.iteration_dropped(DropReason::Late, 0, None);
         obs.vus_allocated(3);

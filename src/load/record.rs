@@ -76,14 +76,6 @@ pub struct RunRecord {
     pub steps: Vec<StepRecord>,
     /// Per journey; empty for a single-request profile.
     pub journeys: Vec<JourneyRecord>,
-    /// Requests that overlapped a starvation of sloburn itself (generator-affected): in none of
-    /// the figures above. Written only when there were some (an older record has none).
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub generator_affected: u64,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }
 
 /// One step of a run.

@@ -90,9 +90,6 @@ pub struct RunStats {
     /// Set when another observer records the latencies ([`RunStats::on_series`]): the run
     /// then records only what the series do not hold.
     series: Option<OnSeries>,
-    /// Requests that overlapped a starvation of sloburn (`Observer::request_affected`): counted
-    /// here only, their figures kept apart from the run's.
-    pub generator_affected: AtomicU64,
 }
 
 impl RunStats {
@@ -236,7 +233,6 @@ impl RunStats {
             vus_max: AtomicU32::new(0),
             subs: Subs::default(),
             series: None,
-            generator_affected: AtomicU64::new(0),
         }
     }
 
@@ -421,7 +417,6 @@ impl RunStats {
             subs,
             steps,
             journeys: self.journeys.iter().map(JourneyStats::snapshot).collect(),
-            generator_affected: self.generator_affected.load(Relaxed),
         };
         if let Some(s) = &self.series {
             s.fill(&mut record);
@@ -538,18 +533,6 @@ impl Observer for RunStats {
         if own && step_is_first(&self.steps, step) && !self.journeys.is_empty() {
             self.lateness.record(lateness);
         }
-    }
-
-    fn request_affected(
-        &self,
-        _: usize,
-        _: Option<usize>,
-        _: &Outcome,
-        _: Duration,
-        _: &[bool],
-        _: crate::starve::Cause,
-    ) {
-        self.generator_affected.fetch_add(1, Relaxed);
     }
 
     fn step_finished(&self, step: usize, took: Duration) {

@@ -124,23 +124,6 @@ pub const GENERATOR_OVERLOADED: Family = family(
      the connect budget while behind, or the in-flight cap full); also in \
      sloburn_dropped_iterations_total, never SLO events.",
 );
-pub const GENERATOR_AFFECTED: Family = family(
-    names::GENERATOR_AFFECTED,
-    Kind::Counter,
-    None,
-    "Requests whose measured time overlapped a starvation of sloburn itself, by cause \
-     (cgroup_throttled, run_queue, timer_lateness): kept out of the runs' figures and never \
-     SLO events.",
-);
-pub const GENERATOR_THROTTLED: Family = family(
-    names::GENERATOR_THROTTLED,
-    Kind::Counter,
-    SECONDS,
-    "Time sloburn's cgroup was throttled by its CPU quota while runs were in progress, as the \
-     kernel counts it (cpu.stat; cgroup v1 sums it over CPUs, as cAdvisor's \
-     container_cpu_cfs_throttled_seconds_total does); 0 where no cgroup counters can be read \
-     (the daemon's log says so at start).",
-);
 pub const SATURATED_ITERATIONS: Family = family(
     names::SATURATED_ITERATIONS,
     Kind::Counter,
@@ -358,7 +341,7 @@ pub const VUS_MAX: Family = family(
 );
 
 /// Every family, in exposition order (sorted by name).
-pub const FAMILIES: [Family; 52] = [
+pub const FAMILIES: [Family; 50] = [
     PROCESS_CPU,
     PROCESS_MAX_FDS,
     PROCESS_OPEN_FDS,
@@ -374,9 +357,7 @@ pub const FAMILIES: [Family; 52] = [
     DATA_RECEIVED,
     DATA_SENT,
     DROPPED_ITERATIONS,
-    GENERATOR_AFFECTED,
     GENERATOR_OVERLOADED,
-    GENERATOR_THROTTLED,
     HTTP_REQ_CORRECTED_DURATION,
     HTTP_REQ_DURATION,
     HTTP_REQ_PHASE,

@@ -231,12 +231,6 @@ impl Metrics {
     }
 
     /// Exposes the exporter's losses as `sloburn_telemetry_spans_dropped_total`.
-    /// The daemon's starvation watch: `sloburn_generator_affected_requests_total` and
-    /// `sloburn_generator_throttled_seconds_total` read it at each scrape.
-    pub fn set_starvation(&self, watch: Arc<crate::starve::Starvation>) {
-        lock(&self.inner.state).starvation = Some(watch);
-    }
-
     pub fn set_telemetry(&self, stats: Arc<crate::telemetry::ExportStats>) {
         lock(&self.inner.state).telemetry = Some(stats);
     }

@@ -51,19 +51,6 @@ impl Observer for Live {
         }
     }
 
-    /// Sloburn's own starvation, not the target's doing: no SLO event, not in the profile's
-    /// series (`sloburn_generator_affected_requests_total` counts it).
-    fn request_affected(
-        &self,
-        _: usize,
-        _: Option<usize>,
-        _: &Outcome,
-        _: Duration,
-        _: &[bool],
-        _: crate::starve::Cause,
-    ) {
-    }
-
     fn step_failed(&self, step: usize, why: StepFailure) {
         self.metrics.step_failed(step, why as usize);
     }

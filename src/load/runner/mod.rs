@@ -12,7 +12,6 @@
 //! One [`CancellationToken`] stops everything; in-flight requests get `graceful_stop` to finish.
 //! Thresholds with `abort_on_fail` are evaluated every [`EVAL_INTERVAL`].
 
-use super::affected::Starved;
 use super::iteration::{RunWork, Vu, Walked, Work};
 use super::observe::Observers;
 use super::pacing::{DropReason, Pacing};
@@ -76,8 +75,6 @@ pub struct RunReport {
     pub stats: RunRecord,
     pub thresholds: Vec<(ThresholdSpec, ThresholdResult)>,
     pub aborted: Option<Abort>,
-    /// What sloburn's own CPU starvation did to the run, when a watch judged its requests.
-    pub starved: Option<Starved>,
 }
 
 impl RunReport {
@@ -93,7 +90,7 @@ impl RunReport {
     pub fn inconclusive(&self) -> Option<String> {
         let s = &self.stats;
         let ran_out = matches!(self.aborted, None | Some(Abort::DataUsedUp(_)));
-        if ran_out && s.requests + s.generator_affected == 0 && s.dropped == 0 {
+        if ran_out && s.requests == 0 && s.dropped == 0 {
             // Nothing measured (every request still open when the run ended, or none sent):
             // never a pass on no evidence.
             return Some(
@@ -104,19 +101,13 @@ impl RunReport {
         }
         let overloaded = s.generator_overloaded();
         if overloaded == 0 {
-            return self.starved.as_ref().and_then(Starved::inconclusive);
+            return None;
         }
-        // A single request's iteration that was generator-affected is in none of the figures.
-        let affected = if s.journeys.is_empty() {
-            s.generator_affected
-        } else {
-            0
-        };
-        let arrivals = (s.iterations + affected + s.dropped).max(1);
+        let arrivals = (s.iterations + s.dropped).max(1);
         let share = overloaded as f64 / arrivals as f64;
         let failed = !self.thresholds_passed() || matches!(self.aborted, Some(Abort::Threshold(_)));
         if !failed && share <= INCONCLUSIVE_SHARE {
-            return self.starved.as_ref().and_then(Starved::inconclusive);
+            return None;
         }
         let what = if failed {
             "a threshold failed while sloburn was overloaded"
@@ -188,8 +179,6 @@ pub async fn run(
     }
     let start = crate::clock::tokio_instant();
     let stats = events.stats().clone();
-    let (events, before) = keep_affected_apart(events, spec);
-    let _watching = events.starvation().map(|w| w.active());
     let mut work = RunWork::new(spec.work.clone());
     work.trace = spec.tracer.as_ref().map(|t| {
         t.run_span(
@@ -236,10 +225,6 @@ pub async fn run(
         .iter()
         .map(|t| (t.clone(), t.threshold.evaluate(&snapshot)))
         .collect();
-    let starved = ctx.events.starvation().zip(before).map(|(w, before)| {
-        let affected = ctx.events.affected().map(|a| a.snapshot(window));
-        Starved::of(w, &before, &snapshot, affected, &thresholds)
-    });
     if let Some(span) = &ctx.work.trace {
         let result = match stopper.reason() {
             Some(Abort::DataUsedUp(_)) | None if thresholds.iter().all(|(_, r)| r.passed) => {
@@ -254,26 +239,7 @@ pub async fn run(
         stats: snapshot,
         thresholds,
         aborted: stopper.reason(),
-        starved,
     })
-}
-
-/// With a starvation watch, the run's generator-affected requests get figures of their own
-/// (`load::affected`); returns the watch's totals at the start.
-fn keep_affected_apart(
-    events: Observers,
-    spec: &RunSpec,
-) -> (Observers, Option<crate::starve::Totals>) {
-    let Some(before) = events.starvation().map(|w| w.totals()) else {
-        return (events, None);
-    };
-    let affected = RunStats::for_work(
-        &spec.work.steps(),
-        &spec.work.journey_names(),
-        &spec.thresholds,
-        &spec.profile,
-    );
-    (events.keep_affected_in(Arc::new(affected)), Some(before))
 }
 
 struct VuCtx {

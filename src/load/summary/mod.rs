@@ -12,7 +12,6 @@ mod checks;
 mod export;
 mod groups;
 mod progress;
-mod starved;
 mod text;
 mod vegeta;
 
@@ -205,7 +204,6 @@ mod tests {
             stats: snapshot,
             thresholds,
             aborted: None,
-            starved: None,
         }
     }
 
