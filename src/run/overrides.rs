@@ -102,15 +102,9 @@ fn rate(executor: &mut Executor, rate: f64, hold: Option<Duration>) -> Applied {
     Ok((was, format!("{rate}/s")))
 }
 
-fn vus(executor: &mut Executor, n: u32) -> Applied {
+/// An arrival-rate executor's VU pool: (pre-allocated, max).
+fn pool(executor: &mut Executor) -> Option<(&mut u32, &mut u32)> {
     match executor {
-        Executor::ConstantVus { vus, .. }
-        | Executor::SharedIterations { vus, .. }
-        | Executor::PerVuIterations { vus, .. } => {
-            let was = vus.to_string();
-            *vus = n.max(1);
-            Ok((was, n.to_string()))
-        }
         Executor::ConstantArrivalRate {
             pre_allocated_vus,
             max_vus,
@@ -120,14 +114,25 @@ fn vus(executor: &mut Executor, n: u32) -> Applied {
             pre_allocated_vus,
             max_vus,
             ..
-        } => {
-            let was = format!("{pre_allocated_vus} pre-allocated VUs");
-            *pre_allocated_vus = n;
-            *max_vus = (*max_vus).max(n);
-            Ok((was, n.to_string()))
-        }
-        Executor::RampingVus { .. } => Err("its VUs follow its stages"),
+        } => Some((pre_allocated_vus, max_vus)),
+        _ => None,
     }
+}
+
+fn vus(executor: &mut Executor, n: u32) -> Applied {
+    if let Executor::ConstantVus { vus, .. }
+    | Executor::SharedIterations { vus, .. }
+    | Executor::PerVuIterations { vus, .. } = executor
+    {
+        let was = vus.to_string();
+        *vus = n.max(1);
+        return Ok((was, n.to_string()));
+    }
+    let (pre, max) = pool(executor).ok_or("its VUs follow its stages")?;
+    let was = format!("{pre} pre-allocated VUs");
+    *pre = n;
+    *max = (*max).max(n);
+    Ok((was, n.to_string()))
 }
 
 fn iterations(executor: &mut Executor, n: u64) -> Applied {
@@ -143,24 +148,11 @@ fn iterations(executor: &mut Executor, n: u64) -> Applied {
 }
 
 fn max_vus(executor: &mut Executor, n: u32) -> Applied {
-    match executor {
-        Executor::ConstantArrivalRate {
-            pre_allocated_vus,
-            max_vus,
-            ..
-        }
-        | Executor::RampingArrivalRate {
-            pre_allocated_vus,
-            max_vus,
-            ..
-        } => {
-            let was = format!("max_vus {max_vus}");
-            *max_vus = n.max(1);
-            *pre_allocated_vus = (*pre_allocated_vus).min(*max_vus);
-            Ok((was, n.to_string()))
-        }
-        _ => Err("only arrival-rate profiles have a VU pool"),
-    }
+    let (pre, max) = pool(executor).ok_or("only arrival-rate profiles have a VU pool")?;
+    let was = format!("max_vus {max}");
+    *max = n.max(1);
+    *pre = (*pre).min(*max);
+    Ok((was, n.to_string()))
 }
 
 #[cfg(test)]
