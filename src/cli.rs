@@ -95,6 +95,10 @@ pub enum Command {
     /// Exits 99 when a threshold failed, 105 when SIGTERM or SIGINT stopped it (the summary and
     /// the export are still written, marked interrupted).
     Run(Box<crate::run::RunArgs>),
+    /// Find the highest arrival rate the target serves within its thresholds or SLOs: grow,
+    /// bisect to --precision, confirm. Exits 0 with an answer, 99 when even the lowest step
+    /// fails, 75 when sloburn itself could not hold a rate (or the budget ran out).
+    Capacity(Box<crate::capacity::CapacityArgs>),
     /// Print Prometheus recording and alerting rules for the config's SLOs.
     Rules {
         /// The config file.
@@ -235,6 +239,7 @@ fn prepare(cli: &Cli) {
     let quiet = matches!(
         cli.command,
         Command::Run(_)
+            | Command::Capacity(_)
             | Command::Check { .. }
             | Command::Rules { .. }
             | Command::Openslo { .. }
@@ -296,6 +301,7 @@ fn dispatch(command: Command) -> i32 {
             }
         },
         Command::Run(args) => crate::run::command(*args),
+        Command::Capacity(args) => crate::capacity::command(*args),
         Command::Rules {
             file,
             k8s,

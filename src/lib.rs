@@ -4,6 +4,7 @@
 //! lives in this library so that integration tests drive it in-process.
 
 pub mod budget;
+pub mod capacity;
 pub mod checks;
 pub mod cli;
 pub mod clock;

@@ -29,7 +29,7 @@ const LAYERS: &[&[&str]] = &[
     &["budget", "target", "web", "importers"],
     &["output"],
     &["run", "daemon"],
-    &["demo"],
+    &["demo", "capacity"],
     &["cli"],
 ];
 

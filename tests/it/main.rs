@@ -7,6 +7,7 @@ mod alerting;
 mod architecture;
 mod argo;
 mod calendar;
+mod capacity;
 mod collect;
 mod config;
 mod daemon;
