@@ -95,7 +95,7 @@ def config(port: int, target_port: int, data: str, profiles: int,
         out.append(f"  p{i:02}:\n    target: {names[i % len(names)]}\n"
                    f"    schedule: \"* * * * *\"\n    jitter: 10s\n    overlap: skip\n"
                    f"    {EXECUTORS[i % len(EXECUTORS)]}\n"
-                   "    thresholds:\n      http_req_duration: [\"p(95)<200ms\"]")
+                   "    thresholds:\n      http_req_duration: [\"p(95)<200\"]")
     out.append("slos:")
     for name in names:
         out.append(f"  {name}-availability:\n    target: {name}\n    sli: availability\n"
