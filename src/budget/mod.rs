@@ -26,6 +26,7 @@ mod maintenance;
 mod persist;
 mod read;
 mod restore;
+mod transitions;
 mod watcher;
 pub use maintenance::View as MaintenanceView;
 pub use persist::Unsaved;
@@ -317,6 +318,7 @@ impl Budget {
                 report.silence();
             }
             s.series.set_report(&report);
+            transitions::log(s.report.as_ref(), &report);
             s.report = Some(report);
             s.evaluated = Some(now_minute);
         }

@@ -501,3 +501,144 @@ fn a_fast_burn_pages_through_alertmanager_and_prometheus_agrees_with_the_daemon(
         started.elapsed()
     );
 }
+
+/// The tier-transition log lines of `d` so far: (tier, state, was) of each, in order.
+fn transitions(d: &Daemon) -> Vec<(String, String, String)> {
+    d.logs
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| {
+            v["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("SLO alert tier"))
+        })
+        .map(|v| {
+            assert_eq!(v["slo"], "flaky", "{v}");
+            for field in ["long_burn_rate", "short_burn_rate", "factor"] {
+                assert!(v[field].is_number(), "{field} in {v}");
+            }
+            assert_eq!(
+                (&v["long_window"], &v["short_window"]),
+                (&json!("1h"), &json!("5m"))
+            );
+            let s = |k: &str| v[k].as_str().unwrap_or_default().to_string();
+            (s("tier"), s("state"), s("was"))
+        })
+        .collect()
+}
+
+/// Waits until the transition log holds `n` lines; returns them.
+fn transitions_reach(d: &Daemon, n: usize) -> Vec<(String, String, String)> {
+    eventually(Duration::from_secs(30), || {
+        let seen = transitions(d);
+        (seen.len() >= n).then_some(seen)
+    })
+    .unwrap_or_else(|| panic!("{n} transition lines: {:?}", transitions(d)))
+}
+
+/// Issue 46 item 3: a tier that starts firing, is silenced by a maintenance window, fires again
+/// when it closes and stops once good traffic dilutes the errors is logged once per change
+/// (the daemon's one-second tick evaluates it every second in between, and logs nothing more).
+#[test]
+fn each_alert_tier_transition_is_logged_once() {
+    let target = BackgroundTarget::start(TargetOptions::default());
+    let dir = tempfile::tempdir().unwrap();
+    // 40 failures (the target answers 503 to `?status=503`), then 400 good answers: the error
+    // ratio goes from 100 % to 40 / 440 = 9 %, across a tier at 2 × the 10 % budget = 20 %.
+    let text = format!(
+        r#"server:
+  admin_token: "${{env:TEST_ADMIN_TOKEN}}"
+storage:
+  path: "{data}"
+targets:
+  api:
+    url: http://{addr}/api
+    checks: [ {{ status: 200 }} ]
+journeys:
+  failing:
+    target: api
+    steps: [ {{ name: fail, path: "/api?status=503" }} ]
+profiles:
+  bad: {{ journey: failing, executor: shared-iterations, vus: 2, iterations: 40 }}
+  good: {{ target: api, executor: shared-iterations, vus: 4, iterations: 400 }}
+slos:
+  flaky:
+    target: api
+    sli: availability
+    objective: 90
+    period: 30d
+    alerting:
+      tiers:
+        - {{ name: fast, severity: page, long: 1h, short: 5m, factor: 2 }}
+"#,
+        data = dir.path().join("data").display(),
+        addr = target.addr,
+    );
+    let config = write_config(dir.path(), &text);
+    let d = Daemon::start(&config, &[]);
+    let rt = crate::support::runtime();
+    let base = d.base.clone();
+    let post = |path: &str, body: &'static str| {
+        let url = format!("{base}{path}");
+        rt.block_on(async move {
+            use sloburn::http::{Client, ClientOptions, RequestSpec, Resolver};
+            let client = Client::new(ClientOptions::default(), Arc::new(Resolver::system()));
+            let mut headers = http::HeaderMap::new();
+            let bearer = format!("Bearer {}", crate::support::ADMIN_TOKEN);
+            headers.insert("authorization", bearer.parse().unwrap());
+            headers.insert("content-type", "application/json".parse().unwrap());
+            let out = client
+                .conn()
+                .send(&RequestSpec {
+                    method: http::Method::POST,
+                    uri: url.parse().unwrap(),
+                    headers,
+                    body: body.into(),
+                })
+                .await;
+            (
+                out.status.unwrap_or(0),
+                String::from_utf8_lossy(&out.body).into_owned(),
+            )
+        })
+    };
+    let line = |state: &str, was: &str| ("fast".to_string(), state.to_string(), was.to_string());
+
+    rt.block_on(crate::support::run_and_wait(&base, "bad", 1));
+    assert_eq!(transitions_reach(&d, 1), [line("firing", "ok")]);
+
+    let (code, body) = post(
+        "/api/maintenance",
+        r#"{"duration": "1h", "reason": "test"}"#,
+    );
+    assert_eq!(code, 201, "{body}");
+    let id = serde_json::from_str::<Value>(&body).unwrap()["id"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(transitions_reach(&d, 2)[1], line("silenced", "firing"));
+    let (code, _) = rt.block_on(request(
+        "DELETE",
+        &format!("{base}/api/maintenance/{id}"),
+        Some(crate::support::ADMIN_TOKEN),
+    ));
+    assert_eq!(code, 204);
+    assert_eq!(transitions_reach(&d, 3)[2], line("firing", "silenced"));
+
+    rt.block_on(crate::support::run_and_wait(&base, "good", 2));
+    assert_eq!(transitions_reach(&d, 4)[3], line("ok", "firing"));
+    // Three more ticks (and the good run's last events folded): nothing else is logged.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        transitions(&d),
+        [
+            line("firing", "ok"),
+            line("silenced", "firing"),
+            line("firing", "silenced"),
+            line("ok", "firing"),
+        ]
+    );
+    let period = crate::support::period_events(&d);
+    assert_eq!(period, 440, "every request counted once");
+}
