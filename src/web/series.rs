@@ -118,14 +118,20 @@ fn round(v: f64) -> f64 {
 
 /// An SLO's budget over its period: at each point, the budget remaining counting the events
 /// from the period's start up to that minute (so the last point is today's
-/// `budget_remaining`), `None` before the first event.
+/// `budget_remaining`), `None` while the period has no event.
+///
+/// The line starts where the events do: at the start of the first minute with events (the
+/// whole budget, 1, as `budget_remaining` is before any event), then one point per step up to
+/// now, the step growing with the span drawn so there are at most [`BURN_DOWN_POINTS`]. A new
+/// SLO is drawn a minute at a time from its first minute, not one point per twelfth of a day
+/// of a 30-day period (a single dot for hours).
 #[derive(Debug, Clone, PartialEq)]
 pub struct BurnDown {
     pub t: Vec<i64>,
     pub remaining: Vec<Option<f64>>,
 }
 
-/// At most this many points per burn-down, whatever the period.
+/// At most this many points per burn-down after its start, whatever the period.
 pub const BURN_DOWN_POINTS: i64 = 240;
 
 /// Builds the burn-down from `(minute, good, bad)` rows (minutes ascending), for the period of
@@ -137,14 +143,25 @@ pub fn burn_down(
     budget: f64,
 ) -> BurnDown {
     let start = now_minute - period_minutes + 1;
-    let step = (period_minutes.max(1) + BURN_DOWN_POINTS - 1) / BURN_DOWN_POINTS;
-    let (mut good, mut bad) = (0u64, 0u64);
-    let mut rows = minutes.iter().filter(|m| m.0 >= start).peekable();
+    let in_period = |r: &&(i64, u64, u64)| r.0 >= start && r.0 <= now_minute;
+    let first = minutes
+        .iter()
+        .filter(in_period)
+        .find(|r| r.1 + r.2 > 0)
+        .map(|r| r.0);
     let mut out = BurnDown {
         t: Vec::new(),
         remaining: Vec::new(),
     };
-    let mut m = start + step - 1;
+    if let Some(f) = first.filter(|_| budget > 0.0) {
+        out.t.push(f * 60);
+        out.remaining.push(Some(1.0));
+    }
+    let from = first.unwrap_or(start);
+    let step = ((now_minute - from + 1).max(1) + BURN_DOWN_POINTS - 1) / BURN_DOWN_POINTS;
+    let (mut good, mut bad) = (0u64, 0u64);
+    let mut rows = minutes.iter().filter(in_period).peekable();
+    let mut m = from + step - 1;
     loop {
         let edge = m.min(now_minute);
         while let Some(r) = rows.next_if(|r| r.0 <= edge) {
@@ -223,9 +240,13 @@ mod tests {
         // 99% objective: 1% budget. 1000 good, then 5 bad: half the budget gone.
         let rows = vec![(100, 500, 0), (150, 500, 0), (200, 0, 5)];
         let b = burn_down(&rows, 299, 300, 0.01);
-        assert_eq!(b.t.len(), 150, "one point per 2 minutes");
+        assert_eq!(
+            b.t.len(),
+            1 + 200,
+            "the whole budget at the first event's minute, then one point a minute"
+        );
+        assert_eq!((b.t[0], b.remaining[0]), (100 * 60, Some(1.0)));
         assert_eq!(b.t.last(), Some(&(300 * 60)));
-        assert_eq!(b.remaining[0], None, "no events yet");
         let last = b.remaining.last().unwrap().unwrap();
         assert!(
             (last - (1.0 - (5.0 / 1005.0) / 0.01)).abs() < 1e-12,
@@ -242,5 +263,38 @@ mod tests {
                 .iter()
                 .all(Option::is_none)
         );
+    }
+
+    /// Issue 46: a 30-day SLO's chart was one dot for its first three hours (one point per
+    /// 180 minutes). Now it is a line from its first minute, a point a minute while young.
+    #[test]
+    fn a_young_slo_is_a_line_from_its_first_minute() {
+        let period = 30 * 24 * 60;
+        let now = 50_000_000;
+        let drawn = |rows: &[(i64, u64, u64)]| {
+            let b = burn_down(rows, now, period, 0.001);
+            assert!(b.t.windows(2).all(|w| w[0] < w[1]), "time ascends: {:?}", b.t);
+            b.t.into_iter()
+                .zip(b.remaining)
+                .filter_map(|(t, r)| Some((t, r?)))
+                .collect::<Vec<_>>()
+        };
+        let first_minute = drawn(&[(now, 99, 1)]);
+        assert_eq!(
+            first_minute,
+            [(now * 60, 1.0), ((now + 1) * 60, 1.0 - 0.01 / 0.001)],
+            "a line within the first minute: from the whole budget to now"
+        );
+        let three = drawn(&[(now - 2, 100, 0), (now - 1, 100, 0), (now, 99, 1)]);
+        assert_eq!(three.len(), 4, "{three:?}");
+        assert_eq!(three[0], ((now - 2) * 60, 1.0));
+        // A full period stays within the bound.
+        let full: Vec<(i64, u64, u64)> = (0..period).map(|i| (now - i, 10, 0)).rev().collect();
+        let b = burn_down(&full, now, period, 0.001);
+        assert!(b.t.len() as i64 <= BURN_DOWN_POINTS + 1, "{}", b.t.len());
+        assert_eq!(b.t.last(), Some(&((now + 1) * 60)));
+        // Rows before the period (kept longer by a calendar SLO) start nothing.
+        let b = burn_down(&[(now - period - 5, 1, 1), (now, 1, 0)], now, period, 0.001);
+        assert_eq!(b.t[0], now * 60);
     }
 }
