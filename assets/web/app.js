@@ -269,13 +269,16 @@
     return total;
   }
 
+  // The tiers as a table of eight narrow columns that wraps within the card (the card may be
+  // 620 px wide), and their PromQL below it, where a long expression has the card's width.
   function alertsTable(s) {
     const period = secondsOf(s.period.window);
     const burn = (w) => (has(w.burn_rate) ? num(w.burn_rate, 2) + "×" : "no data") + " over " + w.window;
+    const withRules = s.tiers.filter((t) => t.expr);
     return el("div", { class: "alerts" }, [table(
-      ["tier", "severity", "state", "long window", "short window", "threshold", "for", "budget gone in", "rule"],
+      ["tier", "severity", "state", "long window", "short window", "threshold", "for", "budget gone in"],
       s.tiers.map((t) => [
-        t.name,
+        el("span", { class: "tier", text: t.name }),
         t.severity,
         el("span", { class: t.active ? "bad" : "good", "data-field": "tier-state", "data-tier": t.name, text: s.maintenance ? "silenced (maintenance)" : t.active ? "firing" : "ok" }),
         burn(t.long),
@@ -285,10 +288,12 @@
         // A budget already spent has no time left to lose it in.
         has(s.budget_remaining) && s.budget_remaining <= 0 ? "spent"
           : period && has(t.long.burn_rate) && t.long.burn_rate > 0 ? span(period / t.long.burn_rate) : "—",
-        t.expr ? el("details", {}, [el("summary", { text: "PromQL" }), el("pre", { class: "promql", text: t.expr })]) : "—",
       ]),
-      [false, false, false, true, true, true, true, true, false]
-    )]);
+      [false, false, false, true, true, true, true, true]
+    ), withRules.length ? el("details", { class: "rules" }, [
+      el("summary", { text: "PromQL of each tier" }),
+      ...withRules.map((t) => el("div", { "data-tier": t.name }, [el("h5", { text: t.name }), el("pre", { class: "promql", text: t.expr })])),
+    ]) : null]);
   }
 
   function renderSlos(slos, series) {

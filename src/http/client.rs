@@ -44,6 +44,13 @@ pub(crate) fn is_idempotent(m: &Method) -> bool {
     )
 }
 
+/// Sees every exchange a client's users make, once its outcome is known (`sloburn run
+/// --http-debug` prints them). A client has one only when asked: the others pay one branch
+/// per request.
+pub trait Tap: Send + Sync {
+    fn exchange(&self, req: &RequestSpec, outcome: &super::Outcome);
+}
+
 /// Shared configuration: resolver, DNS cache, TLS config. Cheap to clone.
 #[derive(Clone)]
 pub struct Client {
@@ -58,6 +65,7 @@ pub(super) struct Inner {
     pub(super) h2: Pool,
     /// Round-robin turns of `dns_select`.
     pub(super) turn: AtomicUsize,
+    pub(super) tap: Option<Arc<dyn Tap>>,
     /// `http: auto` on https, and the server picked HTTP/1.1: every user keeps its own.
     pub(super) h1_only: AtomicBool,
 }
@@ -72,6 +80,15 @@ impl std::fmt::Debug for Client {
 
 impl Client {
     pub fn new(opts: ClientOptions, resolver: Arc<Resolver>) -> Client {
+        Client::tapped(opts, resolver, None)
+    }
+
+    /// A client whose exchanges `tap` sees (when given).
+    pub fn tapped(
+        opts: ClientOptions,
+        resolver: Arc<Resolver>,
+        tap: Option<Arc<dyn Tap>>,
+    ) -> Client {
         if opts.insecure_skip_verify {
             tracing::warn!("TLS certificates are not verified (tls.insecure)");
         }
@@ -85,6 +102,7 @@ impl Client {
                 h2,
                 turn: AtomicUsize::new(0),
                 h1_only: AtomicBool::new(false),
+                tap,
             }),
         }
     }

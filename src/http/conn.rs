@@ -41,6 +41,14 @@ impl Conn {
     /// Sends one request and reads the whole response. Never fails: a transport failure is
     /// `Outcome::error`, and whatever was measured before it is kept.
     pub async fn send(&mut self, req: &RequestSpec) -> Outcome {
+        let outcome = self.exchange(req).await;
+        if let Some(tap) = &self.client.inner.tap {
+            tap.exchange(req, &outcome);
+        }
+        outcome
+    }
+
+    async fn exchange(&mut self, req: &RequestSpec) -> Outcome {
         let Conn {
             client,
             main,

@@ -377,7 +377,7 @@ pub mod tls;
 mod transport;
 
 pub use classify::{classify_errno, classify_hyper, classify_io, tls_reason};
-pub use client::{Client, RequestSpec};
+pub use client::{Client, RequestSpec, Tap};
 pub use conn::Conn;
 pub use dns::select::DnsSelect;
 pub use dns::{DnsError, HostsFile, Lookup, Resolver, ResolverConfig, ndots_warning, system_ndots};

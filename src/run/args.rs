@@ -120,6 +120,11 @@ pub struct RunArgs {
     /// Accepted as k6 takes it; sloburn's summary is plain text without colours.
     #[arg(long, env = "K6_NO_COLOR", value_parser = clap::builder::BoolishValueParser::new())]
     pub no_color: bool,
+    /// k6's `--http-debug`: print each request's and response's head to stderr
+    /// (`--http-debug=full`: with the first 2 KiB of each body); secret values are redacted.
+    #[arg(long, value_enum, value_name = "full", num_args = 0..=1, require_equals = true,
+          default_missing_value = "headers")]
+    pub http_debug: Option<HttpDebug>,
     /// A `testid` label on every series `--out prometheus-rw` pushes.
     #[arg(long)]
     pub testid: Option<String>,
@@ -136,6 +141,15 @@ pub struct RunArgs {
     /// shortfall then shows as `local_fd_exhausted` errors).
     #[arg(long)]
     pub ignore_fd_limit: bool,
+}
+
+/// What `--http-debug` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum HttpDebug {
+    /// Request and response heads (`--http-debug`).
+    Headers,
+    /// Heads and bodies (`--http-debug=full`).
+    Full,
 }
 
 pub fn parse_shard(s: &str) -> anyhow::Result<Shard> {

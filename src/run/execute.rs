@@ -7,7 +7,6 @@
 use super::args::RunArgs;
 use super::collect::{Collect, Collected};
 use super::resolve::{Resolved, Usage};
-use crate::http::Resolver;
 use crate::load::observe::Observers;
 use crate::load::runner::{self, Abort, RunReport, RunSpec, Stopper};
 use crate::load::stats::RunStats;
@@ -39,7 +38,7 @@ pub async fn execute(
 ) -> anyhow::Result<Finished> {
     let token = CancellationToken::new();
     let _ends_every_task = token.clone().drop_guard();
-    let client = r.target.client(Arc::new(Resolver::system()));
+    let client = super::http_debug::client(args, &r);
     let stats = Arc::new(RunStats::for_work(
         &r.spec.work.steps(),
         &r.spec.work.journey_names(),

@@ -19,6 +19,7 @@ mod args;
 mod collect;
 mod execute;
 mod grpc;
+mod http_debug;
 mod k6flags;
 mod overrides;
 mod resolve;

@@ -902,3 +902,86 @@ fn each_slo_card_shows_its_alerts_table_with_the_rules_promql() {
     assert_clean(&page, &[&format!("{base}/")]);
     rt.block_on(d.shutdown());
 }
+
+/// The widths the dashboard must fit: a small laptop to a full-HD monitor.
+const WIDTHS: [u32; 3] = [1024, 1440, 1920];
+
+/// Every visible table of the page that spills out of its card's content box (or, outside a
+/// card, its section's) or scrolls sideways, and any card or the page itself whose content is
+/// wider than it: each as `where [its header]: table px vs box px`.
+const OVERFLOWS: &str = r#"(() => {
+  const out = [];
+  const inner = (e) => {
+    const r = e.getBoundingClientRect(), s = getComputedStyle(e);
+    return { left: r.left + parseFloat(s.paddingLeft) + parseFloat(s.borderLeftWidth),
+             right: r.right - parseFloat(s.paddingRight) - parseFloat(s.borderRightWidth) };
+  };
+  const name = (e) => {
+    const card = e.closest('.card');
+    const where = card ? (card.dataset.slo || card.dataset.profile || 'card') : (e.closest('section') || {}).id;
+    const head = e.querySelector('thead') ? e.querySelector('thead').textContent.slice(0, 40) : '';
+    return `${where} [${head}]`;
+  };
+  for (const t of document.querySelectorAll('main:not([hidden]) table')) {
+    const r = t.getBoundingClientRect();
+    if (r.width === 0) continue; // closed <details>
+    const box = t.closest('.card') || t.closest('section');
+    const b = inner(box);
+    if (r.right > b.right + 0.5 || r.left < b.left - 0.5) {
+      out.push(`${name(t)}: ${r.left.toFixed(0)}..${r.right.toFixed(0)} px in ${b.left.toFixed(0)}..${b.right.toFixed(0)}`);
+    }
+    if (t.scrollWidth > t.clientWidth + 1) {
+      out.push(`${name(t)}: scrolls ${t.scrollWidth} px in ${t.clientWidth}`);
+    }
+  }
+  for (const c of document.querySelectorAll('main:not([hidden]) .card')) {
+    if (c.scrollWidth > c.clientWidth + 1) out.push(`card ${name(c)}: ${c.scrollWidth} px of content in ${c.clientWidth}`);
+  }
+  const page = document.documentElement;
+  if (page.scrollWidth > page.clientWidth + 1) out.push(`the page: ${page.scrollWidth} px in ${page.clientWidth}`);
+  return out;
+})()"#;
+
+/// Issue 46: the alerts table overflowed its card at 1,400 px. At 1024, 1440 and 1920 px no
+/// table of the demo dashboard leaves its card, no card or page scrolls sideways, and the
+/// budget charts are lines (at least two points); a screenshot of each width is kept.
+#[test]
+fn no_table_overflows_its_card_from_1024_to_1920_px() {
+    let port = free_port();
+    let _demo = Proc::start(["demo", "--listen", &format!("127.0.0.1:{port}")]);
+    let base = format!("http://127.0.0.1:{port}");
+    assert!(
+        wait_ready(&format!("{base}/healthz"), port, Duration::from_secs(60)),
+        "the demo did not start"
+    );
+    let chrome = Chrome::start();
+    let mut page = chrome.page();
+    for width in WIDTHS {
+        page.call(
+            "Emulation.setDeviceMetricsOverride",
+            json!({ "width": width, "height": 1200, "deviceScaleFactor": 1, "mobile": false }),
+        );
+        page.navigate(&format!("{base}/"));
+        // Drawn: every SLO card with its alerts table and a burn-down line, every profile with
+        // its charts, and the runs table.
+        page.wait_for(
+            "the dashboard drawn",
+            "(() => { const c = [...document.querySelectorAll('article.slo-card')];
+               return c.length >= 2 && c.every(x => x.querySelector('.alerts tbody tr')
+                   && Number(x.querySelector('figure.chart').dataset.points) >= 2
+                   && x.querySelector('figure.chart canvas'))
+                 && [...document.querySelectorAll('article.profile-card')].every(p =>
+                   p.querySelectorAll('figure.chart').length === 4)
+                 && document.querySelector('#run-list table'); })()",
+            Duration::from_secs(120),
+        );
+        let overflows = page.eval(OVERFLOWS);
+        save_screenshot(&mut page, &format!("dashboard-{width}.png"));
+        assert_eq!(
+            overflows,
+            json!([]),
+            "at {width} px (screenshot: target/test-artifacts/dashboard-{width}.png)"
+        );
+    }
+    assert_clean(&page, &[&format!("{base}/")]);
+}
