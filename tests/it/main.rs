@@ -26,6 +26,7 @@ mod hardening_config;
 mod hostile_imports;
 mod hostile_peers;
 mod http;
+mod http_debug;
 mod import;
 mod journeys;
 mod k6;
