@@ -74,7 +74,10 @@ impl Printer {
             None => text.push_str("(no response)\n"),
         }
         if let Some(e) = out.error {
-            let why = out.error_reason.map(|r| format!(" ({r})")).unwrap_or_default();
+            let why = out
+                .error_reason
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default();
             let _ = writeln!(text, "error: {}{why}", e.as_str());
         }
         text.push('\n');
@@ -119,7 +122,10 @@ impl Tap for Printer {
 
 /// Control characters but newline and tab, escaped (`\u{1b}`).
 fn escape_controls(text: &str) -> String {
-    if !text.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
+    if !text
+        .chars()
+        .any(|c| c.is_control() && c != '\n' && c != '\t')
+    {
         return text.to_string();
     }
     text.chars()
@@ -171,7 +177,10 @@ mod tests {
 
     fn exchange() -> (RequestSpec, Outcome) {
         let mut headers = http::HeaderMap::new();
-        headers.insert("authorization", HeaderValue::from_static("Bearer t0ken-abc"));
+        headers.insert(
+            "authorization",
+            HeaderValue::from_static("Bearer t0ken-abc"),
+        );
         let mut marked = HeaderValue::from_static("from-env-42");
         marked.set_sensitive(true);
         headers.insert("x-tenant", marked);
@@ -215,11 +224,24 @@ mod tests {
         ] {
             assert!(heads.contains(line), "{line} in\n{heads}");
         }
-        assert!(!heads.contains("password"), "no body without full:\n{heads}");
+        assert!(
+            !heads.contains("password"),
+            "no body without full:\n{heads}"
+        );
         let full = Printer::new(HttpDebug::Full, &secrets).render(&req, &out);
         assert!(full.contains("{\"password\":\"[redacted]\"}"), "{full}");
-        assert!(full.contains("no \\u{1b}[31m[redacted]\\u{1b}[0m here"), "{full}");
-        for secret in ["t0ken", "from-env-42", "k3y-value", "hunter22", "abcdef", "\x1b"] {
+        assert!(
+            full.contains("no \\u{1b}[31m[redacted]\\u{1b}[0m here"),
+            "{full}"
+        );
+        for secret in [
+            "t0ken",
+            "from-env-42",
+            "k3y-value",
+            "hunter22",
+            "abcdef",
+            "\x1b",
+        ] {
             assert!(!full.contains(secret), "{secret:?} in\n{full}");
         }
     }
@@ -231,17 +253,20 @@ mod tests {
         out.status = None;
         out.error = Some(crate::http::ErrorClass::ConnectRefused);
         let text = Printer::new(HttpDebug::Full, &[]).render(&req, &out);
-        assert!(text.contains(&format!("{}\n… (10 more bytes)", "a".repeat(10))), "{text}");
+        assert!(
+            text.contains(&format!("{}\n… (10 more bytes)", "a".repeat(10))),
+            "{text}"
+        );
         assert!(!text.contains(&"a".repeat(BODY_BYTES + 1)));
-        assert!(text.contains("(no response)\nerror: connect_refused"), "{text}");
+        assert!(
+            text.contains("(no response)\nerror: connect_refused"),
+            "{text}"
+        );
     }
 
     #[test]
     fn references_in_flags_give_their_values() {
-        let env = config::Env::from_map(
-            [("TOKEN".to_string(), "s3cret".to_string())].into(),
-            1,
-        );
+        let env = config::Env::from_map([("TOKEN".to_string(), "s3cret".to_string())].into(), 1);
         assert_eq!(
             reference_values("http://h/?t=${env:TOKEN}&u=${env:UNSET}", &env),
             ["s3cret"]

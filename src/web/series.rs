@@ -273,7 +273,11 @@ mod tests {
         let now = 50_000_000;
         let drawn = |rows: &[(i64, u64, u64)]| {
             let b = burn_down(rows, now, period, 0.001);
-            assert!(b.t.windows(2).all(|w| w[0] < w[1]), "time ascends: {:?}", b.t);
+            assert!(
+                b.t.windows(2).all(|w| w[0] < w[1]),
+                "time ascends: {:?}",
+                b.t
+            );
             b.t.into_iter()
                 .zip(b.remaining)
                 .filter_map(|(t, r)| Some((t, r?)))

@@ -15,11 +15,19 @@ const SECRETS: [(&str, &str); 3] = [
 /// after: (stdout, stderr).
 fn run(url: &str, extra: &[&str]) -> (String, String) {
     let mut cmd = sloburn();
-    cmd.args(["run", "--url", url, "--method", "POST", "--body", "hello-body"])
-        .args(["-H", "Authorization: Bearer ${env:TOKEN}"])
-        .args(["-H", "X-Tenant: ${env:TENANT}"])
-        .args(["--vus", "1", "--iterations", "2", "--quiet"])
-        .args(extra);
+    cmd.args([
+        "run",
+        "--url",
+        url,
+        "--method",
+        "POST",
+        "--body",
+        "hello-body",
+    ])
+    .args(["-H", "Authorization: Bearer ${env:TOKEN}"])
+    .args(["-H", "X-Tenant: ${env:TENANT}"])
+    .args(["--vus", "1", "--iterations", "2", "--quiet"])
+    .args(extra);
     for (k, v) in SECRETS {
         cmd.env(k, v);
     }
@@ -42,19 +50,29 @@ fn http_debug_prints_each_head_and_never_a_secret() {
                 .iter()
                 .map(|(k, v)| format!("{k}={}\n", v.to_str().unwrap_or("?")))
                 .collect();
-            ([("set-cookie", "session=c00kie-value")], format!("{seen}{body}"))
+            (
+                [("set-cookie", "session=c00kie-value")],
+                format!("{seen}{body}"),
+            )
         }),
     );
     let server = serve_on_thread(app);
     let url = format!("http://{}/echo?key=${{env:API_KEY}}", server.addr);
 
     let (_, quiet) = run(&url, &[]);
-    assert!(!quiet.contains("Request:"), "nothing without the flag:\n{quiet}");
+    assert!(
+        !quiet.contains("Request:"),
+        "nothing without the flag:\n{quiet}"
+    );
 
     for (flag, full) in [("--http-debug", false), ("--http-debug=full", true)] {
         let (stdout, stderr) = run(&url, &[flag]);
         let head = "Request:\nPOST /echo?key=[redacted] HTTP/1.1\n";
-        assert_eq!(stderr.matches(head).count(), 2, "{flag}: one per request:\n{stderr}");
+        assert_eq!(
+            stderr.matches(head).count(),
+            2,
+            "{flag}: one per request:\n{stderr}"
+        );
         for line in [
             &format!("host: {}\n", server.addr),
             "authorization: [redacted]\n",
