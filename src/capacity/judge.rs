@@ -3,7 +3,11 @@
 //!
 //! - A threshold on `http_req_duration` (no tag filter) is read from the corrected duration
 //!   (`http_req_corrected_duration`: from each arrival's intended start), so a queue in front
-//!   of the target, or a VU that started late, counts against the step.
+//!   of the target, or a VU that started late, counts against the step. A request that got no
+//!   answer (a timeout, a reset) or an arrival turned away with every VU held (`saturated`) is
+//!   counted slower than any limit, in the thresholds on the whole run's latency and in the
+//!   latency SLOs: a target that stops answering past its capacity never passes on the few
+//!   answers it still gives.
 //! - A latency SLO (`under: U`, objective `o`) passes when `p(100·o)` of its duration is under
 //!   `U`; an availability SLO when the step's bad share (failed steps: status, error, check;
 //!   and arrivals turned away because every VU waited on the target) is at most `1 − o`.
@@ -120,6 +124,12 @@ impl Condition {
                     MetricKind::Rate => "ratio",
                     _ => "count",
                 };
+                let unanswered = unanswered(stats);
+                if let Some(observed) = latency_with_unanswered(t, stats, unanswered) {
+                    let mut f = Figure::new(shown.clone(), observed, t.value, unit, t.op);
+                    f.unanswered = unanswered;
+                    return f;
+                }
                 let mut f = Figure::new(shown.clone(), r.observed, t.value, unit, t.op);
                 // k6's no-data rules decide (a rate with no sample passes).
                 f.passed = r.passed;
@@ -135,6 +145,46 @@ impl Condition {
     }
 }
 
+/// Requests with no latency: no response head (a timeout, a reset, a refused connection) and
+/// arrivals turned away because every VU waited on the target.
+fn unanswered(stats: &RunRecord) -> u64 {
+    stats.no_response + stats.dropped_by(crate::load::pacing::DropReason::Saturated)
+}
+
+/// A whole-run latency threshold (`http_req_duration`, read corrected, or
+/// `http_req_corrected_duration`, no tag filter) with the unanswered requests counted as slower
+/// than any limit: else a target that stops answering past its capacity would pass on the few
+/// answers it still gives. `None` for other thresholds, or when every request was answered.
+fn latency_with_unanswered(
+    t: &crate::thresholds::Threshold,
+    stats: &RunRecord,
+    unanswered: u64,
+) -> Option<f64> {
+    if unanswered == 0 || t.metric != "http_req_corrected_duration" {
+        return None;
+    }
+    let h = &stats.corrected;
+    let answered = h.count();
+    let quantile = |q: f64| quantile_with(h, unanswered, q);
+    Some(match t.aggregation {
+        Aggregation::Percentile(n) => quantile(n / 100.0),
+        Aggregation::Med => quantile(0.5),
+        Aggregation::Min if answered > 0 => h.min().as_secs_f64() * 1e3,
+        _ => f64::INFINITY,
+    })
+}
+
+/// The `q` quantile in milliseconds of `h`'s latencies and `unanswered` more, slower than any.
+fn quantile_with(h: &crate::hist::HistSnapshot, unanswered: u64, q: f64) -> f64 {
+    let answered = h.count();
+    let rank = (q * (answered + unanswered) as f64).ceil().max(1.0);
+    if rank > answered as f64 {
+        f64::INFINITY
+    } else {
+        h.quantile(rank / answered as f64).as_secs_f64() * 1e3
+    }
+}
+
 fn slo_figure(name: &str, objective: f64, kind: &SloKind, stats: &RunRecord) -> Figure {
     let shown = format!("SLO {name}");
     match kind {
@@ -144,9 +194,11 @@ fn slo_figure(name: &str, objective: f64, kind: &SloKind, stats: &RunRecord) -> 
             } else {
                 &stats.duration
             };
-            let observed = h.quantile(objective).as_secs_f64() * 1e3;
+            let unanswered = unanswered(stats);
+            let observed = quantile_with(h, unanswered, objective);
             let mut f = Figure::new(shown, observed, under.as_secs_f64() * 1e3, "ms", Op::Le);
-            f.no_data = h.count() == 0;
+            f.no_data = h.count() == 0 && unanswered == 0;
+            f.unanswered = unanswered;
             f.condition = format!("{} (p({}) of its latency)", f.condition, objective * 100.0);
             f
         }
@@ -185,6 +237,8 @@ pub struct Figure {
     /// How near the limit, 1 at it: observed ÷ limit for an upper bound, its inverse for a
     /// lower one.
     pub load: f64,
+    /// Requests counted with no latency (slower than any limit) in a latency figure.
+    pub unanswered: u64,
 }
 
 impl Figure {
@@ -213,6 +267,7 @@ impl Figure {
             passed,
             no_data: false,
             load,
+            unanswered: 0,
         }
     }
 
@@ -225,6 +280,12 @@ impl Figure {
         };
         if self.no_data {
             return format!("{} had no data", self.condition);
+        }
+        if self.observed.is_infinite() {
+            return format!(
+                "{} failed: {} requests got no answer (counted slower than any limit)",
+                self.condition, self.unanswered
+            );
         }
         let load = if self.load.is_finite() {
             format!(" ({:.0}% of the limit)", self.load * 100.0)
@@ -384,6 +445,28 @@ mod tests {
         // Nothing measured is never a pass.
         let empty = record(&[], 0);
         assert_eq!(judge(&c, &report(empty)).verdict, Verdict::Inconclusive);
+    }
+
+    /// A target that stops answering past its capacity must not pass on the answers it gave.
+    #[test]
+    fn unanswered_requests_are_slower_than_any_limit() {
+        let c = [p95_under("50")];
+        let mut r = record(&[10; 100], 0);
+        r.no_response = 3;
+        r.requests = 103;
+        let j = judge(&c, &report(r.clone()));
+        assert_eq!(j.verdict, Verdict::Pass, "3 of 103 are within the 5 %");
+        r.no_response = 10;
+        r.requests = 110;
+        let j = judge(&c, &report(r));
+        assert_eq!(j.verdict, Verdict::Fail);
+        let d = j.deciding().unwrap();
+        assert!(d.observed.is_infinite() && d.unanswered == 10, "{d:?}");
+        assert!(
+            d.said().contains("10 requests got no answer"),
+            "{}",
+            d.said()
+        );
     }
 
     #[test]

@@ -37,13 +37,15 @@ const SCRIPT: &str = r#"
   };
   var el = document.getElementById('chart');
   if (!xs.length || typeof uPlot === 'undefined') { el.textContent = 'no step to plot'; return; }
-  new uPlot({
+  var plot = new uPlot({
     width: Math.min(900, window.innerWidth - 40), height: 360,
     scales: { x: { time: false } },
     axes: [{ label: 'rate (arrivals/s)' }, { label: 'deciding figure (' + unit + ')' }],
     series: [{ label: 'rate' }, dots('pass', '#2a9d3a'), dots('fail', '#d13b3b'),
              dots('inconclusive', '#888'), { label: 'limit', stroke: '#555', dash: [6, 4] }]
   }, [xs, pick('pass'), pick('fail'), pick('inconclusive'), limit], el);
+  window.__capacity = { plot: plot, data: plot.data };
+  document.body.dataset.rendered = '1';
 })();
 "#;
 

@@ -130,8 +130,12 @@ fn check_bounds(out: &str, c: &Value, max_rate: f64, max_duration: f64) {
 fn finds_a_worker_pools_known_capacity_by_a_threshold() {
     let pool = Pool::start(4, Duration::from_millis(40));
     let analytic = 4.0 / 0.040;
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("capacity.html");
     let (code, out, c, took) = capacity(
         &[
+            "--report",
+            report.to_str().unwrap(),
             "--url",
             &pool.url(),
             "--threshold",
@@ -180,6 +184,46 @@ fn finds_a_worker_pools_known_capacity_by_a_threshold() {
     check_bounds(&out, &c, 400.0, 120.0);
     assert!(took < Duration::from_secs(135), "{took:?}");
     eprintln!("N=4 S=40ms: {rate}/s (analytic {analytic}/s) in {took:?}\n{out}");
+    report_in_chromium(&report, &c);
+}
+
+/// `--report`, offline in headless Chromium: the chart holds every step's rate against its
+/// deciding figure (ms), passes and fails apart, and the limit; nothing loaded from anywhere.
+fn report_in_chromium(report: &std::path::Path, c: &Value) {
+    let chrome = crate::web::Chrome::start();
+    let mut page = chrome.page();
+    page.call(
+        "Network.emulateNetworkConditions",
+        serde_json::json!({ "offline": true, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1 }),
+    );
+    let url = format!("file://{}", report.display());
+    page.navigate(&url);
+    page.wait_for(
+        "the capacity chart",
+        "document.body.dataset.rendered && document.querySelectorAll('#chart canvas').length >= 1",
+        Duration::from_secs(30),
+    );
+    let data = page.eval("window.__capacity.data");
+    let data: Vec<Vec<Option<f64>>> = serde_json::from_value(data).unwrap();
+    let steps = c["steps"].as_array().unwrap();
+    let mut rates: Vec<f64> = steps.iter().map(|s| s["rate"].as_f64().unwrap()).collect();
+    rates.sort_by(f64::total_cmp);
+    let xs: Vec<f64> = data[0].iter().map(|x| x.unwrap()).collect();
+    assert_eq!(xs, rates);
+    let (passes, fails) = (
+        data[1].iter().flatten().count(),
+        data[2].iter().flatten().count(),
+    );
+    let count = |v: &str| steps.iter().filter(|s| s["verdict"] == v).count();
+    assert_eq!((passes, fails), (count("pass"), count("fail")));
+    assert!(
+        data[4].iter().all(|l| *l == Some(120.0)),
+        "the limit line: {:?}",
+        data[4]
+    );
+    let answer = page.eval("document.getElementById('answer').textContent");
+    assert_eq!(answer, c["summary"]);
+    crate::web::assert_clean(&page, &[&url]);
 }
 
 /// The second pair, N = 2, S = 50 ms (40/s), from a config: the profile's target's latency
@@ -454,4 +498,104 @@ fn capacity_refuses_what_cannot_be_searched() {
         assert!(out.contains(said), "{args:?}: {out}");
         assert!(c.is_null() && took < Duration::from_secs(20));
     }
+}
+
+/// A hostile target: accepts every connection and never answers (held until the test ends, at
+/// most 60 s). Every request times out: no answer counts slower than any limit, so the lowest
+/// step fails (99) within its bounds, never a pass on no evidence.
+#[test]
+fn a_target_that_never_answers_fails_the_lowest_step_in_bounded_time() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/", listener.local_addr().unwrap());
+    listener.set_nonblocking(true).unwrap();
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = done.clone();
+    let holder = std::thread::spawn(move || {
+        let mut held = Vec::new();
+        let started = Instant::now();
+        while !flag.load(std::sync::atomic::Ordering::Relaxed)
+            && started.elapsed() < Duration::from_secs(60)
+            && held.len() < 10_000
+        {
+            match listener.accept() {
+                Ok((s, _)) => held.push(s),
+                Err(_) => std::thread::sleep(Duration::from_millis(5)),
+            }
+        }
+        held.len()
+    });
+    let (code, out, c, took) = capacity(
+        &[
+            "--url",
+            &url,
+            "--threshold",
+            "http_req_duration=p(95)<100",
+            "--start-rate",
+            "10/s",
+            "--max-rate",
+            "100/s",
+            "--step-duration",
+            "2s",
+            "--timeout",
+            "1s",
+            "--max-duration",
+            "30s",
+        ],
+        Duration::from_secs(45),
+    );
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let held = holder.join().unwrap();
+    assert_eq!(code, 99, "{out}");
+    assert!(held >= 1, "no connection reached the silent target");
+    assert_eq!(c["outcome"], "below_lowest", "{c}");
+    let deciding = &c["steps"][0]["deciding"];
+    assert!(deciding["unanswered"].as_u64().unwrap() >= 10, "{deciding}");
+    assert!(
+        out.contains("requests got no answer (counted slower than any limit)"),
+        "{out}"
+    );
+    assert!(took < Duration::from_secs(30), "{took:?}");
+}
+
+/// SIGINT during a search ends it: exit 105, the export still written, no figure.
+#[test]
+fn an_interrupted_search_says_so_and_writes_what_it_has() {
+    let pool = Pool::start(4, Duration::from_millis(10));
+    let dir = tempfile::tempdir().unwrap();
+    let export = dir.path().join("capacity.json");
+    let mut p = Proc::start([
+        "capacity",
+        "--url",
+        &pool.url(),
+        "--threshold",
+        "http_req_duration=p(95)<100",
+        "--start-rate",
+        "10/s",
+        "--max-rate",
+        "1000/s",
+        "--step-duration",
+        "1s",
+        "--cool-down",
+        "5s",
+        "--summary-export",
+        export.to_str().unwrap(),
+    ]);
+    crate::support::eventually(Duration::from_secs(30), || {
+        p.stdout().contains("step 1:").then_some(())
+    })
+    .unwrap_or_else(|| panic!("no step: {}", p.stderr()));
+    p.signal(libc::SIGINT);
+    let status = p.wait(Duration::from_secs(20)).expect("the search ended");
+    let out = p.stdout();
+    assert_eq!(status.code(), Some(105), "{out}");
+    let c: Value = serde_json::from_str::<Value>(&std::fs::read_to_string(&export).unwrap())
+        .unwrap()["capacity"]
+        .clone();
+    assert_eq!(c["outcome"], "interrupted", "{c}");
+    assert!(c["rate"].is_null());
+    assert_eq!(c["low"].as_f64(), Some(10.0), "{c}");
+    assert!(
+        out.contains("capacity at SLO: undecided: interrupted"),
+        "{out}"
+    );
 }

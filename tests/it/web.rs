@@ -285,7 +285,7 @@ fn close(a: f64, b: f64, tol: f64, what: &str) {
 }
 
 /// Asserts that the page asked only for `allowed` URLs (by prefix) and logged no error.
-fn assert_clean(page: &Page, allowed: &[&str]) {
+pub(crate) fn assert_clean(page: &Page, allowed: &[&str]) {
     let requests = page.requests();
     assert!(!requests.is_empty(), "the request log is empty");
     let outside: Vec<&String> = requests
