@@ -290,8 +290,13 @@ pub(super) fn encode_protobuf(s: &Snapshot, opts: NativeOptions, sink: Option<Si
     encode_with(s, Encoder::protobuf(opts, sink)).finish_protobuf()
 }
 
+/// Every family of `s` in order; a streamed exposition whose reader left stops at the next
+/// family (its encoding thread is not held for the rest).
 fn encode_with(s: &Snapshot, mut e: Encoder) -> Encoder {
     for f in &FAMILIES {
+        if e.abandoned() {
+            break;
+        }
         match source(f) {
             Some(Source::Floats(rows)) => write_rows(&mut e, f, rows(s)),
             Some(Source::Counts(rows)) => write_rows(&mut e, f, rows(s)),

@@ -61,6 +61,12 @@ impl Encoder {
         }
     }
 
+    /// The sink's reader went away: nothing more needs encoding (a streamed exposition stops
+    /// at the next family).
+    pub(super) fn abandoned(&self) -> bool {
+        self.discard
+    }
+
     /// Hands the protobuf bytes over once a chunk is full (streamed only); called between
     /// families.
     fn flush_proto(&mut self) {

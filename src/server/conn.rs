@@ -144,13 +144,37 @@ impl Connection {
         S::Error: Into<BoxError>,
         B: Body<Data = Bytes, Error: Into<BoxError>> + Unpin + Send + 'static,
     {
+        let active = self.active.clone();
+        match self.table.limits.write_timeout {
+            Some(t) => {
+                let table = self.table.clone();
+                let io = super::deadline::Guarded::new(io, self.id, active.clone(), table, t);
+                super::waiting::scope(active, self.serve_io(io, service)).await
+            }
+            None => super::waiting::scope(active, self.serve_io(io, service)).await,
+        }
+    }
+
+    async fn serve_io<Io, S, B>(self, io: Io, service: S)
+    where
+        Io: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+        S: hyper::service::Service<Request<RequestBody>, Response = Response<B>> + Send + 'static,
+        S::Future: Send + 'static,
+        S::Error: Into<BoxError>,
+        B: Body<Data = Bytes, Error: Into<BoxError>> + Unpin + Send + 'static,
+    {
         let close = self.active.close.clone();
         let service = tracked(service, self.active.clone(), self.table.limits.max_body);
         let served = self.http.serve_connection(TokioIo::new(io), service);
         let mut served = std::pin::pin!(served);
+        let deadline = super::deadline::expired(&self.active, self.table.limits.write_timeout);
         let result = tokio::select! {
             r = served.as_mut() => r,
             _ = close.cancelled() => Ok(()),
+            _ = deadline => {
+                tracing::debug!("HTTP connection closed: its response's write deadline passed");
+                Ok(())
+            }
             _ = self.shutdown.cancelled() => {
                 served.as_mut().graceful_shutdown();
                 served.await

@@ -12,6 +12,11 @@
 //!   request in flight never is (its response is written to the end).
 //! - A request body past `max_body` is answered 413 (by its `Content-Length` at once, else
 //!   when the read passes the limit).
+//! - A response has `write_timeout` from its first byte written to its last (`deadline`):
+//!   past it the connection closes. A write that waits on its peer for [`STALL_GRACE`] makes
+//!   the connection a stalled reader, which gives way to a newcomer after idle ones; at most
+//!   [`MAX_STALLED`] are kept. hyper's read buffer is `read_buffer` per connection.
+//! - A request that waits for its handler's capacity ([`waiting`]) gives way last.
 //!
 //! So a scrape or a probe, which sends its request as soon as it connects, is accepted at once
 //! and served, while idle sockets take turns in the silent set and half-sent heads give way.
@@ -26,12 +31,17 @@
 //! allocation.
 
 mod conn;
+mod deadline;
 mod table;
 mod tokens;
+mod waiting;
 
 pub use conn::{BoxError, Connection, Handler, RequestBody};
-pub use table::{DAEMON_MAX_BODY, Limits};
+pub use table::{
+    DAEMON_MAX_BODY, DAEMON_READ_BUFFER, DAEMON_WRITE_TIMEOUT, Limits, MAX_STALLED, STALL_GRACE,
+};
 pub use tokens::{MAX_SOURCES, PER_SOURCE_PER_SECOND, Source, WrongTokens, token_matches};
+pub use waiting::waiting;
 
 use conn::Server;
 use hyper_util::rt::TokioTimer;
@@ -78,6 +88,9 @@ pub async fn serve<H: Handler>(
     http.timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout)
         .keep_alive(true);
+    if let Some(n) = limits.read_buffer {
+        http.max_buf_size(n);
+    }
     let server = Server {
         handler: Arc::new(handler),
         http: Arc::new(http),

@@ -22,7 +22,24 @@ pub struct Limits {
     pub silent: usize,
     /// The largest request body; a larger one is answered 413. `None`: any size.
     pub max_body: Option<usize>,
+    /// Time to write one response, from its first byte to its last handed to the kernel;
+    /// past it the connection is closed (a reader that does not read). `None`: no deadline.
+    pub write_timeout: Option<Duration>,
+    /// hyper's read buffer per connection (the longest request head); `None`: hyper's own
+    /// (about 400 KB).
+    pub read_buffer: Option<usize>,
 }
+
+/// The daemon's write deadline per response.
+pub const DAEMON_WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The daemon's read buffer per connection: 64 KiB (a request head's bound too).
+pub const DAEMON_READ_BUFFER: usize = 64 << 10;
+/// How long a write must wait on the peer (no byte taken) before the connection counts as a
+/// stalled reader: it may then give way to a newcomer, and at most [`MAX_STALLED`] of them
+/// are kept (the one stalled longest closes for the next).
+pub const STALL_GRACE: Duration = Duration::from_secs(1);
+/// Stalled readers kept open at once, each holding its unwritten answer.
+pub const MAX_STALLED: usize = 16;
 
 /// Axum's default body limit, which the daemon's routes have always had.
 pub const DAEMON_MAX_BODY: usize = 2 << 20;
@@ -40,6 +57,8 @@ impl Limits {
             max_connections,
             silent: max_connections.saturating_mul(16).min(fit),
             max_body: Some(DAEMON_MAX_BODY),
+            write_timeout: Some(DAEMON_WRITE_TIMEOUT),
+            read_buffer: Some(DAEMON_READ_BUFFER),
         }
     }
 
@@ -54,6 +73,8 @@ impl Limits {
             max_connections: (fit / 4 * 3).max(8),
             silent: (fit / 4).max(8),
             max_body: None,
+            write_timeout: None,
+            read_buffer: None,
         }
     }
 }
@@ -70,6 +91,11 @@ pub(super) struct Active {
     /// Since when it has waited for a head, in nanoseconds after the table's epoch; read
     /// only while `busy` is 0.
     waiting_since: AtomicU64,
+    /// Since when its response has been written (nanoseconds after the epoch, plus one), or
+    /// 0: the connection's task closes it at the write deadline.
+    writing_since: AtomicU64,
+    /// Requests of it that wait for capacity (`server::waiting`): it may give way meanwhile.
+    queued: AtomicU32,
     epoch: Instant,
     pub(super) close: CancellationToken,
 }
@@ -87,6 +113,36 @@ impl Active {
                 Err(now) => n = now,
             }
         }
+    }
+
+    /// A response begins to be written (`true`) or is written whole (`false`).
+    pub(super) fn writing(&self, on: bool) {
+        let at = if on {
+            nanos_since(self.epoch).saturating_add(1)
+        } else {
+            0
+        };
+        self.writing_since.store(at, Relaxed);
+    }
+
+    /// When the response being written began, if one is.
+    pub(super) fn write_started(&self) -> Option<Instant> {
+        let n = self.writing_since.load(Relaxed);
+        (n > 0).then(|| self.epoch + Duration::from_nanos(n - 1))
+    }
+
+    /// A request of it begins (`true`) or ends (`false`) to wait for capacity.
+    pub(super) fn queue(&self, on: bool) {
+        if on {
+            self.queued.fetch_add(1, AcqRel);
+        } else {
+            self.queued.fetch_sub(1, AcqRel);
+        }
+    }
+
+    /// No request in flight.
+    pub(super) fn idle(&self) -> bool {
+        self.busy.load(Acquire) == 0
     }
 
     /// A request's response was written to its end (or dropped).
@@ -113,6 +169,11 @@ struct Inner {
     /// Silent connections by id (ids grow with accept time, so the first is the oldest).
     silent: BTreeMap<u64, CancellationToken>,
     active: HashMap<u64, Arc<Active>>,
+    /// Connections whose write has waited on the peer past [`STALL_GRACE`], by the order they
+    /// stalled in (the first stalled longest).
+    stalled: BTreeMap<u64, u64>,
+    next_stall: u64,
+    stalled_closed: LogEvery,
     silent_closed: LogEvery,
     active_closed: LogEvery,
     refused: LogEvery,
@@ -168,6 +229,8 @@ impl Table {
         let a = Arc::new(Active {
             busy: AtomicU32::new(0),
             waiting_since: AtomicU64::new(nanos_since(self.epoch)),
+            writing_since: AtomicU64::new(0),
+            queued: AtomicU32::new(0),
             epoch: self.epoch,
             close,
         });
@@ -175,8 +238,9 @@ impl Table {
         Some(a)
     }
 
-    /// Closes the connection that has waited longest for a head; false (logged) when every
-    /// one has a request in flight.
+    /// Closes the connection that has waited longest for a head, else the reader stalled
+    /// longest, else the request that has waited longest for capacity; false (logged) when
+    /// every one has a request being served.
     fn make_room(&self, t: &mut Inner) -> bool {
         let oldest = t
             .active
@@ -190,7 +254,23 @@ impl Table {
             a.busy.compare_exchange(0, EVICTED, AcqRel, Acquire).ok()?;
             Some(k)
         });
-        let Some(k) = evicted else {
+        // Else the reader stalled longest: its answer waits on a peer that does not read.
+        let stalled = || {
+            t.stalled
+                .values()
+                .find(|id| t.active.contains_key(id))
+                .copied()
+        };
+        // Else the one that has waited longest for capacity (`server::waiting`): its request
+        // has nothing yet, and may be asked again.
+        let queued = || {
+            t.active
+                .iter()
+                .filter(|(_, a)| a.queued.load(Acquire) > 0)
+                .map(|(k, _)| *k)
+                .min()
+        };
+        let Some(k) = evicted.or_else(stalled).or_else(queued) else {
             if let Some(n) = t.refused.note() {
                 tracing::warn!(
                     max_connections = self.limits.max_connections,
@@ -203,6 +283,7 @@ impl Table {
         if let Some(a) = t.active.remove(&k) {
             a.close.cancel();
         }
+        t.stalled.retain(|_, id| *id != k);
         if let Some(n) = t.active_closed.note() {
             tracing::warn!(
                 max_connections = self.limits.max_connections,
@@ -216,6 +297,39 @@ impl Table {
     pub(super) fn leave_active(&self, id: u64) {
         if let Ok(mut t) = self.inner.lock() {
             t.active.remove(&id);
+        }
+    }
+
+    /// The connection `id` has waited on its peer past [`STALL_GRACE`]: it may give way to a
+    /// newcomer from now on, and past [`MAX_STALLED`] the one stalled longest is closed.
+    /// Returns its key for [`Table::unstall`].
+    pub(super) fn stall(&self, id: u64) -> Option<u64> {
+        let mut t = self.inner.lock().ok()?;
+        let key = t.next_stall;
+        t.next_stall += 1;
+        t.stalled.insert(key, id);
+        while t.stalled.len() > MAX_STALLED {
+            let Some((_, oldest)) = t.stalled.pop_first() else {
+                break;
+            };
+            if let Some(a) = t.active.remove(&oldest) {
+                a.close.cancel();
+            }
+            if let Some(n) = t.stalled_closed.note() {
+                tracing::warn!(
+                    max_stalled = MAX_STALLED,
+                    count = n,
+                    "HTTP server: too many readers that do not read their answers; closing the one stalled longest for each new one"
+                );
+            }
+        }
+        Some(key)
+    }
+
+    /// The stalled write `key` went on (or its connection ended).
+    pub(super) fn unstall(&self, key: u64) {
+        if let Ok(mut t) = self.inner.lock() {
+            t.stalled.remove(&key);
         }
     }
 }
@@ -254,6 +368,8 @@ mod tests {
             max_connections: max,
             silent,
             max_body: None,
+            write_timeout: None,
+            read_buffer: None,
         })
     }
 
@@ -325,6 +441,30 @@ mod tests {
         busy.end();
         let fifth = admit_active(&t).unwrap();
         assert!(third.close.is_cancelled() && !busy.close.is_cancelled());
+        assert!(!fifth.close.is_cancelled());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_waiting_for_capacity_gives_way_after_idle_ones_never_one_being_served() {
+        let t = table(3, 3);
+        let served = admit_active(&t).unwrap();
+        let queued = admit_active(&t).unwrap();
+        let idle = admit_active(&t).unwrap();
+        assert!(served.begin() && queued.begin());
+        queued.queue(true);
+        // The idle one goes first.
+        let fourth = admit_active(&t).unwrap();
+        assert!(idle.close.is_cancelled() && !queued.close.is_cancelled());
+        assert!(fourth.begin());
+        // Then the waiting one; the one being served never.
+        let fifth = admit_active(&t).unwrap();
+        assert!(queued.close.is_cancelled() && !served.close.is_cancelled());
+        assert!(fifth.begin());
+        assert!(admit_active(&t).is_none());
+        // A wait that ended is a request being served again.
+        fifth.queue(true);
+        fifth.queue(false);
+        assert!(admit_active(&t).is_none());
         assert!(!fifth.close.is_cancelled());
     }
 }

@@ -1,6 +1,6 @@
-//! Issue 44, items 4 to 6, against a real daemon (a child process) and real hostile peers: a
-//! wrong-token flood from one loopback source beside right tokens from another, slow readers
-//! that never read their answers, and a target that echoes back everything sloburn sends.
+//! Issue 44, items 4 and 6, against a real daemon (a child process) and real hostile peers: a
+//! wrong-token flood from one loopback source beside right tokens from another, and a target
+//! that echoes back everything sloburn sends (item 5, slow readers, is `slow_readers.rs`).
 
 use crate::support::{
     ADMIN_TOKEN, AVAILABILITY_SLO, BackgroundTarget, Daemon, IDLE, daemon_config, runtime,

@@ -49,6 +49,7 @@ mod shardrun;
 mod shards;
 mod signals;
 mod slo;
+mod slow_readers;
 mod stall;
 mod store_heal;
 mod storm;

@@ -31,6 +31,7 @@ mod actions;
 mod auth;
 mod probes;
 mod profiles;
+mod scrape;
 mod slos;
 use actions::*;
 pub(crate) use auth::*;
@@ -44,7 +45,10 @@ pub fn app(shared: AppState) -> Router {
     Router::new()
         .route("/", get(dashboard))
         .route("/assets/{file}", get(asset))
-        .route("/metrics", get(metrics))
+        .route(
+            "/metrics",
+            get(scrape::metrics).layer(axum::Extension(Arc::new(scrape::Scrapes::new()))),
+        )
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .route("/api/openapi.json", get(openapi))

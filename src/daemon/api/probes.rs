@@ -1,52 +1,11 @@
-//! `/metrics` (encoded on a blocking thread, streamed, a stalled reader cut off) and
-//! `/readyz` with its local-error and overload lines.
+//! `/readyz` with its local-error and overload lines (`/metrics` is `scrape`).
 
 use crate::daemon::state::Shared;
-use crate::metrics::Metrics;
-use axum::body::Body;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
-use std::convert::Infallible;
-use tokio_stream::StreamExt;
-use tokio_stream::wrappers::ReceiverStream;
 
 use super::*;
-
-/// How long a scrape may take to read its exposition: past it, the encoding stops and the
-/// response ends short (a reader that stalls must not hold its encoding thread for ever).
-pub(super) const SCRAPE_WRITE_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
-
-/// The exposition, encoded on a blocking thread in chunks ([`crate::metrics::CHUNK`]) that go
-/// out while the rest is written: a scrape of 1,000 profiles holds a few chunks, not 21 MB, at
-/// the moment the runs peak, and no runtime worker (where the runs' requests are timed) stalls
-/// for the tens of milliseconds the encoding takes.
-pub(super) async fn metrics(State(shared): State<AppState>, caller: Caller) -> Response {
-    let format = Metrics::negotiate(
-        caller
-            .headers
-            .get(header::ACCEPT)
-            .and_then(|v| v.to_str().ok()),
-    );
-    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(2);
-    let metrics = shared.metrics.clone();
-    let runtime = tokio::runtime::Handle::current();
-    shared.tracker.spawn_blocking(move || {
-        let deadline = crate::clock::tokio_instant() + SCRAPE_WRITE_LIMIT;
-        let sink = move |chunk: Vec<u8>| {
-            let sent = runtime.block_on(tokio::time::timeout_at(
-                deadline,
-                tx.send(Bytes::from(chunk)),
-            ));
-            matches!(sent, Ok(Ok(())))
-        };
-        metrics.encode_format_streamed(format, Box::new(sink));
-    });
-    let body = Body::from_stream(ReceiverStream::new(rx).map(Ok::<_, Infallible>));
-    let content_type = Metrics::format_content_type(format);
-    ([(header::CONTENT_TYPE, content_type)], body).into_response()
-}
 
 /// The status for anyone; the details (the reason, which may name the store's path, and the
 /// local errors) only where reads are open or with the token.
