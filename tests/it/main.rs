@@ -19,6 +19,7 @@ mod flagger;
 mod fuzz;
 mod groups;
 mod grpc;
+mod grpc_echo;
 mod guard;
 mod h2;
 mod hardening;

@@ -42,13 +42,11 @@ use slos::*;
 type AppState = Arc<Shared>;
 
 pub fn app(shared: AppState) -> Router {
+    let scrapes = axum::Extension(Arc::new(scrape::Scrapes::new()));
     Router::new()
         .route("/", get(dashboard))
         .route("/assets/{file}", get(asset))
-        .route(
-            "/metrics",
-            get(scrape::metrics).layer(axum::Extension(Arc::new(scrape::Scrapes::new()))),
-        )
+        .route("/metrics", get(scrape::metrics).layer(scrapes))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .route("/api/openapi.json", get(openapi))
