@@ -31,6 +31,7 @@ mod http_debug;
 mod import;
 mod journeys;
 mod k6;
+mod k6_corpus;
 mod k6_journeys;
 mod load;
 mod maintenance;

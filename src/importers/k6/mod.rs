@@ -1,34 +1,46 @@
-//! `sloburn import k6 SCRIPT`: a k6 script's straight-line subset as a sloburn config, read
-//! through a real JavaScript parser (oxc). Converted:
+//! `sloburn import k6 SCRIPT` (JavaScript or TypeScript): a k6 script as a sloburn config,
+//! read through a real parser (oxc). Converted:
 //!
-//! - `export const options`: the first scenario (or the top-level `vus`/`duration`, `stages`,
-//!   `iterations`) as the profile's executor; `thresholds` as they are (sloburn reads k6's
-//!   syntax).
-//! - the default function's `http.get|post|put|patch|del|head|options|request` calls, in
-//!   order; `const x = res.json('a.b')` (or `res.json().a.b`) as a capture; `check(res,
-//!   {…})` with `r.status === N`, `r.body.includes('…')` and `r.timings.duration < N`
-//!   predicates; `sleep(s)` as the step's think time; `group()` bodies inline.
-//! - `const` strings at the top (a base URL), template literals, `JSON.stringify({…})`,
-//!   `__VU` and `__ITER`.
+//! - `export const options`: the first scenario (or k6's shortcuts `vus`/`duration`,
+//!   `stages`, `iterations`; with none, k6's default of 1 VU and 1 iteration) as the profile's
+//!   executor, its `exec` function followed; `thresholds` sloburn evaluates (k6's syntax; a
+//!   key written twice keeps its last value, as in JavaScript); `insecureSkipTLSVerify` and
+//!   `tlsVersion` as the target's `tls`.
+//! - the function's `http.get|post|put|patch|del|head|options|request|asyncRequest` calls, in
+//!   the order k6 sends them: through the script's own functions, `group()` bodies, `try`
+//!   blocks and loops whose bounds are written in the script; a re-assigned `res` is
+//!   followed (its checks belong to its latest request); bodies and params held in names.
+//! - `check(res, {…})` and `check(http.get(…), {…})`, each check under its k6 name: status,
+//!   body, duration, JSON (`r.json('a') === 1`) and header predicates.
+//! - values from responses (`res.json('a.b')`, `data[0].id`, `const { token } = res.json()`,
+//!   `res.headers['X']`) as captures; `JSON.stringify` as JavaScript writes it (integers stay
+//!   integers, keys in order); `__VU`, `__ITER`, `Date.now()` as `${vu}`, `${iter}`,
+//!   `${timestamp_ms}`; `sleep(s)` as think time.
 //!
-//! Anything else is listed with its line as not converted, never dropped in silence.
+//! Not converted, and listed with its line: custom metrics (`Counter`, `Trend`, `Rate`,
+//! `Gauge`) with their `add` calls and thresholds, `console.*`, `setup`/`teardown`, other
+//! scenarios, branches, values computed when k6 runs, options without an equivalent
+//! (`maxRedirects` past 0, `auth: 'digest'`). Every `http.*` call of the text is either a
+//! step or listed with its line, and the count of both is printed.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 use oxc_allocator::Allocator;
 use oxc_ast::ast::*;
 use oxc_parser::Parser;
 use oxc_span::{GetSpan, SourceType};
 
-use crate::config::quote;
-
-mod executor;
+mod checks;
+mod eval;
+mod options;
+mod request;
+mod state;
 mod values;
 mod walk;
-use executor::*;
-use values::*;
-use walk::*;
+mod write;
+use options::Options;
+use state::{MAX_EXPR_DEPTH, Walker};
+use values::V;
 
 /// The deepest nesting of brackets, braces and parentheses read: oxc's parser recurses once
 /// per level, so a deeper script is refused, with its line, before it is parsed.
@@ -117,7 +129,13 @@ fn import_here(
     opts: &super::har::Options,
 ) -> Result<super::openapi::Imported, String> {
     let allocator = Allocator::default();
-    let parsed = Parser::new(&allocator, text, SourceType::mjs()).parse();
+    // TypeScript by its name (k6 runs `.ts` scripts, its types stripped); else a module.
+    let source_type = if file.ends_with(".ts") || file.ends_with(".mts") {
+        SourceType::ts()
+    } else {
+        SourceType::mjs()
+    };
+    let parsed = Parser::new(&allocator, text, source_type).parse();
     if let Some(d) = parsed.diagnostics.first() {
         let at = d
             .labels
@@ -134,18 +152,26 @@ fn import_here(
             "{file}:{at}: not JavaScript the importer can read: {d}"
         ));
     }
-    let mut w = Walker {
-        src: text,
-        consts: BTreeMap::new(),
-        responses: BTreeMap::new(),
-        steps: Vec::new(),
-        notes: Vec::new(),
-        depth: Default::default(),
-        too_deep: Default::default(),
+    let mut w = Walker::new(text);
+    let top = top_level(&mut w, &parsed.program.body)?;
+    let options = top.options.unwrap_or(Options {
+        v: V::Obj(Vec::new()),
+        lines: BTreeMap::new(),
+    });
+    let (exec, exec_fn) =
+        options::executor(&mut w, &options).map_err(|e| format!("{file}: options: {e}"))?;
+    let body = match &exec_fn {
+        Some(f) => w.functions.get(f).map(|f| f.body).ok_or_else(|| {
+            format!("{file}: the scenario's exec `{f}` is no function of the script")
+        })?,
+        None => top
+            .default
+            .ok_or_else(|| format!("{file}: no `export default function`"))?,
     };
-    let (options, body) = top_level(&mut w, &parsed.program.body, file)?;
-    let body = body.ok_or_else(|| format!("{file}: no `export default function`"))?;
     w.statements(body);
+    for (span, why) in &top.once {
+        w.miss_within(*span, why);
+    }
     if let Some(span) = w.too_deep.get() {
         return Err(format!(
             "{file}:{}: an expression deeper than {MAX_EXPR_DEPTH} (a long chain of `+`?): more \
@@ -153,102 +179,94 @@ fn import_here(
             w.line(span)
         ));
     }
+    let thresholds = options::thresholds(&w, &options);
+    let mut notes = dedup(w.notes.take());
+    notes.extend(w.list_calls());
     if w.steps.is_empty() {
         return Err(format!(
-            "{file}: the default function sends no http.* request the importer can follow{}",
-            w.notes
-                .iter()
-                .map(|n| format!("\n  {n}"))
-                .collect::<String>()
+            "{file}: the script sends no http.* request the importer can follow{}",
+            notes.iter().map(|n| format!("\n  {n}")).collect::<String>()
         ));
     }
-    let options = options.unwrap_or(V::Obj(Vec::new()));
-    let mut notes = w.notes;
-    let exec = executor(&options, &mut notes).map_err(|e| format!("{file}: options: {e}"))?;
+    let mut captures = vec![Vec::new(); w.steps.len()];
+    for (name, (step, src)) in w.captures.take() {
+        captures[step].push((name, src));
+    }
     let name = super::config_name(&opts.journey);
-    let first: http::Uri = w.steps[0]
-        .url
-        .parse()
-        .map_err(|e| format!("{file}: the first request's URL `{}`: {e}", w.steps[0].url))?;
-    let origin = format!(
-        "{}://{}/",
-        first.scheme_str().unwrap_or("http"),
-        first.authority().map(|a| a.as_str()).unwrap_or_default()
-    );
-    let mut out = format!(
-        "# Imported by `sloburn import k6` from {file}.\ntargets:\n  {}:\n",
-        quote(&name)
-    );
-    let steps = &w.steps;
-    if steps.len() == 1 && steps[0].think.is_none() && !steps[0].url.contains("${") {
-        write_single(&mut out, &name, &steps[0]);
-    } else {
-        write_journey(&mut out, &name, steps, &origin);
-    }
-    for line in exec {
-        let _ = writeln!(out, "    {line}");
-    }
-    if let Some(V::Obj(ts)) = options.get("thresholds") {
-        write_thresholds(&mut out, ts);
-    }
-    Ok(super::openapi::Imported { yaml: out, notes })
+    let yaml = write::yaml(&write::Parts {
+        file,
+        name: &name,
+        steps: &w.steps,
+        captures: &captures,
+        target: &w.target,
+        executor: &exec,
+        thresholds: &thresholds,
+    })?;
+    Ok(super::openapi::Imported { yaml, notes })
 }
 
-/// The script's top level: constants (into `w`), `export const options` and the default
-/// function's body; everything else is noted as not followed.
-fn top_level<'a>(
-    w: &mut Walker,
-    program: &'a [Statement<'a>],
-    file: &str,
-) -> Result<(Option<V>, Option<&'a [Statement<'a>]>), String> {
-    let mut options = None;
-    let mut body: Option<&[Statement]> = None;
+/// Each note once, in the order first written (a function followed twice notes twice).
+fn dedup(notes: Vec<String>) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    notes
+        .into_iter()
+        .filter(|n| seen.insert(n.clone()))
+        .collect()
+}
+
+/// What the script's top level holds.
+struct Top<'a> {
+    options: Option<Options>,
+    default: Option<&'a [Statement<'a>]>,
+    /// Functions k6 runs once (`setup`, `teardown`): their requests are listed.
+    once: Vec<(oxc_span::Span, String)>,
+}
+
+/// The script's top level: names and functions (into `w`), `export const options`, the
+/// default function's body; everything else noted as not followed.
+fn top_level<'a>(w: &mut Walker<'a>, program: &'a [Statement<'a>]) -> Result<Top<'a>, String> {
+    let mut top = Top {
+        options: None,
+        default: None,
+        once: Vec::new(),
+    };
     for s in program {
         match s {
-            Statement::ImportDeclaration(_) => {}
-            Statement::VariableDeclaration(d) => {
-                for decl in &d.declarations {
-                    let (Some(name), Some(init)) = (decl.id.get_identifier_name(), &decl.init)
-                    else {
-                        continue;
-                    };
-                    match w.eval(init) {
-                        Some(v) => {
-                            w.consts.insert(name.to_string(), v);
-                        }
-                        None => w.skip(decl.span, "a value the importer cannot compute"),
-                    }
-                }
-            }
+            Statement::ImportDeclaration(_)
+            | Statement::TSTypeAliasDeclaration(_)
+            | Statement::TSInterfaceDeclaration(_)
+            | Statement::EmptyStatement(_) => {}
+            Statement::VariableDeclaration(d) => w.declaration(d),
+            Statement::FunctionDeclaration(f) => w.define_function(f),
             Statement::ExportDeclaration(e) => match &e.declaration {
                 Declaration::VariableDeclaration(d) => {
+                    let is_options = |decl: &VariableDeclarator| {
+                        decl.id.get_identifier_name().as_deref() == Some("options")
+                    };
                     for decl in &d.declarations {
-                        let name = decl.id.get_identifier_name().map(|n| n.to_string());
-                        match (name.as_deref(), &decl.init) {
-                            (Some("options"), Some(init)) => {
-                                options = Some(w.eval(init).ok_or_else(|| {
-                                    format!(
-                                        "{file}:{}: `options` is not a literal object",
-                                        w.line(decl.span)
-                                    )
-                                })?);
-                            }
-                            _ => w.skip(decl.span, "an export the importer does not use"),
+                        if let (true, Some(init)) = (is_options(decl), &decl.init) {
+                            top.options = Some(options_of(w, init));
                         }
+                    }
+                    if !d.declarations.iter().all(is_options) {
+                        w.declaration(d);
                     }
                 }
                 Declaration::FunctionDeclaration(f) => {
-                    w.skip(f.span, "a named function (only the default one runs)")
+                    w.define_function(f);
+                    exported_function(w, f, &mut top);
+                }
+                Declaration::TSTypeAliasDeclaration(_) | Declaration::TSInterfaceDeclaration(_) => {
                 }
                 other => w.skip(other.span(), "an export the importer does not use"),
             },
             Statement::ExportDefaultDeclaration(e) => match &e.declaration {
                 ExportDefaultDeclarationKind::FunctionDeclaration(f) => {
-                    body = f.body.as_ref().map(|b| b.statements.as_slice());
+                    top.default = f.body.as_ref().map(|b| b.statements.as_slice());
                 }
                 ExportDefaultDeclarationKind::ArrowFunctionExpression(f) => {
                     if let ArrowFunctionBody::FunctionBody(b) = &f.body {
-                        body = Some(b.statements.as_slice());
+                        top.default = Some(b.statements.as_slice());
                     }
                 }
                 _ => w.skip(e.span, "a default export that is no function"),
@@ -259,96 +277,98 @@ fn top_level<'a>(
             ),
         }
     }
-    Ok((options, body))
+    Ok(top)
 }
 
-/// One request, no think time, no template: the target is the request, the profile runs it.
-fn write_single(out: &mut String, name: &str, s: &Step) {
-    let _ = writeln!(out, "    url: {}", quote(&s.url.replace("$${", "${")));
-    let _ = writeln!(out, "    method: {}", s.method);
-    write_parts(out, "    ", s, false);
-    let _ = writeln!(
-        out,
-        "profiles:\n  {}:\n    target: {}",
-        quote(name),
-        quote(name)
-    );
-}
-
-/// Several requests: the target is the first request's `origin`, a journey holds the steps.
-fn write_journey(out: &mut String, name: &str, steps: &[Step], origin: &str) {
-    let _ = writeln!(out, "    url: {}", quote(origin));
-    let _ = writeln!(
-        out,
-        "journeys:\n  {}:\n    target: {}\n    steps:",
-        quote(name),
-        quote(name)
-    );
-    for (i, s) in steps.iter().enumerate() {
-        let _ = writeln!(
-            out,
-            "      - name: {}",
-            quote(&format!("{}-{}", s.method.to_ascii_lowercase(), i + 1))
-        );
-        let _ = writeln!(out, "        method: {}", s.method);
-        let _ = writeln!(out, "        url: {}", quote(&s.url));
-        write_parts(out, "        ", s, true);
-        if !s.captures.is_empty() {
-            let _ = writeln!(out, "        capture:");
-            for (n, src) in &s.captures {
-                let _ = writeln!(out, "          {n}: {{ {src} }}");
-            }
+/// `setup`, `teardown` and `handleSummary` are k6's own hooks: noted, their requests listed.
+fn exported_function<'a>(w: &Walker<'a>, f: &'a Function<'a>, top: &mut Top<'a>) {
+    let Some(id) = &f.id else { return };
+    let why = match id.name.as_str() {
+        "setup" => "in setup(), which k6 runs once before the load: sloburn has no setup",
+        "teardown" => "in teardown(), which k6 runs once after the load: sloburn has none",
+        "handleSummary" => {
+            w.note(format!(
+                "line {}: handleSummary() not converted: sloburn writes its own summary \
+                 (`--summary-export`, `--out`)",
+                w.line(f.span)
+            ));
+            return;
         }
-        if let Some(t) = s.think {
-            let _ = writeln!(out, "        think: {}ms", (t * 1000.0).round() as u64);
-        }
-    }
-    let _ = writeln!(
-        out,
-        "profiles:\n  {}:\n    journey: {}",
-        quote(name),
-        quote(name)
-    );
-}
-
-/// k6's `thresholds`, as they are (sloburn reads k6's syntax).
-fn write_thresholds(out: &mut String, ts: &[(String, V)]) {
-    out.push_str("    thresholds:\n");
-    for (metric, v) in ts {
-        let list: Vec<String> = match v {
-            V::Arr(items) => items
-                .iter()
-                .filter_map(|i| i.text().or_else(|| i.get("threshold").and_then(V::text)))
-                .map(|t| quote(&t))
-                .collect(),
-            other => other.text().map(|t| vec![quote(&t)]).unwrap_or_default(),
-        };
-        let _ = writeln!(out, "      {}: [{}]", quote(metric), list.join(", "));
-    }
-}
-
-/// Headers, body and checks; a target's (not templated) values keep `${` as it is.
-fn write_parts(out: &mut String, pad: &str, s: &Step, templated: bool) {
-    let t = |v: &str| {
-        if templated {
-            v.to_string()
-        } else {
-            v.replace("$${", "${")
-        }
+        _ => return,
     };
-    if !s.headers.is_empty() {
-        let _ = writeln!(out, "{pad}headers:");
-        for (k, v) in &s.headers {
-            let _ = writeln!(out, "{pad}  {}: {}", quote(k), quote(&t(v)));
+    w.note(format!(
+        "line {}: {}() not converted: what it returns is not known to the iterations",
+        w.line(f.span),
+        id.name
+    ));
+    top.once.push((f.span, why.to_string()));
+}
+
+/// `options`, key by key: a key whose value the importer cannot compute is listed, the rest
+/// kept; each key's line is remembered (three levels deep) for the notes.
+fn options_of(w: &Walker, init: &Expression) -> Options {
+    let mut lines = BTreeMap::new();
+    let Expression::ObjectExpression(o) = state::unwrap(init) else {
+        let v = w.value(init).unwrap_or_else(|why| {
+            w.note(format!(
+                "line {}: options not converted: {why}",
+                w.line(init.span())
+            ));
+            V::Obj(Vec::new())
+        });
+        return Options { v, lines };
+    };
+    key_lines(w, o, "", 0, &mut lines);
+    let mut m: Vec<(String, V)> = Vec::new();
+    for p in &o.properties {
+        let ObjectPropertyKind::ObjectProperty(p) = p else {
+            w.skip(p.span(), "a spread in options");
+            continue;
+        };
+        let Some(key) = p.key.static_name().map(|k| k.to_string()) else {
+            w.skip(p.span, "an options key the importer cannot compute");
+            continue;
+        };
+        match w.value(&p.value) {
+            Ok(v) => {
+                m.retain(|(k, _)| *k != key);
+                m.push((key, v));
+            }
+            Err(why) => w.note(format!(
+                "line {}: options.{key} not converted: {why}",
+                w.line(p.span)
+            )),
         }
     }
-    if let Some(b) = &s.body {
-        let _ = writeln!(out, "{pad}body: {}", quote(&t(b)));
+    Options {
+        v: V::Obj(m),
+        lines,
     }
-    if !s.checks.is_empty() {
-        let _ = writeln!(out, "{pad}checks:");
-        for c in &s.checks {
-            let _ = writeln!(out, "{pad}  - {{ {c} }}");
+}
+
+fn key_lines(
+    w: &Walker,
+    o: &ObjectExpression,
+    prefix: &str,
+    depth: usize,
+    lines: &mut BTreeMap<String, usize>,
+) {
+    for p in &o.properties {
+        let ObjectPropertyKind::ObjectProperty(p) = p else {
+            continue;
+        };
+        let Some(key) = p.key.static_name() else {
+            continue;
+        };
+        let path = format!("{prefix}{key}");
+        lines.insert(path.clone(), w.line(p.span));
+        if depth < 2
+            && let Expression::ObjectExpression(inner) = state::unwrap(&p.value)
+        {
+            key_lines(w, inner, &format!("{path}."), depth + 1, lines);
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

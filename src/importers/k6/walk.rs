@@ -1,497 +1,515 @@
-//! The walk through a script's syntax tree: `options`, the default function's `http.*` calls
-//! as steps, `check`s, `res.json()` captures; everything else noted with its line.
+//! The walk through a function's statements: requests as steps in the order k6 sends them,
+//! names bound (a re-assigned response is followed: its checks are the new request's),
+//! `check`, `sleep`, `group`, the script's own functions followed, loops with written bounds
+//! unrolled; everything else noted with its line.
 
-use crate::config::quote;
 use oxc_ast::ast::*;
 use oxc_span::GetSpan;
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
-use super::*;
+use super::eval::Source;
+use super::state::{Func, MAX_CALL_DEPTH, MAX_FOLLOWS, MAX_UNROLL, Ret, Walker, unwrap};
+use super::values::V;
 
-#[derive(Debug, Default)]
-pub(super) struct Step {
-    pub(super) method: String,
-    pub(super) url: String,
-    pub(super) headers: Vec<(String, String)>,
-    pub(super) body: Option<String>,
-    pub(super) checks: Vec<String>,
-    pub(super) captures: Vec<(String, String)>,
-    pub(super) think: Option<f64>,
+/// What a name holds after `name = init`.
+enum Bound<'a> {
+    Response(usize),
+    Json(usize, String),
+    Value(V),
+    Metric(String, String),
+    Func(Func<'a>),
+    Nothing,
 }
 
-pub(super) struct Walker<'s> {
-    pub(super) src: &'s str,
-    pub(super) consts: BTreeMap<String, V>,
-    /// A response variable → its step.
-    pub(super) responses: BTreeMap<String, usize>,
-    pub(super) steps: Vec<Step>,
-    pub(super) notes: Vec<String>,
-    /// How deep [`Walker::eval`] is now; past [`MAX_EXPR_DEPTH`] it stops, noting where.
-    pub(super) depth: std::cell::Cell<usize>,
-    pub(super) too_deep: std::cell::Cell<Option<oxc_span::Span>>,
-}
+/// The custom metric kinds of `k6/metrics`.
+const METRIC_KINDS: [&str; 4] = ["Counter", "Trend", "Rate", "Gauge"];
 
-/// The deepest expression evaluated (a chain of `+` is as deep as it is long): past it the
-/// import stops with the line, never the stack.
-pub(super) const MAX_EXPR_DEPTH: usize = 256;
-
-impl Walker<'_> {
-    pub(super) fn line(&self, span: oxc_span::Span) -> usize {
-        self.src[..(span.start as usize).min(self.src.len())]
-            .matches('\n')
-            .count()
-            + 1
-    }
-
-    pub(super) fn skip(&mut self, span: oxc_span::Span, why: &str) {
-        let text = self
-            .src
-            .get(span.start as usize..span.end as usize)
-            .unwrap_or_default();
-        let first = text.lines().next().unwrap_or_default();
-        let shown: String = first.chars().take(70).collect();
-        self.notes.push(format!(
-            "line {}: not converted ({why}): {shown}",
-            self.line(span)
-        ));
-    }
-
-    /// The value of `e`, when the importer can compute it, at most [`MAX_EXPR_DEPTH`] deep.
-    pub(super) fn eval(&self, e: &Expression) -> Option<V> {
-        let depth = self.depth.get();
-        if depth >= MAX_EXPR_DEPTH {
-            if self.too_deep.get().is_none() {
-                self.too_deep.set(Some(e.span()));
-            }
-            return None;
-        }
-        self.depth.set(depth + 1);
-        let v = self.eval_inner(e);
-        self.depth.set(depth);
-        v
-    }
-
-    fn eval_inner(&self, e: &Expression) -> Option<V> {
-        Some(match e {
-            Expression::StringLiteral(s) => V::Str(s.value.to_string().replace("${", "$${")),
-            Expression::NumericLiteral(n) => V::Num(n.value),
-            Expression::BooleanLiteral(b) => V::Bool(b.value),
-            Expression::NullLiteral(_) => V::Null,
-            Expression::ParenthesizedExpression(p) => return self.eval(&p.expression),
-            // `__ENV.BASE_URL || 'http://…'`: the script's own default.
-            Expression::LogicalExpression(l)
-                if matches!(l.operator, LogicalOperator::Or | LogicalOperator::Coalesce)
-                    && is_env(&l.left) =>
-            {
-                return self.eval(&l.right);
-            }
-            Expression::TemplateLiteral(t) => {
-                let mut out = String::new();
-                for (i, q) in t.quasis.iter().enumerate() {
-                    let cooked = q.value.cooked.as_ref().map(|c| c.to_string())?;
-                    out.push_str(&cooked.replace("${", "$${"));
-                    if let Some(x) = t.expressions.get(i) {
-                        out.push_str(&self.eval(x)?.text()?);
-                    }
-                }
-                V::Str(out)
-            }
-            Expression::Identifier(id) => match id.name.as_str() {
-                "__VU" => V::Str("${vu}".into()),
-                "__ITER" => V::Str("${iter}".into()),
-                name => self.consts.get(name)?.clone(),
-            },
-            Expression::BinaryExpression(b) if b.operator == BinaryOperator::Addition => {
-                let (l, r) = (self.eval(&b.left)?, self.eval(&b.right)?);
-                match (&l, &r) {
-                    (V::Num(x), V::Num(y)) => V::Num(x + y),
-                    _ => V::Str(format!("{}{}", l.text()?, r.text()?)),
-                }
-            }
-            Expression::ObjectExpression(o) => {
-                let mut m = Vec::new();
-                for p in &o.properties {
-                    let ObjectPropertyKind::ObjectProperty(p) = p else {
-                        return None;
-                    };
-                    m.push((p.key.static_name()?.to_string(), self.eval(&p.value)?));
-                }
-                V::Obj(m)
-            }
-            Expression::ArrayExpression(a) => {
-                let mut v = Vec::new();
-                for el in &a.elements {
-                    v.push(self.eval(el.as_expression()?)?);
-                }
-                V::Arr(v)
-            }
-            Expression::CallExpression(c) => {
-                // JSON.stringify({...})
-                let Expression::StaticMemberExpression(m) = &c.callee else {
-                    return None;
-                };
-                let is_stringify = matches!(&m.object, Expression::Identifier(o) if o.name == "JSON")
-                    && m.property.name == "stringify";
-                if !is_stringify {
-                    return None;
-                }
-                let arg = self.eval(c.arguments.first()?.as_expression()?)?;
-                V::Str(arg.json().to_string())
-            }
-            _ => return None,
-        })
-    }
-
-    /// `http.METHOD(...)`: the step it sends, or why not.
-    pub(super) fn request(&self, c: &CallExpression) -> Result<Option<Step>, String> {
-        let Expression::StaticMemberExpression(m) = &c.callee else {
-            return Ok(None);
-        };
-        if !matches!(&m.object, Expression::Identifier(o) if o.name == "http") {
-            return Ok(None);
-        }
-        let args: Vec<Option<&Expression>> =
-            c.arguments.iter().map(|a| a.as_expression()).collect();
-        let arg = |i: usize| args.get(i).copied().flatten();
-        let (method, url_at, body_at, params_at) = match m.property.name.as_str() {
-            "get" => ("GET", 0, None, 1),
-            "head" => ("HEAD", 0, None, 1),
-            "del" => ("DELETE", 0, Some(1), 2),
-            "options" => ("OPTIONS", 0, Some(1), 2),
-            "post" => ("POST", 0, Some(1), 2),
-            "put" => ("PUT", 0, Some(1), 2),
-            "patch" => ("PATCH", 0, Some(1), 2),
-            "request" => {
-                let method = arg(0)
-                    .and_then(|e| self.eval(e))
-                    .and_then(|v| v.text())
-                    .ok_or("the method is not a string")?;
-                return self.finish(method.to_ascii_uppercase(), arg(1), arg(2), arg(3));
-            }
-            other => return Err(format!("http.{other} is not converted")),
-        };
-        self.finish(
-            method.to_string(),
-            arg(url_at),
-            body_at.and_then(arg),
-            arg(params_at),
-        )
-    }
-
-    pub(super) fn finish(
-        &self,
-        method: String,
-        url: Option<&Expression>,
-        body: Option<&Expression>,
-        params: Option<&Expression>,
-    ) -> Result<Option<Step>, String> {
-        let url = url
-            .and_then(|e| self.eval(e))
-            .and_then(|v| v.text())
-            .ok_or("the URL is not a string the importer can follow")?;
-        let mut step = Step {
-            method,
-            url,
-            ..Step::default()
-        };
-        if let Some(p) = params {
-            let p = self.eval(p).ok_or("the params are not a literal object")?;
-            if let Some(V::Obj(h)) = p.get("headers") {
-                for (k, v) in h {
-                    step.headers
-                        .push((k.clone(), v.text().ok_or("a header is not text")?));
-                }
-            }
-        }
-        match body.map(|b| self.eval(b)) {
-            None | Some(Some(V::Null)) => {}
-            Some(Some(V::Obj(form))) => {
-                // k6 sends an object body as a form.
-                let mut pairs = Vec::new();
-                for (k, v) in &form {
-                    pairs.push(format!(
-                        "{k}={}",
-                        v.text().ok_or("a form value is not text")?
-                    ));
-                }
-                step.body = Some(pairs.join("&"));
-                if !step
-                    .headers
-                    .iter()
-                    .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
-                {
-                    step.headers.push((
-                        "Content-Type".into(),
-                        "application/x-www-form-urlencoded".into(),
-                    ));
-                }
-            }
-            Some(Some(v)) => step.body = Some(v.text().ok_or("the body is not text")?),
-            Some(None) => return Err("the body is not a value the importer can follow".into()),
-        }
-        Ok(Some(step))
-    }
-
-    /// `r.status === 200` and friends, as a sloburn check.
-    pub(super) fn predicate(&self, e: &Expression) -> Option<String> {
-        let e = match e {
-            Expression::ParenthesizedExpression(p) => &p.expression,
-            e => e,
-        };
-        match e {
-            Expression::BinaryExpression(b) => {
-                let field = member_path(&b.left)?;
-                let value = self.eval(&b.right)?;
-                match (field.as_str(), b.operator) {
-                    ("status", BinaryOperator::StrictEquality | BinaryOperator::Equality) => {
-                        Some(format!("status: {}", value.text()?))
-                    }
-                    ("timings.duration", BinaryOperator::LessThan) => {
-                        Some(format!("duration_under: {}ms", value.text()?))
-                    }
-                    ("body", BinaryOperator::StrictEquality | BinaryOperator::Equality) => {
-                        Some(format!(
-                            "body_matches: {}",
-                            quote(&format!("^{}$", regex::escape(&value.text()?)))
-                        ))
-                    }
-                    _ => None,
-                }
-            }
-            Expression::CallExpression(c) => {
-                let Expression::StaticMemberExpression(m) = &c.callee else {
-                    return None;
-                };
-                if m.property.name != "includes" || member_path(&m.object)? != "body" {
-                    return None;
-                }
-                let needle = self.eval(c.arguments.first()?.as_expression()?)?.text()?;
-                Some(format!("body_contains: {}", quote(&needle)))
-            }
-            _ => None,
-        }
-    }
-
-    pub(super) fn statements(&mut self, stmts: &[Statement]) {
+impl<'a> Walker<'a> {
+    pub(super) fn statements(&mut self, stmts: &'a [Statement<'a>]) {
         for s in stmts {
-            match s {
-                Statement::VariableDeclaration(d) => {
-                    for decl in &d.declarations {
-                        let Some(name) = decl.id.get_identifier_name().map(|n| n.to_string())
-                        else {
-                            self.skip(decl.span, "a destructuring");
-                            continue;
-                        };
-                        let Some(init) = &decl.init else { continue };
-                        self.binding(&name, init, decl.span);
-                    }
+            if self.returned.is_some() {
+                return;
+            }
+            self.statement(s);
+        }
+    }
+
+    fn statement(&mut self, s: &'a Statement<'a>) {
+        match s {
+            Statement::VariableDeclaration(d) => self.declaration(d),
+            Statement::ExpressionStatement(e) => self.expression(&e.expression, e.span),
+            Statement::BlockStatement(b) => self.statements(&b.body),
+            Statement::EmptyStatement(_)
+            | Statement::TSTypeAliasDeclaration(_)
+            | Statement::TSInterfaceDeclaration(_) => {}
+            Statement::FunctionDeclaration(f) => self.define_function(f),
+            Statement::ReturnStatement(r) => {
+                let ret = r.argument.as_ref().and_then(|e| self.ret(e, r.span));
+                self.returned = Some(ret);
+            }
+            Statement::ForStatement(f) => self.for_loop(f),
+            Statement::ForOfStatement(f) => self.for_of(f),
+            Statement::TryStatement(t) => {
+                self.statements(&t.block.body);
+                if let Some(h) = &t.handler {
+                    self.skip(
+                        h.span,
+                        "a `catch` block: it runs only when the `try` throws",
+                    );
                 }
-                Statement::ExpressionStatement(e) => self.expression(&e.expression, e.span),
-                Statement::BlockStatement(b) => self.statements(&b.body),
-                Statement::EmptyStatement(_) => {}
-                other => self.skip(other.span(), "a statement the importer does not follow"),
+                if let Some(f) = &t.finalizer {
+                    self.statements(&f.body);
+                }
+            }
+            other => self.skip(
+                other.span(),
+                "a statement the importer does not follow (its branches or turns are not known \
+                 before k6 runs)",
+            ),
+        }
+    }
+
+    pub(super) fn define_function(&mut self, f: &'a Function<'a>) {
+        if let (Some(id), Some(body)) = (&f.id, &f.body) {
+            self.functions.insert(
+                id.name.to_string(),
+                Func {
+                    params: &f.params,
+                    body: &body.statements,
+                    expr: None,
+                    span: f.span,
+                },
+            );
+        }
+    }
+
+    pub(super) fn declaration(&mut self, d: &'a VariableDeclaration<'a>) {
+        for decl in &d.declarations {
+            match (&decl.id, &decl.init) {
+                (BindingPattern::BindingIdentifier(id), Some(init)) => {
+                    self.binding(&id.name, init, decl.span)
+                }
+                (BindingPattern::BindingIdentifier(id), None) => self.forget(&id.name),
+                (BindingPattern::ObjectPattern(p), Some(init)) => {
+                    self.destructure(p, init, decl.span)
+                }
+                _ => self.skip(decl.span, "a destructuring the importer does not follow"),
             }
         }
     }
 
-    pub(super) fn binding(&mut self, name: &str, init: &Expression, span: oxc_span::Span) {
-        if let Expression::CallExpression(c) = init {
-            match self.request(c) {
-                Ok(Some(step)) => {
-                    self.steps.push(step);
-                    self.responses
-                        .insert(name.to_string(), self.steps.len() - 1);
-                    return;
+    /// `const { token, user } = res.json()` (or of an object the script wrote).
+    fn destructure(&mut self, p: &ObjectPattern, init: &Expression, span: oxc_span::Span) {
+        let from = match self.source_of(init) {
+            Some(Source::Json(step, path)) => Ok((step, path)),
+            _ => Err(self.value(init)),
+        };
+        for prop in &p.properties {
+            let (Some(key), Some(name)) = (
+                prop.key.static_name(),
+                prop.value.get_identifier_name().map(|n| n.to_string()),
+            ) else {
+                self.skip(prop.span, "a destructuring the importer does not follow");
+                continue;
+            };
+            self.forget(&name);
+            match &from {
+                Ok((step, path)) => {
+                    self.json_vars
+                        .insert(name, (*step, format!("{path}.{key}")));
                 }
-                Err(why) => return self.skip(span, &why),
-                Ok(None) => {}
+                Err(Ok(v)) => match v.get(&key) {
+                    Some(v) => {
+                        self.consts.insert(name, v.clone());
+                    }
+                    None => self.skip(prop.span, "a field the object does not hold"),
+                },
+                Err(Err(why)) => self.skip(span, why),
             }
         }
-        // `res.json('a.b')`, `res.json().a.b`, `res.json()['a']`, `res.headers['X']`.
-        if let Some((var, source)) = capture_of(init)
-            && let Some(&step) = self.responses.get(&var)
-        {
-            self.steps[step].captures.push((name.to_string(), source));
-            self.consts
-                .insert(name.to_string(), V::Str(format!("${{{name}}}")));
-            return;
-        }
-        match self.eval(init) {
-            Some(v) => {
+    }
+
+    /// `name = init`: a request's response, part of a response, a function's result, a
+    /// custom metric, or a value.
+    pub(super) fn binding(&mut self, name: &str, init: &'a Expression<'a>, span: oxc_span::Span) {
+        // `x = x + 1`, `f(token)` into a parameter `token`: the value is read before `name`
+        // stops holding what it held.
+        let bound = self.bound(name, init, span);
+        self.forget(name);
+        match bound {
+            Bound::Response(i) => {
+                self.responses.insert(name.to_string(), i);
+            }
+            Bound::Json(step, path) => {
+                self.json_vars.insert(name.to_string(), (step, path));
+            }
+            Bound::Value(v) => {
                 self.consts.insert(name.to_string(), v);
             }
-            None => self.skip(span, "a value the importer cannot compute"),
+            Bound::Metric(metric, kind) => {
+                self.metrics.insert(name.to_string(), (metric, kind));
+            }
+            Bound::Func(f) => {
+                self.functions.insert(name.to_string(), f);
+            }
+            Bound::Nothing => {}
         }
     }
 
-    pub(super) fn expression(&mut self, e: &Expression, span: oxc_span::Span) {
-        let Expression::CallExpression(c) = e else {
-            return self.skip(span, "not a call");
-        };
-        match self.request(c) {
-            Ok(Some(step)) => return self.steps.push(step),
-            Err(why) => return self.skip(span, &why),
-            Ok(None) => {}
-        }
-        let callee = match &c.callee {
-            Expression::Identifier(id) => id.name.to_string(),
-            _ => return self.skip(span, "a call the importer does not follow"),
-        };
-        let arg = |i: usize| c.arguments.get(i).and_then(|a| a.as_expression());
-        match callee.as_str() {
-            "sleep" => match arg(0).and_then(|e| self.eval(e)) {
-                Some(V::Num(s)) if !self.steps.is_empty() => {
-                    let last = self.steps.len() - 1;
-                    *self.steps[last].think.get_or_insert(0.0) += s;
-                }
-                _ => self.skip(span, "a sleep before any request or of no number"),
-            },
-            "check" => {
-                let step = match arg(0) {
-                    Some(Expression::Identifier(id)) => {
-                        self.responses.get(id.name.as_str()).copied()
+    fn bound(&mut self, name: &str, init: &'a Expression<'a>, span: oxc_span::Span) -> Bound<'a> {
+        let init = unwrap(init);
+        match init {
+            Expression::CallExpression(c) => {
+                match self.request(c) {
+                    Ok(Some(step)) => {
+                        return match self.push_step(step, c.span) {
+                            Some(i) => Bound::Response(i),
+                            None => Bound::Nothing,
+                        };
                     }
-                    _ => None,
-                };
-                let (Some(step), Some(Expression::ObjectExpression(o))) = (step, arg(1)) else {
-                    return self.skip(span, "a check on something other than a response");
-                };
-                for p in &o.properties {
-                    let ObjectPropertyKind::ObjectProperty(p) = p else {
-                        continue;
-                    };
-                    let name = p
-                        .key
-                        .static_name()
-                        .map(|n| n.to_string())
-                        .unwrap_or_default();
-                    let body = match &p.value {
-                        Expression::ArrowFunctionExpression(f) => arrow_expression(f),
-                        _ => None,
-                    };
-                    match body.and_then(|b| self.predicate(b)) {
-                        Some(c) => self.steps[step].checks.push(c),
-                        None => self.skip(p.span, &format!("check `{name}`")),
+                    Err(why) => {
+                        self.skip(c.span, &why);
+                        return Bound::Nothing;
+                    }
+                    Ok(None) => {}
+                }
+                if let Expression::Identifier(f) = &c.callee {
+                    if f.name == "check" {
+                        self.check(c, span);
+                        return Bound::Nothing;
+                    }
+                    if self.functions.contains_key(f.name.as_str()) {
+                        return match self.follow(c, span) {
+                            Some(Ret::Response(i)) => Bound::Response(i),
+                            Some(Ret::Json(step, path)) => Bound::Json(step, path),
+                            Some(Ret::Value(v)) => Bound::Value(v),
+                            None => Bound::Nothing,
+                        };
                     }
                 }
             }
-            "group" => match arg(1) {
-                Some(Expression::ArrowFunctionExpression(f)) => {
-                    if let ArrowFunctionBody::FunctionBody(b) = &f.body {
-                        self.statements(&b.statements);
-                    }
+            Expression::NewExpression(n) => {
+                if let Expression::Identifier(k) = &n.callee
+                    && METRIC_KINDS.contains(&k.name.as_str())
+                {
+                    let metric = n
+                        .arguments
+                        .first()
+                        .and_then(|a| a.as_expression())
+                        .and_then(|e| self.eval(e))
+                        .and_then(|v| v.text())
+                        .unwrap_or_else(|| name.to_string());
+                    self.note(format!(
+                        "line {}: custom metric `{metric}` ({}) not converted: sloburn has no \
+                         custom metrics; its `add` calls and thresholds are listed",
+                        self.line(span),
+                        k.name
+                    ));
+                    return Bound::Metric(metric, k.name.to_string());
                 }
-                Some(Expression::FunctionExpression(f)) => {
-                    if let Some(b) = &f.body {
-                        self.statements(&b.statements);
-                    }
+            }
+            Expression::ArrowFunctionExpression(f) => {
+                let expr = match &f.body {
+                    ArrowFunctionBody::FunctionBody(_) => None,
+                    other => other.as_expression(),
+                };
+                let body = match &f.body {
+                    ArrowFunctionBody::FunctionBody(b) => b.statements.as_slice(),
+                    _ => &[],
+                };
+                return Bound::Func(Func {
+                    params: &f.params,
+                    body,
+                    expr,
+                    span: f.span,
+                });
+            }
+            Expression::FunctionExpression(f) => {
+                return match &f.body {
+                    Some(b) => Bound::Func(Func {
+                        params: &f.params,
+                        body: &b.statements,
+                        expr: None,
+                        span: f.span,
+                    }),
+                    None => Bound::Nothing,
+                };
+            }
+            _ => {}
+        }
+        match self.source_of(init) {
+            Some(Source::Json(step, path)) => return Bound::Json(step, path),
+            Some(src) => return Bound::Value(self.capture(src, Some(name))),
+            None => {}
+        }
+        match self.value(init) {
+            Ok(v) => Bound::Value(v),
+            Err(why) => {
+                self.skip(span, &why);
+                Bound::Nothing
+            }
+        }
+    }
+
+    /// What `return e` gives back.
+    fn ret(&mut self, e: &'a Expression<'a>, span: oxc_span::Span) -> Option<Ret> {
+        let e = unwrap(e);
+        if let Expression::Identifier(id) = e
+            && let Some(&i) = self.responses.get(id.name.as_str())
+        {
+            return Some(Ret::Response(i));
+        }
+        if let Expression::CallExpression(c) = e {
+            match self.request(c) {
+                Ok(Some(step)) => return self.push_step(step, c.span).map(Ret::Response),
+                Err(why) => {
+                    self.skip(c.span, &why);
+                    return None;
                 }
-                _ => self.skip(span, "a group without a function"),
+                Ok(None) => {}
+            }
+            if let Expression::Identifier(f) = &c.callee
+                && self.functions.contains_key(f.name.as_str())
+            {
+                return self.follow(c, span);
+            }
+        }
+        match self.source_of(e) {
+            Some(Source::Json(step, path)) => Some(Ret::Json(step, path)),
+            Some(src) => Some(Ret::Value(self.capture(src, None))),
+            None => match self.value(e) {
+                Ok(v) => Some(Ret::Value(v)),
+                Err(why) => {
+                    self.skip(span, &why);
+                    None
+                }
+            },
+        }
+    }
+
+    /// Follows a call of one of the script's functions: its parameters bound to the
+    /// arguments' values, its body walked; what it returns.
+    pub(super) fn follow(
+        &mut self,
+        c: &'a CallExpression<'a>,
+        span: oxc_span::Span,
+    ) -> Option<Ret> {
+        let Expression::Identifier(id) = &c.callee else {
+            return None;
+        };
+        let f = *self.functions.get(id.name.as_str())?;
+        if self.call_depth >= MAX_CALL_DEPTH || self.follows >= MAX_FOLLOWS {
+            self.skip(
+                span,
+                &format!(
+                    "calls nested past {MAX_CALL_DEPTH} or more than {MAX_FOLLOWS} calls followed"
+                ),
+            );
+            return None;
+        }
+        self.follows += 1;
+        let saved = (
+            self.consts.clone(),
+            self.responses.clone(),
+            self.json_vars.clone(),
+        );
+        for (i, p) in f.params.items.iter().enumerate() {
+            let Some(name) = p.pattern.get_identifier_name().map(|n| n.to_string()) else {
+                continue;
+            };
+            let arg = c
+                .arguments
+                .get(i)
+                .and_then(|a| a.as_expression())
+                .or(p.initializer.as_deref());
+            match arg {
+                Some(a) => self.binding(&name, a, span),
+                None => self.forget(&name),
+            }
+        }
+        self.call_depth += 1;
+        let outer = self.returned.take();
+        let ret = match f.expr {
+            Some(e) => self.ret(e, span),
+            None => {
+                self.statements(f.body);
+                self.returned.take().flatten()
+            }
+        };
+        self.returned = outer;
+        self.call_depth -= 1;
+        (self.consts, self.responses, self.json_vars) = saved;
+        ret
+    }
+
+    pub(super) fn expression(&mut self, e: &'a Expression<'a>, span: oxc_span::Span) {
+        match unwrap(e) {
+            Expression::CallExpression(c) => self.call(c, span),
+            Expression::AssignmentExpression(a) => match (&a.left, a.operator) {
+                (AssignmentTarget::AssignmentTargetIdentifier(id), AssignmentOperator::Assign) => {
+                    self.binding(&id.name, &a.right, span)
+                }
+                _ => self.skip(span, "an assignment the importer does not follow"),
+            },
+            // `check(res, {...}) || errors.add(1)`: the right side runs on a condition.
+            Expression::LogicalExpression(l) => {
+                self.expression(&l.left, span);
+                self.skip(l.right.span(), "it runs only on the left side's outcome");
+            }
+            Expression::SequenceExpression(s) => {
+                for e in &s.expressions {
+                    self.expression(e, e.span());
+                }
+            }
+            _ => self.skip(span, "an expression the importer does not follow"),
+        }
+    }
+
+    fn call(&mut self, c: &'a CallExpression<'a>, span: oxc_span::Span) {
+        match self.request(c) {
+            Ok(Some(step)) => {
+                self.push_step(step, c.span);
+                return;
+            }
+            Err(why) => return self.skip(c.span, &why),
+            Ok(None) => {}
+        }
+        let arg = |i: usize| c.arguments.get(i).and_then(|a| a.as_expression());
+        match &c.callee {
+            Expression::Identifier(id) => match id.name.as_str() {
+                "sleep" => match arg(0).and_then(|e| self.eval(e)) {
+                    Some(V::Num(s)) if !self.steps.is_empty() => {
+                        let last = self.steps.len() - 1;
+                        *self.steps[last].think.get_or_insert(0.0) += s;
+                    }
+                    Some(V::Num(_)) => self.skip(span, "a sleep before any request"),
+                    _ => self.skip(span, "a sleep of no number written in the script"),
+                },
+                "check" => self.check(c, span),
+                "group" => match arg(1).map(unwrap) {
+                    Some(Expression::ArrowFunctionExpression(f)) => match &f.body {
+                        ArrowFunctionBody::FunctionBody(b) => self.statements(&b.statements),
+                        other => {
+                            if let Some(e) = other.as_expression() {
+                                self.expression(e, span)
+                            }
+                        }
+                    },
+                    Some(Expression::FunctionExpression(f)) => {
+                        if let Some(b) = &f.body {
+                            self.statements(&b.statements);
+                        }
+                    }
+                    _ => self.skip(span, "a group without a function"),
+                },
+                name if self.functions.contains_key(name) => {
+                    self.follow(c, span);
+                }
+                _ => self.skip(span, "a call the importer does not follow"),
+            },
+            Expression::StaticMemberExpression(m) => match unwrap(&m.object) {
+                Expression::Identifier(o) if o.name == "console" => self.note(format!(
+                    "line {}: `console.{}` ignored: sloburn prints nothing a script logs",
+                    self.line(span),
+                    m.property.name
+                )),
+                Expression::Identifier(o) if self.metrics.contains_key(o.name.as_str()) => {
+                    let (metric, kind) = &self.metrics[o.name.as_str()];
+                    self.note(format!(
+                        "line {}: `{}.{}` not converted: `{metric}` is a custom {kind}",
+                        self.line(span),
+                        o.name,
+                        m.property.name
+                    ));
+                }
+                _ => self.skip(span, "a call the importer does not follow"),
             },
             _ => self.skip(span, "a call the importer does not follow"),
         }
     }
-}
 
-/// `__ENV.NAME`.
-pub(super) fn is_env(e: &Expression) -> bool {
-    matches!(e, Expression::StaticMemberExpression(m)
-        if matches!(&m.object, Expression::Identifier(o) if o.name == "__ENV"))
-}
-
-/// The expression an arrow function returns: its body, or its one `return`.
-pub(super) fn arrow_expression<'b, 'a>(
-    f: &'b ArrowFunctionExpression<'a>,
-) -> Option<&'b Expression<'a>> {
-    match &f.body {
-        ArrowFunctionBody::FunctionBody(b) => match b.statements.as_slice() {
-            [Statement::ReturnStatement(r)] => r.argument.as_ref(),
-            [Statement::ExpressionStatement(e)] => Some(&e.expression),
-            _ => None,
-        },
-        other => other.as_expression(),
-    }
-}
-
-/// `r.status` → `status`, `r.timings.duration` → `timings.duration` (the parameter dropped).
-/// A loop, not a recursion: a chain of any length costs no stack.
-pub(super) fn member_path(e: &Expression) -> Option<String> {
-    let mut names = Vec::new();
-    let mut cur = e;
-    loop {
-        match cur {
-            Expression::StaticMemberExpression(m) => {
-                names.push(m.property.name.as_str());
-                cur = &m.object;
-            }
-            Expression::Identifier(_) if !names.is_empty() => break,
-            _ => return None,
-        }
-    }
-    names.reverse();
-    Some(names.join("."))
-}
-
-/// A capture's response variable and source (`json: "$.a.b"` or `header: "X"`).
-pub(super) fn capture_of(e: &Expression) -> Option<(String, String)> {
-    // Outer member accesses after `res.json()`.
-    let mut path: Vec<String> = Vec::new();
-    let mut cur = e;
-    loop {
-        match cur {
-            Expression::StaticMemberExpression(m) => {
-                path.push(m.property.name.to_string());
-                cur = &m.object;
-            }
-            Expression::ComputedMemberExpression(m) => {
-                match &m.expression {
-                    Expression::StringLiteral(s) => path.push(s.value.to_string()),
-                    Expression::NumericLiteral(n) => path.push(format!("[{}]", n.value as i64)),
-                    _ => return None,
-                }
-                cur = &m.object;
-            }
-            _ => break,
-        }
-    }
-    path.reverse();
-    match cur {
-        Expression::CallExpression(c) => {
-            let Expression::StaticMemberExpression(m) = &c.callee else {
+    /// `for (let i = A; i < B; i++)` with A and B written in the script: the body once per
+    /// turn, at most [`MAX_UNROLL`] turns.
+    fn for_loop(&mut self, f: &'a ForStatement<'a>) {
+        let bounds = (|| {
+            let Some(ForStatementInit::VariableDeclaration(d)) = &f.init else {
                 return None;
             };
-            let Expression::Identifier(var) = &m.object else {
+            let [decl] = d.declarations.as_slice() else {
                 return None;
             };
-            if m.property.name != "json" {
+            let name = decl.id.get_identifier_name()?.to_string();
+            let V::Num(start) = self.eval(decl.init.as_ref()?)? else {
                 return None;
-            }
-            // `res.json('a.b')`: k6's GJSON path, its plain dotted form.
-            let mut parts: Vec<String> = match c.arguments.first().and_then(|a| a.as_expression()) {
-                Some(Expression::StringLiteral(s)) => {
-                    s.value.split('.').map(str::to_string).collect()
-                }
-                None => Vec::new(),
+            };
+            let Expression::BinaryExpression(t) = unwrap(f.test.as_ref()?) else {
+                return None;
+            };
+            let left_is_i =
+                matches!(unwrap(&t.left), Expression::Identifier(i) if i.name.as_str() == name);
+            let V::Num(end) = self.eval(&t.right)? else {
+                return None;
+            };
+            let end = match t.operator {
+                BinaryOperator::LessThan => end,
+                BinaryOperator::LessEqualThan => end + 1.0,
                 _ => return None,
             };
-            parts.extend(path);
-            let mut json = String::from("$");
-            for p in parts {
-                if let Some(i) = p.strip_prefix('[') {
-                    json.push('[');
-                    json.push_str(i);
-                } else if p.chars().all(|c| c.is_ascii_digit()) {
-                    let _ = write!(json, "[{p}]");
-                } else {
-                    let _ = write!(json, ".{p}");
+            let step_is_one = match unwrap(f.update.as_ref()?) {
+                Expression::UpdateExpression(u) => u.operator == UpdateOperator::Increment,
+                Expression::AssignmentExpression(a) => {
+                    a.operator == AssignmentOperator::Addition
+                        && matches!(self.eval(&a.right), Some(V::Num(n)) if n == 1.0)
                 }
+                _ => false,
+            };
+            (left_is_i && step_is_one && start.fract() == 0.0).then_some((name, start, end))
+        })();
+        match bounds {
+            Some((name, start, end)) if end - start <= MAX_UNROLL as f64 => {
+                let mut i = start;
+                while i < end && self.returned.is_none() {
+                    self.consts.insert(name.clone(), V::Num(i));
+                    self.statement(&f.body);
+                    i += 1.0;
+                }
+                self.forget(&name);
             }
-            Some((var.name.to_string(), format!("json: {}", quote(&json))))
+            _ => self.skip(
+                f.span,
+                &format!(
+                    "a loop whose turns are not written in the script (or more than {MAX_UNROLL})"
+                ),
+            ),
         }
-        Expression::Identifier(var) if path.len() == 2 && path[0] == "headers" => {
-            Some((var.name.to_string(), format!("header: {}", quote(&path[1]))))
+    }
+
+    /// `for (const x of [..])` over an array written in the script.
+    fn for_of(&mut self, f: &'a ForOfStatement<'a>) {
+        let name = match &f.left {
+            ForStatementLeft::VariableDeclaration(d) => match d.declarations.as_slice() {
+                [decl] => decl.id.get_identifier_name().map(|n| n.to_string()),
+                _ => None,
+            },
+            _ => None,
+        };
+        match (name, self.eval(&f.right)) {
+            (Some(name), Some(V::Arr(items))) if items.len() <= MAX_UNROLL => {
+                for item in items {
+                    if self.returned.is_some() {
+                        break;
+                    }
+                    self.consts.insert(name.clone(), item);
+                    self.statement(&f.body);
+                }
+                self.forget(&name);
+            }
+            _ => self.skip(
+                f.span,
+                &format!(
+                    "a loop over what is not an array written in the script (or more than \
+                     {MAX_UNROLL})"
+                ),
+            ),
         }
-        _ => None,
     }
 }
