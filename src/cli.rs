@@ -179,7 +179,8 @@ pub enum Import {
         /// The OpenAPI file.
         file: PathBuf,
         /// Scheme, host and port the requests go to (the server URL's path is kept); needed
-        /// when the document's server URL is relative.
+        /// when the document's server URL is relative or not on this machine (localhost, a
+        /// loopback address).
         #[arg(long)]
         base_url: Option<String>,
         /// Each profile's arrival rate.
@@ -193,6 +194,10 @@ pub enum Import {
         /// order).
         #[arg(long, value_delimiter = ',')]
         operations: Vec<String>,
+        /// Also import the operations that change state (POST, PUT, PATCH, DELETE…); by
+        /// default only GET, HEAD and OPTIONS are.
+        #[arg(long)]
+        include_unsafe: bool,
     },
 }
 
@@ -393,6 +398,7 @@ fn import(kind: Import) -> i32 {
             rate,
             journey,
             operations,
+            include_unsafe,
         } => import_openapi(
             &file,
             &crate::importers::openapi::Options {
@@ -400,6 +406,7 @@ fn import(kind: Import) -> i32 {
                 rate,
                 journey,
                 operations,
+                include_unsafe,
             },
         ),
     }
@@ -508,7 +515,7 @@ fn import_with(
             return exit::CONFIG;
         }
     };
-    match import(&text, &name) {
+    match import(&text, &name).and_then(|i| crate::importers::verify::verify(i, file)) {
         Ok(imported) => {
             for n in &imported.notes {
                 eprintln!("warning: {}", crate::importers::printable(n));

@@ -147,11 +147,13 @@ pub fn named<'a>(ctx: &mut Ctx, node: &'a Node, path: &str) -> Vec<(String, Pos,
                 if valid_name(&k.name) {
                     Some((k.name.clone(), k.pos, v))
                 } else {
-                    ctx.error(
-                        k.pos,
-                        &join(path, &k.name),
-                        "names may use only letters, digits, `-`, `_` and `.` (they become metric label values)",
-                    );
+                    let n = k.name.chars().count();
+                    let why = if n > 64 && is_label_safe(&k.name.chars().take(64).collect::<String>()) {
+                        format!("a name is at most 64 characters; this one has {n}")
+                    } else {
+                        "names may use only letters, digits, `-`, `_` and `.` (they become metric label values)".to_string()
+                    };
+                    ctx.error(k.pos, &join(path, &k.name), why);
                     None
                 }
             })

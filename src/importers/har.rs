@@ -19,14 +19,15 @@
 //! rest sent as recorded, noted).
 
 use std::collections::{BTreeMap, HashMap};
-use std::fmt::Write as _;
 
 use serde_json::Value as J;
 
-use crate::config::quote;
-
 mod index;
+mod secrets;
+mod write;
 use index::{Index, Sent, leaves};
+use secrets::Credentials;
+use write::write;
 
 /// The most requests one imported journey replays.
 pub const MAX_STEPS: usize = 50_000;
@@ -52,7 +53,6 @@ const DROPPED_HEADERS: &[&str] = &[
     "host",
     "connection",
     "content-length",
-    "cookie",
     "accept-encoding",
     "user-agent",
     "origin",
@@ -109,6 +109,8 @@ struct Step {
 }
 
 pub fn import(text: &str, file: &str, opts: &Options) -> Result<super::openapi::Imported, String> {
+    // The HAR spec allows a byte-order mark; JSON does not.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let doc: J = serde_json::from_str(text).map_err(|e| {
         format!(
             "{file}:{}:{}: not a HAR file (JSON): {e}",
@@ -144,7 +146,7 @@ pub fn import(text: &str, file: &str, opts: &Options) -> Result<super::openapi::
         .and_then(|e| e.url.scheme_str().map(str::to_string))
         .unwrap_or_else(|| "http".into());
     let (mut assets, mut foreign) = (0, BTreeMap::<String, usize>::new());
-    let kept: Vec<Entry> = all
+    let mut kept: Vec<Entry> = all
         .into_iter()
         .filter(|e| {
             let host = e.url.authority().map(|a| a.as_str()).unwrap_or_default();
@@ -179,7 +181,13 @@ pub fn import(text: &str, file: &str, opts: &Options) -> Result<super::openapi::
             kept.len()
         ));
     }
+    let mut invalid = BTreeMap::new();
+    for e in &mut kept {
+        secrets::sendable(&mut e.headers, &mut invalid);
+    }
+    notes.extend(secrets::dropped_notes(&invalid));
     let mut steps = correlate(kept, &mut notes);
+    let credentials = hide_credentials(&mut steps);
     for i in 0..steps.len().saturating_sub(1) {
         let end = steps[i].entry.started_ms + steps[i].entry.time_ms.max(0.0);
         let gap = steps[i + 1].entry.started_ms - end;
@@ -188,8 +196,30 @@ pub fn import(text: &str, file: &str, opts: &Options) -> Result<super::openapi::
         }
     }
     let base = format!("{scheme}://{main_host}/");
-    let yaml = write(file, &base, &steps, opts);
+    let yaml = write(file, &base, &steps, opts, &credentials);
+    notes.extend(credentials);
     Ok(super::openapi::Imported { yaml, notes })
+}
+
+/// Every credential the recording sent as a `${env:NAME}` reference, in its header and
+/// wherever else its value is; the variables to set, one line each.
+fn hide_credentials(steps: &mut [Step]) -> Vec<String> {
+    let mut found = Credentials::default();
+    for s in steps.iter_mut() {
+        found.hide(&mut s.headers);
+    }
+    if let Some(scrubber) = found.scrubber() {
+        for s in steps.iter_mut() {
+            scrubber.scrub(&mut s.path);
+            for (_, v) in &mut s.headers {
+                scrubber.scrub(v);
+            }
+            if let Some(b) = &mut s.body {
+                scrubber.scrub(b);
+            }
+        }
+    }
+    found.lines()
 }
 
 fn entry(e: &J) -> Result<Entry, String> {
@@ -229,12 +259,16 @@ fn entry(e: &J) -> Result<Entry, String> {
         .and_then(J::as_str)
         .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
         .map_or(0.0, |t| t.timestamp_millis() as f64);
+    let method = req
+        .get("method")
+        .and_then(J::as_str)
+        .unwrap_or("GET")
+        .to_ascii_uppercase();
+    if http::Method::from_bytes(method.as_bytes()).is_err() {
+        return Err(format!("`{method}` is not an HTTP method"));
+    }
     Ok(Entry {
-        method: req
-            .get("method")
-            .and_then(J::as_str)
-            .unwrap_or("GET")
-            .to_ascii_uppercase(),
+        method,
         url,
         headers: pairs(req.get("headers")),
         body: req
@@ -487,68 +521,6 @@ impl Known {
     }
 }
 
-fn write(file: &str, base: &str, steps: &[Step], opts: &Options) -> String {
-    let journey = super::config_name(&opts.journey);
-    let mut out = format!(
-        "# Imported by `sloburn import har` from {file}: {} request(s) on {base}.\n# Review the captures and think times, then add a schedule and SLOs.\ntargets:\n  recorded:\n    url: {}\njourneys:\n  {}:\n    target: recorded\n    steps:\n",
-        steps.len(),
-        quote(base),
-        quote(&journey)
-    );
-    let mut names = BTreeMap::<String, usize>::new();
-    for s in steps {
-        let e = &s.entry;
-        let last = e
-            .url
-            .path()
-            .rsplit('/')
-            .find(|p| !p.is_empty())
-            .unwrap_or("root");
-        let mut name = super::config_name(&format!("{} {last}", e.method.to_ascii_lowercase()));
-        let n = names.entry(name.clone()).or_default();
-        *n += 1;
-        if *n > 1 {
-            name = format!("{name}-{n}");
-        }
-        let _ = writeln!(out, "      - name: {}", quote(&name));
-        let _ = writeln!(out, "        method: {}", e.method);
-        let _ = writeln!(out, "        path: {}", quote(&s.path));
-        if !s.headers.is_empty() {
-            let _ = writeln!(out, "        headers:");
-            for (k, v) in &s.headers {
-                let _ = writeln!(out, "          {}: {}", quote(k), quote(v));
-            }
-        }
-        if let Some(b) = &s.body {
-            let _ = writeln!(out, "        body: {}", quote(b));
-        }
-        if e.status > 0 {
-            let _ = writeln!(out, "        checks: [ {{ status: {} }} ]", e.status);
-        }
-        if !s.captures.is_empty() {
-            let _ = writeln!(out, "        capture:");
-            for (n, from) in &s.captures {
-                let source = match from {
-                    From::Json(p) => format!("{{ json: {} }}", quote(p)),
-                    From::Header(h) => format!("{{ header: {} }}", quote(h)),
-                };
-                let _ = writeln!(out, "          {n}: {source}");
-            }
-        }
-        if let Some(ms) = s.think_ms {
-            let _ = writeln!(out, "        think: {ms}ms");
-        }
-    }
-    let _ = writeln!(
-        out,
-        "profiles:\n  {}:\n    journey: {}\n    executor: constant-arrival-rate\n    rate: {}\n    duration: 1m",
-        quote(&journey),
-        quote(&journey),
-        opts.rate
-    );
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -608,7 +580,18 @@ mod tests {
         assert!(y.contains("path: \"/api/cart?t=${token}\""), "{y}");
         // Sent before it came back: a constant, not a capture.
         assert!(!y.contains("${user}"), "{y}");
-        assert!(!y.to_ascii_lowercase().contains("cookie"), "{y}");
+        // The recorded cookie is the user's to give, never replayed as recorded.
+        assert!(
+            y.contains("\"Cookie\": \"a=${env:RECORDED_COOKIE_A}\""),
+            "{y}"
+        );
+        assert!(
+            got.notes
+                .iter()
+                .any(|n| n.starts_with("set RECORDED_COOKIE_A:")),
+            "{:?}",
+            got.notes
+        );
         assert!(y.contains("think: 1490ms"), "{y}");
         assert_eq!(y.matches("- name:").count(), 3, "{y}");
         assert!(

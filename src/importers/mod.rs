@@ -7,6 +7,8 @@
 //! - `openapi/`: an OpenAPI 3 document (JSON or YAML) → a target and profile per operation,
 //!   or one journey over chosen operations.
 //! - `k6/`: a k6 script's straight-line subset, through oxc's syntax tree.
+//! - `verify.rs`: every importer's output through `check`'s validation before it is printed;
+//!   what would fail is taken out as comments and listed.
 
 /// The largest file an importer reads: a HAR holds every response body of a recording.
 pub const MAX_INPUT_BYTES: u64 = 256 << 20;
@@ -14,6 +16,7 @@ pub const MAX_INPUT_BYTES: u64 = 256 << 20;
 pub mod har;
 pub mod k6;
 pub mod openapi;
+pub mod verify;
 
 /// The most characters of one importer message printed; the rest is cut, its size said.
 pub const MAX_MESSAGE_CHARS: usize = 400;
@@ -62,6 +65,38 @@ pub fn config_name(text: &str) -> String {
     out
 }
 
+/// The longest config name (`config::walk`'s bound).
+pub const MAX_NAME: usize = 64;
+
+/// Names made unique: the first of a name keeps it, the next get `-2`, `-3`…, the name cut so
+/// that with its suffix it stays within [`MAX_NAME`]. Linear: each name tries on from the
+/// last number its base was given.
+#[derive(Debug, Default)]
+pub struct UniqueNames {
+    taken: std::collections::HashSet<String>,
+    next: std::collections::HashMap<String, usize>,
+}
+
+impl UniqueNames {
+    /// `name` (a [`config_name`]) or the first free `name-N`.
+    pub fn give(&mut self, name: &str) -> String {
+        let name: String = name.chars().take(MAX_NAME).collect();
+        if self.taken.insert(name.clone()) {
+            return name;
+        }
+        let n = self.next.entry(name.clone()).or_insert(1);
+        loop {
+            *n += 1;
+            let suffix = format!("-{n}");
+            let cut: String = name.chars().take(MAX_NAME - suffix.len()).collect();
+            let candidate = format!("{}{suffix}", cut.trim_end_matches('-'));
+            if self.taken.insert(candidate.clone()) {
+                return candidate;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -71,6 +106,23 @@ mod tests {
         assert_eq!(config_name("find pet by id"), "find-pet-by-id");
         assert_eq!(config_name("GET /pet/{petId}"), "GET-pet-petId");
         assert_eq!(config_name("///"), "op");
+    }
+
+    #[test]
+    fn unique_names_stay_within_the_limit_with_their_suffix() {
+        let mut names = UniqueNames::default();
+        let long = "a".repeat(80);
+        let first = names.give(&config_name(&long));
+        assert_eq!(first.len(), MAX_NAME);
+        let second = names.give(&config_name(&long));
+        assert_eq!(second.len(), MAX_NAME);
+        assert!(second.ends_with("a-2"), "{second}");
+        assert_eq!(names.give("x"), "x");
+        assert_eq!(names.give("x-2"), "x-2");
+        assert_eq!(names.give("x"), "x-3");
+        let many: Vec<String> = (0..12).map(|_| names.give(&long)).collect();
+        assert!(many.iter().all(|n| n.len() <= MAX_NAME), "{many:?}");
+        assert!(many.last().unwrap().ends_with("-14"), "{many:?}");
     }
 
     #[test]

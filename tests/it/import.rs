@@ -19,7 +19,7 @@ fn the_petstore_imports_into_a_config_that_check_accepts() {
     let out = sloburn()
         .args(["import", "openapi"])
         .arg(petstore())
-        .args(["--base-url", "http://127.0.0.1:8080"])
+        .args(["--base-url", "http://127.0.0.1:8080", "--include-unsafe"])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -39,7 +39,18 @@ fn the_petstore_imports_into_a_config_that_check_accepts() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("petstore.yaml");
     std::fs::write(&cfg, &yaml).unwrap();
-    let check = sloburn().arg("check").arg(&cfg).output().unwrap();
+    // The document's security schemes, as the variables the import listed.
+    assert!(
+        stderr.contains("set PETSTORE_AUTH: a bearer token") && stderr.contains("set API_KEY"),
+        "{stderr}"
+    );
+    let check = sloburn()
+        .arg("check")
+        .arg(&cfg)
+        .env("PETSTORE_AUTH", "t")
+        .env("API_KEY", "k")
+        .output()
+        .unwrap();
     assert_eq!(
         check.status.code(),
         Some(0),
@@ -90,6 +101,7 @@ fn a_petstore_journey_runs_green_against_a_server_that_checks_its_requests() {
             "shop",
             "--operations",
             "addPet,getPetById,placeOrder",
+            "--include-unsafe",
         ])
         .args(["--rate", "10/s"])
         .output()
@@ -105,6 +117,8 @@ fn a_petstore_journey_runs_green_against_a_server_that_checks_its_requests() {
     let run = sloburn()
         .args(["run", cfg.to_str().unwrap(), "--quiet", "--summary-export"])
         .arg(&export)
+        .env("PETSTORE_AUTH", "t")
+        .env("API_KEY", "k")
         .output()
         .unwrap();
     assert_eq!(run.status.code(), Some(0), "{}\n{yaml}", all_output(&run));

@@ -29,6 +29,7 @@ mod hostile_peers;
 mod http;
 mod http_debug;
 mod import;
+mod import_checked;
 mod journeys;
 mod k6;
 mod k6_corpus;

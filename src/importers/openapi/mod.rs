@@ -14,8 +14,10 @@
 
 use serde_json::Value as J;
 
+mod security;
 mod values;
 mod write;
+use security::{Place, Security};
 use values::*;
 pub(crate) use write::*;
 
@@ -29,6 +31,8 @@ pub struct Options {
     /// One journey of this name over `operations` (all, in document order, when empty).
     pub journey: Option<String>,
     pub operations: Vec<String>,
+    /// Import the operations that change state (every method but GET, HEAD and OPTIONS).
+    pub include_unsafe: bool,
 }
 
 /// The config, and what was not converted (each a line for stderr).
@@ -52,7 +56,10 @@ struct Op {
     method: String,
     /// The path after the server's, parameters filled, query appended.
     path: String,
+    /// Every header sent (`Content-Type` too), one of each name, as the document gave them.
     headers: Vec<(String, String)>,
+    /// What the security requirement sends: `${env:NAME}` references, written as they are.
+    auth: Vec<Place>,
     body: Option<(String, String)>,
     statuses: Vec<u16>,
     summary: String,
@@ -68,17 +75,28 @@ pub fn import(text: &str, file: &str, opts: &Options) -> Result<Imported, String
     let doc = &document.value;
     openapi_3(doc, file)?;
     let base = base_url(doc, opts.base_url.as_deref())?;
-    let (mut ops, notes) = operations(&document, file)?;
+    let mut security = Security::default();
+    let (ops, mut notes) = operations(&document, file, &mut security)?;
+    let mut ops = safe_only(ops, opts, &mut notes)?;
     let title = doc
         .pointer("/info/title")
         .and_then(J::as_str)
         .unwrap_or("an OpenAPI document");
+    // A comment: escaped, so no line break in the document's title starts a line of YAML.
+    let (file, title) = (
+        crate::importers::printable(file),
+        crate::importers::printable(title),
+    );
     let mut out = format!(
         "# Imported by `sloburn import openapi` from {file} ({title}).\n# Review the example values and the rates, then add schedules and SLOs.\n"
     );
+    for line in security.lines() {
+        out.push_str(&format!("# {}\n", crate::importers::printable(&line)));
+        notes.push(line);
+    }
     match &opts.journey {
         Some(journey) => {
-            let chosen = chosen(&ops, &opts.operations, file)?;
+            let chosen = chosen(&ops, &opts.operations, &file)?;
             if chosen.is_empty() {
                 return Err(format!("{file}: no operation to put in a journey"));
             }
@@ -118,6 +136,7 @@ fn openapi_3(doc: &J, file: &str) -> Result<(), String> {
 fn operations(
     document: &crate::config::Document,
     file: &str,
+    security: &mut Security,
 ) -> Result<(Vec<Op>, Vec<String>), String> {
     let doc = &document.value;
     let mut notes = Vec::new();
@@ -138,7 +157,12 @@ fn operations(
         for method in METHODS {
             let Some(op) = item.get(method) else { continue };
             let mut left_out = Vec::new();
-            match operation(doc, path, method, op, shared, &mut left_out, &mut ex) {
+            let made = operation(doc, path, method, op, shared, &mut left_out, &mut ex);
+            match made.map(|mut made| {
+                made.auth = security.places(doc, op, &mut left_out);
+                one_of_each(&mut made, &mut left_out);
+                made
+            }) {
                 Ok(op) => {
                     notes.extend(left_out.into_iter().map(|why| {
                         format!("{} {path} ({}): {why}", method.to_ascii_uppercase(), op.id)
@@ -152,15 +176,92 @@ fn operations(
             }
         }
     }
-    let mut seen = std::collections::BTreeMap::<String, usize>::new();
+    let mut names = crate::importers::UniqueNames::default();
     for op in &mut ops {
-        let n = seen.entry(op.name.clone()).or_default();
-        *n += 1;
-        if *n > 1 {
-            op.name = format!("{}-{n}", op.name);
-        }
+        op.name = names.give(&op.name);
     }
     Ok((ops, notes))
+}
+
+/// Methods that do not change state (RFC 9110 §9.2.1, TRACE aside): what a load test may
+/// send to a service without `--include-unsafe`.
+const SAFE: [&str; 3] = ["GET", "HEAD", "OPTIONS"];
+
+/// The operations that only read, unless `--include-unsafe`: the others listed in one note;
+/// one named in `--operations` is an error saying so.
+fn safe_only(ops: Vec<Op>, opts: &Options, notes: &mut Vec<String>) -> Result<Vec<Op>, String> {
+    if opts.include_unsafe {
+        return Ok(ops);
+    }
+    let named = |o: &Op| opts.operations.iter().any(|w| w == &o.id || w == &o.name);
+    if let Some(o) = ops
+        .iter()
+        .find(|o| !SAFE.contains(&o.method.as_str()) && named(o))
+    {
+        return Err(format!(
+            "--operations: `{}` is a {}, which changes state: add --include-unsafe to send it",
+            o.id, o.method
+        ));
+    }
+    let (safe, unsafe_): (Vec<Op>, Vec<Op>) = ops
+        .into_iter()
+        .partition(|o| SAFE.contains(&o.method.as_str()));
+    if !unsafe_.is_empty() {
+        let mut by_method = std::collections::BTreeMap::<&str, usize>::new();
+        for o in &unsafe_ {
+            *by_method.entry(o.method.as_str()).or_default() += 1;
+        }
+        let counts: Vec<String> = by_method.iter().map(|(m, n)| format!("{n} {m}")).collect();
+        let mut ids: Vec<&str> = unsafe_.iter().take(8).map(|o| o.id.as_str()).collect();
+        if unsafe_.len() > ids.len() {
+            ids.push("…");
+        }
+        notes.push(format!(
+            "left out {} operation(s) that change state ({}: {}): --include-unsafe imports them",
+            unsafe_.len(),
+            counts.join(", "),
+            ids.join(", ")
+        ));
+    }
+    Ok(safe)
+}
+
+/// Headers the request can send, one of each name (compared without case): the security
+/// scheme's first, then `Content-Type` from the body, then the parameters'. A header
+/// parameter named `Accept`, `Content-Type` or `Authorization` is ignored, as OpenAPI says;
+/// one whose name or value cannot be sent is left out and noted.
+fn one_of_each(op: &mut Op, left_out: &mut Vec<String>) {
+    let mut seen: Vec<String> = op
+        .auth
+        .iter()
+        .filter_map(|p| match p {
+            Place::Header(k, _) => Some(k.to_ascii_lowercase()),
+            Place::Query(..) => None,
+        })
+        .collect();
+    let mut kept = Vec::new();
+    if let Some((ctype, _)) = &op.body {
+        kept.push(("Content-Type".to_string(), ctype.clone()));
+        seen.push("content-type".into());
+    }
+    for (k, v) in std::mem::take(&mut op.headers) {
+        let lower = k.to_ascii_lowercase();
+        if matches!(lower.as_str(), "accept" | "content-type" | "authorization") {
+            continue;
+        }
+        if http::HeaderName::from_bytes(k.as_bytes()).is_err()
+            || http::HeaderValue::from_str(&v).is_err()
+            || v.contains("${")
+        {
+            left_out.push(format!("header parameter `{k}`: its name or example value cannot be sent as a header: left out"));
+        } else if seen.contains(&lower) {
+            left_out.push(format!("header parameter `{k}` twice: the first kept"));
+        } else {
+            seen.push(lower);
+            kept.push((k, v));
+        }
+    }
+    op.headers = kept;
 }
 
 /// The journey's steps: `--operations` in their order (by id or name), or every operation.
@@ -226,7 +327,14 @@ fn base_url(doc: &J, given: Option<&str>) -> Result<String, String> {
             }
             g.to_string()
         }
-        (None, Some(o)) => o,
+        (None, Some(o)) if on_this_machine(&o) => o,
+        (None, Some(o)) => {
+            return Err(format!(
+                "the document's server is {o}, not this machine: a load test sent there would \
+                 hit it. Give --base-url http://HOST[:PORT] (a test instance; --base-url {o} \
+                 to load that server after all)"
+            ));
+        }
         (None, None) => {
             return Err(format!(
                 "the server URL `{url}` is relative: give --base-url http://HOST[:PORT]"
@@ -234,6 +342,21 @@ fn base_url(doc: &J, given: Option<&str>) -> Result<String, String> {
         }
     };
     Ok(format!("{origin}{}", path.trim_end_matches('/')))
+}
+
+/// Whether `origin` (`scheme://host[:port]`) is this machine: `localhost`, `*.localhost`, a
+/// loopback or unspecified address.
+fn on_this_machine(origin: &str) -> bool {
+    let Ok(uri) = origin.parse::<http::Uri>() else {
+        return false;
+    };
+    let host = uri.host().unwrap_or_default().to_ascii_lowercase();
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    host == "localhost"
+        || host.ends_with(".localhost")
+        || bare
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback() || ip.is_unspecified())
 }
 
 /// Follows `$ref`s inside the document (`#/…`); an unresolvable one stays as it is.
@@ -308,7 +431,24 @@ mod tests {
         );
         assert!(base_url(&doc, None).unwrap_err().contains("--base-url"));
         let doc = serde_json::json!({"servers": [{"url": "https://{host}/api", "variables": {"host": {"default": "x.example"}}}]});
-        assert_eq!(base_url(&doc, None).unwrap(), "https://x.example/api");
+        let e = base_url(&doc, None).unwrap_err();
+        assert!(
+            e.contains("server is https://x.example, not this machine") && e.contains("--base-url"),
+            "{e}"
+        );
+        assert_eq!(
+            base_url(&doc, Some("https://x.example")).unwrap(),
+            "https://x.example/api"
+        );
+        for local in [
+            "http://localhost:8080",
+            "http://127.0.0.2",
+            "http://[::1]:9",
+            "http://api.localhost",
+        ] {
+            let doc = serde_json::json!({"servers": [{"url": format!("{local}/v1")}]});
+            assert_eq!(base_url(&doc, None).unwrap(), format!("{local}/v1"));
+        }
         assert_eq!(encode("a b/${x}"), "a%20b%2F%24%7Bx%7D");
     }
 }

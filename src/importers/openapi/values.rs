@@ -165,6 +165,7 @@ pub(super) fn operation(
         method: method.to_ascii_uppercase(),
         path: filled,
         headers,
+        auth: Vec::new(),
         body,
         statuses,
         summary,

@@ -38,20 +38,42 @@ pub(super) fn write_checks(out: &mut String, pad: &str, statuses: &[u16]) {
     let _ = writeln!(out, "{pad}checks:\n{pad}  - status: [{}]", list.join(", "));
 }
 
-/// `templated`: the values are journey templates, where `${` must be written `$${`.
+/// `templated`: the values are journey templates, where `${` must be written `$${`. The
+/// security scheme's `${env:NAME}` references are written as they are.
 pub(super) fn write_headers(out: &mut String, pad: &str, op: &Op, templated: bool) {
-    let mut headers: Vec<(String, String)> = op.headers.clone();
-    if let Some((ctype, _)) = &op.body {
-        headers.push(("Content-Type".into(), ctype.clone()));
-    }
+    let auth = op.auth.iter().filter_map(|p| match p {
+        Place::Header(k, v) => Some((k.clone(), v.clone())),
+        Place::Query(..) => None,
+    });
+    let given = op.headers.iter().map(|(k, v)| {
+        let v = if templated { literal(v) } else { v.clone() };
+        (k.clone(), v)
+    });
+    let headers: Vec<(String, String)> = auth.chain(given).collect();
     if headers.is_empty() {
         return;
     }
     let _ = writeln!(out, "{pad}headers:");
     for (k, v) in headers {
-        let v = if templated { literal(&v) } else { v };
         let _ = writeln!(out, "{pad}  {}: {}", quote(&k), quote(&v));
     }
+}
+
+/// The operation's path (`literal` for a journey's step) with the security scheme's query
+/// parameters after it, their `${env:NAME}` as they are.
+fn path_of(op: &Op, templated: bool) -> String {
+    let mut path = if templated {
+        literal(&op.path)
+    } else {
+        op.path.clone()
+    };
+    for p in &op.auth {
+        if let Place::Query(k, v) = p {
+            path.push(if path.contains('?') { '&' } else { '?' });
+            path.push_str(&format!("{k}={v}"));
+        }
+    }
+    path
 }
 
 pub(super) fn write_profiles(out: &mut String, base: &str, ops: &[Op], rate: &str) {
@@ -59,9 +81,13 @@ pub(super) fn write_profiles(out: &mut String, base: &str, ops: &[Op], rate: &st
     for op in ops {
         let _ = writeln!(out, "  {}:", quote(&op.name));
         if !op.summary.is_empty() {
-            let _ = writeln!(out, "    # {}", op.summary);
+            let _ = writeln!(out, "    # {}", crate::importers::printable(&op.summary));
         }
-        let _ = writeln!(out, "    url: {}", quote(&format!("{base}{}", op.path)));
+        let _ = writeln!(
+            out,
+            "    url: {}",
+            quote(&format!("{base}{}", path_of(op, false)))
+        );
         let _ = writeln!(out, "    method: {}", op.method);
         write_headers(out, "    ", op, false);
         if let Some((_, body)) = &op.body {
@@ -95,7 +121,7 @@ pub(super) fn write_journey(out: &mut String, name: &str, base: &str, ops: &[&Op
         let _ = writeln!(
             out,
             "        path: {}",
-            quote(&literal(op.path.trim_start_matches('/')))
+            quote(path_of(op, true).trim_start_matches('/'))
         );
         write_headers(out, "        ", op, true);
         if let Some((_, body)) = &op.body {
