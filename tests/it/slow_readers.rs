@@ -74,8 +74,8 @@ const CAP: u64 = 1 << 30;
 /// and never read. Meanwhile `/healthz` answers nearly every probe (a loaded machine may lose
 /// one in 20), a real scrape is answered whole or 503 with `Retry-After` (never left hanging),
 /// the daemon's RSS rises by less than 64 MB plus 16 expositions over what it had after a
-/// first scrape (the issue saw 35 → 684 MB), and after the write deadline the crowd's
-/// connections are closed. Prints the peak RSS, the probes answered and the times.
+/// first scrape (the issue saw 35 → 684 MB), and the crowd's connections are all closed
+/// within the wait for an encoding and the write deadline. Prints the peak RSS, the probes answered and the times.
 #[test]
 fn slow_readers_never_hold_the_server_nor_its_memory() {
     assert!(
@@ -118,10 +118,12 @@ fn slow_readers_never_hold_the_server_nor_its_memory() {
         std::thread::sleep(Duration::from_millis(100));
     }
     let watched = started.elapsed();
-    // The crowd's connections closed: at the write deadline, or answered 503 (and closed).
-    let fds_after = crate::support::eventually(Duration::from_secs(5), || {
+    let fds_watched = fds(pid);
+    // The crowd's connections closed: answered 503 (and closed), given way, or at the write
+    // deadline of an answer begun at most 5 s (the wait for an encoding) after its request.
+    let fds_after = crate::support::eventually(Duration::from_secs(15), || {
         let n = fds(pid);
-        (n < fds0 + 100).then_some(n)
+        (n <= fds0 + 16).then_some(n)
     })
     .unwrap_or_else(|| fds(pid));
     let mut seen = std::collections::BTreeMap::<&str, usize>::new();
@@ -137,12 +139,13 @@ fn slow_readers_never_hold_the_server_nor_its_memory() {
         .collect();
     let hwm = status_kb(pid, "VmHWM:");
     eprintln!(
-        "slow readers: {} sockets opened in {opened:.1?}, /metrics {size} B; /healthz {healthy}/{probes} over {watched:.1?}; RSS {} MB after a scrape, peak {} MB (VmHWM {} MB, VmPeak {} MB); fds {fds0} before, {fds_after} after the deadline; the crowd saw {seen:?}; scrapes meanwhile: {scraped:?}",
+        "slow readers: {} sockets opened in {opened:.1?}, /metrics {size} B; /healthz {healthy}/{probes} over {watched:.1?}; RSS {} MB after a scrape, peak {} MB (VmHWM {} MB, VmPeak {} MB); fds {fds0} before, {fds_watched} at the deadline and 5 s, {fds_after} once closed ({:.1?}); the crowd saw {seen:?}; scrapes meanwhile: {scraped:?}",
         crowd.len(),
         rss0 / 1024,
         peak / 1024,
         hwm / 1024,
         status_kb(pid, "VmPeak:") / 1024,
+        started.elapsed(),
     );
     assert!(crowd.len() >= CROWD * 9 / 10, "{} sockets", crowd.len());
     assert!(
@@ -178,7 +181,7 @@ fn slow_readers_never_hold_the_server_nor_its_memory() {
         );
     }
     assert!(
-        fds_after < fds0 + 100,
+        fds_after < fds0 + 64,
         "{fds_after} descriptors after the deadline ({fds0} before): the slow readers still hold slots"
     );
     // The crowd gone, a scrape is whole again.
