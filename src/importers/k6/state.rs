@@ -101,6 +101,8 @@ pub(super) struct Walker<'a> {
     /// A site not converted → why (the first reason found).
     pub(super) missed: RefCell<BTreeMap<u32, String>>,
     pub(super) follows: usize,
+    /// [`MAX_STEPS`] were made: the walk stops.
+    pub(super) full: bool,
     pub(super) call_depth: usize,
     /// What the function being followed returned, once it did.
     pub(super) returned: Option<Option<Ret>>,
@@ -129,6 +131,7 @@ impl<'a> Walker<'a> {
             converted: BTreeSet::new(),
             missed: RefCell::new(BTreeMap::new()),
             follows: 0,
+            full: false,
             call_depth: 0,
             returned: None,
             depth: Cell::new(0),
@@ -186,7 +189,14 @@ impl<'a> Walker<'a> {
     /// Adds a converted request's step (the call at `span`); `None` past [`MAX_STEPS`].
     pub(super) fn push_step(&mut self, step: Step, span: oxc_span::Span) -> Option<usize> {
         if self.steps.len() >= MAX_STEPS {
-            self.skip(span, &format!("more than {MAX_STEPS} steps"));
+            // The walk stops here (see `Walker::statements`): the rest is listed once.
+            if !self.full {
+                self.full = true;
+                self.note(format!(
+                    "line {}: the import stops past {MAX_STEPS} steps; what follows is not                      converted",
+                    self.line(span)
+                ));
+            }
             return None;
         }
         self.converted.insert(span.start);

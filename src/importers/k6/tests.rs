@@ -132,3 +132,47 @@ fn typescript_tls_and_redirect_options_and_auth() {
         assert!(all.contains(want), "{want}\n{all}");
     }
 }
+
+/// Hostile scripts: loops that would make a million steps, a function that calls itself, and
+/// one that fans out, end at their bounds with a few notes, not a note per turn.
+#[test]
+fn loops_and_calls_stop_at_their_bounds() {
+    let nested = format!(
+        "{HEAD}export default function () {{\n  for (let i = 0; i < 100; i++) {{\n    for (let j \
+         = 0; j < 100; j++) {{\n      for (let k = 0; k < 100; k++) {{\n        \
+         http.get(`http://h/${{i}}/${{j}}/${{k}}`);\n      }}\n    }}\n  }}\n}}\n"
+    );
+    let got = import(&nested, "n.js", &Default::default()).unwrap();
+    assert_eq!(got.yaml.matches("- name: ").count(), state::MAX_STEPS);
+    assert!(got.notes.len() < 5, "{:?}", got.notes);
+    assert!(
+        got.notes[0].contains("stops past 10000 steps"),
+        "{:?}",
+        got.notes
+    );
+
+    let recursive = format!(
+        "{HEAD}function f(n) {{ http.get('http://h/r'); f(n); f(n); }}\n\
+         export default function () {{ f(1); }}\n"
+    );
+    let got = import(&recursive, "r.js", &Default::default()).unwrap();
+    let steps = got.yaml.matches("- name: ").count();
+    assert!(steps <= state::MAX_FOLLOWS, "{steps} steps");
+    assert!(got.notes.len() < 5, "{:?}", got.notes);
+    assert!(
+        got.notes.iter().any(|n| n.contains("calls nested past 16")),
+        "{:?}",
+        got.notes
+    );
+    // A function of one expression that calls itself: evaluated as deep as the bound, then
+    // the import stops with the line.
+    let pure = format!(
+        "{HEAD}const g = (x) => g(x) + g(x);\nexport default function () {{\n  \
+         http.get(`http://h/${{g(1)}}`);\n}}\n"
+    );
+    let err = import(&pure, "g.js", &Default::default()).unwrap_err();
+    assert!(
+        err.starts_with("g.js:3: an expression deeper than 256"),
+        "{err}"
+    );
+}

@@ -26,7 +26,7 @@ const METRIC_KINDS: [&str; 4] = ["Counter", "Trend", "Rate", "Gauge"];
 impl<'a> Walker<'a> {
     pub(super) fn statements(&mut self, stmts: &'a [Statement<'a>]) {
         for s in stmts {
-            if self.returned.is_some() {
+            if self.returned.is_some() || self.full {
                 return;
             }
             self.statement(s);
@@ -467,7 +467,7 @@ impl<'a> Walker<'a> {
         match bounds {
             Some((name, start, end)) if end - start <= MAX_UNROLL as f64 => {
                 let mut i = start;
-                while i < end && self.returned.is_none() {
+                while i < end && self.returned.is_none() && !self.full {
                     self.consts.insert(name.clone(), V::Num(i));
                     self.statement(&f.body);
                     i += 1.0;
@@ -495,7 +495,7 @@ impl<'a> Walker<'a> {
         match (name, self.eval(&f.right)) {
             (Some(name), Some(V::Arr(items))) if items.len() <= MAX_UNROLL => {
                 for item in items {
-                    if self.returned.is_some() {
+                    if self.returned.is_some() || self.full {
                         break;
                     }
                     self.consts.insert(name.clone(), item);
