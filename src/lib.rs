@@ -35,3 +35,4 @@ pub mod thresholds;
 pub mod timer;
 pub mod units;
 pub mod web;
+pub mod zone;

@@ -33,8 +33,8 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use crate::clock::Clock;
+use crate::zone::Tz;
 use chrono::{DateTime, LocalResult, NaiveDateTime, Offset, TimeDelta, TimeZone, Utc};
-use chrono_tz::Tz;
 use croner::Cron;
 use croner::parser::{CronParser, Seconds, Year};
 use rand::RngExt;
@@ -287,8 +287,7 @@ fn parse_tz(name: &str) -> Result<Tz, ScheduleError> {
 fn suggest_tz(name: &str) -> Option<&'static str> {
     let lower = name.to_ascii_lowercase();
     let mut best: Option<(usize, &'static str)> = None;
-    for tz in chrono_tz::TZ_VARIANTS {
-        let candidate = tz.name();
+    for candidate in Tz::names() {
         let distance = strsim::levenshtein(&lower, &candidate.to_ascii_lowercase());
         if best.is_none_or(|(d, _)| distance < d) {
             best = Some((distance, candidate));
@@ -694,7 +693,7 @@ mod tests {
             panic!("not a cron schedule");
         };
         assert_eq!(source, "30 2 * * *");
-        assert_eq!(tz, chrono_tz::Europe::Berlin);
+        assert_eq!(tz, "Europe/Berlin".parse::<Tz>().expect("zone"));
         assert!(!expr.is_wildcard());
         for spec in ["*/5 * * * *", "0 * * * *", "@hourly", "*/20 30 1 * * *"] {
             let Schedule::Cron { expr, .. } = sched(spec, None) else {

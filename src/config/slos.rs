@@ -197,12 +197,12 @@ fn period(ctx: &mut Ctx, node: &Node, path: &str) -> Option<(Duration, Option<Ca
         );
         None
     });
-    let tz = optional(ctx, &f, "timezone", chrono_tz::UTC, |c, n, p| {
+    let tz = optional(ctx, &f, "timezone", crate::zone::Tz::UTC, |c, n, p| {
         let s = walk::string(c, n, p)?;
-        if let Ok(tz) = s.parse::<chrono_tz::Tz>() {
+        if let Ok(tz) = s.parse::<crate::zone::Tz>() {
             return Some(tz);
         }
-        let hint = c.hint(&s, chrono_tz::TZ_VARIANTS.iter().map(|t| t.name()));
+        let hint = c.hint(&s, crate::zone::Tz::names());
         c.error(
             n.pos,
             p,

@@ -1,11 +1,11 @@
 //! Calendar-aligned SLO periods: the budget of an ISO week (from Monday), a month or a quarter
 //! in an IANA time zone resets at local midnight of the period's first day, DST included.
 //!
-//! Pure: the instant is passed in; the zone rules are chrono-tz's compiled-in tz database.
+//! Pure: the instant is passed in; the zone rules are the compiled-in tz database (`crate::zone`).
 //! Only the period budget is calendar-aligned: the burn-rate windows stay rolling.
 
+use crate::zone::Tz;
 use chrono::{Datelike, Duration as Days, Months, NaiveDate, TimeZone, Utc};
-use chrono_tz::Tz;
 use std::time::Duration;
 
 const DAY: u64 = 86400;

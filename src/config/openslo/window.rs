@@ -40,7 +40,7 @@ pub(super) fn time_window(ctx: &mut Ctx, node: &Node, path: &str) -> Option<Peri
             return None;
         }
     };
-    let mut tz = chrono_tz::UTC;
+    let mut tz = crate::zone::Tz::UTC;
     if let Some(c) = f.get("calendar") {
         let cp = f.path_of("calendar");
         let cf = walk::fields(ctx, c, &cp, &["startTime", "timeZone"])?;
@@ -81,12 +81,12 @@ fn rolling_window(ctx: &mut Ctx, f: &walk::Fields, dn: &Node, duration: &str) ->
 }
 
 /// A calendar's `timeZone`: an IANA name.
-fn time_zone(ctx: &mut Ctx, n: &Node, path: &str) -> Option<chrono_tz::Tz> {
+fn time_zone(ctx: &mut Ctx, n: &Node, path: &str) -> Option<crate::zone::Tz> {
     let s = walk::string(ctx, n, path)?;
-    match s.parse::<chrono_tz::Tz>() {
+    match s.parse::<crate::zone::Tz>() {
         Ok(t) => Some(t),
         Err(_) => {
-            let hint = ctx.hint(&s, chrono_tz::TZ_VARIANTS.iter().map(|t| t.name()));
+            let hint = ctx.hint(&s, crate::zone::Tz::names());
             ctx.error(n.pos, path, format!("unknown time zone `{s}`{hint}"));
             None
         }
