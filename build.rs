@@ -6,6 +6,7 @@
 //!   distroless base).
 //! - `--icf=all` folds functions whose machine code is identical (generic code instantiated
 //!   for types of the same layout).
+//! - `-O2` lets LLD merge strings that are the tail of another string.
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     let release = std::env::var("PROFILE").is_ok_and(|p| p == "release");
@@ -13,5 +14,6 @@ fn main() {
     if release && linux {
         println!("cargo:rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
         println!("cargo:rustc-link-arg-bins=-Wl,--icf=all");
+        println!("cargo:rustc-link-arg-bins=-Wl,-O2");
     }
 }

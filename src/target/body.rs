@@ -24,7 +24,11 @@ const PAD_TAIL: &[u8] = br#""}"#;
 
 /// Largest frame handed to hyper; bigger bodies are split into frames of this size.
 const FRAME: usize = 64 * 1024;
-static XS: [u8; FRAME] = [b'x'; FRAME];
+/// One frame of `x`, made at first use (a static array would be 64 KiB of the binary).
+fn xs() -> &'static [u8] {
+    static XS: std::sync::OnceLock<Box<[u8]>> = std::sync::OnceLock::new();
+    XS.get_or_init(|| vec![b'x'; FRAME].into_boxed_slice())
+}
 static SPACES: [u8; 64] = [b' '; 64];
 
 /// A body of the form `head + fill + tail`, every part static.
@@ -53,7 +57,7 @@ impl Layout {
         if n >= len(pad_head) + len(PAD_TAIL) {
             Self {
                 head: pad_head,
-                fill: &XS,
+                fill: xs(),
                 fill_len: n - len(pad_head) - len(PAD_TAIL),
                 tail: PAD_TAIL,
             }
@@ -71,7 +75,7 @@ impl Layout {
     fn fixed(head: &'static [u8]) -> Self {
         Self {
             head,
-            fill: &XS,
+            fill: xs(),
             fill_len: 0,
             tail: b"",
         }
