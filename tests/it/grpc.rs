@@ -1043,9 +1043,17 @@ fn sloburn_and_k6_grpc_agree_on_calls_and_p95_at_the_same_arrival_rate() {
         figure(&ours, "iterations", "count"),
     );
     assert_eq!(our_calls, planned, "{all}");
+    // k6 on a loaded machine may drop an arrival of its own (its `dropped_iterations`): its
+    // plan is still the same 200 starts.
+    let k6_dropped = figure(&k6, "dropped_iterations", "count");
     assert_eq!(
-        k6_calls, planned,
-        "k6 made {k6_calls} calls, sloburn {our_calls}:\n{k6_all}"
+        k6_calls + k6_dropped,
+        planned,
+        "k6 made {k6_calls} calls and dropped {k6_dropped}, sloburn {our_calls}:\n{k6_all}"
+    );
+    assert!(
+        k6_dropped <= 5.0,
+        "k6 dropped {k6_dropped} of {planned}:\n{k6_all}"
     );
     assert_eq!(figure(&k6, "checks", "fails"), 0.0, "{k6_all}");
     assert_eq!(figure(&ours, "http_req_failed", "passes"), 0.0, "{all}");
