@@ -104,6 +104,8 @@ pub struct CapacityArgs {
     /// Runtime worker threads.
     #[arg(long, default_value_t = 1)]
     pub workers: usize,
+    /// Search even when --max-vus cannot all hold a connection under the open-file limit
+    /// (the shortfall then shows as `local_fd_exhausted` errors: such steps are inconclusive).
     #[arg(long)]
     pub ignore_fd_limit: bool,
 }
@@ -187,6 +189,15 @@ pub async fn execute(
             resolved.name,
             crate::load::plan::executor_name(&resolved.spec.executor)
         )));
+    }
+    if let (Some(vus), Ok(limit), false) =
+        (args.max_vus, crate::limits::nofile(), args.ignore_fd_limit)
+    {
+        crate::limits::fits(u64::from(vus), limit).map_err(|why| {
+            Usage(format!(
+                "--max-vus: {why}; or pass --ignore-fd-limit to measure the shortfall"
+            ))
+        })?;
     }
     let conditions = conditions(args, &resolved)?;
     let stepper = step::Stepper::new(&resolved, &conditions, args.max_vus);

@@ -438,7 +438,8 @@ fn a_starved_generator_is_inconclusive_never_a_figure() {
 }
 
 /// Bad input, each a usage error (2) saying what to do, before any request: a VU profile,
-/// a ceiling under the first step, a counter threshold, nothing to judge by.
+/// a ceiling under the first step, a counter threshold, nothing to judge by, VUs past the
+/// open-file limit, a precision past 50 %.
 #[test]
 fn capacity_refuses_what_cannot_be_searched() {
     let pool = Pool::start(1, Duration::from_millis(1));
@@ -478,6 +479,19 @@ fn capacity_refuses_what_cannot_be_searched() {
         (
             vec!["--url", &url, "--max-rate", "10/s"],
             "nothing decides a step",
+        ),
+        (
+            vec![
+                "--url",
+                &url,
+                "--threshold",
+                "http_req_duration=p(95)<9",
+                "--max-rate",
+                "10/s",
+                "--max-vus",
+                "4000000000",
+            ],
+            "but the open-file limit is",
         ),
         (
             vec![
