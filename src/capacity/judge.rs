@@ -401,8 +401,6 @@ mod tests {
             stats,
             thresholds: Vec::new(),
             aborted: None,
-            starved: None,
-            would_fail: Vec::new(),
         }
     }
 

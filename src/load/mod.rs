@@ -1,6 +1,5 @@
 //! The load engine: pure plans from the config's executor specs, histograms and the runner.
 
-pub mod affected;
 pub mod capacity;
 pub mod event;
 mod iterate;
@@ -16,5 +15,4 @@ pub mod series;
 pub mod stats;
 pub mod subs;
 pub mod summary;
-pub mod verdict;
 mod work;

@@ -76,11 +76,6 @@ pub struct RunRecord {
     pub steps: Vec<StepRecord>,
     /// Per journey; empty for a single-request profile.
     pub journeys: Vec<JourneyRecord>,
-    /// The generator-affected requests (`load::affected`): counted in every figure above, their
-    /// latencies also apart so a verdict can leave them out (`load::verdict`). Written only
-    /// when there were some (an older record has none).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub affected: Option<Box<super::affected::AffectedRecord>>,
 }
 
 /// One step of a run.

@@ -236,11 +236,6 @@ impl RunStats {
         }
     }
 
-    /// A single-request run (no journeys): each request is its iteration.
-    pub fn is_single(&self) -> bool {
-        self.journeys.is_empty()
-    }
-
     /// Whether k6 would count this response (of the first step) in `http_req_failed`.
     pub fn is_failed(&self, outcome: &Outcome) -> bool {
         self.is_failed_at(0, outcome)
@@ -422,7 +417,6 @@ impl RunStats {
             subs,
             steps,
             journeys: self.journeys.iter().map(JourneyStats::snapshot).collect(),
-            affected: None,
         };
         if let Some(s) = &self.series {
             s.fill(&mut record);

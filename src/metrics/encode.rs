@@ -163,26 +163,6 @@ fn daemon_source(f: &Family) -> Option<Source> {
                 ),
             ]
         }),
-        GENERATOR_AFFECTED => Counts(|s| {
-            let Some(w) = &s.state.starvation else {
-                return Vec::new();
-            };
-            let t = w.totals();
-            crate::starve::Cause::ALL
-                .iter()
-                .map(|c| {
-                    let labels = label_set(&[("cause", c.as_str())]);
-                    (labels.into(), t.affected[*c as usize])
-                })
-                .collect()
-        }),
-        GENERATOR_THROTTLED => Floats(|s| {
-            one(s
-                .state
-                .starvation
-                .as_ref()
-                .map(|w| w.totals().throttled.as_secs_f64()))
-        }),
         THRESHOLD_PASSED => Floats(|s| {
             let row = |((p, m, t), ok): (&(String, String, String), &bool)| {
                 let labels = label_set(&[("profile", p), ("metric", m), ("threshold", t)]);
@@ -246,13 +226,6 @@ fn slo_source(f: &Family) -> Option<Source> {
                     (slo.good_labels.as_str().into(), good),
                 ]
             });
-            rows.collect()
-        }),
-        SLO_EXCUSED => Counts(|s| {
-            let rows = s
-                .slos
-                .iter()
-                .map(|(slo, _)| (slo.labels.as_str().into(), slo.excused()));
             rows.collect()
         }),
         SLO_MAINTENANCE => Floats(|s| {

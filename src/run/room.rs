@@ -319,7 +319,11 @@ pub(super) fn add_up(
             signal = signal.or(share.signal.as_deref().map(signal_name));
         }
     }
-    report.judge_thresholds();
+    report.thresholds = report
+        .thresholds
+        .iter()
+        .map(|(spec, _)| (spec.clone(), spec.threshold.evaluate(&report.stats)))
+        .collect();
     missing.sort();
     let missing = (!missing.is_empty()).then(|| {
         let mut names: Vec<u32> = missing.iter().map(|(i, _)| *i).collect();

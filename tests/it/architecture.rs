@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[&[&str]] = &[
     &["clock"],
     &[
-        "exit", "units", "timer", "limits", "memory", "signals", "names", "hist", "zone", "starve",
+        "exit", "units", "timer", "limits", "memory", "signals", "names", "hist", "zone",
     ],
     &["http", "server"],
     &[

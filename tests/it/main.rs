@@ -58,7 +58,6 @@ mod store_heal;
 mod storm;
 mod support;
 mod target;
-mod throttle;
 mod tls;
 mod untruths;
 mod web;

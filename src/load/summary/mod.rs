@@ -12,7 +12,6 @@ mod checks;
 mod export;
 mod groups;
 mod progress;
-mod starved;
 mod text;
 mod vegeta;
 
@@ -205,8 +204,6 @@ mod tests {
             stats: snapshot,
             thresholds,
             aborted: None,
-            starved: None,
-            would_fail: Vec::new(),
         }
     }
 

@@ -199,7 +199,6 @@ fn how_it_ended(out: &mut String, h: &Header, report: &RunReport) {
         local_errors(out, s);
     }
     overload(out, s);
-    super::starved::text(out, report);
     if let Some(why) = report.inconclusive() {
         let _ = writeln!(out, "  {why}");
     }
