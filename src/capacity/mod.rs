@@ -112,22 +112,9 @@ pub struct CapacityArgs {
 
 /// Runs the command inside a runtime it builds; returns the process exit code.
 pub fn command(args: CapacityArgs) -> i32 {
-    let runtime = if args.workers <= 1 {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-    } else {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(args.workers)
-            .enable_all()
-            .build()
-    };
-    let runtime = match runtime {
+    let runtime = match crate::run::runtime(args.workers) {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: cannot start the runtime: {e}");
-            return crate::exit::ERROR;
-        }
+        Err(code) => return code,
     };
     runtime.block_on(async {
         let stop = CancellationToken::new();

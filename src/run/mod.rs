@@ -52,22 +52,9 @@ pub fn command(args: RunArgs) -> i32 {
     if let Some(code) = refuse_fd_shortfall(&args, &resolved) {
         return code;
     }
-    let runtime = if args.workers <= 1 {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-    } else {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(args.workers)
-            .enable_all()
-            .build()
-    };
-    let runtime = match runtime {
+    let runtime = match runtime(args.workers) {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: cannot start the runtime: {e}");
-            return crate::exit::ERROR;
-        }
+        Err(code) => return code,
     };
     let result = runtime.block_on(execute(&args, resolved, true));
     match result {
@@ -134,4 +121,23 @@ fn refuse_fd_shortfall(args: &RunArgs, r: &Resolved) -> Option<i32> {
             Some(crate::exit::USAGE)
         }
     }
+}
+
+/// The runtime a one-shot command runs on: one thread for `--workers 1`, else that many
+/// workers. A runtime that cannot start is said, with the exit code to return.
+pub fn runtime(workers: usize) -> Result<tokio::runtime::Runtime, i32> {
+    let built = if workers <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .enable_all()
+            .build()
+    };
+    built.map_err(|e| {
+        eprintln!("error: cannot start the runtime: {e}");
+        crate::exit::ERROR
+    })
 }
