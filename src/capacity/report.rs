@@ -6,18 +6,7 @@
 
 use super::export::Capacity;
 use crate::web::assets::{UPLOT_CSS, UPLOT_JS};
-
-/// Text safe inside a `<script>` or `<style>` element.
-fn inline(text: &str) -> String {
-    text.replace("</", "<\\/")
-}
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
+use crate::web::report::{esc, inline};
 
 /// Draws the chart from the JSON in `#capacity-data`.
 const SCRIPT: &str = r#"

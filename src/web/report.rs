@@ -8,11 +8,12 @@ use super::detail::RunDetail;
 use std::path::Path;
 
 /// Text safe inside a `<script>` or `<style>` element: `</` cannot close it early.
-fn inline(text: &str) -> String {
+pub(crate) fn inline(text: &str) -> String {
     text.replace("</", "<\\/")
 }
 
-fn esc(s: &str) -> String {
+/// Text safe in HTML content and attribute values.
+pub(crate) fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
