@@ -188,7 +188,71 @@ pub(super) async fn expired(active: &Active, timeout: Option<Duration>) {
         match active.write_started() {
             Some(since) if crate::clock::elapsed(since) >= timeout => return,
             Some(since) => tokio::time::sleep_until(since + timeout).await,
-            None => tokio::time::sleep(timeout.min(Duration::from_secs(1))).await,
+            None => active.write_may_have_started().await,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::table::{Limits, Table};
+    use super::*;
+    use std::future::Future;
+    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+
+    /// A future that counts how often its task polls it.
+    struct Polls<F> {
+        inner: Pin<Box<F>>,
+        n: Arc<AtomicUsize>,
+    }
+
+    impl<F: Future> Future for Polls<F> {
+        type Output = F::Output;
+        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+            self.n.fetch_add(1, Relaxed);
+            self.inner.as_mut().poll(cx)
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_connections_deadline_timer_sleeps_until_a_response_begins() {
+        let timeout = Duration::from_secs(10);
+        let table = Table::new(Limits {
+            header_timeout: None,
+            max_connections: 4,
+            silent: 4,
+            max_body: None,
+            write_timeout: Some(timeout),
+            read_buffer: None,
+        });
+        let (id, _) = table.admit_silent().unwrap();
+        let active = table.promote(id).unwrap();
+        let polls = Arc::new(AtomicUsize::new(0));
+        let a = active.clone();
+        let timer = tokio::spawn(Polls {
+            inner: Box::pin(async move { expired(&a, Some(timeout)).await }),
+            n: polls.clone(),
+        });
+        tokio::time::sleep(Duration::from_secs(120)).await;
+        assert_eq!(polls.load(Relaxed), 1, "an idle connection's timer woke");
+        assert!(!timer.is_finished());
+
+        active.writing(true);
+        tokio::time::sleep(timeout / 2).await;
+        assert!(!timer.is_finished(), "ended before the deadline");
+        tokio::time::sleep(timeout).await;
+        assert!(
+            timer.is_finished(),
+            "the response's deadline did not end it"
+        );
+
+        // A response written whole before its deadline never ends the timer.
+        let a = active.clone();
+        let timer = tokio::spawn(async move { expired(&a, Some(timeout)).await });
+        active.writing(false);
+        active.writing(true);
+        active.writing(false);
+        tokio::time::sleep(timeout * 3).await;
+        assert!(!timer.is_finished());
     }
 }

@@ -94,6 +94,9 @@ pub(super) struct Active {
     /// Since when its response has been written (nanoseconds after the epoch, plus one), or
     /// 0: the connection's task closes it at the write deadline.
     writing_since: AtomicU64,
+    /// Wakes the connection's deadline timer when a response begins to be written, so an
+    /// idle connection's task sleeps until then instead of checking every second.
+    started: tokio::sync::Notify,
     /// Requests of it that wait for capacity (`server::waiting`): it may give way meanwhile.
     queued: AtomicU32,
     epoch: Instant,
@@ -123,6 +126,15 @@ impl Active {
             0
         };
         self.writing_since.store(at, Relaxed);
+        if on {
+            // Stores a permit when the timer is not waiting yet: a start is never missed.
+            self.started.notify_one();
+        }
+    }
+
+    /// Until a response may have begun to be written (at most one spurious wake per start).
+    pub(super) async fn write_may_have_started(&self) {
+        self.started.notified().await;
     }
 
     /// When the response being written began, if one is.
@@ -230,6 +242,7 @@ impl Table {
             busy: AtomicU32::new(0),
             waiting_since: AtomicU64::new(nanos_since(self.epoch)),
             writing_since: AtomicU64::new(0),
+            started: tokio::sync::Notify::new(),
             queued: AtomicU32::new(0),
             epoch: self.epoch,
             close,
