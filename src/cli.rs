@@ -98,7 +98,7 @@ pub enum Command {
     /// Find the highest arrival rate the target serves within its thresholds or SLOs: grow,
     /// bisect to --precision, confirm. Exits 0 with an answer, 99 when even the lowest step
     /// fails, 75 when sloburn itself could not hold a rate (or the budget ran out).
-    Capacity(Box<crate::capacity::CapacityArgs>),
+    Capacity(Box<crate::run::capacity::CapacityArgs>),
     /// Print Prometheus recording and alerting rules for the config's SLOs.
     Rules {
         /// The config file.
@@ -306,7 +306,7 @@ fn dispatch(command: Command) -> i32 {
             }
         },
         Command::Run(args) => crate::run::command(*args),
-        Command::Capacity(args) => crate::capacity::command(*args),
+        Command::Capacity(args) => crate::run::capacity::command(*args),
         Command::Rules {
             file,
             k8s,

@@ -101,6 +101,7 @@ counter!(
 );
 pub const TARGET_INFO: &str = "sloburn_target_info";
 pub const THRESHOLD_PASSED: &str = "sloburn_threshold_passed";
+pub const CAPACITY_RATE: &str = "sloburn_capacity_rate";
 pub const VUS: &str = "sloburn_vus";
 pub const VUS_MAX: &str = "sloburn_vus_max";
 

@@ -10,7 +10,7 @@
 use super::export::{Capacity, StepRecord};
 use super::judge::{Condition, judge};
 use super::search::{Next, Search, SearchConfig, Undecided};
-use super::step::Stepper;
+use super::step::Steps;
 use std::io::Write;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -31,6 +31,22 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// The search of a profile with `executor: capacity`.
+    pub fn of(c: &crate::config::CapacitySpec) -> Plan {
+        Plan {
+            search: SearchConfig {
+                start: c.start_rate,
+                max_rate: c.max_rate,
+                precision: c.precision,
+                growth: 2.0,
+                max_steps: super::MAX_STEPS,
+            },
+            step_duration: c.step_duration,
+            cool_down: c.cool_down,
+            max_duration: c.max_duration,
+        }
+    }
+
     /// A step's length: `--step-duration`, or long enough for the requests the conditions
     /// need at `rate` (`Condition::requests_needed`), within 5 s and 60 s.
     pub fn step_len(&self, rate: f64, conditions: &[Condition]) -> Duration {
@@ -50,14 +66,14 @@ impl Plan {
 /// Runs the search to its end; prints a line per step on `out`. `stop` (a signal) ends it.
 pub async fn drive(
     plan: &Plan,
-    stepper: &Stepper,
+    stepper: &impl Steps,
     conditions: &[Condition],
-    out: &mut dyn Write,
+    out: &mut (dyn Write + Send),
     stop: &CancellationToken,
 ) -> anyhow::Result<Capacity> {
     let started = crate::clock::tokio_instant();
     let deadline = started + plan.max_duration;
-    let (mut search, mut probe) = Search::new(plan.search).map_err(crate::run::Usage)?;
+    let (mut search, mut probe) = Search::new(plan.search).map_err(anyhow::Error::msg)?;
     let mut steps: Vec<StepRecord> = Vec::new();
     let outcome = loop {
         let duration = plan.step_len(probe.rate, conditions);

@@ -1,4 +1,4 @@
-//! `sloburn capacity`: the highest arrival rate a target serves within its thresholds or SLOs.
+//! Capacity at the SLO (`sloburn capacity`, and `executor: capacity` in the daemon): the highest arrival rate a target serves within its thresholds or SLOs.
 //! (Not `load::capacity`, which is whether a run's VUs fit the open-file limit.)
 //!
 //! The same target inputs as `run` (`--url …` or `FILE --profile NAME`, resolved by
@@ -9,6 +9,10 @@
 //! SLOs on the profile's target. A step sloburn itself could not hold is inconclusive, never a
 //! pass or a fail. `drive` is the loop with its budget and cool-downs; `export` the lines, the
 //! `--summary-export` object and the exit code; `report` the `--report` page.
+//!
+//! The command's front (flags, `run::resolve`, the pass conditions) is `run::capacity`; the
+//! daemon runs a profile with `executor: capacity` through its own run machinery
+//! (`daemon::runs::capacity`) with the same search and judge.
 //!
 //! Exit codes: 0 with an answer (also "above --max-rate"), 99 when even the lowest step
 //! failed, 75 when no decision was reached (the generator could not hold a rate twice, or the
@@ -22,319 +26,46 @@ mod report;
 mod search;
 mod step;
 
-pub use drive::Plan;
+pub use drive::{Plan, drive};
 pub use export::{Capacity, StepRecord};
-pub use judge::{Condition, Figure};
-pub use search::{Outcome, Probe, Purpose, Search, SearchConfig, Undecided, Verdict};
-
-use crate::run::{RunArgs, Usage};
-use anyhow::{Context, bail};
-use std::io::Write;
-use std::path::PathBuf;
-use std::time::Duration;
-use tokio_util::sync::CancellationToken;
+pub use judge::{Condition, Figure, Judgement, judge};
+pub use report::html;
+pub use search::{Next, Outcome, Probe, Purpose, Search, SearchConfig, Undecided, Verdict, rate};
+pub use step::{Stepper, Steps};
 
 /// A search never runs more steps than this.
 pub const MAX_STEPS: usize = 40;
 
-#[derive(clap::Args, Debug, Clone, Default)]
-pub struct CapacityArgs {
-    /// Config file holding the profile (an arrival-rate one), or use --url.
-    pub file: Option<PathBuf>,
-    /// Which profile of the config (optional when it has only one).
-    #[arg(long)]
-    pub profile: Option<String>,
-    /// Ad-hoc target URL (as `run --url`).
-    #[arg(long)]
-    pub url: Option<String>,
-    #[arg(long, default_value = "GET")]
-    pub method: String,
-    /// Request header `Name: value` (repeatable).
-    #[arg(short = 'H', long = "header")]
-    pub headers: Vec<String>,
-    #[arg(long)]
-    pub body: Option<String>,
-    /// Per-request timeout (default 10s); a defaulted VU pool holds each arrival this long.
-    #[arg(long)]
-    pub timeout: Option<String>,
-    #[arg(long)]
-    pub insecure: bool,
-    #[arg(long, value_name = "2|1.1|auto")]
-    pub http: Option<String>,
-    /// A step's pass condition `metric=expression` in k6 syntax, e.g.
-    /// `http_req_duration=p(95)<300` (repeatable; with a config, added to the profile's
-    /// thresholds and the SLOs on its target). Latency is read from the corrected duration.
-    #[arg(long = "threshold")]
-    pub thresholds: Vec<String>,
-    /// The ceiling, e.g. `2000/s`: no step runs above it.
-    #[arg(long, value_name = "RATE")]
-    pub max_rate: String,
-    /// The first step's rate (default: --max-rate ÷ 32).
-    #[arg(long, value_name = "RATE")]
-    pub start_rate: Option<String>,
-    /// How long each step runs (default: long enough for 20 requests past the strictest
-    /// percentile at its rate, e.g. 400 for p(95), within 5s and 60s).
-    #[arg(long, value_name = "DURATION")]
-    pub step_duration: Option<String>,
-    /// How close the bracket around the answer is, `5%` (the default) or `0.05`.
-    #[arg(long, default_value = "5%")]
-    pub precision: String,
-    /// The budget for the whole search (default 15m); it ends undecided (75) when spent.
-    #[arg(long, value_name = "DURATION", default_value = "15m")]
-    pub max_duration: String,
-    /// The pause between steps, so one step's backlog does not fail the next.
-    #[arg(long, value_name = "DURATION", default_value = "2s")]
-    pub cool_down: String,
-    /// Every step's VU pool (default: each step's rate × --timeout, as `run --rate`).
-    #[arg(long)]
-    pub max_vus: Option<u32>,
-    /// Arrivals sloburn reaches later than this are dropped as its own overload (default
-    /// 500ms): steps with them are inconclusive.
-    #[arg(long)]
-    pub max_lateness: Option<String>,
-    /// `-e KEY=VALUE` (repeatable), as `run`.
-    #[arg(short = 'e', long = "env", value_name = "KEY=VALUE")]
-    pub env: Vec<String>,
-    /// Write `{"capacity": {rate, low, high, limited_by, steps, …}}` here.
-    #[arg(long)]
-    pub summary_export: Option<PathBuf>,
-    /// Write a self-contained HTML page plotting each step's rate against its deciding figure.
-    #[arg(long, value_name = "FILE.html")]
-    pub report: Option<PathBuf>,
-    /// Runtime worker threads.
-    #[arg(long, default_value_t = 1)]
-    pub workers: usize,
-    /// Search even when --max-vus cannot all hold a connection under the open-file limit
-    /// (the shortfall then shows as `local_fd_exhausted` errors: such steps are inconclusive).
-    #[arg(long)]
-    pub ignore_fd_limit: bool,
-}
-
-/// Runs the command inside a runtime it builds; returns the process exit code.
-pub fn command(args: CapacityArgs) -> i32 {
-    let runtime = match crate::run::runtime(args.workers) {
-        Ok(r) => r,
-        Err(code) => return code,
-    };
-    runtime.block_on(async {
-        let stop = CancellationToken::new();
-        let _watch = watch_signals(&stop);
-        match execute(&args, &mut std::io::stdout(), &stop).await {
-            Ok(Some(c)) => c.exit_code(),
-            Ok(None) => crate::exit::CONFIG,
-            Err(e) => {
-                eprintln!("error: {e:#}");
-                if e.downcast_ref::<Usage>().is_some() {
-                    crate::exit::USAGE
-                } else {
-                    crate::exit::ERROR
-                }
-            }
-        }
-    })
-}
-
-/// SIGTERM and SIGINT end the search (the answer so far is still written); the task ends with
-/// the returned set.
-fn watch_signals(stop: &CancellationToken) -> tokio::task::JoinSet<()> {
-    let mut set = tokio::task::JoinSet::new();
-    if let Ok(mut signals) = crate::signals::Signals::install() {
-        let stop = stop.clone();
-        set.spawn(async move {
-            while let Some(caught) = signals.next().await {
-                if let crate::signals::Caught::Stop(_) = caught {
-                    stop.cancel();
-                }
-            }
-        });
-    }
-    set
-}
-
-/// Resolves, searches, prints and writes; `Ok(None)` when the config is bad (its errors
-/// written to `out`). Used by the command and by tests in-process.
-pub async fn execute(
-    args: &CapacityArgs,
-    out: &mut dyn Write,
-    stop: &CancellationToken,
-) -> anyhow::Result<Option<Capacity>> {
-    let plan = plan_of(args)?;
-    let run_args = run_args(args, plan.search.start);
-    let mut buffered = Vec::new();
-    let resolved = match crate::run::resolve(&run_args, &mut buffered) {
-        Ok(Some(r)) => r,
-        Ok(None) => {
-            out.write_all(&buffered)?;
-            return Ok(None);
-        }
-        Err(e) => return Err(e),
-    };
-    if !resolved.spec.executor.is_arrival_rate() {
-        bail!(Usage(format!(
-            "capacity runs the open model only: profile `{}` is {}; give it an arrival-rate \
-             executor (its rate is replaced by each step's), or use --url",
-            resolved.name,
-            crate::load::plan::executor_name(&resolved.spec.executor)
-        )));
-    }
-    if let (Some(vus), Ok(limit), false) =
-        (args.max_vus, crate::limits::nofile(), args.ignore_fd_limit)
-    {
-        crate::limits::fits(u64::from(vus), limit).map_err(|why| {
-            Usage(format!(
-                "--max-vus: {why}; or pass --ignore-fd-limit to measure the shortfall"
-            ))
-        })?;
-    }
-    let conditions = conditions(args, &resolved)?;
-    let stepper = step::Stepper::new(&resolved, &conditions, args.max_vus);
-    writeln!(
-        out,
-        "capacity of {} ({}): steps from {} up to {}, ±{}%, judged by {}",
-        resolved.name,
-        resolved.target.display_url,
-        search::rate(plan.search.start),
-        search::rate(plan.search.max_rate),
-        plan.search.precision * 100.0,
-        conditions
-            .iter()
-            .map(Condition::name)
-            .collect::<Vec<_>>()
-            .join(", ")
-    )?;
-    let capacity = drive::drive(&plan, &stepper, &conditions, out, stop).await?;
-    writeln!(out, "{}", capacity.summary)?;
-    write_files(args, &capacity)?;
-    Ok(Some(capacity))
-}
-
-/// `--summary-export` and `--report`.
-fn write_files(args: &CapacityArgs, c: &Capacity) -> anyhow::Result<()> {
-    if let Some(path) = &args.summary_export {
-        let json = serde_json::to_string_pretty(&c.export_json())?;
-        std::fs::write(path, json)
-            .with_context(|| format!("cannot write --summary-export `{}`", path.display()))?;
-    }
-    if let Some(path) = &args.report {
-        std::fs::write(path, report::html(c))
-            .with_context(|| format!("cannot write --report `{}`", path.display()))?;
-    }
-    Ok(())
-}
-
-/// The search's flags, checked.
-fn plan_of(args: &CapacityArgs) -> anyhow::Result<Plan> {
-    let rate_flag = |flag: &str, v: &str| -> anyhow::Result<f64> {
-        match crate::units::parse_rate(v) {
-            Ok(r) if r > 0.0 && r.is_finite() => Ok(r),
-            Ok(_) => Err(Usage(format!("--{flag} must be above zero")).into()),
-            Err(e) => Err(Usage(format!("--{flag}: {e}")).into()),
-        }
-    };
-    let duration_flag = |flag: &str, v: &str| -> anyhow::Result<Duration> {
-        match crate::units::parse_duration(v) {
-            Ok(d) if d.is_zero() && flag != "cool-down" => {
-                Err(Usage(format!("--{flag} must be longer than zero")).into())
-            }
-            Ok(d) => Ok(d),
-            Err(e) => Err(Usage(format!("--{flag}: {e}")).into()),
-        }
-    };
-    let max_rate = rate_flag("max-rate", &args.max_rate)?;
-    let start = match &args.start_rate {
-        Some(s) => rate_flag("start-rate", s)?,
-        None => max_rate / 32.0,
-    };
-    let search = SearchConfig {
-        start,
-        max_rate,
-        precision: precision(&args.precision)?,
-        growth: 2.0,
-        max_steps: MAX_STEPS,
-    };
-    search.check().map_err(Usage)?;
-    Ok(Plan {
-        search,
-        step_duration: args
-            .step_duration
-            .as_deref()
-            .map(|d| duration_flag("step-duration", d))
-            .transpose()?,
-        cool_down: duration_flag("cool-down", &args.cool_down)?,
-        max_duration: duration_flag("max-duration", &args.max_duration)?,
-    })
-}
-
-/// `5%`, `5 %` or `0.05`.
-fn precision(text: &str) -> anyhow::Result<f64> {
-    let t = text.trim();
-    let (num, percent) = match t.strip_suffix('%') {
-        Some(n) => (n.trim(), true),
-        None => (t, false),
-    };
-    let v: f64 = num
-        .parse()
-        .map_err(|_| Usage(format!("--precision `{text}`: write it as 5% or 0.05")))?;
-    Ok(if percent { v / 100.0 } else { v })
-}
-
-/// The flags `run::resolve` reads: the target, its thresholds, and for `--url` an arrival
-/// rate (the first step's; each step replaces it).
-fn run_args(args: &CapacityArgs, start: f64) -> RunArgs {
-    RunArgs {
-        file: args.file.clone(),
-        profile: args.profile.clone(),
-        url: args.url.clone(),
-        method: args.method.clone(),
-        headers: args.headers.clone(),
-        body: args.body.clone(),
-        timeout: args.timeout.clone(),
-        insecure: args.insecure,
-        http: args.http.clone(),
-        thresholds: args.thresholds.clone(),
-        rate: args.url.as_ref().map(|_| format!("{start}/s")),
-        max_vus: args.max_vus,
-        max_lateness: args.max_lateness.clone(),
-        env: args.env.clone(),
-        workers: args.workers,
-        quiet: true,
-        ignore_fd_limit: args.ignore_fd_limit,
-        ..RunArgs::default()
-    }
-}
-
-/// The thresholds (the profile's and `--threshold`'s) and, with a config, the SLOs on the
-/// profile's target (those scoped to a journey are not a step's condition: named).
-fn conditions(args: &CapacityArgs, r: &crate::run::Resolved) -> anyhow::Result<Vec<Condition>> {
+/// The pass conditions of a profile: its thresholds, and the SLOs on its target that count its
+/// traffic (a journey's SLO is not a step's condition); why a threshold cannot decide one.
+pub fn conditions_of<'a>(
+    thresholds: &[crate::thresholds::ThresholdSpec],
+    slos: impl IntoIterator<Item = &'a crate::config::Slo>,
+    target: &str,
+    profile: &str,
+) -> Result<Vec<Condition>, String> {
     let mut out = Vec::new();
-    for t in &r.spec.thresholds {
-        out.push(Condition::threshold(t).map_err(Usage)?);
+    for t in thresholds {
+        out.push(Condition::threshold(t)?);
     }
-    if let Some(file) = &args.file {
-        // `-e` was checked by `run::resolve`.
-        let env = args
-            .env
-            .iter()
-            .filter_map(|kv| kv.split_once('='))
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        let cfg = crate::config::load_for_run(file, env)
-            .map_err(|_| anyhow::anyhow!("{}: the config changed while read", file.display()))?
-            .config;
-        for slo in cfg.slos.values() {
-            let ours = slo.target == r.target.name
-                && (slo.profiles.is_empty() || slo.profiles.contains(&r.name));
-            if ours && slo.journey.is_none() {
-                out.push(Condition::slo(slo));
-            }
+    for slo in slos {
+        let ours = slo.target == target
+            && (slo.profiles.is_empty() || slo.profiles.iter().any(|p| p == profile));
+        if ours && slo.journey.is_none() {
+            out.push(Condition::slo(slo));
         }
-    }
-    if out.is_empty() {
-        bail!(Usage(
-            "nothing decides a step: give --threshold (e.g. http_req_duration=p(95)<300), or a \
-             profile with thresholds or SLOs on its target"
-                .into()
-        ));
     }
     Ok(out)
+}
+
+/// The bracket `sloburn_capacity_rate` shows for a search's `"capacity"` object: `(low,
+/// high)` when it decided (found, above `max_rate`, or below the lowest step: low 0); `None`
+/// when it did not (inconclusive, undecided, interrupted), which leaves the last one shown.
+pub fn gauge_of(c: &serde_json::Value) -> Option<(f64, Option<f64>)> {
+    let high = c["high"].as_f64();
+    match c["outcome"].as_str()? {
+        "found" | "above_max_rate" => Some((c["low"].as_f64()?, high)),
+        "below_lowest" => Some((0.0, high)),
+        _ => None,
+    }
 }

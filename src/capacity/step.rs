@@ -6,11 +6,10 @@
 
 use super::judge::Condition;
 use crate::config::spec::{Executor, default_vu_pool, stall_pool};
-use crate::http::{Client, Resolver};
+use crate::http::Client;
 use crate::load::observe::Observers;
 use crate::load::runner::{self, RunReport, RunSpec, Stopper};
 use crate::load::stats::RunStats;
-use crate::run::Resolved;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -29,8 +28,15 @@ pub struct Stepper {
 impl Stepper {
     /// Steps of `r`, judged by `conditions` (the thresholds among them stop a step early once
     /// it has run half its length and fails them).
-    pub fn new(r: &Resolved, conditions: &[Condition], max_vus: Option<u32>) -> Stepper {
-        let mut base = r.spec.clone();
+    /// `hold` is how long the target may hold an arrival (its timeout).
+    pub fn new(
+        spec: &RunSpec,
+        client: Client,
+        hold: Duration,
+        conditions: &[Condition],
+        max_vus: Option<u32>,
+    ) -> Stepper {
+        let mut base = spec.clone();
         base.thresholds = conditions
             .iter()
             .filter_map(|c| match c {
@@ -41,9 +47,9 @@ impl Stepper {
         base.start_time = Duration::ZERO;
         Stepper {
             base,
-            client: r.target.client(Arc::new(Resolver::system())),
+            client,
             max_vus,
-            hold: r.target.timeout,
+            hold,
         }
     }
 
@@ -72,14 +78,14 @@ impl Stepper {
         executor
     }
 
-    /// Runs one step to its end; `None` when `stop` was cancelled first (the step is dropped
-    /// at once, its VUs with it, as a second signal cuts a run: its figures are not used).
-    pub async fn run(
-        &self,
-        rate: f64,
-        duration: Duration,
-        stop: &CancellationToken,
-    ) -> anyhow::Result<Option<RunReport>> {
+    /// The client steps send with.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// One step's spec: the profile's at `rate` for `duration`, its thresholds stopping it
+    /// once it has run half its length and fails them.
+    pub fn spec_at(&self, rate: f64, duration: Duration) -> RunSpec {
         let mut spec = self.base.clone();
         spec.executor = self.executor(rate, duration);
         let half = duration / 2;
@@ -87,6 +93,31 @@ impl Stepper {
             t.abort_on_fail = true;
             t.delay_abort_eval = t.delay_abort_eval.max(half);
         }
+        spec
+    }
+}
+
+/// What runs a step: [`Stepper`] alone for `sloburn capacity`; the daemon's run machinery (its
+/// profile's series, SLO events and dashboard) for `executor: capacity`.
+pub trait Steps {
+    /// Runs one step to its end; `None` when `stop` was cancelled first (the step is dropped
+    /// at once, its VUs with it, as a second signal cuts a run: its figures are not used).
+    fn run(
+        &self,
+        rate: f64,
+        duration: Duration,
+        stop: &CancellationToken,
+    ) -> impl Future<Output = anyhow::Result<Option<RunReport>>> + Send;
+}
+
+impl Steps for Stepper {
+    async fn run(
+        &self,
+        rate: f64,
+        duration: Duration,
+        stop: &CancellationToken,
+    ) -> anyhow::Result<Option<RunReport>> {
+        let spec = self.spec_at(rate, duration);
         let stats = Arc::new(RunStats::for_work(
             &spec.work.steps(),
             &spec.work.journey_names(),

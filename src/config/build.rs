@@ -318,6 +318,13 @@ fn cross_check(
             }
         }
     }
+    let all: Vec<&Slo> = slos.values().collect();
+    for p in profiles.values() {
+        if let Some(why) = super::capacity::without_condition(p, &all) {
+            let pos = node_at(profile_at.get(p.name.as_str()).copied(), &["executor"]);
+            ctx.error(pos, &format!("profiles.{}.executor", p.name), why);
+        }
+    }
     for s in slos.values() {
         for (i, name) in s.profiles.iter().enumerate() {
             let pos = node_at(slo_at.get(s.name.as_str()).copied(), &["profiles"]);

@@ -1,6 +1,7 @@
 //! A profile's load shape: the k6-style executor blocks (`constant-vus`, `ramping-arrival-rate`,
 //! ...) and the presets, with the fields each one takes.
 
+use super::capacity::CapacitySpec;
 use super::presets::Preset;
 use super::spec::{Executor, Stage};
 use super::walk::{self, Ctx, Fields, count_u32, optional, positive_duration, required};
@@ -14,6 +15,7 @@ const EXECUTORS: &[&str] = &[
     "ramping-arrival-rate",
     "shared-iterations",
     "per-vu-iterations",
+    super::capacity::NAME,
 ];
 
 /// Fields each executor takes, beyond the common ones.
@@ -24,6 +26,7 @@ fn executor_fields(executor: &str) -> &'static [&'static str] {
         "constant-arrival-rate" => &["rate", "duration", "pre_allocated_vus", "max_vus"],
         "ramping-arrival-rate" => &["start_rate", "stages", "pre_allocated_vus", "max_vus"],
         "shared-iterations" | "per-vu-iterations" => &["vus", "iterations", "max_duration"],
+        super::capacity::NAME => super::capacity::FIELDS,
         _ => &[],
     }
 }
@@ -40,10 +43,17 @@ pub const ALL_EXECUTOR_FIELDS: &[&str] = &[
     "max_vus",
     "iterations",
     "max_duration",
+    // `executor: capacity`'s own.
+    "max_rate",
+    "step_duration",
+    "precision",
+    "cool_down",
+    "capacity",
 ];
 
-/// The executor of a profile written with `executor:` and its own fields.
-pub fn executor_block(ctx: &mut Ctx, f: &Fields) -> Option<Executor> {
+/// The executor of a profile written with `executor:` and its own fields; with `executor:
+/// capacity`, its search's fields too.
+pub fn executor_block(ctx: &mut Ctx, f: &Fields) -> (Option<Executor>, Option<CapacitySpec>) {
     let executor_name = match f.get("executor") {
         Some(n) => {
             let p = f.path_of("executor");
@@ -71,6 +81,12 @@ pub fn executor_block(ctx: &mut Ctx, f: &Fields) -> Option<Executor> {
             if !own.contains(field)
                 && let Some(n) = f.get(field)
             {
+                if e == super::capacity::NAME
+                    && let Some(why) = super::capacity::vu_field_error(field)
+                {
+                    ctx.error(n.pos, &f.path_of(field), why);
+                    continue;
+                }
                 ctx.error(
                     n.pos,
                     &f.path_of(field),
@@ -82,7 +98,14 @@ pub fn executor_block(ctx: &mut Ctx, f: &Fields) -> Option<Executor> {
             }
         }
     }
-    executor_name.and_then(|e| executor(ctx, f, &e))
+    match executor_name.as_deref() {
+        Some(super::capacity::NAME) => match super::capacity::read(ctx, f) {
+            Some((e, spec)) => (Some(e), Some(spec)),
+            None => (None, None),
+        },
+        Some(e) => (executor(ctx, f, e), None),
+        None => (None, None),
+    }
 }
 
 /// A load-test type built from stages: `preset`, `peak_vus` or `peak_rate`, optional

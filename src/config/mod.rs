@@ -6,6 +6,8 @@
 //! sensitive, so they never reach `Debug` output, logs or metrics.
 
 mod build;
+mod capacity;
+pub use capacity::CapacitySpec;
 mod document;
 pub use build::longest_iteration;
 pub use document::{Document, DocumentError};
@@ -358,6 +360,8 @@ pub struct Profile {
     /// With `--shard i/N`: every shard runs its share (`split`, the default) or the rendezvous
     /// owner runs it whole (`owned`); see `load::placement`.
     pub placement: spec::Placement,
+    /// `executor: capacity`: the search the daemon runs (its `executor` is a step's shape).
+    pub capacity: Option<CapacitySpec>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -53,7 +53,10 @@ pub fn profile(
     let mix = mix(ctx, &f, &path, journey_names);
     let target = target(ctx, &f, mix.as_deref(), targets, (journeys, journey_names));
     let mix = mix.unwrap_or_default();
-    let (preset, executor) = load(ctx, &f);
+    let (preset, executor, capacity) = load(ctx, &f);
+    if capacity.is_some() {
+        super::capacity::check_thresholds(ctx, &f);
+    }
     let schedule = schedule(ctx, &f);
     let jitter = opt_duration(ctx, &f, "jitter", Duration::ZERO, false);
     let overlap = overlap(ctx, &f);
@@ -89,6 +92,7 @@ pub fn profile(
         guard,
         vu_hold,
         placement: placement?,
+        capacity,
     })
 }
 
@@ -125,7 +129,14 @@ fn target(
 }
 
 /// The load: a `preset` (with `peak_vus` or `peak_rate`) or an executor block.
-fn load(ctx: &mut Ctx, f: &Fields) -> (Option<Preset>, Option<Executor>) {
+fn load(
+    ctx: &mut Ctx,
+    f: &Fields,
+) -> (
+    Option<Preset>,
+    Option<Executor>,
+    Option<super::capacity::CapacitySpec>,
+) {
     let preset = f.get("preset").and_then(|n| {
         let p = f.path_of("preset");
         walk::string(ctx, n, &p).and_then(|name| match name.parse::<Preset>() {
@@ -136,8 +147,8 @@ fn load(ctx: &mut Ctx, f: &Fields) -> (Option<Preset>, Option<Executor>) {
             }
         })
     });
-    let executor = if f.has("preset") {
-        preset.and_then(|preset| preset_executor(ctx, f, preset))
+    let (executor, capacity) = if f.has("preset") {
+        (preset.and_then(|preset| preset_executor(ctx, f, preset)), None)
     } else {
         for key in ["peak_vus", "peak_rate"] {
             if let Some(n) = f.get(key) {
@@ -150,7 +161,7 @@ fn load(ctx: &mut Ctx, f: &Fields) -> (Option<Preset>, Option<Executor>) {
         }
         executor_block(ctx, f)
     };
-    (preset, executor)
+    (preset, executor, capacity)
 }
 
 /// `schedule` (cron, with `timezone`) or `every`, not both; `None` without either.

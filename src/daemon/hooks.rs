@@ -495,6 +495,7 @@ mod tests {
             thresholds: Vec::new(),
             shards: None,
             share_of: None,
+            capacity: None,
         };
         let why = "inconclusive: the generator dropped 10 of 100 arrivals";
         let a = verdict(&record("inconclusive", Some(why)), false);

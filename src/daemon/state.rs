@@ -61,6 +61,10 @@ pub struct RunEntry {
     /// run whose one verdict the collector records; this row is no run of its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub share_of: Option<serde_json::Value>,
+    /// A capacity search (`executor: capacity`): `{rate, low, high, limited_by, outcome,
+    /// summary, steps, …}`, as `sloburn capacity --summary-export` writes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<serde_json::Value>,
 }
 
 impl RunEntry {
@@ -92,6 +96,7 @@ impl RunEntry {
             thresholds: Vec::new(),
             shards: None,
             share_of: None,
+            capacity: None,
         }
     }
 }
@@ -382,6 +387,14 @@ impl Shared {
                 runs.make_contiguous().sort_by_key(|r| r.id);
                 while runs.len() > RUNS_PER_PROFILE {
                     runs.pop_front();
+                }
+                // `sloburn_capacity_rate` survives a restart: the newest decided search.
+                let decided = runs.iter().rev().find_map(|r| {
+                    let c = r.capacity.as_ref()?;
+                    Some((r.profile.as_str(), crate::capacity::gauge_of(c)?))
+                });
+                if let Some((profile, (low, high))) = decided {
+                    self.metrics.set_capacity(profile, low, high);
                 }
             }
         }

@@ -163,6 +163,12 @@ fn daemon_source(f: &Family) -> Option<Source> {
                 ),
             ]
         }),
+        CAPACITY_RATE => Floats(|s| {
+            let row = |((p, bound), v): (&(String, &'static str), &f64)| {
+                (label_set(&[("profile", p), ("bound", bound)]).into(), *v)
+            };
+            s.state.capacity.iter().map(row).collect()
+        }),
         THRESHOLD_PASSED => Floats(|s| {
             let row = |((p, m, t), ok): (&(String, String, String), &bool)| {
                 let labels = label_set(&[("profile", p), ("metric", m), ("threshold", t)]);

@@ -321,6 +321,14 @@ pub const TARGET_INFO: Family = family(
     "Always 1 per configured target; `protocol` says what it speaks (http, websocket, or a \
      tcp, tls or dns probe). Join on `target` to split any family by protocol.",
 );
+pub const CAPACITY_RATE: Family = family(
+    names::CAPACITY_RATE,
+    Kind::Gauge,
+    None,
+    "The capacity at the SLO that a profile's last decided search found, in arrivals a second: \
+     bound=\"low\" the highest rate that passed twice (0 when even the lowest step failed), \
+     bound=\"high\" the lowest that failed (absent when every step up to max_rate passed).",
+);
 pub const THRESHOLD_PASSED: Family = family(
     names::THRESHOLD_PASSED,
     Kind::Gauge,
@@ -341,7 +349,7 @@ pub const VUS_MAX: Family = family(
 );
 
 /// Every family, in exposition order (sorted by name).
-pub const FAMILIES: [Family; 50] = [
+pub const FAMILIES: [Family; 51] = [
     PROCESS_CPU,
     PROCESS_MAX_FDS,
     PROCESS_OPEN_FDS,
@@ -350,6 +358,7 @@ pub const FAMILIES: [Family; 50] = [
     PROCESS_VIRTUAL,
     ADMIN_AUTH_FAILURES,
     BUILD_INFO,
+    CAPACITY_RATE,
     CHECKS,
     RELOAD_SUCCESS_TIME,
     RELOAD_SUCCESSFUL,

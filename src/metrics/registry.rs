@@ -184,6 +184,17 @@ impl Metrics {
         );
     }
 
+    /// A capacity search's bracket (`sloburn_capacity_rate`): `high` `None` removes its series
+    /// (nothing failed up to the ceiling).
+    pub fn set_capacity(&self, profile: &str, low: f64, high: Option<f64>) {
+        let mut st = lock(&self.inner.state);
+        st.capacity.insert((profile.to_string(), "low"), low);
+        match high {
+            Some(h) => st.capacity.insert((profile.to_string(), "high"), h),
+            None => st.capacity.remove(&(profile.to_string(), "high")),
+        };
+    }
+
     /// The configured targets and their protocols: `sloburn_target_info`.
     pub fn set_targets(&self, targets: impl IntoIterator<Item = (String, &'static str)>) {
         lock(&self.inner.state).targets = targets.into_iter().collect();

@@ -26,6 +26,8 @@ pub(super) struct State {
     /// (profile, metric, threshold) → passed.
     pub(super) thresholds: BTreeMap<(String, String, String), bool>,
     pub(super) next_run: BTreeMap<String, f64>,
+    /// (profile, bound: `low` or `high`) → arrivals a second.
+    pub(super) capacity: BTreeMap<(String, &'static str), f64>,
     /// Each configured target's protocol (`http`, `tcp`, `tls`, `dns`, `websocket`).
     pub(super) targets: BTreeMap<String, &'static str>,
     /// [success, failure].
@@ -53,5 +55,6 @@ impl State {
         self.thresholds
             .retain(|(p, _, _), _| keep.contains(p.as_str()));
         self.next_run.retain(|p, _| keep.contains(p.as_str()));
+        self.capacity.retain(|(p, _), _| keep.contains(p.as_str()));
     }
 }

@@ -16,6 +16,7 @@
 use std::io::Write;
 
 mod args;
+pub mod capacity;
 mod collect;
 mod execute;
 mod grpc;

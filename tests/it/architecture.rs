@@ -27,9 +27,9 @@ const LAYERS: &[&[&str]] = &[
     &["config"],
     &["load", "rules", "metrics", "store"],
     &["budget", "target", "web", "importers"],
-    &["output"],
+    &["output", "capacity"],
     &["run", "daemon"],
-    &["demo", "capacity"],
+    &["demo"],
     &["cli"],
 ];
 

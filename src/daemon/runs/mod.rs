@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
+mod capacity;
 mod finish;
 mod guard;
 mod observer;
@@ -169,7 +170,7 @@ pub(super) fn start(
         // set-up, so the queue is never iteration lateness, which a corrected latency SLI
         // would count against the target.
         tokio::task::yield_now().await;
-        let (result, detail) = execute(
+        let (result, detail) = execute_profile(
             &shared2,
             &profile,
             &target,
@@ -233,6 +234,29 @@ struct Running {
     report: ShareResult,
     /// A share's link to its run (`RunEntry::share_of`): its row is no run of its own.
     share_of: Option<serde_json::Value>,
+}
+
+/// A capacity search (`executor: capacity`, no detail view: its record holds every step), or
+/// a run.
+async fn execute_profile(
+    shared: &Arc<Shared>,
+    profile: &Profile,
+    target: &config::Target,
+    running: Running,
+    record: RunEntry,
+) -> (RunEntry, Option<RunDetail>) {
+    let Some(c) = &profile.capacity else {
+        return execute(shared, profile, target, running, record).await;
+    };
+    let Running {
+        work,
+        slo_events,
+        stopper,
+        ..
+    } = running;
+    let how = (work, slo_events, stopper);
+    let record = capacity::execute(shared, profile, target, c, how, record).await;
+    (record, None)
 }
 
 async fn execute(
