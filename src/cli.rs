@@ -553,6 +553,7 @@ pub fn rules(
     let mut opts = crate::rules::RulesOptions {
         profiles: cfg.schedule_intervals(),
         certificate_warnings: cfg.certificate_warnings(),
+        capacity: crate::rules::capacity_alerts(cfg),
         ..Default::default()
     };
     if how.native_histograms {

@@ -354,7 +354,23 @@
     ];
   }
 
-  function profileCard(p, box) {
+  // A capacity profile's searches over time (`executor: capacity`): each decided search's
+  // capacity (the highest rate that passed, twice) and the lowest rate that failed, from the
+  // runs kept (the store keeps them across restarts).
+  function capacitySpecs(p, runs) {
+    const done = ((runs && runs.runs) || [])
+      .filter((r) => r.profile === p.name && r.capacity && has(r.finished_at))
+      .sort((a, b) => a.finished_at - b.finished_at);
+    if (!done.length) return [];
+    const at = (k) => done.map((r) => (has(r.capacity[k]) ? r.capacity[k] : null));
+    const low = done.map((r) => (r.capacity.outcome === "below_lowest" ? 0 : has(r.capacity.low) ? r.capacity.low : null));
+    return [["capacity", {
+      title: "capacity at the SLO, per search", unit: "req/s", time: true, x: done.map((r) => r.finished_at),
+      series: [{ label: "capacity (passed twice)", values: low }, { label: "lowest rate failed", values: at("high"), dash: [4, 4] }],
+    }]];
+  }
+
+  function profileCard(p, box, runs) {
     let card = box.querySelector(`article[data-profile="${CSS.escape(p.name)}"]`);
     if (!card) {
       card = el("article", { class: "card profile-card", "data-profile": p.name }, [
@@ -388,11 +404,11 @@
       liveBox.replaceChildren(el("p", { class: "nodata", text: "no run in progress" }));
     }
     const grid = card.querySelector(".charts");
-    for (const [kind, spec] of profileSpecs(p)) chart(grid, `profile-${p.name}-${kind}`, spec);
+    for (const [kind, spec] of profileSpecs(p).concat(capacitySpecs(p, runs))) chart(grid, `profile-${p.name}-${kind}`, spec);
     return card;
   }
 
-  function renderProfiles(series) {
+  function renderProfiles(series, runs) {
     const box = document.getElementById("profile-cards");
     if (!series.profiles.length) {
       box.replaceChildren(el("p", { class: "nodata", text: "no profiles configured" }));
@@ -405,7 +421,7 @@
     }
     const keep = new Set();
     for (const p of series.profiles) {
-      keep.add(profileCard(p, grid));
+      keep.add(profileCard(p, grid, runs));
     }
     for (const c of Array.from(grid.children)) if (!keep.has(c)) c.remove();
   }
@@ -563,7 +579,14 @@
         const r = await api(`/api/runs/${m[1]}`);
         const root = document.getElementById("run");
         const back = el("p", {}, [el("a", { href: "#", text: "← dashboard" })]);
-        if (r.detail) {
+        if (!r.detail && r.run.capacity) {
+          const c = r.run.capacity;
+          const rows = (c.steps || []).map((st) => [String(st.step), num(st.rate, 2), st.purpose, st.verdict,
+            st.why || (st.deciding ? `${st.deciding.condition}: ${num(st.deciding.observed, 2)}` : "–"), num(st.requests, 0)]);
+          root.replaceChildren(back, el("h2", { text: `capacity search #${r.run.id} of ${r.run.profile}: ${r.run.result}` }),
+            el("p", { class: "capacity-answer", text: c.summary }),
+            table(["step", "rate/s", "purpose", "verdict", "deciding figure", "requests"], rows, [true, true, false, false, false, true]));
+        } else if (r.detail) {
           const box = el("div");
           root.replaceChildren(back, box);
           renderRun(box, r.detail);
@@ -575,7 +598,7 @@
       } else {
         const [slos, series, runs] = await Promise.all([api("/api/slos"), api("/api/series"), api("/api/runs")]);
         renderSlos(slos, series);
-        renderProfiles(series);
+        renderProfiles(series, runs);
         renderRuns(runs);
         // What the page shows was drawn from these (tests compare the two).
         window.__sloburn.last = { slos: slos, series: series, runs: runs };

@@ -29,7 +29,13 @@ pub const FIELDS: &[&str] = &[
 ];
 
 /// Fields of the closed model (VU executors): never a capacity profile's.
-const VU_FIELDS: &[&str] = &["vus", "start_vus", "stages", "iterations", "graceful_ramp_down"];
+const VU_FIELDS: &[&str] = &[
+    "vus",
+    "start_vus",
+    "stages",
+    "iterations",
+    "graceful_ramp_down",
+];
 
 /// A step when `step_duration` is not given: the search chooses each step's from its rate
 /// (`capacity::Plan::step_len`); this is only the executor's placeholder length.

@@ -148,7 +148,10 @@ fn load(
         })
     });
     let (executor, capacity) = if f.has("preset") {
-        (preset.and_then(|preset| preset_executor(ctx, f, preset)), None)
+        (
+            preset.and_then(|preset| preset_executor(ctx, f, preset)),
+            None,
+        )
     } else {
         for key in ["peak_vus", "peak_rate"] {
             if let Some(n) = f.get(key) {

@@ -1,5 +1,6 @@
 //! The `sloburn-daemon` group: the daemon absent, a scheduled profile not running, a TLS
-//! probe's certificate inside its warning tier.
+//! probe's certificate inside its warning tier, a capacity under its floor or fallen
+//! (`super::capacity`).
 
 use super::text::{promql_duration, template_literal};
 use super::yaml::{Group, Rule};
@@ -22,6 +23,7 @@ pub(super) fn daemon_group(opts: &RulesOptions) -> Group {
     for (target, check) in &opts.certificate_warnings {
         rules.push(certificate_alert(opts, &job, target, check));
     }
+    rules.extend(super::capacity::capacity_rules(opts, &job));
     Group {
         name: "sloburn-daemon".to_string(),
         rules,

@@ -12,6 +12,7 @@
 //! Alerts have no `for`: the short window already stops a fast-burn alert once the errors stop,
 //! and a `for` would only delay pages (SRE Workbook ch. 5).
 
+mod capacity;
 mod daemon;
 mod slo;
 mod text;
@@ -20,6 +21,7 @@ mod yaml;
 use crate::config::{Config, Sli, Slo, quote};
 use crate::names;
 use crate::slo::SloDef;
+pub use capacity::{CAPACITY_ALERT, CapacityAlert, capacity_alerts};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -67,6 +69,8 @@ pub struct RulesOptions {
     /// TLS probe targets and the name of their warning check (`certificate valid for 14d`):
     /// [`CERT_ALERT`] fires while that check fails.
     pub certificate_warnings: Vec<(String, String)>,
+    /// Capacity profiles with `capacity: {min_rate, max_drop}`: [`CAPACITY_ALERT`].
+    pub capacity: Vec<CapacityAlert>,
 }
 
 /// Where a latency SLO's native histogram is and the bound it holds its requests to: the
@@ -141,6 +145,7 @@ impl Default for RulesOptions {
             daemon_alerts: true,
             native: BTreeMap::new(),
             certificate_warnings: Vec::new(),
+            capacity: Vec::new(),
         }
     }
 }

@@ -2,8 +2,8 @@
 //! conditions (thresholds, `--threshold`, the SLOs on the profile's target), then the search
 //! (`crate::capacity`) with its lines, `--summary-export` and `--report`.
 
-use crate::capacity::{self, Capacity, Condition, MAX_STEPS, Plan, SearchConfig, Stepper};
 use super::{RunArgs, Usage};
+use crate::capacity::{self, Capacity, Condition, MAX_STEPS, Plan, SearchConfig, Stepper};
 use anyhow::{Context, bail};
 use std::io::Write;
 use std::path::PathBuf;
@@ -162,7 +162,9 @@ pub async fn execute(
     let conditions = conditions(args, &resolved)?;
     let stepper = Stepper::new(
         &resolved.spec,
-        resolved.target.client(std::sync::Arc::new(crate::http::Resolver::system())),
+        resolved
+            .target
+            .client(std::sync::Arc::new(crate::http::Resolver::system())),
         resolved.target.timeout,
         &conditions,
         args.max_vus,

@@ -16,14 +16,14 @@ use tokio_util::sync::CancellationToken;
 /// starts when a worker is free (the earliest) and is answered `hold` after it started, so
 /// the pool serves `workers / hold` a second and queues beyond (FIFO). The hold is kept on the
 /// pool's own schedule, not a sleep's: a late timer delays one answer, never the next start.
-struct Pool {
+pub(crate) struct Pool {
     addr: SocketAddr,
     stop: CancellationToken,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Pool {
-    fn start(workers: usize, hold: Duration) -> Pool {
+    pub(crate) fn start(workers: usize, hold: Duration) -> Pool {
         let stop = CancellationToken::new();
         let (tx, rx) = std::sync::mpsc::channel();
         let token = stop.clone();
@@ -69,7 +69,7 @@ impl Pool {
         }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://{}/", self.addr)
     }
 }

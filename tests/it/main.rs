@@ -8,6 +8,7 @@ mod architecture;
 mod argo;
 mod calendar;
 mod capacity;
+mod capacity_daemon;
 mod collect;
 mod config;
 mod daemon;

@@ -45,6 +45,7 @@ fn options() -> RulesOptions {
         daemon_alerts: true,
         native: BTreeMap::new(),
         certificate_warnings: Vec::new(),
+        capacity: Vec::new(),
     }
 }
 

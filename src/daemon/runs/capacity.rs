@@ -67,20 +67,27 @@ pub(super) async fn execute(
     mut record: RunEntry,
 ) -> RunEntry {
     let cfg = shared.config();
-    let conditions =
-        match capacity::conditions_of(&profile.thresholds, cfg.slos.values(), &target.name, &profile.name) {
-            Ok(c) if !c.is_empty() => c,
-            // `check` refuses both; a config from elsewhere (the demo's) is told here.
-            Ok(_) => return errored(shared, record, "nothing decides a capacity step".into()),
-            Err(why) => return errored(shared, record, why),
-        };
+    let conditions = match capacity::conditions_of(
+        &profile.thresholds,
+        cfg.slos.values(),
+        &target.name,
+        &profile.name,
+    ) {
+        Ok(c) if !c.is_empty() => c,
+        // `check` refuses both; a config from elsewhere (the demo's) is told here.
+        Ok(_) => return errored(shared, record, "nothing decides a capacity step".into()),
+        Err(why) => return errored(shared, record, why),
+    };
     let work = Arc::new(work);
     let steps = work.steps();
     let journeys = work.journey_names();
     let live: Live = live(shared, profile, target, &steps, &journeys, slo_events);
     let series: Arc<dyn Series> = live.metrics.clone();
     let base = run_spec(shared, profile, work, None);
-    let hold = profile.vu_hold.unwrap_or(target.timeout).max(target.timeout);
+    let hold = profile
+        .vu_hold
+        .unwrap_or(target.timeout)
+        .max(target.timeout);
     let client = target.client(shared.resolver.clone());
     let runner = DaemonSteps {
         stepper: Stepper::new(&base, client, hold, &conditions, c.max_vus),
@@ -127,7 +134,11 @@ fn fill(shared: &Shared, record: &mut RunEntry, c: &capacity::Capacity, conditio
     } else {
         0.0
     };
-    record.dropped = c.steps.iter().map(|s| s.generator_dropped + s.saturated).sum();
+    record.dropped = c
+        .steps
+        .iter()
+        .map(|s| s.generator_dropped + s.saturated)
+        .sum();
     // found and above max_rate are answers; below the lowest step fails; a signal or the
     // API stopped it; the rest is no decision (never a pass or a fail).
     record.result = match c.outcome {
