@@ -216,11 +216,17 @@ impl Client {
         }
         phases.connecting = crate::clock::elapsed(t);
         let tcp = tcp.ok_or(last_err)?;
+        // The kernel's handshake time, where it has one: not the moment sloburn's task woke.
+        if let Some(kernel) = super::tx::connect_time(&tcp) {
+            phases.connecting = phases.connecting.min(kernel);
+        }
         // Nagle would hold back a request body written after its head.
         let _ = tcp.set_nodelay(true);
         let local_port = tcp.local_addr().map(|a| a.port()).unwrap_or(0);
         let stats = IoStats::new();
-        let tcp = RxTcp::new(tcp, stats.clone());
+        // Transmit stamps where a request's bytes are the socket's own: plain HTTP/1.1.
+        let tx = !target.tls && opts.http != HttpVersion::Http2;
+        let tcp = RxTcp::with_tx(tcp, stats.clone(), tx);
 
         if !target.tls {
             return Ok(Dialed {

@@ -255,7 +255,8 @@ impl Http1 {
         {
             return Attempt::Stale;
         }
-        out.phases
+        out.kernel_tx = out
+            .phases
             .set_exchange(mark.t0, &mark.stats, head_at, head_at);
         mark.counts(out);
         out.error = Some(class);
@@ -285,7 +286,7 @@ impl Http1 {
             (None, Some(last)) => last.clamp(mark.t0, now),
             _ => now,
         };
-        out.phases.set_exchange(mark.t0, &mark.stats, head_at, end);
+        out.kernel_tx = out.phases.set_exchange(mark.t0, &mark.stats, head_at, end);
         mark.counts(out);
         (out.body, out.body_discarded) = (read.body, read.discarded);
         out.error = broken;
@@ -320,14 +321,31 @@ pub(super) async fn handshake(dialed: Dialed, target: &Target<'_>) -> Result<Liv
 
 impl Phases {
     /// Splits `t0..end` into sending, waiting and receiving at the IO's last write and first
-    /// read, so that `duration()` is exactly `end - t0`.
-    fn set_exchange(&mut self, t0: Instant, stats: &IoStats, head_at: Instant, end: Instant) {
+    /// read, so that `duration()` is exactly `end - t0`. Where the kernel stamped every byte
+    /// of the request ([`super::tx`]), sending runs from when it took the first to when it took
+    /// the last, and the request starts there: sloburn's own delay before its write is no
+    /// part of it. Returns whether it did.
+    fn set_exchange(
+        &mut self,
+        t0: Instant,
+        stats: &IoStats,
+        head_at: Instant,
+        end: Instant,
+    ) -> bool {
         let first_read = stats.first_read().unwrap_or(head_at).clamp(t0, head_at);
-        // A server may answer before the request is fully written; sending stops there.
-        let last_write = stats.last_write().unwrap_or(t0).clamp(t0, first_read);
-        self.sending = last_write - t0;
+        let span = stats.tx_span();
+        let (start, last_write) = match span {
+            Some((first, last)) => {
+                let first = first.clamp(t0, first_read);
+                (first, last.clamp(first, first_read))
+            }
+            // A server may answer before the request is fully written; sending stops there.
+            None => (t0, stats.last_write().unwrap_or(t0).clamp(t0, first_read)),
+        };
+        self.sending = last_write - start;
         self.waiting = first_read - last_write;
         self.receiving = end.saturating_duration_since(first_read);
+        span.is_some()
     }
 }
 

@@ -333,6 +333,9 @@ pub struct Outcome {
     /// Bytes of the last frame read past the limit and discarded (reading stops at the frame
     /// that crosses `max_body`, so this is at most one frame).
     pub body_discarded: u64,
+    /// True when the kernel stamped every byte of the request as it took them (`http/tx.rs`):
+    /// its `sending` and the start of `waiting` are the kernel's, not sloburn's task's.
+    pub kernel_tx: bool,
 }
 
 impl Outcome {
@@ -375,6 +378,7 @@ mod rx;
 mod timing;
 pub mod tls;
 mod transport;
+mod tx;
 
 pub use classify::{classify_errno, classify_hyper, classify_io, tls_reason};
 pub use client::{Client, RequestSpec, Tap};

@@ -49,21 +49,50 @@ pub(crate) struct RxTcp {
     stats: Arc<IoStats>,
     /// Whether the kernel stamps this socket's reads.
     stamped: bool,
+    /// Whether it stamps its writes ([`super::tx`]): the stamps are drained after each write
+    /// and before each read.
+    tx: bool,
 }
 
 impl RxTcp {
-    pub(crate) fn new(inner: TcpStream, stats: Arc<IoStats>) -> RxTcp {
+    /// A stream with receive stamps; with `tx`, transmit stamps too (where a request's bytes
+    /// are the socket's own: plain HTTP/1.1).
+    pub(crate) fn with_tx(inner: TcpStream, stats: Arc<IoStats>, tx: bool) -> RxTcp {
         let stamped = enable(&inner);
+        let tx = tx && super::tx::enable(&inner);
         RxTcp {
             inner,
             stats,
             stamped,
+            tx,
         }
     }
 
     #[cfg(test)]
     pub(crate) fn stamped(&self) -> bool {
         self.stamped
+    }
+
+    #[cfg(test)]
+    pub(crate) fn tx_stamped(&self) -> bool {
+        self.tx
+    }
+
+    /// After `n` bytes went to the kernel: counts them and reads the stamps queued so far.
+    fn sent(&self, n: usize) {
+        if self.tx {
+            self.stats.on_tx_sent(n);
+            self.drain_tx();
+        }
+    }
+
+    /// Reads the transmit stamps queued so far into the connection's stats.
+    fn drain_tx(&self) {
+        super::tx::drain(&self.inner, |id, wall| {
+            let now = crate::clock::tokio_instant();
+            let at = stamp_instant(wall, crate::clock::since_epoch(), now);
+            self.stats.on_tx_stamp(id, at);
+        });
     }
 }
 
@@ -85,13 +114,14 @@ fn recv_stamped(s: &TcpStream, dst: &mut [u8]) -> io::Result<(usize, Option<Dura
     use std::io::IoSliceMut;
     use std::os::fd::AsRawFd;
 
-    /// Room for one `SCM_TIMESTAMPNS` message (32 bytes on 64-bit Linux), aligned as
-    /// `cmsghdr`: on the stack, where `cmsg_space!` would allocate for every read. Were it too
-    /// small, the kernel would truncate, `cmsgs()` would refuse, and the read be timed as it
-    /// ran (the unit test below would fail).
+    /// Room for one `SCM_TIMESTAMPNS` message (32 bytes on 64-bit Linux) and the
+    /// `SCM_TIMESTAMPING` (64) a socket with transmit stamps also gets, aligned as `cmsghdr`:
+    /// on the stack, where `cmsg_space!` would allocate for every read. Were it too small, the
+    /// kernel would truncate, `cmsgs()` would refuse, and the read be timed as it ran (the
+    /// unit tests here and in `tx.rs` would fail).
     #[repr(C, align(8))]
-    struct Control([u8; 64]);
-    let mut cmsg = Control([0; 64]);
+    struct Control([u8; 128]);
+    let mut cmsg = Control([0; 128]);
     let mut iov = [IoSliceMut::new(dst)];
     let msg = recvmsg::<()>(
         s.as_raw_fd(),
@@ -136,6 +166,10 @@ impl AsyncRead for RxTcp {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        if this.tx {
+            // The request's stamps are queued before its answer can arrive.
+            this.drain_tx();
+        }
         if !this.stamped {
             let before = buf.filled().len();
             ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
@@ -187,6 +221,7 @@ impl AsyncWrite for RxTcp {
         let n = ready!(Pin::new(&mut this.inner).poll_write(cx, buf))?;
         if n > 0 {
             this.stats.on_tx(handed);
+            this.sent(n);
         }
         Poll::Ready(Ok(n))
     }
@@ -201,6 +236,7 @@ impl AsyncWrite for RxTcp {
         let n = ready!(Pin::new(&mut this.inner).poll_write_vectored(cx, bufs))?;
         if n > 0 {
             this.stats.on_tx(handed);
+            this.sent(n);
         }
         Poll::Ready(Ok(n))
     }
@@ -245,7 +281,7 @@ mod tests {
         let (client, accepted) = tokio::join!(TcpStream::connect(addr), listener.accept());
         let (mut server, _) = accepted.unwrap();
         let stats = IoStats::new();
-        let mut rx = RxTcp::new(client.unwrap(), stats.clone());
+        let mut rx = RxTcp::with_tx(client.unwrap(), stats.clone(), false);
         assert!(rx.stamped(), "Linux stamps TCP reads");
         // The first socket to ask turns the kernel's stamping on from a work queue: wait until
         // a byte that waited in the socket comes back stamped (bounded).
@@ -280,5 +316,39 @@ mod tests {
         let mut back = [0u8; 2];
         server.read_exact(&mut back).await.unwrap();
         assert_eq!(&back, b"ok");
+    }
+
+    /// A request's bytes are timed where the kernel took them: a writer stalled between its
+    /// start and its write is not charged for the stall, and every byte is covered.
+    #[tokio::test]
+    async fn a_write_is_timed_where_the_kernel_took_it() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (client, accepted) = tokio::join!(TcpStream::connect(addr), listener.accept());
+        let (mut server, _) = accepted.unwrap();
+        let stats = IoStats::new();
+        let mut tcp = RxTcp::with_tx(client.unwrap(), stats.clone(), true);
+        assert!(tcp.tx_stamped(), "Linux stamps TCP writes");
+        for round in 0..3u32 {
+            stats.arm();
+            let t0 = crate::clock::tokio_instant();
+            // The writer's own stall before its write.
+            std::thread::sleep(Duration::from_millis(30));
+            tcp.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
+            let wrote = crate::clock::tokio_instant();
+            let mut got = [0u8; 18];
+            server.read_exact(&mut got).await.unwrap();
+            server.write_all(b"x").await.unwrap();
+            let mut one = [0u8; 1];
+            tcp.read_exact(&mut one).await.unwrap();
+            let (first, last) = stats
+                .tx_span()
+                .unwrap_or_else(|| panic!("round {round}: every byte stamped"));
+            assert!(first >= t0 + Duration::from_millis(25), "round {round}");
+            assert!(first <= last && last <= wrote, "round {round}");
+        }
+        // Nothing stamped for a request that wrote nothing yet.
+        stats.arm();
+        assert!(stats.tx_span().is_none());
     }
 }

@@ -39,6 +39,14 @@ pub(crate) struct IoStats {
     tx: AtomicU64,
     /// Set by a write, cleared by the flush that pushes it out (TLS buffers writes).
     unflushed: AtomicBool,
+    /// Kernel transmit stamps ([`super::tx`]), where the transport has them: bytes handed to
+    /// the stamped socket so far, that count when the request was armed (its first byte's id),
+    /// its bytes' first and latest stamps, and the latest stamped byte's id plus one.
+    tx_sent: AtomicU64,
+    tx_from: AtomicU64,
+    tx_first: AtomicU64,
+    tx_last: AtomicU64,
+    tx_upto: AtomicU64,
 }
 
 impl IoStats {
@@ -53,6 +61,11 @@ impl IoStats {
             rx: AtomicU64::new(0),
             tx: AtomicU64::new(0),
             unflushed: AtomicBool::new(false),
+            tx_sent: AtomicU64::new(0),
+            tx_from: AtomicU64::new(0),
+            tx_first: AtomicU64::new(0),
+            tx_last: AtomicU64::new(0),
+            tx_upto: AtomicU64::new(0),
         })
     }
 
@@ -62,6 +75,11 @@ impl IoStats {
         self.first_read.store(0, Ordering::Release);
         self.last_read.store(0, Ordering::Release);
         self.tx.store(0, Ordering::Release);
+        self.tx_first.store(0, Ordering::Release);
+        self.tx_last.store(0, Ordering::Release);
+        self.tx_upto.store(0, Ordering::Release);
+        self.tx_from
+            .store(self.tx_sent.load(Ordering::Acquire), Ordering::Release);
     }
 
     pub(crate) fn written(&self) -> u64 {
@@ -103,6 +121,40 @@ impl IoStats {
     /// The transport handed bytes to the kernel `at`.
     pub(crate) fn on_tx(&self, at: Instant) {
         self.tx.store(self.encode(at), Ordering::Release);
+    }
+
+    /// The stamped transport handed `n` more bytes to the kernel.
+    pub(crate) fn on_tx_sent(&self, n: usize) {
+        self.tx_sent.fetch_add(n as u64, Ordering::AcqRel);
+    }
+
+    /// The kernel stamped the write whose last byte has id `id` (the socket's byte count from
+    /// zero, modulo 2^32) at `at`. A stamp of an earlier request's bytes is ignored.
+    pub(crate) fn on_tx_stamp(&self, id: u32, at: Instant) {
+        let from = self.tx_from.load(Ordering::Acquire) as u32;
+        if id.wrapping_sub(from) >= 1 << 31 {
+            return;
+        }
+        let at = self.encode(at);
+        let _ = self
+            .tx_first
+            .compare_exchange(0, at, Ordering::AcqRel, Ordering::Acquire);
+        self.tx_last.fetch_max(at, Ordering::AcqRel);
+        self.tx_upto.store(u64::from(id) + 1, Ordering::Release);
+    }
+
+    /// When the kernel took the request's first and its last bytes, once every byte it wrote
+    /// is stamped; `None` while any is not (or the transport stamps nothing).
+    pub(crate) fn tx_span(&self) -> Option<(Instant, Instant)> {
+        let sent = self.tx_sent.load(Ordering::Acquire);
+        let from = self.tx_from.load(Ordering::Acquire);
+        let upto = self.tx_upto.load(Ordering::Acquire);
+        if sent <= from || upto == 0 || (upto - 1) as u32 != sent.wrapping_sub(1) as u32 {
+            return None;
+        }
+        let first = self.decode(self.tx_first.load(Ordering::Acquire))?;
+        let last = self.decode(self.tx_last.load(Ordering::Acquire))?;
+        Some((first, last.max(first)))
     }
 
     fn encode(&self, at: Instant) -> u64 {

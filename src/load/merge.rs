@@ -71,6 +71,7 @@ impl RunRecord {
             (&mut self.no_response, other.no_response),
             (&mut self.data_sent, other.data_sent),
             (&mut self.data_received, other.data_received),
+            (&mut self.kernel_tx, other.kernel_tx),
             (&mut self.iterations, other.iterations),
             (&mut self.dropped, other.dropped),
         ] {

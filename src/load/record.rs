@@ -60,6 +60,10 @@ pub struct RunRecord {
     pub checks: Vec<(String, u64, u64)>,
     pub data_sent: u64,
     pub data_received: u64,
+    /// Requests whose sending the kernel's transmit stamps timed (`http/tx.rs`); the others
+    /// were timed from sloburn's own write. Written only when some were (older records: 0).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub kernel_tx: u64,
     pub iterations: u64,
     pub dropped: u64,
     /// Dropped iterations by `DropReason as usize`; they sum to `dropped`.
@@ -528,6 +532,10 @@ impl Trend for HistSnapshot {
     fn quantile(&self, q: f64) -> Duration {
         HistSnapshot::quantile(self, q)
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[cfg(test)]

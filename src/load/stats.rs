@@ -77,6 +77,8 @@ pub struct RunStats {
     journeys: Vec<JourneyStats>,
     pub data_sent: AtomicU64,
     pub data_received: AtomicU64,
+    /// Requests timed by the kernel's transmit stamps (`Outcome::kernel_tx`).
+    kernel_tx: AtomicU64,
     pub iterations: AtomicU64,
     pub dropped: AtomicU64,
     /// Dropped iterations by `DropReason as usize`.
@@ -223,6 +225,7 @@ impl RunStats {
             steps: vec![StepStats::new(None, SINGLE_STEP.into())],
             journeys: Vec::new(),
             data_sent: AtomicU64::new(0),
+            kernel_tx: AtomicU64::new(0),
             data_received: AtomicU64::new(0),
             iterations: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
@@ -262,6 +265,9 @@ impl RunStats {
             self.iterations.fetch_add(1, Relaxed);
         }
         self.data_sent.fetch_add(outcome.bytes_sent, Relaxed);
+        if outcome.kernel_tx {
+            self.kernel_tx.fetch_add(1, Relaxed);
+        }
         self.data_received
             .fetch_add(outcome.bytes_received, Relaxed);
         match outcome
@@ -406,6 +412,7 @@ impl RunStats {
             errors: self.errors(),
             checks,
             data_sent: self.data_sent.load(Relaxed),
+            kernel_tx: self.kernel_tx.load(Relaxed),
             data_received: self.data_received.load(Relaxed),
             iterations: self.iterations.load(Relaxed),
             dropped: self.dropped.load(Relaxed),

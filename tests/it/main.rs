@@ -59,6 +59,7 @@ mod store_heal;
 mod storm;
 mod support;
 mod target;
+mod throttle;
 mod tls;
 mod untruths;
 mod web;

@@ -199,6 +199,7 @@ fn how_it_ended(out: &mut String, h: &Header, report: &RunReport) {
         local_errors(out, s);
     }
     overload(out, s);
+    timing(out, s);
     if let Some(why) = report.inconclusive() {
         let _ = writeln!(out, "  {why}");
     }
@@ -208,6 +209,28 @@ fn how_it_ended(out: &mut String, h: &Header, report: &RunReport) {
     if !report.thresholds.is_empty() {
         thresholds_block(out, report);
     }
+}
+
+/// How many requests the kernel's transmit stamps timed, and what the others were timed by.
+fn timing(out: &mut String, s: &RunRecord) {
+    if s.requests == 0 {
+        return;
+    }
+    let _ = write!(
+        out,
+        "  timing: kernel TX stamps on {} of {} requests",
+        s.kernel_tx, s.requests
+    );
+    if s.kernel_tx < s.requests {
+        let _ = write!(
+            out,
+            "; the other {} timed from sloburn's own write (TLS, HTTP/2, gRPC, a probe, or no \
+             stamp from the kernel), where a stall of sloburn before the kernel took the bytes \
+             is in their sending",
+            s.requests - s.kernel_tx
+        );
+    }
+    out.push('\n');
 }
 
 /// Most requests failed inside sloburn, not at the target: why, and what to do.
