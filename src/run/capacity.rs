@@ -4,6 +4,7 @@
 
 use super::{RunArgs, Usage};
 use crate::capacity::{self, Capacity, Condition, MAX_STEPS, Plan, SearchConfig, Stepper};
+use crate::config::CapacitySpec;
 use anyhow::{Context, bail};
 use std::io::Write;
 use std::path::PathBuf;
@@ -39,9 +40,10 @@ pub struct CapacityArgs {
     /// thresholds and the SLOs on its target). Latency is read from the corrected duration.
     #[arg(long = "threshold")]
     pub thresholds: Vec<String>,
-    /// The ceiling, e.g. `2000/s`: no step runs above it.
+    /// The ceiling, e.g. `2000/s`: no step runs above it (default: the profile's `max_rate`,
+    /// for a profile with `executor: capacity`, whose fields are every flag's default below).
     #[arg(long, value_name = "RATE")]
-    pub max_rate: String,
+    pub max_rate: Option<String>,
     /// The first step's rate (default: --max-rate ÷ 32).
     #[arg(long, value_name = "RATE")]
     pub start_rate: Option<String>,
@@ -50,14 +52,14 @@ pub struct CapacityArgs {
     #[arg(long, value_name = "DURATION")]
     pub step_duration: Option<String>,
     /// How close the bracket around the answer is, `5%` (the default) or `0.05`.
-    #[arg(long, default_value = "5%")]
-    pub precision: String,
+    #[arg(long)]
+    pub precision: Option<String>,
     /// The budget for the whole search (default 15m); it ends undecided (75) when spent.
-    #[arg(long, value_name = "DURATION", default_value = "15m")]
-    pub max_duration: String,
-    /// The pause between steps, so one step's backlog does not fail the next.
-    #[arg(long, value_name = "DURATION", default_value = "2s")]
-    pub cool_down: String,
+    #[arg(long, value_name = "DURATION")]
+    pub max_duration: Option<String>,
+    /// The pause between steps, so one step's backlog does not fail the next (default 2s).
+    #[arg(long, value_name = "DURATION")]
+    pub cool_down: Option<String>,
     /// Every step's VU pool (default: each step's rate × --timeout, as `run --rate`).
     #[arg(long)]
     pub max_vus: Option<u32>,
@@ -131,8 +133,13 @@ pub async fn execute(
     out: &mut (dyn Write + Send),
     stop: &CancellationToken,
 ) -> anyhow::Result<Option<Capacity>> {
-    let plan = plan_of(args)?;
-    let run_args = run_args(args, plan.search.start);
+    // With --url the first step's rate is the flags'; a profile's fields are read once it
+    // is resolved.
+    let url_start = match &args.url {
+        Some(_) => plan_of(args, None)?.search.start,
+        None => 1.0,
+    };
+    let run_args = run_args(args, url_start);
     let mut buffered = Vec::new();
     let resolved = match super::resolve(&run_args, &mut buffered) {
         Ok(Some(r)) => r,
@@ -150,8 +157,14 @@ pub async fn execute(
             crate::load::plan::executor_name(&resolved.spec.executor)
         )));
     }
-    if let (Some(vus), Ok(limit), false) =
-        (args.max_vus, crate::limits::nofile(), args.ignore_fd_limit)
+    let cfg = config_of(args)?;
+    let spec = cfg
+        .as_ref()
+        .and_then(|c| c.profiles.get(&resolved.name))
+        .and_then(|p| p.capacity.clone());
+    let plan = plan_of(args, spec.as_ref())?;
+    let max_vus = args.max_vus.or(spec.and_then(|s| s.max_vus));
+    if let (Some(vus), Ok(limit), false) = (max_vus, crate::limits::nofile(), args.ignore_fd_limit)
     {
         crate::limits::fits(u64::from(vus), limit).map_err(|why| {
             Usage(format!(
@@ -159,7 +172,7 @@ pub async fn execute(
             ))
         })?;
     }
-    let conditions = conditions(args, &resolved)?;
+    let conditions = conditions(cfg.as_ref(), &resolved)?;
     let stepper = Stepper::new(
         &resolved.spec,
         resolved
@@ -167,7 +180,7 @@ pub async fn execute(
             .client(std::sync::Arc::new(crate::http::Resolver::system())),
         resolved.target.timeout,
         &conditions,
-        args.max_vus,
+        max_vus,
     );
     writeln!(
         out,
@@ -203,8 +216,9 @@ fn write_files(args: &CapacityArgs, c: &Capacity) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The search's flags, checked.
-fn plan_of(args: &CapacityArgs) -> anyhow::Result<Plan> {
+/// The search's flags, checked; a flag not given is the capacity profile's field (`spec`), or
+/// the default.
+fn plan_of(args: &CapacityArgs, spec: Option<&CapacitySpec>) -> anyhow::Result<Plan> {
     let rate_flag = |flag: &str, v: &str| -> anyhow::Result<f64> {
         match crate::units::parse_rate(v) {
             Ok(r) if r > 0.0 && r.is_finite() => Ok(r),
@@ -221,28 +235,53 @@ fn plan_of(args: &CapacityArgs) -> anyhow::Result<Plan> {
             Err(e) => Err(Usage(format!("--{flag}: {e}")).into()),
         }
     };
-    let max_rate = rate_flag("max-rate", &args.max_rate)?;
-    let start = match &args.start_rate {
-        Some(s) => rate_flag("start-rate", s)?,
-        None => max_rate / 32.0,
+    let max_rate = match (&args.max_rate, spec) {
+        (Some(v), _) => rate_flag("max-rate", v)?,
+        (None, Some(s)) => s.max_rate,
+        (None, None) => bail!(Usage(
+            "give --max-rate (the ceiling, e.g. 2000/s), or a profile with `executor: capacity` \
+             and its `max_rate`"
+                .into()
+        )),
+    };
+    let start = match (&args.start_rate, spec) {
+        (Some(s), _) => rate_flag("start-rate", s)?,
+        (None, Some(s)) if args.max_rate.is_none() => s.start_rate,
+        _ => max_rate / 32.0,
+    };
+    let precision = match (&args.precision, spec) {
+        (Some(p), _) => precision(p)?,
+        (None, Some(s)) => s.precision,
+        (None, None) => 0.05,
     };
     let search = SearchConfig {
         start,
         max_rate,
-        precision: precision(&args.precision)?,
+        precision,
         growth: 2.0,
         max_steps: MAX_STEPS,
     };
     search.check().map_err(Usage)?;
+    let duration = |flag: &str, given: &Option<String>, or: Duration| match given {
+        Some(d) => duration_flag(flag, d),
+        None => Ok(or),
+    };
     Ok(Plan {
         search,
-        step_duration: args
-            .step_duration
-            .as_deref()
-            .map(|d| duration_flag("step-duration", d))
-            .transpose()?,
-        cool_down: duration_flag("cool-down", &args.cool_down)?,
-        max_duration: duration_flag("max-duration", &args.max_duration)?,
+        step_duration: match &args.step_duration {
+            Some(d) => Some(duration_flag("step-duration", d)?),
+            None => spec.and_then(|s| s.step_duration),
+        },
+        cool_down: duration(
+            "cool-down",
+            &args.cool_down,
+            spec.map_or(Duration::from_secs(2), |s| s.cool_down),
+        )?,
+        max_duration: duration(
+            "max-duration",
+            &args.max_duration,
+            spec.map_or(Duration::from_secs(15 * 60), |s| s.max_duration),
+        )?,
     })
 }
 
@@ -284,26 +323,31 @@ fn run_args(args: &CapacityArgs, start: f64) -> RunArgs {
     }
 }
 
+/// The config of `FILE`, read again after `run::resolve` checked it.
+fn config_of(args: &CapacityArgs) -> anyhow::Result<Option<crate::config::Config>> {
+    let Some(file) = &args.file else {
+        return Ok(None);
+    };
+    // `-e` was checked by `run::resolve`.
+    let env = args
+        .env
+        .iter()
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let loaded = crate::config::load_for_run(file, env)
+        .map_err(|_| anyhow::anyhow!("{}: the config changed while read", file.display()))?;
+    Ok(Some(loaded.config))
+}
+
 /// The thresholds (the profile's and `--threshold`'s) and, with a config, the SLOs on the
 /// profile's target (those scoped to a journey are not a step's condition).
-fn conditions(args: &CapacityArgs, r: &super::Resolved) -> anyhow::Result<Vec<Condition>> {
-    let slos = match &args.file {
-        Some(file) => {
-            // `-e` was checked by `run::resolve`.
-            let env = args
-                .env
-                .iter()
-                .filter_map(|kv| kv.split_once('='))
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect();
-            crate::config::load_for_run(file, env)
-                .map_err(|_| anyhow::anyhow!("{}: the config changed while read", file.display()))?
-                .config
-                .slos
-        }
-        None => Default::default(),
-    };
-    let out = capacity::conditions_of(&r.spec.thresholds, slos.values(), &r.target.name, &r.name)
+fn conditions(
+    cfg: Option<&crate::config::Config>,
+    r: &super::Resolved,
+) -> anyhow::Result<Vec<Condition>> {
+    let slos = cfg.iter().flat_map(|c| c.slos.values());
+    let out = capacity::conditions_of(&r.spec.thresholds, slos, &r.target.name, &r.name)
         .map_err(Usage)?;
     if out.is_empty() {
         bail!(Usage(

@@ -324,6 +324,56 @@ fn a_capacity_above_the_ceiling_is_said_never_made_up() {
     );
 }
 
+/// A profile with `executor: capacity` is the command's too: its fields are the flags'
+/// defaults (here a ceiling of 20/s under the pool's 100/s, so the steps are known), and a
+/// flag still wins over its field.
+#[test]
+fn the_command_searches_a_capacity_profile_with_its_fields() {
+    let pool = Pool::start(4, Duration::from_millis(40));
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        &format!(
+            "targets:\n  pool:\n    url: {}\n    timeout: 5s\nprofiles:\n  search:\n    target: pool\n    \
+             executor: capacity\n    start_rate: 10/s\n    max_rate: 20/s\n    step_duration: 1500ms\n    \
+             cool_down: 200ms\n    max_duration: 60s\n    thresholds:\n      http_req_duration: [\"p(95)<80\"]\n",
+            pool.url()
+        ),
+    );
+    let (code, out, c, _) = capacity(&[config.to_str().unwrap()], Duration::from_secs(90));
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(c["outcome"], "above_max_rate", "{c}");
+    let rates: Vec<f64> = c["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["rate"].as_f64().unwrap())
+        .collect();
+    assert_eq!(rates, [10.0, 20.0, 20.0], "{out}");
+    assert!(
+        c["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["duration_s"].as_f64() == Some(1.5))
+    );
+    check_bounds(&out, &c, 20.0, 60.0);
+    // --max-rate over the field: the first step is the flag's ÷ 32, the field's start unused.
+    let (code, out, c, _) = capacity(
+        &[
+            config.to_str().unwrap(),
+            "--max-rate",
+            "320/s",
+            "--max-duration",
+            "1s",
+        ],
+        Duration::from_secs(30),
+    );
+    assert_eq!(code, 75, "{out}");
+    assert!(out.contains("steps from 10/s up to 320/s"), "{out}");
+    assert_eq!(c["outcome"], "undecided", "{c}");
+}
+
 /// Even the lowest step fails: exit 99, the capacity is below it, no rate.
 #[test]
 fn the_lowest_step_failing_exits_99() {
