@@ -59,7 +59,11 @@ fn a_scheduled_capacity_profile_in_the_daemon() {
     let pool = Pool::start(2, Duration::from_millis(50));
     let analytic = 2.0 / 0.050;
     let dir = tempfile::tempdir().unwrap();
-    let cfg = write_config(dir.path(), &config(&pool, &dir.path().join("data"), ""));
+    // An SLO on the target that no step can fail (the pool queues, rarely times out): it is
+    // a condition of the search, but the search's requests are never its events.
+    let slo = "slos:\n  avail:\n    target: pool\n    sli: availability\n    objective: 50\n    \
+               period: 1d\n";
+    let cfg = write_config(dir.path(), &config(&pool, &dir.path().join("data"), slo));
     let mut d = Daemon::start(&cfg, &[]);
     // Never beside another run of the profile: the API's start is refused while it searches.
     eventually(Duration::from_secs(20), || {
@@ -96,6 +100,15 @@ fn a_scheduled_capacity_profile_in_the_daemon() {
     assert_eq!(gauge(&metrics, "high"), c["high"].as_f64());
     let sent = crate::support::metric_sum(&metrics, "sloburn_http_reqs_total{");
     assert!(sent >= requests as f64, "{sent} < {requests}");
+    let events = crate::support::metric_sum(&metrics, "sloburn_slo_events_total{");
+    assert_eq!(
+        events, 0.0,
+        "a capacity search's requests are never SLO events"
+    );
+    assert!(
+        metrics.contains("slo=\"avail\""),
+        "the SLO is exported: {metrics}"
+    );
     // The run detail holds the search too.
     let (_, detail) = get_blocking(&format!("{}/api/runs/{}", d.base, run["id"]));
     let detail: Value = serde_json::from_str(&detail).unwrap();

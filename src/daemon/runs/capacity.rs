@@ -1,7 +1,8 @@
 //! A run of a profile with `executor: capacity` (issue 47): the pure search of `sloburn
 //! capacity` (`capacity::drive`, `capacity::search`, `capacity::judge`), each step a run of the
 //! profile at one arrival rate through the daemon's machinery: its requests feed the profile's
-//! `/metrics` series, the SLOs watching its target and the dashboard's ring, its figures are
+//! `/metrics` series and the dashboard's ring (never the SLOs' events: a search overloads the
+//! target on purpose), its figures are
 //! read from the series (`RunStats::on_series`), one step after another inside the profile's
 //! one run (so never beside another run of it). The search's answer is the run's record
 //! (`capacity`, with every step, saved to the store with the run) and `sloburn_capacity_rate`.
@@ -63,7 +64,7 @@ pub(super) async fn execute(
     profile: &Profile,
     target: &config::Target,
     c: &CapacitySpec,
-    (work, slo_events, stopper): (Work, bool, Stopper),
+    (work, _, stopper): (Work, bool, Stopper),
     mut record: RunEntry,
 ) -> RunEntry {
     let cfg = shared.config();
@@ -81,7 +82,10 @@ pub(super) async fn execute(
     let work = Arc::new(work);
     let steps = work.steps();
     let journeys = work.journey_names();
-    let live: Live = live(shared, profile, target, &steps, &journeys, slo_events);
+    // A search drives the target past its SLO on purpose: its requests are never SLO events
+    // (a nightly search would otherwise burn the budget and page). The SLOs still decide its
+    // steps, from each step's own figures.
+    let live: Live = live(shared, profile, target, &steps, &journeys, false);
     let series: Arc<dyn Series> = live.metrics.clone();
     let base = run_spec(shared, profile, work, None);
     let hold = profile
