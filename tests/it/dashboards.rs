@@ -27,7 +27,7 @@ fn scraped_names() -> &'static BTreeSet<String> {
         });
         let dir = tempfile::tempdir().unwrap();
         let config = format!(
-            "storage:\n  path: \"{}\"\n  flush_interval: 1s\ntargets:\n  api:\n    url: http://{}/\n    checks:\n      - status: 200\nprofiles:\n  canary:\n    target: api\n    every: 1h\n    run_on_start: true\n    executor: constant-arrival-rate\n    rate: 100/s\n    duration: 2s\n    thresholds:\n      http_req_failed: [\"rate<0.01\"]\n  walker:\n    journey: walk\n    every: 1h\n    run_on_start: true\n    executor: shared-iterations\n    vus: 2\n    iterations: 20\njourneys:\n  walk:\n    target: api\n    steps:\n      - {{ name: one, path: /a }}\n      - {{ name: two, path: /b }}\nslos:\n  api-availability:\n    target: api\n    sli: availability\n    objective: 99.9\n    period: 1d\n",
+            "storage:\n  path: \"{}\"\n  flush_interval: 1s\ntargets:\n  api:\n    url: http://{}/\n    checks:\n      - status: 200\nprofiles:\n  canary:\n    target: api\n    every: 1h\n    run_on_start: true\n    executor: constant-arrival-rate\n    rate: 100/s\n    duration: 2s\n    thresholds:\n      http_req_failed: [\"rate<0.01\"]\n  search:\n    target: api\n    executor: capacity\n    every: 1h\n    run_on_start: true\n    start_rate: 20/s\n    max_rate: 40/s\n    step_duration: 500ms\n    cool_down: 0s\n    precision: 50%\n    thresholds:\n      http_req_duration: [\"p(95)<5000\"]\n  walker:\n    journey: walk\n    every: 1h\n    run_on_start: true\n    executor: shared-iterations\n    vus: 2\n    iterations: 20\njourneys:\n  walk:\n    target: api\n    steps:\n      - {{ name: one, path: /a }}\n      - {{ name: two, path: /b }}\nslos:\n  api-availability:\n    target: api\n    sli: availability\n    objective: 99.9\n    period: 1d\n",
             dir.path().join("data").display(),
             target.addr
         );
@@ -37,7 +37,8 @@ fn scraped_names() -> &'static BTreeSet<String> {
             let m = d.metrics();
             (metric_sum(&m, "sloburn_runs_total{profile=\"canary\",result=\"failed\"") >= 1.0
                 && m.contains("sloburn_slo_time_to_exhaustion_seconds")
-                && m.contains("sloburn_iteration_duration_seconds_bucket"))
+                && m.contains("sloburn_iteration_duration_seconds_bucket")
+                && m.contains("sloburn_capacity_rate"))
             .then_some(m)
         })
         .expect("the daemon never finished its run");
