@@ -99,6 +99,10 @@ pub enum Command {
     /// bisect to --precision, confirm. Exits 0 with an answer, 99 when even the lowest step
     /// fails, 75 when sloburn itself could not hold a rate (or the budget ran out).
     Capacity(Box<crate::run::capacity::CapacityArgs>),
+    /// Did it get slower? Compare two run records (`run --record FILE`) per metric and step,
+    /// with confidence intervals and a verdict per row. Exits 0 when nothing regressed, 99
+    /// naming what did, 2 on bad input.
+    Compare(Box<crate::compare::CompareArgs>),
     /// Print Prometheus recording and alerting rules for the config's SLOs.
     Rules {
         /// The config file.
@@ -245,6 +249,7 @@ fn prepare(cli: &Cli) {
         cli.command,
         Command::Run(_)
             | Command::Capacity(_)
+            | Command::Compare(_)
             | Command::Check { .. }
             | Command::Rules { .. }
             | Command::Openslo { .. }
@@ -307,6 +312,7 @@ fn dispatch(command: Command) -> i32 {
         },
         Command::Run(args) => crate::run::command(*args),
         Command::Capacity(args) => crate::run::capacity::command(*args),
+        Command::Compare(args) => crate::compare::command(*args),
         Command::Rules {
             file,
             k8s,

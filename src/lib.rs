@@ -8,6 +8,7 @@ pub mod capacity;
 pub mod checks;
 pub mod cli;
 pub mod clock;
+pub mod compare;
 pub mod config;
 pub mod daemon;
 pub mod demo;

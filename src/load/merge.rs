@@ -7,7 +7,7 @@
 //! record that differs (another config) is refused, never added in the wrong place, and so is
 //! one holding a histogram no `Histogram` makes.
 
-use super::record::{JourneyRecord, RunRecord, StepRecord, SubValue};
+use super::record::{ClassRecord, JourneyRecord, RunRecord, StepRecord, SubValue};
 use crate::hist::HistSnapshot;
 use crate::http::ErrorClass;
 use crate::thresholds::RateValue;
@@ -95,7 +95,19 @@ impl RunRecord {
         for (a, b) in self.journeys.iter_mut().zip(&other.journeys) {
             add_journey(a, b);
         }
+        add_classes(&mut self.classes, &other.classes);
     }
+}
+
+/// Adds each status class's histogram to the same class's, keeping them in class order.
+fn add_classes(into: &mut Vec<ClassRecord>, from: &[ClassRecord]) {
+    for c in from {
+        match into.iter_mut().find(|a| a.class == c.class) {
+            Some(a) => a.duration.merge(&c.duration),
+            None => into.push(c.clone()),
+        }
+    }
+    into.sort_by(|a, b| a.class.cmp(&b.class));
 }
 
 /// Why a record cannot be added: it is not the same run's shape.
@@ -126,6 +138,11 @@ fn histograms(r: &RunRecord) -> impl Iterator<Item = (&str, &HistSnapshot)> {
                 .map(|s| ("step group_duration", &s.group_duration)),
         )
         .chain(r.journeys.iter().map(|j| ("journey duration", &j.duration)))
+        .chain(
+            r.classes
+                .iter()
+                .map(|c| ("status class duration", &c.duration)),
+        )
 }
 
 fn same_checks(

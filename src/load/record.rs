@@ -11,7 +11,9 @@
 //! a name still reads an older record (the new name empty) and a name this build does not know
 //! is refused. A sub-metric is written by its k6 key only and parsed again when read. A
 //! histogram is `HistSnapshot`'s own serde form: changing that layout is a new version of the
-//! record. `tests/it/golden/record-v1.json` is a version 1 record that every build must read.
+//! record. `tests/it/golden/record-v{N}.json` holds a record of each version N that every
+//! later build must read: version 2 added `classes` (`http_req_duration` per status class) and
+//! `plan` (what ran, and when); a version 1 record reads with both empty.
 
 use super::event::{IterationResult, StepFailure};
 use super::pacing::DropReason;
@@ -80,6 +82,40 @@ pub struct RunRecord {
     pub steps: Vec<StepRecord>,
     /// Per journey; empty for a single-request profile.
     pub journeys: Vec<JourneyRecord>,
+    /// k6's `http_req_duration` per status class (`1xx` to `5xx`), for the classes seen
+    /// (version 2; empty in a version 1 record).
+    #[serde(default)]
+    pub classes: Vec<ClassRecord>,
+    /// What ran and when: set on a finished run's record (`sloburn run --record`, the daemon's
+    /// `/api/runs/{id}/record`), absent on a live one (version 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<RunPlan>,
+}
+
+/// The requests of one status class: `2xx` holds every answer from 200 to 299.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClassRecord {
+    pub class: String,
+    /// k6's `http_req_duration` of these requests.
+    pub duration: HistSnapshot,
+}
+
+/// What a run was: its profile, target (the config's names, never a URL: a URL may hold a
+/// secret), its load as k6's scenario line, how long it was planned for and when it started.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunPlan {
+    pub profile: String,
+    pub target: String,
+    /// k6's scenario line (`load::summary::scenario_line`), e.g.
+    /// `100.00 iterations/s for 10s (maxVUs: 100, gracefulStop: 30s)`.
+    pub load: String,
+    #[serde(rename = "planned_ns", with = "nanos")]
+    pub planned: Duration,
+    /// When the run started, in milliseconds since the Unix epoch.
+    pub start_unix_ms: u64,
+    /// `i/N` when the run was one shard's share of a profile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<String>,
 }
 
 /// One step of a run.
@@ -149,7 +185,16 @@ pub fn k6_phase(p: &Phases, phase: Phase) -> Duration {
 
 impl RunRecord {
     /// The format version this build writes.
-    pub const VERSION: u32 = 1;
+    pub const VERSION: u32 = 2;
+
+    /// The status class of a status code, as [`ClassRecord::class`] names it (`None` outside
+    /// 100 to 599).
+    pub fn class_of(status: u16) -> Option<&'static str> {
+        const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
+        CLASSES
+            .get(usize::from(status / 100).checked_sub(1)?)
+            .copied()
+    }
 
     pub fn sub(&self, key: &str) -> Option<&SubRecord> {
         self.subs.iter().find(|s| s.key == key)
@@ -640,7 +685,16 @@ mod tests {
         stats.iteration_dropped(DropReason::Saturated, 1);
         stats.iteration_dropped(DropReason::Late, 0);
         stats.iteration_dropped(DropReason::ConnectPaced, 1);
-        stats.snapshot(Duration::from_secs(10))
+        let mut r = stats.snapshot(Duration::from_secs(10));
+        r.plan = Some(RunPlan {
+            profile: "shop".into(),
+            target: "shop".into(),
+            load: "5.00 iterations/s for 10s (maxVUs: 4, gracefulStop: 30s)".into(),
+            planned: Duration::from_secs(10),
+            start_unix_ms: 1_780_000_000_000,
+            shard: None,
+        });
+        r
     }
 
     /// This build writes its version as the fixture of that version holds it; a reviewer reads
@@ -733,6 +787,32 @@ mod tests {
         assert_eq!(r.count_of("dropped_iterations{reason:saturated}"), Some(2));
         let spec = ThresholdSpec::parse("http_req_duration{status:500}", "max<100", false, None);
         assert!(spec.unwrap().threshold.evaluate(&r).passed);
+        // What version 2 added reads empty.
+        assert!(r.classes.is_empty() && r.plan.is_none());
+    }
+
+    /// Version 2, as its fixture holds it: `http_req_duration` per status class, and the plan.
+    #[test]
+    fn a_version_2_record_reads_with_its_classes_and_plan() {
+        let text = std::fs::read_to_string(fixture(2)).unwrap();
+        let r: RunRecord = serde_json::from_str(&text).unwrap();
+        assert_eq!(r.version, 2);
+        let classes: Vec<(&str, u64)> = r
+            .classes
+            .iter()
+            .map(|c| (c.class.as_str(), c.duration.count()))
+            .collect();
+        assert_eq!(classes, [("2xx", 24), ("5xx", 4)]);
+        let plan = r.plan.unwrap();
+        assert_eq!(
+            (plan.profile.as_str(), plan.planned),
+            ("shop", Duration::from_secs(10))
+        );
+        assert_eq!(plan.start_unix_ms, 1_780_000_000_000);
+        assert_eq!(r.duration.count(), 28);
+        assert_eq!(RunRecord::class_of(0), None);
+        assert_eq!(RunRecord::class_of(404), Some("4xx"));
+        assert_eq!(RunRecord::class_of(600), None);
     }
 
     /// A record this build cannot read rightly is refused, never misread.
@@ -747,8 +827,8 @@ mod tests {
                 .map_err(|e| e.to_string())
         };
         assert_eq!(read(&|_| {}), Ok(()));
-        let err = read(&|v| v["version"] = 2.into()).unwrap_err();
-        assert!(err.contains("format version 2"), "{err}");
+        let err = read(&|v| v["version"] = 3.into()).unwrap_err();
+        assert!(err.contains("format version 3"), "{err}");
         let err = read(&|v| v["phases"]["warp"] = v["duration"].clone()).unwrap_err();
         assert!(err.contains("unknown phase `warp`"), "{err}");
         let err = read(&|v| v["errors"]["gremlins"] = 1.into()).unwrap_err();

@@ -99,6 +99,10 @@ pub struct RunArgs {
     /// Write k6's summary-export JSON here.
     #[arg(long, env = "K6_SUMMARY_EXPORT")]
     pub summary_export: Option<PathBuf>,
+    /// Write the run's record here: every histogram per metric, step and status class, the
+    /// counts, checks, plan and start, as versioned JSON that `sloburn compare` reads.
+    #[arg(long, value_name = "FILE.json")]
+    pub record: Option<PathBuf>,
     /// Write a self-contained HTML report of the run here (charts inlined; opens offline).
     #[arg(long, value_name = "FILE.html")]
     pub report: Option<PathBuf>,

@@ -59,6 +59,8 @@ pub async fn execute(
     let mut spec = r.spec.clone();
     let collect = join_collect(args, &r, &mut spec).await?;
     let started = crate::clock::tokio_instant() + spec.start_time;
+    let start_unix_ms =
+        crate::clock::unix_ms() + u64::try_from(spec.start_time.as_millis()).unwrap_or(0);
     let observers = outputs.start(&RunInfo {
         profile: &r.name,
         target: &r.target.name,
@@ -110,8 +112,10 @@ pub async fn execute(
         let _ = writeln!(std::io::stderr(), "{line}");
     }
     let exported = write_export(args, &report, marked);
+    let recorded = write_record(args, &r, &report, start_unix_ms);
     print_summary(args, &r, &report, &notes, tty);
     exported?;
+    recorded?;
     stopped?;
     Ok(Finished {
         report,
@@ -283,6 +287,34 @@ fn write_export(
     let json = serde_json::to_string_pretty(&summary::export_json(report, interrupted_by))?;
     std::fs::write(path, json)
         .with_context(|| format!("cannot write --summary-export `{}`", path.display()))
+}
+
+/// `--record`: the run's record with its plan, every value the run sent from a secret
+/// scrubbed (the record holds the config's names only; this holds whatever a name took).
+fn write_record(
+    args: &RunArgs,
+    r: &Resolved,
+    report: &RunReport,
+    start_unix_ms: u64,
+) -> anyhow::Result<()> {
+    let Some(path) = &args.record else {
+        return Ok(());
+    };
+    let mut record = report.stats.clone();
+    let (load, _, _) = summary::scenario_line(&r.name, &r.spec.executor, r.spec.graceful_stop);
+    let shard = r.spec.shard;
+    record.plan = Some(crate::load::record::RunPlan {
+        profile: r.name.clone(),
+        target: r.target.name.clone(),
+        load,
+        planned: r.planned,
+        start_unix_ms,
+        shard: (shard.count() > 1).then(|| format!("{}/{}", shard.index(), shard.count())),
+    });
+    let json = serde_json::to_string(&record)?;
+    let scrub = crate::web::scrub::Scrub::new(r.secrets.iter().map(|s| s.expose()));
+    std::fs::write(path, scrub.apply(&json).as_bytes())
+        .with_context(|| format!("cannot write --record `{}`", path.display()))
 }
 
 /// The end-of-test summary on stdout. After a SIGHUP the terminal may be gone, or a pipe's

@@ -37,6 +37,10 @@ pub struct RunDetail {
     /// How `sloburn run` was set up (the `--report` page says it); none in the daemon.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub setup: Option<RunSetup>,
+    /// The daemon's run: its `RunRecord` with the plan, which `/api/runs/{id}/record` serves
+    /// (and `/api/runs/{id}` leaves out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record: Option<serde_json::Value>,
 }
 
 /// What a report names of its run, so a page read later says what was tested and how.
@@ -220,6 +224,7 @@ impl RunDetail {
                 .collect(),
             evidence: Vec::new(),
             setup: None,
+            record: None,
         }
     }
 }

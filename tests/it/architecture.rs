@@ -26,7 +26,7 @@ const LAYERS: &[&[&str]] = &[
     ],
     &["config"],
     &["load", "rules", "metrics", "store"],
-    &["budget", "target", "web", "importers"],
+    &["budget", "target", "web", "importers", "compare"],
     &["output", "capacity"],
     &["run", "daemon"],
     &["demo"],

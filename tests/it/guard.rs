@@ -294,7 +294,9 @@ fn an_echoing_target_gets_none_of_13_planted_values_into_any_output() {
             .arg("--out")
             .arg(format!("json={}", out("samples.ndjson").display()))
             .arg("--summary-export")
-            .arg(out("summary.json")),
+            .arg(out("summary.json"))
+            .arg("--record")
+            .arg(out("record.json")),
     )
     .output()
     .unwrap();
@@ -322,6 +324,10 @@ fn an_echoing_target_gets_none_of_13_planted_values_into_any_output() {
         &std::fs::read_to_string(out("summary.json")).unwrap(),
     ));
     found.extend(leaks("run's stderr", &stderr));
+    found.extend(leaks(
+        "--record",
+        &std::fs::read_to_string(out("record.json")).unwrap(),
+    ));
 
     // The daemon: a run through the API, then everything it shows.
     let mut cmd = Daemon::command(&config, &["--no-watch"]);
@@ -360,6 +366,11 @@ fn an_echoing_target_gets_none_of_13_planted_values_into_any_output() {
         &get("/api/series", Some(ADMIN_TOKEN)).1,
     ));
     found.extend(leaks("/api/runs", &get("/api/runs", Some(ADMIN_TOKEN)).1));
+    let (code, record) = get(&format!("/api/runs/{id}/record"), Some(ADMIN_TOKEN));
+    assert_eq!(code, 200, "{record}");
+    let read: sloburn::load::record::RunRecord = serde_json::from_str(&record).unwrap();
+    assert_eq!(read.plan.map(|p| p.profile), Some("leak".to_string()));
+    found.extend(leaks("/api/runs/{id}/record", &record));
     found.extend(leaks("/metrics", &d.metrics()));
     found.extend(leaks("daemon's logs", &d.logs.lock().unwrap().join("\n")));
     eprintln!(

@@ -10,6 +10,7 @@ mod calendar;
 mod capacity;
 mod capacity_daemon;
 mod collect;
+mod compare;
 mod config;
 mod daemon;
 mod dashboards;

@@ -53,6 +53,7 @@ pub fn app(shared: AppState) -> Router {
         .route("/api/profiles", get(profiles))
         .route("/api/runs", get(runs))
         .route("/api/runs/{id}", get(run_detail))
+        .route("/api/runs/{id}/record", get(run_record))
         .route("/api/series", get(series))
         .route("/api/slos", get(slos))
         .route("/api/slos/{name}", get(slo))

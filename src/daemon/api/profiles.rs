@@ -42,12 +42,50 @@ pub(super) async fn run_detail(
     let not_found = || ApiError(StatusCode::NOT_FOUND, format!("no run `{id}` is kept"));
     let n: u64 = id.parse().map_err(|_| not_found())?;
     let record = shared.run_record(n).ok_or_else(not_found)?;
+    let detail = kept_detail(&shared, n).await;
+    let mut detail = detail
+        .and_then(|d| serde_json::from_str::<serde_json::Value>(&d).ok())
+        .unwrap_or(serde_json::Value::Null);
+    withhold_evidence(&shared, &caller, &mut detail);
+    if let Some(d) = detail.as_object_mut() {
+        // Served whole at `/api/runs/{id}/record`.
+        d.remove("record");
+    }
+    Ok(axum::Json(json!({ "run": record, "detail": detail })).into_response())
+}
+
+/// One finished run's `RunRecord` (`sloburn compare` reads it), under the same token rules as
+/// `/api/runs/{id}`; 404 while it runs, when it ended in an error, or for a run kept from
+/// before records were.
+pub(super) async fn run_record(
+    State(shared): State<AppState>,
+    Path(id): Path<String>,
+    caller: Caller,
+) -> Result<Response, ApiError> {
+    authorize(&shared, &caller, false)?;
+    let not_found = |why: &str| ApiError(StatusCode::NOT_FOUND, format!("run `{id}`: {why}"));
+    let n: u64 = id.parse().map_err(|_| not_found("no such run is kept"))?;
+    shared
+        .run_record(n)
+        .ok_or_else(|| not_found("no such run is kept"))?;
+    let detail = kept_detail(&shared, n).await;
+    let record = detail
+        .and_then(|d| serde_json::from_str::<serde_json::Value>(&d).ok())
+        .and_then(|mut d| d.get_mut("record").map(serde_json::Value::take))
+        .ok_or_else(|| {
+            not_found("no record: it is running, ended in an error, or predates records")
+        })?;
+    Ok(axum::Json(record).into_response())
+}
+
+/// Run `n`'s detail JSON: kept in memory, else from the store.
+async fn kept_detail(shared: &AppState, n: u64) -> Option<Arc<str>> {
     let cached = shared
         .details
         .lock()
         .ok()
         .and_then(|d| d.iter().find(|(i, _)| *i == n).map(|(_, d)| d.clone()));
-    let detail: Option<Arc<str>> = match cached {
+    match cached {
         Some(d) => Some(d),
         None => {
             let s = shared.clone();
@@ -59,12 +97,7 @@ pub(super) async fn run_detail(
                 .flatten()
                 .map(Arc::from)
         }
-    };
-    let mut detail = detail
-        .and_then(|d| serde_json::from_str::<serde_json::Value>(&d).ok())
-        .unwrap_or(serde_json::Value::Null);
-    withhold_evidence(&shared, &caller, &mut detail);
-    Ok(axum::Json(json!({ "run": record, "detail": detail })).into_response())
+    }
 }
 
 /// What the target answered (failure evidence, scrubbed) is shown only with the admin token,

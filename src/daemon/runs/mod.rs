@@ -322,6 +322,7 @@ async fn execute(
             detail.id = record.id;
             detail.profile = record.profile.clone();
             detail.target = record.target.clone();
+            detail.record = with_plan(&report, &spec, &record);
             detail.result = record.result.clone();
             detail.reason = record.reason.clone();
             if let Ok(mut series) = shared.series.lock() {
@@ -344,6 +345,27 @@ async fn execute(
         s.live = None;
     }
     (record, detail)
+}
+
+/// The run's record with its plan, as `/api/runs/{id}/record` serves it.
+fn with_plan(
+    report: &crate::load::runner::RunReport,
+    spec: &crate::load::runner::RunSpec,
+    entry: &RunEntry,
+) -> Option<serde_json::Value> {
+    let mut record = report.stats.clone();
+    let (load, _, _) =
+        crate::load::summary::scenario_line(&spec.profile, &spec.executor, spec.graceful_stop);
+    let shard = spec.shard;
+    record.plan = Some(crate::load::record::RunPlan {
+        profile: entry.profile.clone(),
+        target: entry.target.clone(),
+        load,
+        planned: crate::load::plan::planned_duration(&spec.executor),
+        start_unix_ms: (entry.started_at * 1000.0) as u64,
+        shard: (shard.count() > 1).then(|| format!("{}/{}", shard.index(), shard.count())),
+    });
+    serde_json::to_value(&record).ok()
 }
 
 /// The run's live observer: its `/metrics` series (VUs at zero) and, when its requests are
