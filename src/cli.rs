@@ -99,9 +99,7 @@ pub enum Command {
     /// bisect to --precision, confirm. Exits 0 with an answer, 99 when even the lowest step
     /// fails, 75 when sloburn itself could not hold a rate (or the budget ran out).
     Capacity(Box<crate::run::capacity::CapacityArgs>),
-    /// Did it get slower? Compare two run records (`run --record FILE`) per metric and step,
-    /// with confidence intervals and a verdict per row. Exits 0 when nothing regressed, 99
-    /// naming what did, 2 on bad input.
+    /// Did it get slower? Two run records (`run --record FILE`) compared per metric and step.
     Compare(Box<crate::compare::CompareArgs>),
     /// Print Prometheus recording and alerting rules for the config's SLOs.
     Rules {
@@ -249,7 +247,6 @@ fn prepare(cli: &Cli) {
         cli.command,
         Command::Run(_)
             | Command::Capacity(_)
-            | Command::Compare(_)
             | Command::Check { .. }
             | Command::Rules { .. }
             | Command::Openslo { .. }
@@ -305,10 +302,7 @@ fn dispatch(command: Command) -> i32 {
                 print!("{}", crate::config::openslo::export(&l.config));
                 exit::OK
             }
-            Err(e) => {
-                crate::config::report(&file.display().to_string(), Err(e), &mut std::io::stdout());
-                exit::CONFIG
-            }
+            Err(e) => bad_config(&file, e),
         },
         Command::Run(args) => crate::run::command(*args),
         Command::Capacity(args) => crate::run::capacity::command(*args),
@@ -325,14 +319,7 @@ fn dispatch(command: Command) -> i32 {
         } => {
             let cfg = match crate::config::load_without_secrets(&file) {
                 Ok(l) => l.config,
-                Err(e) => {
-                    crate::config::report(
-                        &file.display().to_string(),
-                        Err(e),
-                        &mut std::io::stdout(),
-                    );
-                    return exit::CONFIG;
-                }
+                Err(e) => return bad_config(&file, e),
             };
             let meta = match k8s_meta(name, namespace, labels) {
                 Ok(meta) => meta,
@@ -346,6 +333,12 @@ fn dispatch(command: Command) -> i32 {
         }
         Command::Target(opts) => exit_code(crate::target::run_blocking(opts)),
     }
+}
+
+/// A config that did not load: its errors printed, exit 78.
+fn bad_config(file: &std::path::Path, e: crate::config::ConfigError) -> i32 {
+    crate::config::report(&file.display().to_string(), Err(e), &mut std::io::stdout());
+    exit::CONFIG
 }
 
 /// `--shard i/N`, when given; a bad one is printed and is exit 2.

@@ -1,6 +1,7 @@
 //! The load engine: pure plans from the config's executor specs, histograms and the runner.
 
 pub mod capacity;
+mod classes;
 pub mod event;
 mod iterate;
 pub mod iteration;

@@ -14,9 +14,10 @@
 //! Sub-metrics (`http_req_duration{status:200}`) live in `load::subs`; the figures a run is
 //! read as, in `load::record`.
 
+use super::classes::Classes;
 use super::event::{IterationResult, Observer, SINGLE_STEP, StepFailure, StepInfo};
 use super::pacing::DropReason;
-use super::record::{ClassRecord, JourneyRecord, RunRecord, StepRecord, k6_phase};
+use super::record::{JourneyRecord, RunRecord, StepRecord, k6_phase};
 use super::series::{OnSeries, Series};
 use super::subs::Subs;
 use crate::checks::{Check, CheckKind};
@@ -61,9 +62,7 @@ pub struct RunStats {
     pub requests: AtomicU64,
     pub failed: AtomicU64,
     statuses: [OnceBox<StatusBlock>; STATUS_SLOTS / STATUS_BLOCK],
-    /// `http_req_duration` per status class, `1xx` to `5xx` (the record's `classes`), made
-    /// at the first answer: a run keeps its struct small (1,000 runs at once).
-    classes: OnceBox<[Histogram; 5]>,
+    classes: Classes,
     /// Requests without a status (no head arrived, or none a slot holds): apart from the
     /// slots, where 0 is a probe's or gRPC's OK.
     no_response: AtomicU64,
@@ -216,7 +215,7 @@ impl RunStats {
             requests: AtomicU64::new(0),
             failed: AtomicU64::new(0),
             statuses: std::array::from_fn(|_| OnceBox::new()),
-            classes: OnceBox::new(),
+            classes: Classes::default(),
             no_response: AtomicU64::new(0),
             errors: std::array::from_fn(|_| AtomicU64::new(0)),
             check_names: checks.iter().map(|c| c.name.clone()).collect(),
@@ -284,12 +283,7 @@ impl RunStats {
                     .get_or_init(|| Box::new(std::array::from_fn(|_| AtomicU64::new(0))))
                     [slot % STATUS_BLOCK]
                     .fetch_add(1, Relaxed);
-                let classes = self
-                    .classes
-                    .get_or_init(|| Box::new(std::array::from_fn(|_| Histogram::new())));
-                if let Some(class) = classes.get((slot / 100).wrapping_sub(1)) {
-                    class.record(outcome.duration());
-                }
+                self.classes.record(slot, outcome.duration());
             }
             None => {
                 self.no_response.fetch_add(1, Relaxed);
@@ -354,19 +348,15 @@ impl RunStats {
             .into_iter()
             .chain(&self.phases)
             .chain([&self.iteration_duration, &self.lateness])
-            .chain(self.classes.get().into_iter().flatten())
+            .chain(self.classes.histograms())
             .chain(self.steps.iter().map(|s| &s.duration))
             .chain(self.steps.iter().map(|s| &s.group_duration))
             .chain(self.journeys.iter().map(|j| &j.duration))
             .chain(self.subs.histograms());
         let statuses = self.statuses.iter().filter(|b| b.get().is_some()).count();
-        let classes = self
-            .classes
-            .get()
-            .map_or(0, |_| size_of::<[Histogram; 5]>());
         trends.map(Histogram::allocated_bytes).sum::<usize>()
             + statuses * size_of::<StatusBlock>()
-            + classes
+            + self.classes.held_bytes()
     }
 
     /// Requests per error class, for the classes seen (as [`RunRecord::errors`]).
@@ -376,20 +366,6 @@ impl RunStats {
             .filter_map(|e| {
                 let n = self.errors[*e as usize].load(Relaxed);
                 (n > 0).then_some((*e, n))
-            })
-            .collect()
-    }
-
-    /// `http_req_duration` of each status class seen.
-    fn class_snapshots(&self) -> Vec<ClassRecord> {
-        (1..=5u16)
-            .zip(self.classes.get().into_iter().flatten())
-            .filter(|(_, h)| h.count() > 0)
-            .filter_map(|(c, h)| {
-                Some(ClassRecord {
-                    class: RunRecord::class_of(c * 100)?.to_string(),
-                    duration: h.snapshot(),
-                })
             })
             .collect()
     }
@@ -455,7 +431,7 @@ impl RunStats {
             subs,
             steps,
             journeys: self.journeys.iter().map(JourneyStats::snapshot).collect(),
-            classes: self.class_snapshots(),
+            classes: self.classes.snapshot(),
             plan: None,
         };
         if let Some(s) = &self.series {
