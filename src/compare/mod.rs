@@ -12,6 +12,7 @@
 //! gives a verdict about nothing. Bounds: a record file is read up to [`MAX_RECORD_BYTES`];
 //! every row's work is bounded by the histogram layout's buckets (`stat`).
 
+pub mod ab;
 pub mod rows;
 pub mod stat;
 mod text;

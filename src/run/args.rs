@@ -15,6 +15,11 @@ pub struct RunArgs {
     /// messages show them as written.
     #[arg(long)]
     pub url: Option<String>,
+    /// A/B under one load: each iteration goes to --url or to this URL (alternating by the
+    /// golden-ratio sequence), and the summary ends with `sloburn compare`'s rows, verdict and
+    /// exit code (99 when --url regressed against it).
+    #[arg(long, value_name = "URL", requires = "url")]
+    pub baseline_url: Option<String>,
     #[arg(long, default_value = "GET")]
     pub method: String,
     /// Request header `Name: value` (repeatable).

@@ -27,6 +27,8 @@ pub struct Finished {
     pub collected: Option<Collected>,
     /// `SIGTERM` or `SIGINT` when a signal stopped the run.
     pub interrupted_by: Option<&'static str>,
+    /// `--baseline-url`: the candidate compared with the baseline.
+    pub comparison: Option<crate::compare::Comparison>,
 }
 
 /// Runs a resolved profile, printing progress and the summary; used by the command and tests.
@@ -114,6 +116,7 @@ pub async fn execute(
     let exported = write_export(args, &report, marked);
     let recorded = write_record(args, &r, &report, start_unix_ms);
     print_summary(args, &r, &report, &notes, tty);
+    let comparison = print_comparison(args, &report);
     exported?;
     recorded?;
     stopped?;
@@ -121,6 +124,7 @@ pub async fn execute(
         report,
         collected,
         interrupted_by,
+        comparison,
     })
 }
 
@@ -315,6 +319,22 @@ fn write_record(
     let scrub = crate::web::scrub::Scrub::new(r.secrets.iter().map(|s| s.expose()));
     std::fs::write(path, scrub.apply(&json).as_bytes())
         .with_context(|| format!("cannot write --record `{}`", path.display()))
+}
+
+/// `--baseline-url`: the two sides compared as `sloburn compare` compares two records, after
+/// the summary.
+fn print_comparison(args: &RunArgs, report: &RunReport) -> Option<crate::compare::Comparison> {
+    args.baseline_url.as_ref()?;
+    let (old, new) = crate::compare::ab::sides(&report.stats)?;
+    let url = |u: &Option<String>| u.clone().unwrap_or_default();
+    let options = crate::compare::Options::default();
+    let c = crate::compare::compare(&old, &new, &options).ok()?;
+    let text = c.text(
+        &format!("(baseline) {}", url(&args.baseline_url)),
+        &format!("(candidate) {}", url(&args.url)),
+    );
+    let _ = writeln!(std::io::stdout().lock(), "\n{text}");
+    Some(c)
 }
 
 /// The end-of-test summary on stdout. After a SIGHUP the terminal may be gone, or a pipe's

@@ -80,6 +80,13 @@ pub fn command(args: RunArgs) -> i32 {
         }
         Ok(f) if f.report.stats.local_errors_dominate() => crate::exit::ERROR,
         Ok(f) if f.report.inconclusive().is_some() => crate::exit::INCONCLUSIVE,
+        Ok(f)
+            if f.comparison
+                .as_ref()
+                .is_some_and(|c| c.regressed().next().is_some()) =>
+        {
+            crate::exit::THRESHOLDS
+        }
         Ok(f) if f.report.thresholds_passed() => crate::exit::OK,
         Ok(_) => crate::exit::THRESHOLDS,
         Err(e) => {

@@ -191,7 +191,17 @@ fn from_flags(args: &RunArgs, url: &str, shard: Shard) -> anyhow::Result<Picked>
     let (target, executor) = ad_hoc(args, url)?;
     // A defaulted `--max-vus` holds every arrival for the timeout.
     let hold = (args.max_vus.is_none() && executor.is_arrival_rate()).then_some(target.timeout);
-    let work = Work::single(target.request(), target.checks.clone(), &target.display_url);
+    let work = match &args.baseline_url {
+        Some(old) => {
+            let (baseline, _) = ad_hoc(args, old).map_err(|e| anyhow!("--baseline-url: {e:#}"))?;
+            let side = |t: &Target| crate::compare::ab::Side {
+                request: t.request(),
+                display_url: t.display_url.clone(),
+            };
+            crate::compare::ab::work(side(&target), side(&baseline), &target.checks)
+        }
+        None => Work::single(target.request(), target.checks.clone(), &target.display_url),
+    };
     Ok(Picked {
         name: "adhoc".to_string(),
         target,

@@ -181,3 +181,73 @@ fn unlike_or_broken_records_exit_2_with_a_clear_error() {
     assert_eq!(code, 2, "{text}");
     assert!(text.contains("--max-regression `lots`"), "{text}");
 }
+
+/// `sloburn run --url NEW --baseline-url OLD`: one arrival process, each iteration to one side.
+fn ab(new: &BackgroundTarget, old: &BackgroundTarget) -> (i32, String) {
+    let out = sloburn()
+        .args([
+            "run",
+            "--quiet",
+            "--rate",
+            "300/s",
+            "--duration",
+            "3s",
+            "--url",
+        ])
+        .arg(format!("http://{}/", new.addr))
+        .arg("--baseline-url")
+        .arg(format!("http://{}/", old.addr))
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}
+
+/// A/B under one load, a few short runs (bench/compare.py has the 20 × 10 s figures): two
+/// identical 20 ms servers are `unchanged` (exit 0), a 22 ms candidate against a 20 ms
+/// baseline `regressed` on `http_req_duration` (99), an 18 ms one `improved`; each side got
+/// half the arrivals.
+#[test]
+fn ab_under_one_load_judges_the_candidate_against_the_baseline() {
+    let (a, a2, slow, fast) = (
+        target(20, 0.0),
+        target(20, 0.0),
+        target(22, 0.0),
+        target(18, 0.0),
+    );
+    for _ in 0..2 {
+        let (code, text) = ab(&a, &a2);
+        assert_eq!(code, 0, "A/A: {text}");
+        assert!(text.trim_end().ends_with("no regression"), "{text}");
+        let (code, text) = ab(&slow, &a);
+        assert_eq!(code, 99, "22 ms against 20 ms: {text}");
+        assert!(
+            text.contains("regressed: http_req_duration (p50 +"),
+            "{text}"
+        );
+    }
+    let (code, text) = ab(&fast, &a);
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains("improved: http_req_duration (p50 -"),
+        "{text}"
+    );
+    // Both sides in the summary (as journeys), each with about half of ~900 requests.
+    assert!(
+        text.contains("candidate") && text.contains("baseline"),
+        "{text}"
+    );
+    let halves: Vec<u64> = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("values "))
+        .flat_map(|l| l.split(" → ").map(|n| n.trim().parse::<u64>().unwrap()))
+        .collect();
+    assert!(!halves.is_empty(), "{text}");
+    for n in halves {
+        assert!((350..=550).contains(&n), "a side's values: {n}\n{text}");
+    }
+}
