@@ -84,6 +84,7 @@ pub fn sides(r: &RunRecord) -> Option<(RunRecord, RunRecord)> {
             checks: step.checks.clone(),
             data_sent: 0,
             data_received: 0,
+            kernel_tx: 0,
             iterations: journey.results.iter().sum(),
             dropped: 0,
             dropped_by: [0; DropReason::ALL.len()],

@@ -104,7 +104,10 @@ fn records_of_fixed_delay_servers_compare_with_a_verdict_per_metric() {
     // Its throughput held (an arrival rate): compared on that alone, nothing regressed.
     let (code, text) = compare(&a1, &b, &["--metric", "http_reqs"]);
     assert_eq!(code, 0, "{text}");
-    assert!(text.contains("http_reqs") && text.contains("unchanged"), "{text}");
+    assert!(
+        text.contains("http_reqs") && text.contains("unchanged"),
+        "{text}"
+    );
 
     let (code, text) = compare(&a1, &f, &["--metric", "http_req_failed"]);
     assert_eq!(code, 99, "0 % against 2 % failed: {text}");
