@@ -2,9 +2,11 @@
 //! intervals, and its verdict. Pure.
 //!
 //! A trend (`http_req_duration`, `iteration_duration`) is `regressed` when the rank test says
-//! the new values are larger at the row's significance level AND the change is worth failing
-//! for: the median's change is past `max_regression`, or a tail quantile's (p90, p95, p99)
-//! whole interval is. `improved` is the mirror. An error rate (`http_req_failed`) is
+//! the new values are larger at the row's significance level AND the shift is worth failing
+//! for: the median's change is past `max_regression`. `improved` is the mirror. The tail
+//! quantiles' changes are shown with their intervals but decide nothing: a loaded machine
+//! moves a run's p90 to p99 by 20 to 30 % from one run to the next while its median holds
+//! (bench/compare.py), and the rank test asks about the whole distribution's location. An error rate (`http_req_failed`) is
 //! `regressed` when the two-proportion test says it rose; throughput (`http_reqs`) when the
 //! rate test says it fell by more than `max_regression`. Everything else is `unchanged`.
 
@@ -217,11 +219,7 @@ fn trend_verdict(
     let dir = if rank.slower_share > 0.5 { 1.0 } else { -1.0 };
     let t = l.max_regression;
     let median = quantiles.first().is_some_and(|m| m.change * dir > t);
-    let tail = quantiles.iter().skip(1).any(|q| {
-        let (low, high) = (q.low * dir, q.high * dir);
-        low.min(high) > t
-    });
-    match (median || tail, dir > 0.0) {
+    match (median, dir > 0.0) {
         (true, true) => (Verdict::Regressed, None),
         (true, false) => (Verdict::Improved, None),
         (false, _) => (
