@@ -65,7 +65,7 @@ pub fn profile(
     let graceful_stop = opt_duration(ctx, &f, "graceful_stop", Duration::from_secs(30), false);
     let start_time = opt_duration(ctx, &f, "start_time", Duration::ZERO, false);
     let max_lateness = opt_duration(ctx, &f, "max_lateness", DEFAULT_MAX_LATENESS, true);
-    let placement = placement(ctx, &f);
+    let placement = placement(ctx, &f, capacity.is_some());
     let guard = f
         .get("guard")
         .and_then(|n| guard(ctx, n, &f.path_of("guard")));
@@ -274,13 +274,27 @@ fn profile_thresholds(ctx: &mut Ctx, f: &Fields, preset: Option<Preset>) -> Vec<
     thresholds
 }
 
-/// `placement`: `split` (the default) or `owned`.
-fn placement(ctx: &mut Ctx, f: &Fields) -> Option<Placement> {
+/// `placement`: `split` (the default) or `owned`. A capacity search is one process's
+/// decision: it runs whole on its owner shard (`owned`, its default), never split.
+fn placement(ctx: &mut Ctx, f: &Fields, search: bool) -> Option<Placement> {
     let Some(n) = f.get("placement") else {
-        return Some(Placement::Split);
+        return Some(if search {
+            Placement::Owned
+        } else {
+            Placement::Split
+        });
     };
     let p = f.path_of("placement");
     walk::string(ctx, n, &p).and_then(|s| match s.parse::<Placement>() {
+        Ok(Placement::Split) if search => {
+            ctx.error(
+                n.pos,
+                &p,
+                "a capacity search runs whole in one daemon, never split across shards: \
+                 remove `placement` (capacity profiles are `owned`)",
+            );
+            None
+        }
         Ok(placement) => Some(placement),
         Err(e) => {
             ctx.error(n.pos, &p, e);

@@ -50,6 +50,17 @@ pub fn command(args: RunArgs) -> i32 {
             };
         }
     };
+    if resolved.search {
+        eprintln!(
+            "error: profile `{0}` is a capacity search (executor: capacity): run it with \
+             `sloburn capacity {1} --profile {0}`",
+            resolved.name,
+            args.file
+                .as_ref()
+                .map_or("FILE".into(), |p| p.display().to_string())
+        );
+        return crate::exit::USAGE;
+    }
     if let Some(code) = refuse_fd_shortfall(&args, &resolved) {
         return code;
     }

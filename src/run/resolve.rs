@@ -29,6 +29,9 @@ pub struct Resolved {
     /// The values the config's references resolved to (none for `--url`, whose `--header`
     /// secrets are marked sensitive), for the report's evidence to scrub.
     pub secrets: Vec<crate::config::Secret>,
+    /// The profile is a capacity search (`executor: capacity`): `sloburn capacity` runs it,
+    /// `run` refuses it.
+    pub search: bool,
 }
 
 /// What a config's profile or the ad-hoc flags give, before the flags both take apply.
@@ -48,6 +51,7 @@ struct Picked {
     /// What the command line changed of the profile (`overrides`).
     notes: Vec<String>,
     secrets: Vec<crate::config::Secret>,
+    search: bool,
 }
 
 /// Resolves the run from `args`; `Ok(None)` when the config is bad (its errors are written to
@@ -115,6 +119,7 @@ fn from_config(
         secrets: cfg.secrets.clone(),
         shard,
         notes: overridden,
+        search: profile.capacity.is_some(),
     }))
 }
 
@@ -216,6 +221,7 @@ fn from_flags(args: &RunArgs, url: &str, shard: Shard) -> anyhow::Result<Picked>
         secrets: Vec::new(),
         shard,
         notes: Vec::new(),
+        search: false,
     })
 }
 
@@ -268,6 +274,7 @@ fn with_common_flags(args: &RunArgs, p: Picked) -> anyhow::Result<Resolved> {
         secrets: p.secrets,
         notes: p.notes.into_iter().chain(pool_note).collect(),
         tags: Vec::new(),
+        search: p.search,
     })
 }
 

@@ -237,6 +237,11 @@ fn check_positions_what_a_capacity_profile_cannot_be() {
             "    max_rate: 100/s\n    thresholds:\n      http_req_failed: [\"rate<0.01\"]\n    capacity: { max_drop: 150% }\n",
             "t.yaml:11:27: profiles.p.capacity.max_drop: max_drop must be above 0 % and under 100 %",
         ),
+        // Split across shards: each shard would search a share of the rate.
+        (
+            "    max_rate: 100/s\n    placement: split\n    thresholds:\n      http_req_failed: [\"rate<0.01\"]\n",
+            "t.yaml:9:16: profiles.p.placement: a capacity search runs whole in one daemon, never split across shards",
+        ),
     ];
     let dir = tempfile::tempdir().unwrap();
     for (body, said) in cases {
@@ -259,6 +264,11 @@ fn check_positions_what_a_capacity_profile_cannot_be() {
     assert_eq!((c.max_rate, c.start_rate), (100.0, 100.0 / 32.0));
     assert_eq!(c.step_duration, Some(Duration::from_secs(2)));
     assert_eq!(c.precision, 0.05);
+    // Whole on its owner shard, never split.
+    assert_eq!(
+        cfg.profiles["p"].placement,
+        sloburn::config::spec::Placement::Owned
+    );
     // `sloburn check` says it as every config error, and exits 78.
     let bad = write_config(dir.path(), &format!("{head}    max_rate: 100/s\n"));
     let out = crate::support::sloburn()
@@ -270,6 +280,22 @@ fn check_positions_what_a_capacity_profile_cannot_be() {
     let text = crate::support::all_output(&out);
     assert!(
         text.contains(":7:15: profiles.p.executor: nothing decides"),
+        "{text}"
+    );
+    // `run` on a capacity profile points at `capacity`, and sends nothing.
+    let good = write_config(dir.path(), &ok);
+    let out = crate::support::sloburn()
+        .arg("run")
+        .arg(&good)
+        .args(["--profile", "p"])
+        .output()
+        .unwrap();
+    let text = crate::support::all_output(&out);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains(
+            "profile `p` is a capacity search (executor: capacity): run it with `sloburn capacity "
+        ),
         "{text}"
     );
 }
