@@ -16,6 +16,10 @@
 //!   of 10s when neither is given) is refused up front with 422. A split profile of a shard
 //!   with `server.peers` runs on every shard at once (`shardrun`): the answer is the one
 //!   verdict on every shard's figures, with `shards` naming them, 503 when one is missing.
+//!   With `compare: last_passed` the run is also compared with the profile's last passing run
+//!   (kept in `/api/runs`), as `sloburn compare` compares two records: a row `regressed` makes
+//!   the answer 412, naming the metric and its change (`comparison.regressed`); without a
+//!   passing run to compare with, the answer says so and stands on the thresholds.
 //! - `slo: NAME` with `max_burn_rate` and `window` answers at once from the live burn rate
 //!   (counting events not yet folded into the minute windows, as budget guards do): 200 when it
 //!   is at most `max_burn_rate`, else 412. It starts no run. A window without events burns 0.
@@ -27,6 +31,7 @@
 use super::runs::{Launch, StartError, launch_of, start, with_overrides};
 use super::state::{RunEntry, Shared};
 use crate::load::plan::planned_duration;
+use crate::load::record::RunRecord;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -50,6 +55,7 @@ const KEYS: &[&str] = &[
     "slo",
     "max_burn_rate",
     "window",
+    "compare",
     "token",
 ];
 
@@ -140,6 +146,19 @@ async fn run_profile(
     profile: &str,
     header_timeout: Option<&str>,
 ) -> Answer {
+    let baseline = match payload.metadata.get("compare").map(String::as_str) {
+        None => None,
+        Some("last_passed") => Some(last_passed(shared, profile).await),
+        Some(other) => {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "metadata `compare` `{other}`: `last_passed` compares the run with the \
+                     profile's last passing run"
+                ),
+            );
+        }
+    };
     let (id, mut ending, joined) = match admit(shared, payload, profile, header_timeout) {
         Ok(started) => started,
         Err(refused) => return refused,
@@ -157,12 +176,98 @@ async fn run_profile(
         Err(_) => None,
     };
     match record {
-        Some(r) => verdict(&r, joined),
+        Some(r) => {
+            let mut answer = verdict(&r, joined);
+            if let Some(baseline) = baseline {
+                compared(shared, &mut answer, baseline, r.id).await;
+            }
+            answer
+        }
         None => refuse(
             StatusCode::SERVICE_UNAVAILABLE,
             format!("run {id} did not finish: the daemon is shutting down"),
         ),
     }
+}
+
+/// A finished run's detail JSON, kept in memory or else in the store.
+pub(super) async fn kept_detail(shared: &Arc<Shared>, id: u64) -> Option<Arc<str>> {
+    let cached = shared
+        .details
+        .lock()
+        .ok()
+        .and_then(|d| d.iter().find(|(i, _)| *i == id).map(|(_, d)| d.clone()));
+    if cached.is_some() {
+        return cached;
+    }
+    let s = shared.clone();
+    tokio::task::spawn_blocking(move || s.budget.with_store(|st| st.run_detail(id)))
+        .await
+        .ok()
+        .flatten()
+        .and_then(Result::ok)
+        .flatten()
+        .map(Arc::from)
+}
+
+/// A finished run's `RunRecord` (in its detail), if it has one.
+async fn kept_record(shared: &Arc<Shared>, id: u64) -> Option<RunRecord> {
+    let detail = kept_detail(shared, id).await?;
+    let mut v: Value = serde_json::from_str(&detail).ok()?;
+    serde_json::from_value(v.get_mut("record")?.take()).ok()
+}
+
+/// The profile's last passing run with a record: its id and record, or `None` (said in the
+/// answer).
+async fn last_passed(shared: &Arc<Shared>, profile: &str) -> Option<(u64, RunRecord)> {
+    let passed: Vec<u64> = shared
+        .recent_runs(Some(profile))
+        .iter()
+        .filter(|r| r.result == "passed")
+        .map(|r| r.id)
+        .collect();
+    for id in passed {
+        if let Some(record) = kept_record(shared, id).await {
+            return Some((id, record));
+        }
+    }
+    None
+}
+
+/// Compares run `id` with `baseline` (`compare: last_passed`): the rows in the answer's
+/// `comparison`, and 412 naming each regressed metric and its change.
+async fn compared(
+    shared: &Arc<Shared>,
+    answer: &mut Answer,
+    baseline: Option<(u64, RunRecord)>,
+    id: u64,
+) {
+    let Some((against, old)) = baseline else {
+        answer.body["comparison"] = json!({ "note": "no passing run of the profile to compare with: judged on its thresholds" });
+        return;
+    };
+    let Some(new) = kept_record(shared, id).await else {
+        answer.body["comparison"] = json!({ "against": against, "note": "this run has no record" });
+        return;
+    };
+    let c = match crate::compare::compare(&old, &new, &crate::compare::Options::default()) {
+        Ok(c) => c,
+        Err(why) => {
+            answer.body["comparison"] = json!({ "against": against, "note": why });
+            return;
+        }
+    };
+    let regressed: Vec<Value> = c
+        .regressed()
+        .map(|r| json!({ "metric": r.name(), "change": r.headline() }))
+        .collect();
+    if let Some(named) = c.regressions() {
+        answer.status = StatusCode::PRECONDITION_FAILED;
+        answer.body["passed"] = json!(false);
+        answer.body["reason"] = json!(format!("regressed against run {against}: {named}"));
+    }
+    answer.body["comparison"] =
+        json!({ "against": against, "regressed": regressed, "rows": c.rows });
 }
 
 /// The call's run, started or joined: its id, how it ends, and whether it was joined; or the

@@ -894,3 +894,72 @@ profiles:
         assert_eq!(v["run"], 1, "the refused call started no run: {v}");
     });
 }
+
+/// `compare: last_passed` (issue 48): the run is compared with the profile's last passing run
+/// as `sloburn compare` compares two records. With none yet, the answer says so and stands on
+/// the thresholds; an equal canary (20 ms like the last passing run) gets 200; a canary 10 %
+/// slower (22 ms) 412, naming `http_req_duration` and its change.
+#[test]
+fn flagger_compare_mode_answers_412_naming_the_regressed_metric() {
+    runtime().block_on(async {
+        let fixed = |ms| TargetOptions {
+            latency: Duration::from_millis(ms),
+            ..TargetOptions::default()
+        };
+        let (primary, stop) = spawn_target(fixed(20)).await;
+        let (slower, stop_slower) = spawn_target(fixed(22)).await;
+        let dir = tempfile::tempdir().unwrap();
+        let d = serve(&config(primary, &dir.path().join("data"), ""), dir.path()).await;
+        let base = format!("http://{}", d.addr);
+        let t = Some(HOOK_TOKEN);
+        let call = |url: String, checksum: &'static str| {
+            let base = base.clone();
+            async move {
+                let meta = [
+                    ("profile", "canary"),
+                    ("url", url.as_str()),
+                    ("rate", "50/s"),
+                    ("duration", "2s"),
+                    ("timeout", "30s"),
+                    ("compare", "last_passed"),
+                ];
+                hook(&base, t, &payload("Progressing", checksum, &meta)).await
+            }
+        };
+        let (code, v) = call(format!("http://{primary}/api"), "c1").await;
+        assert_eq!(code, 200, "{v}");
+        assert!(
+            v["comparison"]["note"]
+                .as_str()
+                .unwrap()
+                .contains("no passing run"),
+            "{v}"
+        );
+        let first = v["run"].clone();
+        let (code, v) = call(format!("http://{primary}/api"), "c2").await;
+        assert_eq!(code, 200, "an equal canary: {v}");
+        assert_eq!(v["comparison"]["against"], first, "{v}");
+        assert_eq!(v["comparison"]["regressed"], serde_json::json!([]), "{v}");
+        let (code, v) = call(format!("http://{slower}/api"), "c3").await;
+        assert_eq!(code, 412, "a 10 % slower canary: {v}");
+        let regressed = &v["comparison"]["regressed"][0];
+        assert_eq!(regressed["metric"], "http_req_duration", "{v}");
+        assert!(
+            regressed["change"].as_str().unwrap().starts_with("p50 +"),
+            "{v}"
+        );
+        assert!(
+            v["reason"]
+                .as_str()
+                .unwrap()
+                .contains("regressed against run"),
+            "{v}"
+        );
+        let meta = [("profile", "canary"), ("compare", "yesterday")];
+        let (code, v) = hook(&base, t, &payload("Progressing", "c4", &meta)).await;
+        assert_eq!(code, 400, "{v}");
+        d.shutdown().await;
+        stop.cancel();
+        stop_slower.cancel();
+    });
+}

@@ -42,7 +42,7 @@ pub(super) async fn run_detail(
     let not_found = || ApiError(StatusCode::NOT_FOUND, format!("no run `{id}` is kept"));
     let n: u64 = id.parse().map_err(|_| not_found())?;
     let record = shared.run_record(n).ok_or_else(not_found)?;
-    let detail = kept_detail(&shared, n).await;
+    let detail = crate::daemon::hooks::kept_detail(&shared, n).await;
     let mut detail = detail
         .and_then(|d| serde_json::from_str::<serde_json::Value>(&d).ok())
         .unwrap_or(serde_json::Value::Null);
@@ -68,7 +68,7 @@ pub(super) async fn run_record(
     shared
         .run_record(n)
         .ok_or_else(|| not_found("no such run is kept"))?;
-    let detail = kept_detail(&shared, n).await;
+    let detail = crate::daemon::hooks::kept_detail(&shared, n).await;
     let record = detail
         .and_then(|d| serde_json::from_str::<serde_json::Value>(&d).ok())
         .and_then(|mut d| d.get_mut("record").map(serde_json::Value::take))
@@ -76,28 +76,6 @@ pub(super) async fn run_record(
             not_found("no record: it is running, ended in an error, or predates records")
         })?;
     Ok(axum::Json(record).into_response())
-}
-
-/// Run `n`'s detail JSON: kept in memory, else from the store.
-async fn kept_detail(shared: &AppState, n: u64) -> Option<Arc<str>> {
-    let cached = shared
-        .details
-        .lock()
-        .ok()
-        .and_then(|d| d.iter().find(|(i, _)| *i == n).map(|(_, d)| d.clone()));
-    match cached {
-        Some(d) => Some(d),
-        None => {
-            let s = shared.clone();
-            tokio::task::spawn_blocking(move || s.budget.with_store(|st| st.run_detail(n)))
-                .await
-                .ok()
-                .flatten()
-                .and_then(Result::ok)
-                .flatten()
-                .map(Arc::from)
-        }
-    }
 }
 
 /// What the target answered (failure evidence, scrubbed) is shown only with the admin token,
