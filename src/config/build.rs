@@ -46,7 +46,7 @@ pub fn config(ctx: &mut Ctx, root: &Node, base: &Path, env: &Env) -> Option<Conf
         journeys: &journeys,
         journey_names: &journey_names,
     };
-    let slos = read_slos(ctx, &top, base, &refs);
+    let mut slos = read_slos(ctx, &top, base, &refs);
     let mut profiles = BTreeMap::new();
     if let Some(node) = top.get("profiles") {
         for (name, _, node) in walk::named(ctx, node, "profiles") {
@@ -59,6 +59,7 @@ pub fn config(ctx: &mut Ctx, root: &Node, base: &Path, env: &Env) -> Option<Conf
     }
     let maintenance = read_maintenance(ctx, &top);
     cross_check(ctx, &top, &profiles, &slos);
+    super::locations::check(ctx, top.get("slos"), server.as_ref(), &profiles, &mut slos);
     size_default_pools(&mut profiles, &targets, &journeys, &slos);
     Some(Config {
         maintenance,

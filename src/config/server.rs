@@ -22,6 +22,9 @@ pub fn server(ctx: &mut Ctx, node: Option<&Node>, base: &Path, env: &Env) -> Opt
         max_connections: 512,
         peers: Vec::new(),
         native_histograms: NativeOptions::default(),
+        location: None,
+        locations: Vec::new(),
+        resolver: None,
     };
     let Some(node) = node else {
         return Some(server);
@@ -42,6 +45,9 @@ pub fn server(ctx: &mut Ctx, node: Option<&Node>, base: &Path, env: &Env) -> Opt
             "max_connections",
             "peers",
             "native_histograms",
+            "location",
+            "locations",
+            "resolver",
         ],
     )?;
     if let Some(n) = f.get("listen") {
@@ -66,6 +72,7 @@ pub fn server(ctx: &mut Ctx, node: Option<&Node>, base: &Path, env: &Env) -> Opt
     if let Some(n) = f.get("native_histograms") {
         server.native_histograms = native_histograms(ctx, n, &f.path_of("native_histograms"));
     }
+    super::locations::read_server(ctx, &f, &mut server);
     if server.protect_reads && server.admin_token.is_none() {
         ctx.error(
             node.pos,
@@ -288,6 +295,9 @@ mod tests {
                 "http://10.0.0.7:9090".into(),
             ],
             native_histograms: super::super::NativeOptions::default(),
+            location: None,
+            locations: Vec::new(),
+            resolver: None,
         };
         assert_eq!(
             s.peer_urls(3),

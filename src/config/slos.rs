@@ -23,6 +23,8 @@ pub const FIELDS: &[&str] = &[
     "maintenance",
     "group_by",
     "max_groups",
+    "quorum",
+    "quorum_bucket",
 ];
 
 /// The SLO one entry of `slos` describes.
@@ -79,6 +81,7 @@ pub fn slo(
     if let Some(n) = f.get("labels") {
         read_labels(ctx, n, &f.path_of("labels"), &mut labels);
     }
+    let quorum = super::locations::read_slo(ctx, f);
     let tiers = f
         .get("alerting")
         .and_then(|n| alerting(ctx, n, &f.path_of("alerting")));
@@ -96,6 +99,7 @@ pub fn slo(
         labels,
         tiers,
         group: None,
+        quorum,
     })
 }
 

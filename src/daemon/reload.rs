@@ -66,6 +66,7 @@ fn reload_blocking(shared: &Arc<Shared>, trigger: Trigger) -> Result<bool, Strin
     *last = Some(text);
     match result {
         Ok(cfg) => {
+            shared.metrics.set_location(cfg.server.location.as_deref());
             reapply(shared, Arc::new(cfg));
             shared.metrics.reload(true);
             tracing::info!(config = %path.display(), "config reloaded");

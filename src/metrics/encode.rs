@@ -25,6 +25,8 @@ use crate::hist::Histogram;
 /// while formatting. The atomics behind the handles are read as each family is written.
 pub(super) struct Snapshot<'a> {
     pub build_labels: &'a str,
+    /// Pairs every sample carries (`location="eu"`), or empty.
+    pub constant_labels: &'a str,
     pub process: &'a ProcessStats,
     /// Tasks alive in the runtime that serves the scrape, when there is one.
     pub runtime_tasks: Option<f64>,
@@ -298,7 +300,8 @@ pub(super) fn encode_protobuf(s: &Snapshot, opts: NativeOptions, sink: Option<Si
 
 /// Every family of `s` in order; a streamed exposition whose reader left stops at the next
 /// family (its encoding thread is not held for the rest).
-fn encode_with(s: &Snapshot, mut e: Encoder) -> Encoder {
+fn encode_with(s: &Snapshot, e: Encoder) -> Encoder {
+    let mut e = e.with_constant(s.constant_labels);
     for f in &FAMILIES {
         if e.abandoned() {
             break;

@@ -27,6 +27,8 @@ pub struct Encoder {
     discard: bool,
     /// Set for the protobuf format: families and samples go there, not to `out`.
     pub(super) proto: Option<Box<ProtoOut>>,
+    /// Pairs every sample carries first (`location="eu"`), escaped once per scrape.
+    constant: String,
 }
 
 impl Encoder {
@@ -37,6 +39,7 @@ impl Encoder {
             sink: None,
             discard: false,
             proto: None,
+            constant: String::new(),
         }
     }
 
@@ -47,6 +50,7 @@ impl Encoder {
             sink: Some(sink),
             discard: false,
             proto: None,
+            constant: String::new(),
         }
     }
 
@@ -58,7 +62,22 @@ impl Encoder {
             sink,
             discard: false,
             proto: Some(Box::new(ProtoOut::new(opts))),
+            constant: String::new(),
         }
+    }
+
+    /// Every sample written from now on carries `labels` (a `text::label_set`) first: the
+    /// daemon's `location`, set once here rather than in each family's label sets.
+    pub(super) fn with_constant(mut self, labels: &str) -> Encoder {
+        self.constant = labels.to_string();
+        if let Some(p) = self.proto.as_mut() {
+            p.constant.clear();
+            let mut scratch = String::new();
+            if !labels.is_empty() {
+                super::wire::label_pairs(&mut p.constant, 1, labels, None, &mut scratch);
+            }
+        }
+        self
     }
 
     /// The sink's reader went away: nothing more needs encoding (a streamed exposition stops
@@ -161,14 +180,18 @@ impl Encoder {
         let out = &mut self.out;
         out.push_str(name);
         out.push_str(suffix);
-        if labels.is_empty() && extra.is_none() {
+        if labels.is_empty() && extra.is_none() && self.constant.is_empty() {
             out.push(' ');
             return;
         }
         out.push('{');
+        out.push_str(&self.constant);
+        if !self.constant.is_empty() && !labels.is_empty() {
+            out.push(',');
+        }
         out.push_str(labels);
         if let Some((k, v)) = extra {
-            if !labels.is_empty() {
+            if !labels.is_empty() || !self.constant.is_empty() {
                 out.push(',');
             }
             out.push_str(k);

@@ -35,6 +35,8 @@ pub(super) struct ProtoOut {
     nested: Vec<u8>,
     /// An unescaped label value, or an exemplar's id in hex.
     scratch: String,
+    /// The encoded pairs every metric carries first (`Encoder::with_constant`).
+    pub constant: Vec<u8>,
 }
 
 /// The bytes a family's length is given before its body is written: a varint of 3 bytes holds
@@ -54,6 +56,7 @@ impl ProtoOut {
             histogram: Vec::new(),
             nested: Vec::new(),
             scratch: String::new(),
+            constant: Vec::new(),
         }
     }
 
@@ -98,6 +101,7 @@ impl ProtoOut {
         }
         let m = &mut self.metric;
         m.clear();
+        m.extend_from_slice(&self.constant);
         wire::label_pairs(m, 1, labels, extra, &mut self.scratch);
         // A Gauge (2) or Counter (3) holding one double (field 1): 9 bytes.
         wire::len_prefix(m, if self.counter { 3 } else { 2 }, 9);
@@ -114,7 +118,9 @@ impl ProtoOut {
         let family = &mut self.bytes;
         let extra_len: usize = extra.iter().map(|(k, x)| wire::label_pair_len(k, x)).sum();
         // The labels, then a Gauge (2) or Counter (3) of 9 bytes behind its 2-byte key+length.
-        wire::len_prefix(family, 4, labels.len() + extra_len + 11);
+        let constant = self.constant.len();
+        wire::len_prefix(family, 4, constant + labels.len() + extra_len + 11);
+        family.extend_from_slice(&self.constant);
         family.extend_from_slice(labels);
         for (k, x) in extra {
             wire::label_pair(family, 1, k, x);
@@ -202,6 +208,7 @@ impl ProtoOut {
             histogram: h,
             nested,
             scratch,
+            constant,
             ..
         } = self
         else {
@@ -233,7 +240,12 @@ impl ProtoOut {
             }
         }
         let labels = labels.proto();
-        wire::len_prefix(family, 4, labels.len() + wire::field_len(h.len()));
+        wire::len_prefix(
+            family,
+            4,
+            constant.len() + labels.len() + wire::field_len(h.len()),
+        );
+        family.extend_from_slice(constant);
         family.extend_from_slice(labels);
         wire::bytes(family, 7, h);
     }

@@ -21,6 +21,8 @@ const INITIAL_RUN_RESULTS: [&str; 2] = ["passed", "failed"];
 
 struct Inner {
     build_labels: String,
+    /// `location="NAME"` (`server.location`), which every sample carries; empty without one.
+    constant_labels: Mutex<String>,
     /// Local errors of every series ever created, by `ErrorClass as usize`: a series dropped
     /// by a reload takes its own counts with it, these stay (for `/readyz`).
     local_totals: Arc<LocalTotals>,
@@ -47,6 +49,7 @@ impl Metrics {
         Metrics {
             inner: Arc::new(Inner {
                 build_labels: label_set(&[("version", version)]),
+                constant_labels: Mutex::new(String::new()),
                 local_totals: Arc::default(),
                 profiles: Mutex::new(BTreeMap::new()),
                 slos: Mutex::new(BTreeMap::new()),
@@ -288,6 +291,12 @@ impl Metrics {
         accept::content_type(openmetrics)
     }
 
+    /// `server.location`: every series gets `location="NAME"` (none with `None`).
+    pub fn set_location(&self, location: Option<&str>) {
+        *lock(&self.inner.constant_labels) =
+            location.map_or_else(String::new, |l| label_set(&[("location", l)]));
+    }
+
     pub fn wants_openmetrics(accept_header: Option<&str>) -> bool {
         accept::wants_openmetrics(accept_header)
     }
@@ -326,8 +335,10 @@ impl Metrics {
         // Copy the handles and values out so no lock is held while formatting.
         let profiles = lock(&self.inner.profiles).values().cloned().collect();
         let slos: Vec<Arc<SloMetrics>> = lock(&self.inner.slos).values().cloned().collect();
+        let constant_labels = lock(&self.inner.constant_labels).clone();
         let snapshot = Snapshot {
             build_labels: &self.inner.build_labels,
+            constant_labels: &constant_labels,
             process,
             runtime_tasks,
             profiles,

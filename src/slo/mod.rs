@@ -7,6 +7,7 @@
 mod calendar;
 mod math;
 mod merge;
+pub mod quorum;
 pub mod restore;
 mod tiers;
 mod window;

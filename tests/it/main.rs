@@ -37,6 +37,7 @@ mod k6;
 mod k6_corpus;
 mod k6_journeys;
 mod load;
+mod locations;
 mod maintenance;
 mod metrics;
 mod native;

@@ -200,6 +200,7 @@ pub(in crate::config) fn load_into(
                 labels: s.labels,
                 tiers,
                 group: None,
+                quorum: None,
             },
         );
     }
