@@ -17,6 +17,18 @@ pub const MAX_LOCATIONS: usize = 64;
 /// up with the hours the SLO windows keep beyond their minute ring.
 pub const BUCKETS_MINUTES: [u64; 12] = [1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30, 60];
 
+/// `server.location`, `server.locations` and `server.resolver`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Locations {
+    /// `server.location`: this daemon's location, a `location` label on every series.
+    pub me: Option<String>,
+    /// `server.locations`: every location's API, this daemon's own included.
+    pub list: Vec<Location>,
+    /// `server.resolver`: the DNS server `dns+http://` entries are looked up at (else the
+    /// machine's).
+    pub resolver: Option<SocketAddr>,
+}
+
 /// One entry of `server.locations`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Location {
@@ -50,7 +62,7 @@ pub fn read_server(ctx: &mut Ctx, f: &walk::Fields, server: &mut Server) {
     if let Some(n) = f.get("location") {
         let p = f.path_of("location");
         match walk::string(ctx, n, &p) {
-            Some(s) if valid_name(&s) => server.location = Some(s),
+            Some(s) if valid_name(&s) => server.locations.me = Some(s),
             Some(s) => ctx.error(
                 n.pos,
                 &p,
@@ -60,16 +72,21 @@ pub fn read_server(ctx: &mut Ctx, f: &walk::Fields, server: &mut Server) {
         }
     }
     if let Some(n) = f.get("locations") {
-        server.locations = locations(ctx, n, &f.path_of("locations"));
+        server.locations.list = locations(ctx, n, &f.path_of("locations"));
         let p = f.path_of("locations");
-        match &server.location {
+        match &server.locations.me {
             None if !f.has("location") => ctx.error(
                 n.pos,
                 &p,
                 "`server.locations` needs `server.location`: this daemon's own name among them",
             ),
-            Some(me) if !server.locations.iter().any(|l| &l.name == me) => {
-                let names: Vec<&str> = server.locations.iter().map(|l| l.name.as_str()).collect();
+            Some(me) if !server.locations.list.iter().any(|l| &l.name == me) => {
+                let names: Vec<&str> = server
+                    .locations
+                    .list
+                    .iter()
+                    .map(|l| l.name.as_str())
+                    .collect();
                 ctx.error(
                     n.pos,
                     &p,
@@ -87,7 +104,7 @@ pub fn read_server(ctx: &mut Ctx, f: &walk::Fields, server: &mut Server) {
         let p = f.path_of("resolver");
         if let Some(s) = walk::string(ctx, n, &p) {
             match s.trim().parse::<SocketAddr>() {
-                Ok(a) => server.resolver = Some(a),
+                Ok(a) => server.locations.resolver = Some(a),
                 Err(_) => ctx.error(
                     n.pos,
                     &p,
@@ -248,7 +265,7 @@ pub fn check(
             .map_or(s.name.as_str(), |g| g.parent.as_str());
         let (pos, path) = (at(name), format!("slos.{name}.quorum"));
         let Some(server) = server else { continue };
-        if server.location.is_none() {
+        if server.locations.me.is_none() {
             ctx.error(
                 pos,
                 &path,
@@ -256,9 +273,14 @@ pub fn check(
             );
             continue;
         }
-        let n = server.locations.len().max(1);
+        let n = server.locations.list.len().max(1);
         if q.k as usize > n {
-            let names: Vec<&str> = server.locations.iter().map(|l| l.name.as_str()).collect();
+            let names: Vec<&str> = server
+                .locations
+                .list
+                .iter()
+                .map(|l| l.name.as_str())
+                .collect();
             ctx.error(
                 pos,
                 &path,
@@ -266,7 +288,7 @@ pub fn check(
                     "quorum {} of {n} location(s) ({}): at most {n}",
                     q.k,
                     if names.is_empty() {
-                        server.location.clone().unwrap_or_default()
+                        server.locations.me.clone().unwrap_or_default()
                     } else {
                         names.join(", ")
                     }

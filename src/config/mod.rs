@@ -17,8 +17,7 @@ mod executors;
 mod files;
 mod grpc;
 mod journeys;
-mod locations;
-pub use locations::{Location, MAX_LOCATIONS, Quorum, default_bucket};
+pub mod locations;
 pub mod maintenance;
 pub use journeys::{JourneySpec, Journeys, MAX_DATA_FILE_BYTES, StepSpec};
 mod diagnostics;
@@ -186,13 +185,8 @@ pub struct Server {
     pub peers: Vec<String>,
     /// How the protobuf exposition writes histograms (native schema, classic buckets or not).
     pub native_histograms: NativeOptions,
-    /// `server.location`: this daemon's location, a `location` label on every series.
-    pub location: Option<String>,
-    /// `server.locations`: every location's API, this daemon's own included.
-    pub locations: Vec<Location>,
-    /// `server.resolver`: the DNS server `dns+http://` entries are looked up at (else the
-    /// system's).
-    pub resolver: Option<SocketAddr>,
+    /// `server.location`, `server.locations` and `server.resolver` (`locations.rs`).
+    pub locations: locations::Locations,
 }
 
 /// How histograms are written in the protobuf format (`server.native_histograms`).
@@ -421,7 +415,7 @@ pub struct Slo {
     /// One SLO of a `group_by`: which group of the SLO as written it is (`slo_groups.rs`).
     pub group: Option<SloGroup>,
     /// `quorum: K`: judged across `server.locations` (`locations.rs`).
-    pub quorum: Option<Quorum>,
+    pub quorum: Option<locations::Quorum>,
 }
 
 /// A maintenance window (`maintenance.rs`).

@@ -22,9 +22,7 @@ pub fn server(ctx: &mut Ctx, node: Option<&Node>, base: &Path, env: &Env) -> Opt
         max_connections: 512,
         peers: Vec::new(),
         native_histograms: NativeOptions::default(),
-        location: None,
-        locations: Vec::new(),
-        resolver: None,
+        locations: super::locations::Locations::default(),
     };
     let Some(node) = node else {
         return Some(server);
@@ -295,9 +293,7 @@ mod tests {
                 "http://10.0.0.7:9090".into(),
             ],
             native_histograms: super::super::NativeOptions::default(),
-            location: None,
-            locations: Vec::new(),
-            resolver: None,
+            locations: super::super::locations::Locations::default(),
         };
         assert_eq!(
             s.peer_urls(3),

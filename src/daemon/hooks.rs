@@ -526,6 +526,10 @@ async fn slo_burn(shared: &Shared, m: &BTreeMap<String, String>, slo: &str) -> A
             }
         },
     };
+    if super::locations::quorum_of(shared, slo).is_some() {
+        let (status, body) = super::locations::hook_answer(shared, slo, window, max).await;
+        return Answer { status, body };
+    }
     let now = shared.clock.unix_secs() as i64;
     let no_state = || {
         refuse(

@@ -81,7 +81,7 @@ pub async fn start(opts: Options) -> Result<Daemon, Startup> {
         Source::Fixed(cfg) => ((**cfg).clone(), None),
     };
     let metrics = Metrics::new(env!("CARGO_PKG_VERSION"));
-    metrics.set_location(cfg.server.location.as_deref());
+    metrics.set_location(cfg.server.locations.me.as_deref());
     if let Some(t) = &cfg.telemetry
         && let Some(exporter) = crate::telemetry::daemon::start(t)
     {

@@ -2,6 +2,9 @@
 //!
 //! One room per job, each depending only on the ones listed before it:
 //! - `state`: the shared state every task and handler sees, and the API's views;
+//! - `discovery`: `dns+http://` peers and locations, looked up at every answer;
+//! - `peers`: the other shards' local answers, gathered;
+//! - `locations`: the other locations' rows of a quorum SLO, judged;
 //! - `runs`: starting a run, feeding its events to `/metrics` and the SLO budgets, the budget
 //!   guard, recording how it ended;
 //! - `shardrun`: a split profile's run on every shard at one instant, with one verdict;
@@ -18,8 +21,10 @@
 //! [`TaskTracker`](tokio_util::task::TaskTracker).
 
 mod api;
+mod discovery;
 mod hooks;
 mod lifecycle;
+mod locations;
 mod peers;
 mod reload;
 mod restore;

@@ -66,7 +66,9 @@ fn reload_blocking(shared: &Arc<Shared>, trigger: Trigger) -> Result<bool, Strin
     *last = Some(text);
     match result {
         Ok(cfg) => {
-            shared.metrics.set_location(cfg.server.location.as_deref());
+            shared
+                .metrics
+                .set_location(cfg.server.locations.me.as_deref());
             reapply(shared, Arc::new(cfg));
             shared.metrics.reload(true);
             tracing::info!(config = %path.display(), "config reloaded");

@@ -476,6 +476,10 @@ fn histograms(
             bucket.clear();
             bucket.push_str(f.name);
             bucket.push_str("_bucket{");
+            if !e.constant().is_empty() {
+                bucket.push_str(e.constant());
+                bucket.push(',');
+            }
             if !labels.is_empty() {
                 bucket.push_str(labels);
                 bucket.push(',');

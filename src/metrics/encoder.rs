@@ -66,6 +66,11 @@ impl Encoder {
         }
     }
 
+    /// The pairs every sample carries first (empty without a location).
+    pub(super) fn constant(&self) -> &str {
+        &self.constant
+    }
+
     /// Every sample written from now on carries `labels` (a `text::label_set`) first: the
     /// daemon's `location`, set once here rather than in each family's label sets.
     pub(super) fn with_constant(mut self, labels: &str) -> Encoder {

@@ -39,7 +39,9 @@ const INNER: &[(&str, &[&str])] = &[(
     "daemon",
     &[
         "state",
+        "discovery",
         "peers",
+        "locations",
         "runs",
         "shardrun",
         "schedules",

@@ -65,7 +65,7 @@ fn finished_run(d: &Daemon) -> String {
 }
 
 /// The protobuf exposition of a daemon, decoded.
-fn protobuf_families(base: &str) -> (String, Vec<MetricFamily>) {
+pub(crate) fn protobuf_families(base: &str) -> (String, Vec<MetricFamily>) {
     let mut headers = http::HeaderMap::new();
     let accept = "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.7,text/plain;version=0.0.4;q=0.3";
     headers.insert("accept", accept.parse().unwrap());

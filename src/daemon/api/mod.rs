@@ -31,6 +31,7 @@ mod actions;
 mod auth;
 mod probes;
 mod profiles;
+mod quorum;
 mod scrape;
 mod slos;
 use actions::*;
@@ -57,6 +58,7 @@ pub fn app(shared: AppState) -> Router {
         .route("/api/series", get(series))
         .route("/api/slos", get(slos))
         .route("/api/slos/{name}", get(slo))
+        .route("/api/location/{slo}", get(quorum::location_rows))
         .route("/api/hooks/flagger", post(flagger_hook))
         .route("/api/profiles/{name}/run", post(run_now))
         .route("/api/shard-runs", post(shard_run_start))

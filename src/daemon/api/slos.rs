@@ -120,6 +120,10 @@ pub(super) async fn slos(
     if q.local(&shared)? {
         let mut v = json!({ "slos": reports.iter().map(slo_json).collect::<Vec<_>>() });
         local_scope(&shared, &mut v);
+        if q.scope.is_none() {
+            // A quorum SLO answers across its locations unless `scope=local` asks otherwise.
+            super::quorum::apply(&shared, &mut v, slo_json).await;
+        }
         mark_maintenance(&shared, &mut v);
         return Ok(axum::Json(v).into_response());
     }
@@ -130,6 +134,7 @@ pub(super) async fn slos(
     }
     let mut v = json!({ "slos": merged });
     g.describe(&mut v);
+    super::quorum::apply(&shared, &mut v, slo_json).await;
     mark_maintenance(&shared, &mut v);
     Ok(axum::Json(v).into_response())
 }
@@ -226,6 +231,12 @@ pub(super) async fn slo(
 ) -> Result<Response, ApiError> {
     authorize(&shared, &caller, false)?;
     let local = q.local(&shared)?;
+    if q.scope.as_deref() != Some("local")
+        && let Some(mut v) = super::quorum::quorum_slo(&shared, &name, slo_json).await
+    {
+        enrich(&shared, &shared.config(), &mut v);
+        return Ok(axum::Json(v).into_response());
+    }
     let reports = shared.budget.reports();
     let Some(r) = reports.iter().find(|r| r.name == name) else {
         return if shared.config().slos.contains_key(&name) {
