@@ -553,6 +553,7 @@ pub fn rules(
         profiles: cfg.schedule_intervals(),
         certificate_warnings: cfg.certificate_warnings(),
         capacity: crate::rules::capacity_alerts(cfg),
+        quorum: crate::rules::quorum_rules(cfg),
         ..Default::default()
     };
     if how.native_histograms {

@@ -216,22 +216,6 @@ impl Default for NativeOptions {
     }
 }
 
-impl Server {
-    /// The peers' base URLs for `shards` shards: an entry with `{i}` once per index `0..shards`
-    /// (a StatefulSet's `sloburn-{i}.sloburn:9090`), any other as it is.
-    pub fn peer_urls(&self, shards: u32) -> Vec<String> {
-        let mut out = Vec::new();
-        for p in &self.peers {
-            if p.contains("{i}") {
-                out.extend((0..shards).map(|i| p.replace("{i}", &i.to_string())));
-            } else {
-                out.push(p.clone());
-            }
-        }
-        out
-    }
-}
-
 #[derive(Debug, Clone)]
 pub struct Storage {
     pub path: PathBuf,

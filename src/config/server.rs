@@ -140,6 +140,22 @@ fn limits(ctx: &mut Ctx, f: &walk::Fields, server: &mut Server) {
     }
 }
 
+impl Server {
+    /// The peers' base URLs for `shards` shards: an entry with `{i}` once per index `0..shards`
+    /// (a StatefulSet's `sloburn-{i}.sloburn:9090`), any other as it is.
+    pub fn peer_urls(&self, shards: u32) -> Vec<String> {
+        let mut out = Vec::new();
+        for p in &self.peers {
+            if p.contains("{i}") {
+                out.extend((0..shards).map(|i| p.replace("{i}", &i.to_string())));
+            } else {
+                out.push(p.clone());
+            }
+        }
+        out
+    }
+}
+
 /// At most this many `server.peers` entries (a `{i}` entry counts once; it expands to the
 /// shard count when the daemon starts).
 pub const MAX_PEERS: usize = 1024;

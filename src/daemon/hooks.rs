@@ -477,6 +477,12 @@ fn worst_case(launch: &Launch, iteration: Duration, grace_period: Duration) -> D
         .saturating_add(tail)
 }
 
+/// SLO mode on a quorum SLO: the quorum's burn across the locations (`locations.rs`).
+async fn quorum_burn(shared: &Shared, slo: &str, window: Duration, max: f64) -> Answer {
+    let (status, body) = super::locations::hook_answer(shared, slo, window, max).await;
+    Answer { status, body }
+}
+
 /// SLO mode: the live burn rate over `window` against `max_burn_rate`.
 async fn slo_burn(shared: &Shared, m: &BTreeMap<String, String>, slo: &str) -> Answer {
     let cfg = shared.config();
@@ -527,8 +533,7 @@ async fn slo_burn(shared: &Shared, m: &BTreeMap<String, String>, slo: &str) -> A
         },
     };
     if super::locations::quorum_of(shared, slo).is_some() {
-        let (status, body) = super::locations::hook_answer(shared, slo, window, max).await;
-        return Answer { status, body };
+        return quorum_burn(shared, slo, window, max).await;
     }
     let now = shared.clock.unix_secs() as i64;
     let no_state = || {

@@ -14,6 +14,8 @@
 
 mod capacity;
 mod daemon;
+mod quorum;
+pub use quorum::{LOCATION_BAD, QUORUM_BAD, QuorumRule};
 mod slo;
 mod text;
 mod yaml;
@@ -71,6 +73,27 @@ pub struct RulesOptions {
     pub certificate_warnings: Vec<(String, String)>,
     /// Capacity profiles with `capacity: {min_rate, max_drop}`: [`CAPACITY_ALERT`].
     pub capacity: Vec<CapacityAlert>,
+    /// Quorum SLOs (`quorum: K`), by name: their error ratios come from every location's
+    /// events ([`quorum_rules`]).
+    pub quorum: BTreeMap<String, QuorumRule>,
+}
+
+/// Every quorum SLO of `config` (one with `quorum`) with its K and bucket.
+pub fn quorum_rules(config: &Config) -> BTreeMap<String, QuorumRule> {
+    config
+        .slos
+        .iter()
+        .filter_map(|(n, s)| {
+            let q = s.quorum?;
+            Some((
+                n.clone(),
+                QuorumRule {
+                    k: q.k,
+                    bucket: q.bucket,
+                },
+            ))
+        })
+        .collect()
 }
 
 /// Where a latency SLO's native histogram is and the bound it holds its requests to: the
@@ -146,6 +169,7 @@ impl Default for RulesOptions {
             native: BTreeMap::new(),
             certificate_warnings: Vec::new(),
             capacity: Vec::new(),
+            quorum: BTreeMap::new(),
         }
     }
 }

@@ -60,7 +60,13 @@ pub(super) fn sli_error_record(w: Duration) -> String {
 pub(super) fn slo_group(slo: &SloDef, opts: &RulesOptions, mode: &str) -> Group {
     let (base, sel) = identity(slo);
     let budget_expr = format!("(1 - {})", num(slo.objective));
-    let mut rules = sli_records(slo, opts, &base);
+    let mut rules = match opts.quorum.get(&slo.name) {
+        Some(q) => {
+            let windows = rate_windows(slo, &promql_duration(slo.period));
+            super::quorum::records(slo, opts, q, &base, &sel, &windows)
+        }
+        None => sli_records(slo, opts, &base),
+    };
     meta_records(slo, opts, &base, &sel, &budget_expr, &mut rules);
     rules.push(info_record(slo, &base, mode));
     for tier in &slo.tiers {

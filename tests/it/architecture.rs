@@ -322,7 +322,7 @@ fn the_checker_catches_an_upward_import_and_an_unplaced_module() {
     let bad = violations(&files);
     assert!(
         bad.iter()
-            .any(|b| b.contains("`daemon::runs` (step 2) uses `daemon::api`")),
+            .any(|b| b.contains("`daemon::runs` (step 4) uses `daemon::api`")),
         "{bad:?}"
     );
     // A new module must be placed.

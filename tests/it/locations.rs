@@ -390,3 +390,64 @@ fn sloburn_now_minute(base: &str) -> i64 {
         .as_i64()
         .unwrap()
 }
+
+/// The quorum SLO every rules fixture is written for: 99 % over 30 days, quorum 2, 5m buckets.
+fn quorum_def() -> sloburn::slo::SloDef {
+    let period = Duration::from_secs(30 * 86400);
+    sloburn::slo::SloDef {
+        name: "q".into(),
+        service: "api".into(),
+        objective: 0.99,
+        period,
+        calendar: None,
+        tiers: sloburn::slo::default_tiers(period),
+        labels: Default::default(),
+        description: String::new(),
+    }
+}
+
+#[test]
+fn issue_49_the_quorum_rules_stay_quiet_with_one_bad_location_and_alert_with_two() {
+    let opts = sloburn::rules::RulesOptions {
+        quorum: [(
+            "q".to_string(),
+            sloburn::rules::QuorumRule {
+                k: 2,
+                bucket: Duration::from_secs(300),
+            },
+        )]
+        .into(),
+        ..Default::default()
+    };
+    let rules = sloburn::rules::generate(&[quorum_def()], &opts);
+    assert!(rules.contains(sloburn::rules::QUORUM_BAD), "{rules}");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("rules.yml"), &rules).unwrap();
+    std::fs::copy(
+        root().join("tests/it/rules/quorum.yml"),
+        dir.path().join("quorum.yml"),
+    )
+    .unwrap();
+    let promtool = crate::support::which("promtool");
+    let check = std::process::Command::new(&promtool)
+        .current_dir(dir.path())
+        .args(["check", "rules", "rules.yml"])
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stdout)
+    );
+    let test = std::process::Command::new(&promtool)
+        .current_dir(dir.path())
+        .args(["test", "rules", "quorum.yml"])
+        .output()
+        .unwrap();
+    assert!(
+        test.status.success(),
+        "{}{}\n{rules}",
+        String::from_utf8_lossy(&test.stdout),
+        String::from_utf8_lossy(&test.stderr)
+    );
+}

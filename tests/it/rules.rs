@@ -46,6 +46,7 @@ fn options() -> RulesOptions {
         native: BTreeMap::new(),
         certificate_warnings: Vec::new(),
         capacity: Vec::new(),
+        quorum: BTreeMap::new(),
     }
 }
 
