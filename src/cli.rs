@@ -553,8 +553,7 @@ pub fn rules(
         profiles: cfg.schedule_intervals(),
         certificate_warnings: cfg.certificate_warnings(),
         capacity: crate::rules::capacity_alerts(cfg),
-        quorum: crate::rules::quorum_rules(cfg),
-        ..Default::default()
+        ..crate::rules::RulesOptions::with_quorum(cfg)
     };
     if how.native_histograms {
         opts.native = crate::rules::native_latency(cfg);

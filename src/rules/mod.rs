@@ -78,6 +78,16 @@ pub struct RulesOptions {
     pub quorum: BTreeMap<String, QuorumRule>,
 }
 
+impl RulesOptions {
+    /// The defaults, with `config`'s quorum SLOs ([`quorum_rules`]).
+    pub fn with_quorum(config: &Config) -> RulesOptions {
+        RulesOptions {
+            quorum: quorum_rules(config),
+            ..RulesOptions::default()
+        }
+    }
+}
+
 /// Every quorum SLO of `config` (one with `quorum`) with its K and bucket.
 pub fn quorum_rules(config: &Config) -> BTreeMap<String, QuorumRule> {
     config
