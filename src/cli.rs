@@ -1,7 +1,8 @@
 //! The command line: raw clap parsing, then dispatch to the library. Exit codes are part of the
 //! interface and live in [`crate::exit`]: 0 ok, 1 runtime error, 2 usage, 78 bad config
 //! (EX_CONFIG), 99 thresholds failed, 105 `run` stopped by SIGTERM or SIGINT (its results still
-//! written), 130 the daemon stopped by a second signal.
+//! written), 130 the daemon stopped by a second signal, 70 a panic (logged by
+//! [`crate::exit::exit_on_panic`]).
 
 use crate::exit;
 use clap::{Parser, Subcommand};
