@@ -29,6 +29,7 @@ pub mod schedule;
 pub mod server;
 pub mod signals;
 pub mod slo;
+pub mod starve;
 pub mod store;
 pub mod target;
 pub mod telemetry;

@@ -54,6 +54,16 @@ counter!(
     "sloburn_generator_overloaded_iterations"
 );
 counter!(
+    GENERATOR_AFFECTED,
+    GENERATOR_AFFECTED_TOTAL,
+    "sloburn_generator_affected_requests"
+);
+counter!(
+    GENERATOR_THROTTLED,
+    GENERATOR_THROTTLED_TOTAL,
+    "sloburn_generator_throttled_seconds"
+);
+counter!(
     SATURATED_ITERATIONS,
     SATURATED_ITERATIONS_TOTAL,
     "sloburn_saturated_iterations"
@@ -85,6 +95,7 @@ pub const SLO_ALERT_ACTIVE: &str = "sloburn_slo_alert_active";
 pub const SLO_BURN_RATE: &str = "sloburn_slo_burn_rate";
 pub const SLO_BUDGET_REMAINING: &str = "sloburn_slo_error_budget_remaining_ratio";
 counter!(SLO_EVENTS, SLO_EVENTS_TOTAL, "sloburn_slo_events");
+counter!(SLO_EXCUSED, SLO_EXCUSED_TOTAL, "sloburn_slo_excused_events");
 pub const SLO_MAINTENANCE: &str = "sloburn_slo_maintenance";
 pub const SLO_OBJECTIVE: &str = "sloburn_slo_objective_ratio";
 pub const SLO_RESTORE_GAPS: &str = "sloburn_slo_restore_gap_seconds";

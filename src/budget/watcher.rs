@@ -29,6 +29,8 @@ pub enum Scope {
 pub struct SloEvents {
     good: AtomicU64,
     bad: AtomicU64,
+    /// Requests counted as no event: past the objective, their latency sloburn's own.
+    excused: AtomicU64,
     /// A maintenance window covers the SLO: no event counts.
     paused: AtomicBool,
 }
@@ -64,6 +66,10 @@ impl SloSource for SloEvents {
 
     fn in_maintenance(&self) -> bool {
         self.paused()
+    }
+
+    fn excused(&self) -> u64 {
+        self.excused.load(Relaxed)
     }
 }
 
@@ -153,6 +159,21 @@ impl Watcher {
         target_checks: &[checks::Check],
         results: &[bool],
     ) {
+        self.observe_judged(outcome, row, target_checks, results, false);
+    }
+
+    /// [`Watcher::observe`] of a request that may be generator-affected (`load::affected`):
+    /// then its latency is sloburn's own stall, so a latency SLI counts it good when it met the
+    /// objective anyway (sloburn's stall only adds time) and counts no event otherwise. Its
+    /// availability, and a failed check, count as any request's.
+    pub fn observe_judged(
+        &self,
+        outcome: &Outcome,
+        row: Option<usize>,
+        target_checks: &[checks::Check],
+        results: &[bool],
+        affected: bool,
+    ) {
         if outcome.error.is_some_and(|e| e.is_local())
             || self.events.paused()
             || !self.admits(row, outcome.status)
@@ -177,7 +198,12 @@ impl Watcher {
                     } else {
                         outcome.duration()
                     };
-                    self.events.event(latency < *under);
+                    let good = latency < *under;
+                    if good || !affected {
+                        self.events.event(good);
+                    } else {
+                        self.events.excused.fetch_add(1, Relaxed);
+                    }
                 }
             }
         }
@@ -196,6 +222,37 @@ mod tests {
             scope: Scope::Requests,
             filter: None,
         }
+    }
+
+    #[test]
+    fn an_affected_request_is_good_when_it_met_the_objective_and_no_event_otherwise() {
+        let ok = |ms: u64| Outcome {
+            status: Some(200),
+            phases: crate::http::Phases {
+                waiting: Duration::from_millis(ms),
+                ..Default::default()
+            },
+            ..Outcome::default()
+        };
+        let w = watcher(Sli::Latency {
+            under: Duration::from_millis(50),
+            exclude_failures: false,
+            corrected: false,
+        });
+        w.observe_judged(&ok(10), None, &[], &[], true);
+        w.observe_judged(&ok(92), None, &[], &[], true);
+        assert_eq!(
+            w.events.events(),
+            (1, 0),
+            "met anyway: good; past it: no event"
+        );
+        assert_eq!(SloSource::excused(&*w.events), 1);
+        w.observe_judged(&ok(92), None, &[], &[], false);
+        assert_eq!(w.events.events(), (1, 1), "the target's own 92 ms is bad");
+        // Availability counts an affected answer as any.
+        let a = watcher(Sli::Availability);
+        a.observe_judged(&ok(92), None, &[], &[], true);
+        assert_eq!(a.events.events(), (1, 0));
     }
 
     /// Under `ulimit -n 128` the daemon's own EMFILE failures reached 1,680,093 bad events.

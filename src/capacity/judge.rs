@@ -401,6 +401,8 @@ mod tests {
             stats,
             thresholds: Vec::new(),
             aborted: None,
+            starved: None,
+            would_fail: Vec::new(),
         }
     }
 

@@ -116,6 +116,11 @@ pub async fn start(opts: Options) -> Result<Daemon, Startup> {
         shared.shutdown.clone(),
         shared.tracker.clone(),
     ));
+    shared
+        .tracker
+        .spawn(shared.starvation.clone().sample(shared.shutdown.clone()));
+    shared.metrics.set_starvation(shared.starvation.clone());
+    warn_cpu_quota(&shared, &cfg);
     apply(&shared, Arc::new(cfg));
     shared.metrics.reload(true);
     shared
@@ -438,5 +443,35 @@ pub async fn run_until_signal(daemon: Daemon, signals: &mut Signals, hangup: OnH
                 return crate::exit::SECOND_SIGNAL;
             },
         }
+    }
+}
+
+/// Warns when the cgroup's CPU quota is below what the busiest profile's rate needs
+/// (`starve::quota_warning`): short of it, its runs are throttled and inconclusive.
+fn warn_cpu_quota(shared: &Shared, cfg: &crate::config::Config) {
+    if let Err(why) = crate::starve::cgroup::Cgroup::find() {
+        tracing::info!("CPU throttling is not watched: {why}");
+    }
+    let quota = shared.starvation.quota();
+    let busiest = cfg
+        .profiles
+        .values()
+        .map(|p| {
+            let steps = p
+                .mix
+                .iter()
+                .filter_map(|(j, _)| cfg.journeys.get(j).map(|j| j.steps.len()))
+                .max()
+                .unwrap_or(1)
+                .max(1);
+            let share = p.executor.peak_rate() / f64::from(shared.shard.count());
+            (share * steps as f64, &p.name)
+        })
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    if let Some((rate, name)) = busiest
+        && let Some(w) = crate::starve::quota_warning(quota, rate, &format!("profile `{name}`"))
+    {
+        eprintln!("warning: {w}");
+        tracing::warn!("{w}");
     }
 }

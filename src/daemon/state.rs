@@ -201,6 +201,8 @@ pub struct Shared {
     /// The verdicts of runs on every shard this shard collects, by run id, oldest first; at
     /// most [`SHARES_KEPT`].
     pub(super) verdicts: Mutex<VecDeque<(String, Ending)>>,
+    /// When sloburn itself was starved of CPU: every run's requests are judged against it.
+    pub starvation: Arc<crate::starve::Starvation>,
 }
 
 /// How many shares of runs on every shard a shard keeps for their askers: the newest ones.
@@ -284,6 +286,7 @@ impl Shared {
             hook_runs: Mutex::new(BTreeMap::new()),
             shares: Mutex::new(VecDeque::new()),
             verdicts: Mutex::new(VecDeque::new()),
+            starvation: Arc::new(crate::starve::Starvation::new()),
         };
         shared.restore_history();
         if !shared.budget.store_is_open() {

@@ -187,7 +187,7 @@ impl HistSnapshot {
     /// began anew with the interval ([`Histogram::restart`](super::Histogram::restart)), and
     /// without classic counts. Each extreme is kept inside its outer bucket, so a value recorded
     /// while the copy was read cannot make a snapshot [`Self::check`] refuses.
-    pub(super) fn interval(&self, base: &HistSnapshot, min_ns: u64, max_ns: u64) -> HistSnapshot {
+    pub fn interval(&self, base: &HistSnapshot, min_ns: u64, max_ns: u64) -> HistSnapshot {
         let mut s = self.since(base);
         s.classic = None;
         if let (Some(f), Some(l)) = (s.buckets.first(), s.buckets.last()) {

@@ -172,6 +172,24 @@ pub trait Observer: Send + Sync {
         self.request_finished_in_row(step, row, outcome, lateness, checks);
     }
 
+    /// An answered request whose latency sloburn's own CPU starvation explains
+    /// (`starve::Starvation::judge`): **generator-affected**. It is in every count as any
+    /// request; only its latency leaves the verdicts, so it is no latency SLO event unless it
+    /// met the objective anyway. By default told as any request (`request_finished_sent`).
+    #[allow(clippy::too_many_arguments)]
+    fn request_affected(
+        &self,
+        step: usize,
+        row: Option<usize>,
+        sent: Sent<'_>,
+        outcome: &Outcome,
+        lateness: Duration,
+        checks: &[bool],
+        _cause: crate::starve::Cause,
+    ) {
+        self.request_finished_sent(step, row, sent, outcome, lateness, checks);
+    }
+
     /// `iteration_finished` with the iteration's data row, as `request_finished_in_row`.
     fn iteration_finished_in_row(
         &self,

@@ -48,6 +48,7 @@ impl RunWork {
         // One random draw decides; an untraced request is sent as built, untouched.
         let mut traced = self.trace.as_ref().and_then(|r| r.iteration(None));
         let span = traced.as_mut().map(|it| it.request(0));
+        let began = crate::clock::instant();
         let outcome = match &span {
             Some(s) => {
                 let mut req = RequestSpec::clone(request);
@@ -57,7 +58,8 @@ impl RunWork {
             None => vu.conn.send(request).await,
         };
         let results = checks::Results::of(checks, &outcome);
-        events.request_finished(0, None, &outcome, lateness, results.as_slice());
+        let row = (None, crate::load::event::Sent::default());
+        events.request_finished_at(0, row, &outcome, lateness, results.as_slice(), began);
         if let Some(s) = span {
             finish_span(s, 0, &outcome, checks, &results, events);
         }
@@ -173,6 +175,7 @@ async fn run_step(
     span: Option<crate::telemetry::ReqSpan>,
     events: &Observers,
 ) -> StepEnd {
+    let began = crate::clock::instant();
     let outcome = send_step(step, k, place.row, vu, span.as_ref()).await;
     let results = checks::Results::of(&step.spec.checks, &outcome);
     let id = place.id;
@@ -180,12 +183,13 @@ async fn run_step(
         row: place.row,
         captures: &vu.captures,
     };
-    events.request_finished_sent(
+    events.request_finished_at(
         id,
         (place.row_index, sent),
         &outcome,
         place.lateness,
         results.as_slice(),
+        began,
     );
     if let Some(s) = span {
         finish_span(s, id, &outcome, &step.spec.checks, &results, events);

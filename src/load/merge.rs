@@ -50,6 +50,10 @@ impl RunRecord {
             h.check()
                 .map_err(|e| format!("its `{what}` histogram is broken: {e}"))?;
         }
+        if let Some(a) = &other.affected {
+            a.check()
+                .map_err(|e| format!("its generator-affected histograms are broken: {e}"))?;
+        }
         Ok(())
     }
 
@@ -65,6 +69,11 @@ impl RunRecord {
         self.iteration_duration.merge(&other.iteration_duration);
         self.group_duration.merge(&other.group_duration);
         self.lateness.merge(&other.lateness);
+        match (&mut self.affected, &other.affected) {
+            (Some(mine), Some(theirs)) => mine.merge(theirs),
+            (mine @ None, Some(theirs)) => *mine = Some(theirs.clone()),
+            _ => {}
+        }
         for (a, b) in [
             (&mut self.requests, other.requests),
             (&mut self.failed, other.failed),

@@ -1,5 +1,6 @@
 //! The load engine: pure plans from the config's executor specs, histograms and the runner.
 
+pub mod affected;
 pub mod capacity;
 mod classes;
 pub mod event;
@@ -16,4 +17,5 @@ pub mod series;
 pub mod stats;
 pub mod subs;
 pub mod summary;
+pub mod verdict;
 mod work;

@@ -90,6 +90,11 @@ pub struct RunRecord {
     /// `/api/runs/{id}/record`), absent on a live one (version 2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<RunPlan>,
+    /// The generator-affected requests (`load::affected`): counted in every figure above, their
+    /// latencies also apart so a verdict can leave them out (`load::verdict`). Written only
+    /// when there were some (an older record has none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affected: Option<Box<super::affected::AffectedRecord>>,
 }
 
 /// The requests of one status class: `2xx` holds every answer from 200 to 299.

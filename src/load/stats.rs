@@ -242,6 +242,11 @@ impl RunStats {
         }
     }
 
+    /// A single-request run (no journeys): each request is its iteration.
+    pub fn is_single(&self) -> bool {
+        self.journeys.is_empty()
+    }
+
     /// Whether k6 would count this response (of the first step) in `http_req_failed`.
     pub fn is_failed(&self, outcome: &Outcome) -> bool {
         self.is_failed_at(0, outcome)
@@ -433,6 +438,7 @@ impl RunStats {
             journeys: self.journeys.iter().map(JourneyStats::snapshot).collect(),
             classes: self.classes.snapshot(),
             plan: None,
+            affected: None,
         };
         if let Some(s) = &self.series {
             s.fill(&mut record);

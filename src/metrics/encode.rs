@@ -171,6 +171,15 @@ fn daemon_source(f: &Family) -> Option<Source> {
             };
             s.state.capacity.iter().map(row).collect()
         }),
+        GENERATOR_AFFECTED => Counts(|s| {
+            let by = s.state.starvation.as_ref().map(|w| w.affected_by_cause());
+            let row = |(c, n): (&str, u64)| (label_set(&[("cause", c)]).into(), n);
+            by.into_iter().flatten().map(row).collect()
+        }),
+        GENERATOR_THROTTLED => Floats(|s| {
+            let w = s.state.starvation.as_ref();
+            one(w.map(|w| w.totals().throttled.as_secs_f64()))
+        }),
         THRESHOLD_PASSED => Floats(|s| {
             let row = |((p, m, t), ok): (&(String, String, String), &bool)| {
                 let labels = label_set(&[("profile", p), ("metric", m), ("threshold", t)]);
@@ -234,6 +243,13 @@ fn slo_source(f: &Family) -> Option<Source> {
                     (slo.good_labels.as_str().into(), good),
                 ]
             });
+            rows.collect()
+        }),
+        SLO_EXCUSED => Counts(|s| {
+            let rows = s
+                .slos
+                .iter()
+                .map(|(slo, _)| (slo.labels.as_str().into(), slo.excused()));
             rows.collect()
         }),
         SLO_MAINTENANCE => Floats(|s| {

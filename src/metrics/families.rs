@@ -124,6 +124,23 @@ pub const GENERATOR_OVERLOADED: Family = family(
      the connect budget while behind, or the in-flight cap full); also in \
      sloburn_dropped_iterations_total, never SLO events.",
 );
+pub const GENERATOR_AFFECTED: Family = family(
+    names::GENERATOR_AFFECTED,
+    Kind::Counter,
+    None,
+    "Answered requests whose latency a starvation of sloburn itself explains, by cause \
+     (cgroup_throttled, run_queue, timer_lateness): in every count, their latency in no \
+     threshold's verdict and no latency SLO's bad events.",
+);
+pub const GENERATOR_THROTTLED: Family = family(
+    names::GENERATOR_THROTTLED,
+    Kind::Counter,
+    SECONDS,
+    "Time sloburn's cgroup was throttled by its CPU quota while runs were in progress, as the \
+     kernel counts it (cpu.stat; cgroup v1 sums it over CPUs, as cAdvisor's \
+     container_cpu_cfs_throttled_seconds_total does); 0 where no cgroup counters can be read \
+     (the daemon's log says so at start).",
+);
 pub const SATURATED_ITERATIONS: Family = family(
     names::SATURATED_ITERATIONS,
     Kind::Counter,
@@ -251,6 +268,14 @@ pub const SLO_EVENTS: Family = family(
     None,
     "SLO events by result (good or bad); the generated rules compute from this.",
 );
+pub const SLO_EXCUSED: Family = family(
+    names::SLO_EXCUSED,
+    Kind::Counter,
+    None,
+    "Requests a latency SLO counted as no event: answered past the objective, but their \
+     latency is sloburn's own CPU starvation (generator-affected; one that met the objective \
+     is good). Never in sloburn_slo_events_total.",
+);
 pub const SLO_MAINTENANCE: Family = family(
     names::SLO_MAINTENANCE,
     Kind::Gauge,
@@ -349,7 +374,7 @@ pub const VUS_MAX: Family = family(
 );
 
 /// Every family, in exposition order (sorted by name).
-pub const FAMILIES: [Family; 51] = [
+pub const FAMILIES: [Family; 54] = [
     PROCESS_CPU,
     PROCESS_MAX_FDS,
     PROCESS_OPEN_FDS,
@@ -366,7 +391,9 @@ pub const FAMILIES: [Family; 51] = [
     DATA_RECEIVED,
     DATA_SENT,
     DROPPED_ITERATIONS,
+    GENERATOR_AFFECTED,
     GENERATOR_OVERLOADED,
+    GENERATOR_THROTTLED,
     HTTP_REQ_CORRECTED_DURATION,
     HTTP_REQ_DURATION,
     HTTP_REQ_PHASE,
@@ -387,6 +414,7 @@ pub const FAMILIES: [Family; 51] = [
     SLO_BURN_RATE,
     SLO_BUDGET_REMAINING,
     SLO_EVENTS,
+    SLO_EXCUSED,
     SLO_MAINTENANCE,
     SLO_OBJECTIVE,
     SLO_RESTORE_GAPS,

@@ -244,6 +244,12 @@ impl Metrics {
         self.inner.local_totals.read()
     }
 
+    /// The daemon's starvation watch: `sloburn_generator_affected_requests_total` and
+    /// `sloburn_generator_throttled_seconds_total` read it at each scrape.
+    pub fn set_starvation(&self, watch: Arc<crate::starve::Starvation>) {
+        lock(&self.inner.state).starvation = Some(watch);
+    }
+
     /// Exposes the exporter's losses as `sloburn_telemetry_spans_dropped_total`.
     pub fn set_telemetry(&self, stats: Arc<crate::telemetry::ExportStats>) {
         lock(&self.inner.state).telemetry = Some(stats);

@@ -46,6 +46,10 @@ pub trait SloSource: Send + Sync + std::fmt::Debug {
     fn events(&self) -> (u64, u64);
     /// Whether a maintenance window covers the SLO.
     fn in_maintenance(&self) -> bool;
+    /// Requests counted as no event: their latency is sloburn's own starvation.
+    fn excused(&self) -> u64 {
+        0
+    }
 }
 
 #[derive(Debug)]
@@ -118,6 +122,12 @@ impl SloMetrics {
     /// `(good, bad)` as the budget counts them: `sloburn_slo_events_total`.
     pub fn events(&self) -> (u64, u64) {
         self.source().map_or((0, 0), |s| s.events())
+    }
+
+    /// Requests counted as no event for sloburn's own starvation:
+    /// `sloburn_slo_excused_events_total`.
+    pub fn excused(&self) -> u64 {
+        self.source().map_or(0, |s| s.excused())
     }
 
     /// Replaces the evaluation gauges. The period's window is labelled like the standard ones

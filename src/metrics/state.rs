@@ -41,6 +41,8 @@ pub(super) struct State {
     pub(super) auth_failures: [u64; 2],
     /// The OTLP exporter's counts, once `telemetry:` started one.
     pub(super) telemetry: Option<Arc<crate::telemetry::ExportStats>>,
+    /// The daemon's starvation watch, once it runs one.
+    pub(super) starvation: Option<Arc<crate::starve::Starvation>>,
     /// The start-up restore from Prometheus: its phase and, per SLO, (restored, gap) minutes.
     pub(super) restore: Option<(&'static str, RestoreCoverage)>,
     /// How the protobuf format writes histograms (`server.native_histograms`).

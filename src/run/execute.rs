@@ -49,6 +49,9 @@ pub async fn execute(
     ));
     let stopper = Stopper::new();
     let mut watch = SignalWatch::install(handle_signals, &stopper)?;
+    // Ends with the run: the token is cancelled and the set dropped on every return.
+    let mut sampler = JoinSet::new();
+    let starvation = watch_starvation(&r, &mut sampler, &token);
     let mut outputs =
         Outputs::open(&args.out, args.out_sample, args.report.as_deref()).map_err(|e| {
             match e.downcast::<BadSpec>() {
@@ -86,7 +89,7 @@ pub async fn execute(
     let run = runner::run(
         &spec,
         &client,
-        Observers::new(stats.clone(), observers),
+        Observers::new(stats.clone(), observers).with_starvation(starvation),
         stopper,
     );
     // Dropping the run aborts its VUs (their sets die with it); what they had finished stays.
@@ -385,6 +388,27 @@ pub(super) async fn watch_signals(
     }
 }
 
+/// Starts the run's starvation watch (`crate::starve`) on `tasks`, stopped by `token`, and
+/// warns when the cgroup's CPU quota is below what the profile's rate needs.
+fn watch_starvation(
+    r: &Resolved,
+    tasks: &mut JoinSet<()>,
+    token: &CancellationToken,
+) -> Arc<crate::starve::Starvation> {
+    let watch = Arc::new(crate::starve::Starvation::new());
+    tasks.spawn(watch.clone().sample(token.clone()));
+    let steps = r.spec.work.steps().len().max(1);
+    let journeys = r.spec.work.journey_names().len().max(1);
+    // Requests per iteration: a journey's steps, on average over the mix's journeys.
+    let per_iteration = steps.div_ceil(journeys) as f64;
+    let rate = r.spec.executor.peak_rate() / f64::from(r.spec.shard.count()) * per_iteration;
+    let what = format!("profile `{}`", r.name);
+    if let Some(w) = crate::starve::quota_warning(watch.quota(), rate, &what) {
+        let _ = writeln!(std::io::stderr(), "warning: {w}");
+    }
+    watch
+}
+
 /// The report of a run whose graceful stop a second signal cut short: the figures of the
 /// requests that finished; those still in flight are not counted.
 pub(super) fn cut_short(
@@ -405,6 +429,8 @@ pub(super) fn cut_short(
             "interrupted by {}; a second signal cut the graceful stop short",
             first.unwrap_or("a signal")
         ))),
+        starved: None,
+        would_fail: Vec::new(),
     }
 }
 

@@ -319,11 +319,7 @@ pub(super) fn add_up(
             signal = signal.or(share.signal.as_deref().map(signal_name));
         }
     }
-    report.thresholds = report
-        .thresholds
-        .iter()
-        .map(|(spec, _)| (spec.clone(), spec.threshold.evaluate(&report.stats)))
-        .collect();
+    report.judge_thresholds();
     missing.sort();
     let missing = (!missing.is_empty()).then(|| {
         let mut names: Vec<u32> = missing.iter().map(|(i, _)| *i).collect();

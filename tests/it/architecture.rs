@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[&[&str]] = &[
     &["clock"],
     &[
-        "exit", "units", "timer", "limits", "memory", "signals", "names", "hist", "zone",
+        "exit", "units", "timer", "limits", "memory", "signals", "names", "hist", "zone", "starve",
     ],
     &["http", "server"],
     &[

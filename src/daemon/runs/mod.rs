@@ -295,7 +295,7 @@ async fn execute(
     ));
     let mut observers: Vec<Arc<dyn crate::load::event::Observer>> = vec![Arc::new(live)];
     observers.extend(capture.observers());
-    let events = Observers::new(stats, observers);
+    let events = Observers::new(stats, observers).with_starvation(shared.starvation.clone());
     let client = target.client(shared.resolver.clone());
     // Last in the set-up: a share's barrier counts from here.
     let spec = run_spec(shared, profile, work, start_at_ms);

@@ -6,7 +6,7 @@ use crate::checks::Check;
 use crate::daemon::state::Shared;
 use crate::hist::Histogram;
 use crate::http::Outcome;
-use crate::load::event::{IterationResult, Observer, StepFailure};
+use crate::load::event::{IterationResult, Observer, Sent, StepFailure};
 use crate::load::pacing::DropReason;
 use crate::load::series::{Series, StepHists};
 use crate::metrics::ProfileMetrics;
@@ -44,11 +44,22 @@ impl Observer for Live {
         lateness: Duration,
         results: &[bool],
     ) {
-        self.metrics.observe_step(step, outcome, lateness, results);
-        let checks = self.checks.get(step).map_or(&[][..], Vec::as_slice);
-        for w in self.watchers.iter().filter(|w| w.counts_step(step)) {
-            w.observe(outcome, row, checks, results);
-        }
+        self.observe(step, row, outcome, lateness, results, false);
+    }
+
+    /// In the profile's series as measured; a latency SLO counts it only when it met the
+    /// objective anyway (`Watcher::observe_judged`).
+    fn request_affected(
+        &self,
+        step: usize,
+        row: Option<usize>,
+        _: Sent<'_>,
+        outcome: &Outcome,
+        lateness: Duration,
+        results: &[bool],
+        _: crate::starve::Cause,
+    ) {
+        self.observe(step, row, outcome, lateness, results, true);
     }
 
     fn step_failed(&self, step: usize, why: StepFailure) {
@@ -116,6 +127,24 @@ impl Observer for Live {
 
     fn vus_allocated(&self, n: u32) {
         self.metrics.raise_vus_max(n);
+    }
+}
+
+impl Live {
+    fn observe(
+        &self,
+        step: usize,
+        row: Option<usize>,
+        outcome: &Outcome,
+        lateness: Duration,
+        results: &[bool],
+        affected: bool,
+    ) {
+        self.metrics.observe_step(step, outcome, lateness, results);
+        let checks = self.checks.get(step).map_or(&[][..], Vec::as_slice);
+        for w in self.watchers.iter().filter(|w| w.counts_step(step)) {
+            w.observe_judged(outcome, row, checks, results, affected);
+        }
     }
 }
 

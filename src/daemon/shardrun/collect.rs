@@ -363,11 +363,7 @@ pub(super) fn verdict_of(
         .collect();
     if let Some(mut report) = merged {
         // The thresholds once, on every shard's figures together.
-        report.thresholds = report
-            .thresholds
-            .iter()
-            .map(|(spec, _)| (spec.clone(), spec.threshold.evaluate(&report.stats)))
-            .collect();
+        report.judge_thresholds();
         if report.aborted.is_none() || abort.is_some() {
             report.aborted = abort.clone().map(Abort::Stopped);
         }

@@ -17,7 +17,7 @@ use super::observe::Observers;
 use super::pacing::{DropReason, Pacing};
 use super::plan::{Plan, Shard};
 use super::record::RunRecord;
-use super::stats::RunStats;
+use super::verdict::Starved;
 use crate::config::spec::Executor;
 use crate::http::Client;
 use crate::thresholds::{ThresholdResult, ThresholdSpec};
@@ -73,13 +73,27 @@ pub enum Abort {
 #[derive(Debug, Clone)]
 pub struct RunReport {
     pub stats: RunRecord,
+    /// Judged without the generator-affected requests' latencies (`load::verdict`).
     pub thresholds: Vec<(ThresholdSpec, ThresholdResult)>,
     pub aborted: Option<Abort>,
+    /// What sloburn's starvation watch saw during the run, when one judged its requests.
+    pub starved: Option<Starved>,
+    /// Thresholds (`metric: expr`) that pass without the affected requests' latencies and fail
+    /// with them: only sloburn's own stall fails them, so the run is inconclusive.
+    pub would_fail: Vec<String>,
 }
 
 impl RunReport {
     pub fn thresholds_passed(&self) -> bool {
         self.thresholds.iter().all(|(_, r)| r.passed)
+    }
+
+    /// Judges the report's thresholds again on its figures (`load::verdict::judge`): after a
+    /// shard merge, on every shard's together.
+    pub fn judge_thresholds(&mut self) {
+        let specs = self.thresholds.iter().map(|(spec, _)| spec.clone());
+        let specs: Vec<_> = specs.collect();
+        (self.thresholds, self.would_fail) = super::verdict::judge(&self.stats, specs.into_iter());
     }
 
     /// Why this run cannot judge its target, if it cannot: the generator dropped arrivals as
@@ -100,14 +114,15 @@ impl RunReport {
             );
         }
         let overloaded = s.generator_overloaded();
+        let starved = || Starved::inconclusive(self.starved.as_ref(), s, &self.would_fail);
         if overloaded == 0 {
-            return None;
+            return starved();
         }
         let arrivals = (s.iterations + s.dropped).max(1);
         let share = overloaded as f64 / arrivals as f64;
         let failed = !self.thresholds_passed() || matches!(self.aborted, Some(Abort::Threshold(_)));
         if !failed && share <= INCONCLUSIVE_SHARE {
-            return None;
+            return starved();
         }
         let what = if failed {
             "a threshold failed while sloburn was overloaded"
@@ -178,7 +193,8 @@ pub async fn run(
         }
     }
     let start = crate::clock::tokio_instant();
-    let stats = events.stats().clone();
+    let (events, before) = keep_affected_apart(events, spec);
+    let _watching = events.starvation().map(|w| w.active());
     let mut work = RunWork::new(spec.work.clone());
     work.trace = spec.tracer.as_ref().map(|t| {
         t.run_span(
@@ -197,7 +213,7 @@ pub async fn run(
     let mut monitors = JoinSet::new();
     monitors.spawn(monitor(
         spec.thresholds.clone(),
-        stats.clone(),
+        ctx.events.clone(),
         start,
         stopper.clone(),
     ));
@@ -219,12 +235,18 @@ pub async fn run(
         crate::clock::elapsed(start),
         stopper.is_stopped(),
     );
-    let snapshot = stats.snapshot(window);
-    let thresholds: Vec<_> = spec
-        .thresholds
-        .iter()
-        .map(|t| (t.clone(), t.threshold.evaluate(&snapshot)))
-        .collect();
+    let snapshot = ctx.events.snapshot(window);
+    let (thresholds, would_fail) =
+        super::verdict::judge(&snapshot, spec.thresholds.iter().cloned());
+    let starved = ctx
+        .events
+        .starvation()
+        .zip(before)
+        .map(|(w, before)| Starved {
+            during: w.totals().since(&before),
+            sources: w.sources().cloned(),
+            quota: w.quota(),
+        });
     if let Some(span) = &ctx.work.trace {
         let result = match stopper.reason() {
             Some(Abort::DataUsedUp(_)) | None if thresholds.iter().all(|(_, r)| r.passed) => {
@@ -239,7 +261,27 @@ pub async fn run(
         stats: snapshot,
         thresholds,
         aborted: stopper.reason(),
+        starved,
+        would_fail,
     })
+}
+
+/// With a starvation watch, the run keeps its generator-affected requests' latencies apart
+/// (`load::affected`); returns the watch's totals at the start.
+fn keep_affected_apart(
+    events: Observers,
+    spec: &RunSpec,
+) -> (Observers, Option<crate::starve::Totals>) {
+    let Some(before) = events.starvation().map(|w| w.totals()) else {
+        return (events, None);
+    };
+    let twin = super::stats::RunStats::for_work(
+        &spec.work.steps(),
+        &spec.work.journey_names(),
+        &spec.thresholds,
+        &spec.profile,
+    );
+    (events.keep_affected(twin), Some(before))
 }
 
 struct VuCtx {
@@ -288,10 +330,11 @@ impl VuCtx {
     }
 }
 
-/// Evaluates abort-on-fail thresholds while the run goes on.
+/// Evaluates abort-on-fail thresholds while the run goes on, without the generator-affected
+/// requests' latencies (`load::verdict`).
 async fn monitor(
     thresholds: Vec<ThresholdSpec>,
-    stats: Arc<RunStats>,
+    events: Observers,
     start: Instant,
     stopper: Stopper,
 ) {
@@ -303,9 +346,10 @@ async fn monitor(
     loop {
         tick.tick().await;
         let elapsed = crate::clock::elapsed(start);
-        let snapshot = stats.snapshot(elapsed);
+        let snapshot = events.snapshot(elapsed);
+        let snapshot = super::verdict::judged(&snapshot);
         for t in &thresholds {
-            let result = t.threshold.evaluate(&snapshot);
+            let result = t.threshold.evaluate(&*snapshot);
             if t.should_abort(&result, elapsed) {
                 stopper.stop(Abort::Threshold(t.threshold.source.clone()));
                 return;

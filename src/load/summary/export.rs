@@ -81,6 +81,10 @@ pub fn export_json(report: &RunReport, interrupted_by: Option<&str>) -> Value {
     state.insert("isStdOutTTY".into(), Value::Bool(false));
     state.insert("isStdErrTTY".into(), Value::Bool(false));
     mark_interrupted(&mut state, interrupted_by);
+    let starved = super::starved::json(report);
+    if !starved.is_null() {
+        state.insert("generator_affected".into(), starved);
+    }
     let groups = super::groups::json(s);
     json!({
         "root_group": { "name": "", "path": "", "id": k6_id(""), "groups": groups, "checks": checks },

@@ -12,6 +12,7 @@ mod checks;
 mod export;
 mod groups;
 mod progress;
+mod starved;
 mod text;
 mod vegeta;
 
@@ -206,6 +207,8 @@ mod tests {
             stats: snapshot,
             thresholds,
             aborted: None,
+            starved: None,
+            would_fail: Vec::new(),
         }
     }
 

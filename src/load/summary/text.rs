@@ -200,6 +200,7 @@ fn how_it_ended(out: &mut String, h: &Header, report: &RunReport) {
     }
     overload(out, s);
     timing(out, s);
+    super::starved::text(out, report);
     if let Some(why) = report.inconclusive() {
         let _ = writeln!(out, "  {why}");
     }
