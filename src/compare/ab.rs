@@ -100,6 +100,8 @@ pub fn sides(r: &RunRecord) -> Option<(RunRecord, RunRecord)> {
             journeys: Vec::new(),
             classes: Vec::new(),
             plan: r.plan.clone(),
+            // Which of a side's requests were generator-affected is not kept per journey.
+            affected: None,
         })
     };
     Some((side(BASELINE)?, side(CANDIDATE)?))
