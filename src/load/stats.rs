@@ -268,14 +268,11 @@ impl RunStats {
     /// own, recorded as `iteration_lateness` only, never in either duration.
     fn record(&self, step: usize, outcome: &Outcome, check_results: &[bool], lateness: Duration) {
         self.requests.fetch_add(1, Relaxed);
-        let single = self.journeys.is_empty();
-        if single {
-            self.iterations.fetch_add(1, Relaxed);
-        }
+        let single = self.is_single();
+        self.iterations.fetch_add(u64::from(single), Relaxed);
         self.data_sent.fetch_add(outcome.bytes_sent, Relaxed);
-        if outcome.kernel_tx {
-            self.kernel_tx.fetch_add(1, Relaxed);
-        }
+        let stamped = u64::from(outcome.kernel_tx);
+        self.kernel_tx.fetch_add(stamped, Relaxed);
         self.data_received
             .fetch_add(outcome.bytes_received, Relaxed);
         match outcome
