@@ -11,6 +11,7 @@ tools:
 	bash scripts/install-k6.sh >/dev/null
 	bash scripts/install-web-test-tools.sh
 	bash scripts/install-otel-test-tools.sh
+	bash scripts/install-h3-test-tools.sh
 
 lint:
 	cargo fmt --check

@@ -57,6 +57,11 @@ pub fn target(ctx: &mut Ctx, name: &str, node: &Node, base: &Path, env: &Env) ->
     let timeout = opt_duration(ctx, &f, "timeout", Duration::from_secs(10), true);
     let keep_alive = opt_bool(ctx, &f, "keep_alive", true);
     let mut transport = super::tls::transport(ctx, &f, base);
+    if transport.http == crate::http::HttpVersion::Http3
+        && let Some(n) = f.get("http")
+    {
+        quic_only(ctx, n.pos, &f.path_of("http"), uri.as_ref());
+    }
     let max_body = match f.get("max_body") {
         Some(n) => walk::size(ctx, n, &f.path_of("max_body")).unwrap_or(1 << 20),
         None => 1 << 20,
@@ -123,6 +128,22 @@ fn protocol_fields(ctx: &mut Ctx, f: &Fields, protocol: Protocol, uri: Option<&h
             n.pos,
             &f.path_of("grpc"),
             "`grpc` is for a grpc:// or grpcs:// target",
+        );
+    }
+}
+
+/// `http: "3"` is QUIC: an https:// URL only (QUIC has no plain form; gRPC, WebSocket and the
+/// probes run over TCP).
+fn quic_only(ctx: &mut Ctx, pos: super::Pos, path: &str, uri: Option<&http::Uri>) {
+    let scheme = uri.and_then(|u| u.scheme_str()).unwrap_or("");
+    if !scheme.eq_ignore_ascii_case("https") {
+        ctx.error(
+            pos,
+            path,
+            format!(
+                "`3` (HTTP/3 over QUIC) needs an https:// URL, not {scheme}://: QUIC is always \
+                 encrypted; write \"2\", \"1.1\" or auto for this target"
+            ),
         );
     }
 }

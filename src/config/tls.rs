@@ -40,7 +40,11 @@ pub fn transport(ctx: &mut Ctx, f: &Fields, base: &Path) -> Transport {
             let p = f.path_of("http");
             let v = walk::string(ctx, n, &p)?;
             HttpVersion::parse(&v).or_else(|| {
-                ctx.error(n.pos, &p, format!("`{v}`: write \"1.1\", \"2\" or auto"));
+                ctx.error(
+                    n.pos,
+                    &p,
+                    format!("`{v}`: write \"1.1\", \"2\", \"3\" or auto"),
+                );
                 None
             })
         })

@@ -178,8 +178,9 @@ mod tests {
             }
         }
         assert!(ErrorClass::LocalPortsExhausted.is_local());
+        assert!(ErrorClass::LocalSocket.is_local());
         let remote = ErrorClass::ALL.iter().filter(|c| !c.is_local());
-        assert_eq!(remote.count(), ErrorClass::ALL.len() - 3);
+        assert_eq!(remote.count(), ErrorClass::ALL.len() - 4);
     }
 
     #[test]

@@ -68,6 +68,9 @@ pub(super) struct Inner {
     pub(super) tap: Option<Arc<dyn Tap>>,
     /// `http: auto` on https, and the server picked HTTP/1.1: every user keeps its own.
     pub(super) h1_only: AtomicBool,
+    /// HTTP/3's QUIC configuration, made at the first QUIC connection and shared by every
+    /// user, so that a later connection resumes an earlier one's TLS session (0-RTT).
+    pub(super) quic: OnceLock<Result<quinn::ClientConfig, &'static str>>,
 }
 
 impl std::fmt::Debug for Client {
@@ -102,6 +105,7 @@ impl Client {
                 h2,
                 turn: AtomicUsize::new(0),
                 h1_only: AtomicBool::new(false),
+                quic: OnceLock::new(),
                 tap,
             }),
         }
@@ -116,6 +120,8 @@ impl Client {
                 HttpVersion::Auto => &[b"h2", b"http/1.1"],
                 HttpVersion::Http1 => &[b"http/1.1"],
                 HttpVersion::Http2 => &[b"h2"],
+                // QUIC builds its own TLS (`quic_config`); a TCP dial of such a client offers h2.
+                HttpVersion::Http3 => &[b"h2"],
             };
             let config = shared_client_config(&opts.tls, opts.insecure_skip_verify, alpn)
                 .unwrap_or_else(|e| {

@@ -107,11 +107,18 @@ pub enum ErrorClass {
     /// header value that holds a control character (CR, LF, NUL) from a data row, a capture or
     /// a variable. Nothing was sent; sloburn's (its config's or data's) failure, not the target's.
     Template,
+    /// HTTP/3: version negotiation found no QUIC version both sides speak.
+    QuicVersion,
+    /// HTTP/3: the QUIC connection went silent past its idle timeout.
+    IdleTimeout,
+    /// sloburn could not open or use its own socket (a UDP socket for QUIC): never the
+    /// target's failure.
+    LocalSocket,
     Other,
 }
 
 impl ErrorClass {
-    pub const ALL: [ErrorClass; 12] = [
+    pub const ALL: [ErrorClass; 15] = [
         ErrorClass::Dns,
         ErrorClass::ConnectRefused,
         ErrorClass::ConnectTimeout,
@@ -123,6 +130,9 @@ impl ErrorClass {
         ErrorClass::Body,
         ErrorClass::BodyTooLarge,
         ErrorClass::Template,
+        ErrorClass::QuicVersion,
+        ErrorClass::IdleTimeout,
+        ErrorClass::LocalSocket,
         ErrorClass::Other,
     ];
 
@@ -140,6 +150,9 @@ impl ErrorClass {
             ErrorClass::Body => "body",
             ErrorClass::BodyTooLarge => "body_too_large",
             ErrorClass::Template => "template",
+            ErrorClass::QuicVersion => "quic_version",
+            ErrorClass::IdleTimeout => "idle_timeout",
+            ErrorClass::LocalSocket => "local_socket",
             ErrorClass::Other => "other",
         }
     }
@@ -150,7 +163,10 @@ impl ErrorClass {
     pub fn is_local(self) -> bool {
         matches!(
             self,
-            ErrorClass::LocalPortsExhausted | ErrorClass::LocalFdExhausted | ErrorClass::Template
+            ErrorClass::LocalPortsExhausted
+                | ErrorClass::LocalFdExhausted
+                | ErrorClass::Template
+                | ErrorClass::LocalSocket
         )
     }
 }
@@ -224,6 +240,8 @@ pub enum HttpVersion {
     Http1,
     /// https: ALPN offers only h2; http://: h2c with prior knowledge.
     Http2,
+    /// HTTP/3 over QUIC (https:// only): `h3` in ALPN.
+    Http3,
 }
 
 impl HttpVersion {
@@ -232,6 +250,7 @@ impl HttpVersion {
             "auto" => HttpVersion::Auto,
             "1.1" | "1" => HttpVersion::Http1,
             "2" | "2.0" => HttpVersion::Http2,
+            "3" | "3.0" => HttpVersion::Http3,
             _ => return None,
         })
     }
@@ -241,6 +260,7 @@ impl HttpVersion {
             HttpVersion::Auto => "auto",
             HttpVersion::Http1 => "1.1",
             HttpVersion::Http2 => "2",
+            HttpVersion::Http3 => "3",
         }
     }
 }
@@ -330,12 +350,27 @@ pub struct Outcome {
     pub headers: ::http::HeaderMap,
     /// The body, up to the configured limit.
     pub body: bytes::Bytes,
+    /// HTTP/3: the QUIC connection's figures after the request.
+    pub quic: Option<QuicFigures>,
     /// Bytes of the last frame read past the limit and discarded (reading stops at the frame
     /// that crosses `max_body`, so this is at most one frame).
     pub body_discarded: u64,
     /// True when the kernel stamped every byte of the request as it took them (`http/tx.rs`):
     /// its `sending` and the start of `waiting` are the kernel's, not sloburn's task's.
     pub kernel_tx: bool,
+}
+
+/// A QUIC connection's own figures as quinn keeps them, read after a request on it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QuicFigures {
+    /// The smoothed round-trip time.
+    pub rtt: Duration,
+    /// Packets declared lost on the connection so far.
+    pub lost_packets: u64,
+    /// Congestion events (the window cut) on the connection so far.
+    pub congestion_events: u64,
+    /// This request went as 0-RTT on a resumed session, and the server took it.
+    pub zero_rtt: bool,
 }
 
 impl Outcome {
@@ -371,6 +406,7 @@ mod connect;
 pub mod dns;
 pub mod grpc;
 pub mod h2;
+mod h3;
 mod http1;
 pub mod probe;
 mod registry;

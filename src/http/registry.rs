@@ -12,7 +12,7 @@ use http::Uri;
 use super::client::{Client, RequestSpec};
 use super::transport::Transport;
 use super::{HttpVersion, Outcome};
-use super::{alpn, grpc, h2, http1, probe};
+use super::{alpn, grpc, h2, h3, http1, probe};
 
 /// The longest scheme the table names; a longer one matches nothing.
 const MAX_SCHEME: usize = 16;
@@ -86,6 +86,7 @@ registry! {
     "http" | "https", HttpVersion::Http1 => Http1(http1::Http1),
     "http" | "https", HttpVersion::Http2 => H2(h2::H2),
     "http" | "https", HttpVersion::Auto => Alpn(alpn::Alpn),
+    "https", HttpVersion::Http3 => H3(h3::H3),
     "grpc" | "grpcs", _ => Grpc(grpc::target::Grpc),
     "tcp", _ => Tcp(probe::Tcp),
     "tls", _ => Tls(probe::Tls),
@@ -213,6 +214,10 @@ mod tests {
         for v in [HttpVersion::Auto, HttpVersion::Http1, HttpVersion::Http2] {
             assert_eq!(HttpVersion::parse(v.as_str()), Some(v));
         }
-        assert_eq!(HttpVersion::parse("3"), None);
+        assert_eq!(HttpVersion::parse("3"), Some(HttpVersion::Http3));
+        assert_eq!(pick("https", HttpVersion::Http3), Some(Kind::H3));
+        // QUIC has no plain form: config refuses `http: 3` on http://, and no line carries it.
+        assert_eq!(pick("http", HttpVersion::Http3), None);
+        assert_eq!(HttpVersion::parse("4"), None);
     }
 }

@@ -660,7 +660,8 @@ mod tests {
     fn a_short_run_holds_a_few_kilobytes_of_counters() {
         let fresh = RunStats::for_run(&[], &[], "p", "GET");
         assert_eq!(fresh.counter_bytes(), 0);
-        assert!(size_of::<RunStats>() <= 1536, "{}", size_of::<RunStats>());
+        // 1,560: a counter per error class (15 since HTTP/3's three).
+        assert!(size_of::<RunStats>() <= 1560, "{}", size_of::<RunStats>());
         let stats = RunStats::for_run(&[], &[], "p", "GET");
         for ms in [1, 2, 2, 3, 40] {
             stats.request_finished(0, &outcome(Some(200), ms, 0), Duration::ZERO, &[]);

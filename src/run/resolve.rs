@@ -231,7 +231,16 @@ fn with_common_flags(args: &RunArgs, p: Picked) -> anyhow::Result<Resolved> {
     let mut target = p.target;
     if let Some(v) = &args.http {
         target.http = crate::http::HttpVersion::parse(v)
-            .ok_or_else(|| Usage(format!("--http `{v}`: write 2, 1.1 or auto")))?;
+            .ok_or_else(|| Usage(format!("--http `{v}`: write 3, 2, 1.1 or auto")))?;
+        let https = target.uri.scheme_str() == Some("https");
+        if target.http == crate::http::HttpVersion::Http3 && !https {
+            return Err(Usage(format!(
+                "--http 3 (HTTP/3 over QUIC) needs an https:// URL, not {}: QUIC is always \
+                 encrypted",
+                target.display_url
+            ))
+            .into());
+        }
     }
     let mut thresholds = p.thresholds;
     for t in &args.thresholds {

@@ -24,6 +24,7 @@ mod grpc;
 mod grpc_echo;
 mod guard;
 mod h2;
+mod h3;
 mod hardening;
 mod hardening_config;
 mod hostile_imports;

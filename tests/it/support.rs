@@ -51,6 +51,19 @@ pub fn install_otel_test_tools() {
     );
 }
 
+/// Installs hypercorn with its HTTP/3 extra (PyPI), the server of tests/it/h3.rs; idempotent.
+pub fn install_h3_test_tools() {
+    let status = Command::new("bash")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/scripts/install-h3-test-tools.sh"
+        ))
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("install script runs");
+    assert!(status.success(), "scripts/install-h3-test-tools.sh failed");
+}
+
 /// Starts profile `profile` through the admin API and waits (at most a minute) until the
 /// daemon has `n` finished runs; the runs list, newest first.
 pub async fn run_and_wait(base: &str, profile: &str, n: usize) -> serde_json::Value {

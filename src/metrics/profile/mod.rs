@@ -406,6 +406,7 @@ mod tests {
             [
                 ("local_fd_exhausted", 0),
                 ("local_ports_exhausted", 2),
+                ("local_socket", 0),
                 ("template", 0)
             ]
         );
@@ -434,6 +435,7 @@ mod tests {
             [
                 ("local_fd_exhausted", 2),
                 ("local_ports_exhausted", 0),
+                ("local_socket", 0),
                 ("template", 0)
             ]
         );

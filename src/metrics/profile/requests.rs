@@ -40,6 +40,9 @@ struct Chunk {
     counts: [AtomicU64; CHUNK],
 }
 
+// The error code (1 + its index) fits the key's four low bits.
+const _: () = assert!(ErrorClass::ALL.len() < 16);
+
 /// `(status + 1) << 4 | error code`: never 0, which marks an empty slot.
 pub(super) fn req_key(status: Option<u16>, error: Option<ErrorClass>) -> u32 {
     let status = status.map_or(0, u32::from);
