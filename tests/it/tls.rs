@@ -340,7 +340,7 @@ fn check_rejects_bad_transport_fields_with_line_and_column() {
     let config = "targets:
   t:
     url: https://localhost/
-    http: \"3\"
+    http: \"4\"
     http2: { max_connections: 0 }
     connect_to: nowhere
     dns: { select: closest }
@@ -361,7 +361,7 @@ fn check_rejects_bad_transport_fields_with_line_and_column() {
     let text = String::from_utf8_lossy(&out.stdout);
     let f = path.display().to_string();
     for want in [
-        format!("{f}:4:11: targets.t.http: `3`"),
+        format!("{f}:4:11: targets.t.http: `4`: write \"1.1\", \"2\", \"3\" or auto"),
         format!("{f}:5:31: targets.t.http2.max_connections: must be between 1 and 1024"),
         format!("{f}:6:17: targets.t.connect_to: `nowhere`: write HOST:PORT"),
         format!("{f}:7:20: targets.t.dns.select: `closest`"),
